@@ -1,0 +1,1 @@
+"""Token-length tools for GRPO datasets (``grpo-data``)."""

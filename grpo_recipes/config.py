@@ -1,0 +1,172 @@
+"""One typed description of a GRPO launch: the arguments that decide whether it fits and starts.
+
+Every field is an ms-swift 4.6 ``swift rlhf`` argument of the same name. The value is what ms-swift
+would hold after parsing and after its GRPO defaults (``RLHFArguments._init_grpo`` and
+``_set_default``): e.g. ``gradient_accumulation_steps`` None becomes 1 and ``beta`` None becomes
+0.04. Values that ms-swift fills in from the model (``max_length``, ``vllm_max_model_len``) stay
+``None`` here and are resolved by the guard against the model's ``config.json``.
+
+tests/test_real_parser.py checks these resolved values against ms-swift's own parse.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from . import swift_args
+
+
+@dataclass
+class GRPOConfig:
+    # --- what is trained ---
+    model: str | None = None
+    """Model id or local dir (``--model``)."""
+    model_type: str | None = None
+    """ms-swift model type; Qwen2.5 is ``qwen2`` in 4.x (there is no ``qwen2_5`` model type)."""
+    template: str | None = None
+    """Chat template, e.g. ``qwen2_5`` or ``deepseek_r1``."""
+    rlhf_type: str = 'dpo'
+    """Must be ``grpo`` for this pack (ms-swift's default is ``dpo``)."""
+    tuner_type: str = 'lora'
+    """``lora`` or ``full`` (and others). Renamed from ``train_type`` in 4.0."""
+    torch_dtype: str | None = None
+    """Compute dtype; None takes the model's ``torch_dtype``."""
+    quant_method: str | None = None
+    """On-the-fly quantisation (``bnb`` for QLoRA). GPTQ/AWQ checkpoints need none."""
+    quant_bits: int | None = None
+    """Bits for ``quant_method`` (bnb: 4 or 8)."""
+    lora_rank: int = 8
+    """LoRA rank; also vLLM's ``max_lora_rank`` in colocate mode with ``vllm_enable_lora``."""
+    lora_alpha: float = 32
+    target_modules: list[str] = field(default_factory=lambda: ['all-linear'])
+    """Modules that get LoRA adapters; ``all-linear`` is every linear layer but ``lm_head``."""
+    ref_model: str | None = None
+    """Reference model; must be unset with LoRA (the adapter is disabled instead)."""
+    beta: float = 0.04
+    """KL coefficient; GRPO default 0.04. With 0 no reference model is loaded."""
+
+    # --- batch: all counted in completions ---
+    per_device_train_batch_size: int = 1
+    """Completions per process per micro-step (not prompts)."""
+    per_device_eval_batch_size: int = 1
+    gradient_accumulation_steps: int = 1
+    """Micro-steps per optimizer step. GRPO default 1 (``_set_default``)."""
+    steps_per_generation: int | None = None
+    """Micro-steps served by one rollout; None means ``gradient_accumulation_steps``."""
+    generation_batch_size: int | None = None
+    """Completions per rollout across all processes; None means bs × world × steps_per_generation."""
+    num_generations: int = 8
+    """Completions per prompt (G). Must be > 1 and divide ``generation_batch_size``."""
+    num_generations_eval: int | None = None
+    num_iterations: int = 1
+    """Optimizer passes over each rollout (μ)."""
+    eval_strategy: str | None = None
+    """``no``, ``steps`` or ``epoch``; None follows ms-swift (``steps`` when a val set exists)."""
+
+    # --- lengths ---
+    max_length: int | None = None
+    """In GRPO, the maximum *prompt* length. None: the model's max length."""
+    max_completion_length: int = 512
+    """Maximum generated tokens per completion (vLLM ``max_tokens``)."""
+    truncation_strategy: str = 'left'
+    """What happens to a prompt over ``max_length``: ``left`` (cut the head) or ``delete`` (resample)."""
+    max_model_len: int | None = None
+    """A *model* argument (RoPE/context override), not vLLM's. vLLM's is ``vllm_max_model_len``."""
+
+    # --- vLLM rollout ---
+    use_vllm: bool = False
+    vllm_mode: str | None = None
+    """``colocate`` (vLLM inside each trainer process) or ``server`` (``swift rollout`` on other GPUs)."""
+    vllm_gpu_memory_utilization: float = 0.9
+    """Fraction of each GPU's *total* memory vLLM reserves (weights + activations + KV cache)."""
+    vllm_tensor_parallel_size: int = 1
+    vllm_data_parallel_size: int = 1
+    vllm_max_model_len: int | None = None
+    """vLLM context length; None takes the model's full context (32768 or 131072)."""
+    vllm_max_num_seqs: int | None = None
+    vllm_enforce_eager: bool = False
+    """True skips CUDA graphs (saves memory, slower)."""
+    vllm_enable_lora: bool = False
+    vllm_enable_prefix_caching: bool | None = True
+    sleep_level: int = 0
+    """Colocate only: 1 offloads vLLM weights and drops KV during training; 2 drops both."""
+    offload_model: bool = False
+    offload_optimizer: bool = False
+    move_model_batches: int | None = None
+    """Split the weight sync into this many layer groups (lowers the ZeRO-3 gather peak)."""
+    async_generate: bool = False
+    vllm_server_host: list[str] | None = None
+    vllm_server_port: list[int] = field(default_factory=lambda: [8000])
+    vllm_server_base_url: list[str] | None = None
+    vllm_server_group_port: list[int] | None = None
+    vllm_server_timeout: float = 240.0
+
+    # --- parallelism and memory ---
+    deepspeed: str | None = None
+    """``zero0``..``zero3``, ``zero2_offload``, ``zero3_offload`` or a JSON file."""
+    fsdp: str | None = None
+    gradient_checkpointing: bool = True
+    ds3_gather_for_generation: bool = True
+
+    # --- rewards and data ---
+    reward_funcs: list[str] = field(default_factory=list)
+    reward_weights: list[float] | None = None
+    reward_model: list[str] | None = None
+    external_plugins: list[str] = field(default_factory=list)
+    dataset: list[str] = field(default_factory=list)
+    columns: str | None = None
+    system: str | None = None
+
+    explicit: frozenset[str] = frozenset()
+    """The argument names the user set (the rest are ms-swift defaults)."""
+
+    @classmethod
+    def from_argv(cls, argv: list[str]) -> tuple['GRPOConfig', list[str]]:
+        """Parse ``argv`` with the snapshot parser; returns (config, remaining unknown strings)."""
+        values, remaining = swift_args.parse(argv)
+        explicit = swift_args.explicit_dests(argv)
+        kwargs: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name == 'explicit' or f.name not in values:
+                continue
+            kwargs[f.name] = values[f.name]
+        cfg = cls(**kwargs, explicit=frozenset(explicit))
+        cfg._apply_grpo_defaults(values)
+        return cfg, remaining
+
+    def _apply_grpo_defaults(self, values: dict[str, Any]) -> None:
+        # ms-swift RLHFArguments: _init_max_completion_length, _init_grpo, _set_default.
+        self.max_completion_length = (values.get('response_length') or values.get('max_new_tokens')
+                                      or self.max_completion_length)
+        if self.gradient_accumulation_steps is None:
+            self.gradient_accumulation_steps = 1 if self.rlhf_type == 'grpo' else self.gradient_accumulation_steps
+        if self.rlhf_type == 'grpo':
+            if self.truncation_strategy is None:
+                self.truncation_strategy = 'left'
+            if self.beta is None:
+                self.beta = 0.04
+            if self.async_generate or not self.use_vllm or self.vllm_mode == 'server':
+                self.sleep_level = 0
+
+    def is_set(self, name: str) -> bool:
+        return name in self.explicit
+
+    @property
+    def is_lora(self) -> bool:
+        return self.tuner_type not in ('full',)
+
+    @property
+    def zero_stage(self) -> int | None:
+        """The ZeRO stage of a built-in ``--deepspeed`` preset (None if no DeepSpeed or a custom file)."""
+        if not self.deepspeed:
+            return None
+        name = self.deepspeed.lower()
+        for stage in (0, 1, 2, 3):
+            if name.startswith(f'zero{stage}'):
+                return stage
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d['explicit'] = sorted(self.explicit)
+        return d

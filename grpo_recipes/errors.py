@@ -1,0 +1,9 @@
+"""User-facing errors: one line naming the file, line or argument, and the fix.
+
+The CLI prints ``str(err)`` and exits with ``err.exit_code``; it never shows a traceback for these.
+"""
+
+
+class GuardError(Exception):
+    """Bad input (missing file, invalid YAML, bad ENV block, bad flag). Exit status 2."""
+    exit_code = 2

@@ -1,0 +1,91 @@
+"""Model ``config.json`` lookup: a local dir, a hub id in the local HF/ModelScope cache, or a
+built-in copy for the recipes' models (``model_configs/``), which works offline."""
+from __future__ import annotations
+
+import json
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import GuardError
+
+# Hub id → file in model_configs/ (the file name is the id's last part).
+BUILTIN_MODELS = {
+    'Qwen/Qwen2.5-7B-Instruct': 'Qwen2.5-7B-Instruct.json',
+    'Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4': 'Qwen2.5-32B-Instruct-GPTQ-Int4.json',
+    'deepseek-ai/DeepSeek-R1-Distill-Qwen-32B': 'DeepSeek-R1-Distill-Qwen-32B.json',
+}
+
+
+def _builtin_for(model: str) -> str | None:
+    base = model.rstrip('/').split('/')[-1].lower()
+    for hub_id, fname in BUILTIN_MODELS.items():
+        if model == hub_id or base == hub_id.split('/')[-1].lower():
+            return fname
+    return None
+
+
+def _cached_snapshot(model: str) -> Path | None:
+    """A hub id already in the local Hugging Face or ModelScope cache (no network)."""
+    if '/' not in model or os.path.isabs(model):
+        return None
+    hf_home = Path(os.environ.get('HF_HOME', Path.home() / '.cache' / 'huggingface'))
+    hf_repo = hf_home / 'hub' / ('models--' + model.replace('/', '--')) / 'snapshots'
+    if hf_repo.is_dir():
+        for snap in sorted(hf_repo.iterdir(), reverse=True):
+            if (snap / 'config.json').is_file():
+                return snap
+    ms_cache = Path(os.environ.get('MODELSCOPE_CACHE', Path.home() / '.cache' / 'modelscope'))
+    for cand in (ms_cache / 'models' / model, ms_cache / 'hub' / 'models' / model, ms_cache / 'hub' / model):
+        if (cand / 'config.json').is_file():
+            return cand
+    return None
+
+
+def resolve_model_dir(model: str | None) -> tuple[Path | None, str | None]:
+    """(local dir holding config.json, built-in file name): exactly one is set."""
+    if not model:
+        raise GuardError('--model is not set; add `model: Qwen/Qwen2.5-7B-Instruct` (or a local dir) to the config')
+    p = Path(model).expanduser()
+    if (p / 'config.json').is_file():
+        return p, None
+    cached = _cached_snapshot(model)
+    if cached is not None:
+        return cached, None
+    builtin = _builtin_for(model)
+    if builtin is not None:
+        return None, builtin
+    if p.exists():
+        raise GuardError(f'--model {model}: the directory has no config.json')
+    raise GuardError(f'--model {model}: no local dir, no cached copy and no built-in config; pass a local '
+                     f'model dir (config.json is enough) or one of: {", ".join(BUILTIN_MODELS)}')
+
+
+def builtin_config(fname: str) -> dict[str, Any]:
+    return json.loads(resources.files('grpo_recipes').joinpath('model_configs', fname).read_text(encoding='utf-8'))
+
+
+def load_model_config(model: str | None) -> dict[str, Any]:
+    local, builtin = resolve_model_dir(model)
+    if local is not None:
+        try:
+            return json.loads((local / 'config.json').read_text(encoding='utf-8'))
+        except (OSError, json.JSONDecodeError) as e:
+            raise GuardError(f'{local / "config.json"}: cannot read model config ({e})') from None
+    return builtin_config(builtin)
+
+
+def config_only_dir(model: str | None, workdir: Path) -> Path:
+    """A dir ms-swift can parse against: the user's own dir, or ``workdir/<name>/config.json``.
+
+    The dir is named after the model (e.g. ``Qwen2.5-7B-Instruct``) so ms-swift matches its
+    model_type and template the same way it would for the real checkpoint.
+    """
+    local, builtin = resolve_model_dir(model)
+    if local is not None:
+        return local
+    d = workdir / Path(builtin).stem
+    d.mkdir(parents=True, exist_ok=True)
+    (d / 'config.json').write_text(json.dumps(builtin_config(builtin), indent=2), encoding='utf-8')
+    return d

@@ -1,0 +1,105 @@
+"""Bridge to ms-swift's real parser (``grpo-guard validate``).
+
+The parse runs in a subprocess (:mod:`grpo_recipes._swift_worker`) so that ms-swift, torch and
+their side effects (a gloo process group, logging set-up) never enter the guard's own process.
+The worker gets the user's argv untouched, followed by three overrides that only make the parse
+possible on any machine, and which are not reported as the user's values:
+
+- ``--model DIR``: a dir with the model's ``config.json`` only (the user's own dir when it exists);
+- ``--output_dir TMP``: a parse creates ``<output_dir>/v<N>-<timestamp>/``;
+- ``--use_cpu true``: bf16 configs otherwise fail argument construction without a GPU.
+
+GPUs are hidden from the worker (``CUDA_VISIBLE_DEVICES=``): the parse is a single process,
+and the device rules belong to the guard, not to this parse.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import swift_args
+from ._swift_worker import RESULT_MARK
+from .config import GRPOConfig
+from .errors import GuardError
+from .launch import Launch
+from .models import config_only_dir
+
+
+@dataclass
+class RealParseResult:
+    ok: bool
+    """True when ms-swift's parser accepted the launch."""
+    error_type: str | None = None
+    message: str | None = None
+    """ms-swift's own exception message, verbatim."""
+    where: str | None = None
+    """The ms-swift source line that raised."""
+    unknown: list[dict] = field(default_factory=list)
+    """Unknown or renamed arguments, each with a suggestion."""
+    resolved: dict = field(default_factory=dict)
+    """Values after ms-swift's defaults (model_type, template, beta, ...)."""
+    simulated: list[str] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)
+    world_size: int = 1
+    parse_s: float | None = None
+    total_s: float | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def world_size_of(launch: Launch) -> int:
+    def as_int(key: str, default: int) -> int:
+        raw = launch.env.get(key)
+        if raw is None or raw == '':
+            return default
+        try:
+            return int(raw)
+        except ValueError:
+            raise GuardError(f'{key}={raw!r}: must be an integer') from None
+    return max(1, as_int('NNODES', 1)) * max(1, as_int('NPROC_PER_NODE', 1))
+
+
+def validate(launch: Launch, timeout: float = 900.0, python: str | None = None) -> RealParseResult:
+    t0 = time.time()
+    cfg, remaining = GRPOConfig.from_argv(launch.argv)
+    world = world_size_of(launch)
+    with tempfile.TemporaryDirectory(prefix='grpo-guard-') as tmp:
+        model_dir = config_only_dir(cfg.model, Path(tmp) / 'models')
+        overrides = ['--model', str(model_dir), '--output_dir', str(Path(tmp) / 'output'), '--use_cpu', 'true']
+        env_updates = {k: v for k, v in launch.file_env.items() if k not in os.environ}
+        env_updates['CUDA_VISIBLE_DEVICES'] = ''
+        request = {
+            'argv': launch.argv + overrides,
+            'env': env_updates,
+            'world_size': world,
+            'skip_server_connect': bool(cfg.vllm_server_host or cfg.vllm_server_base_url),
+        }
+        child_env = dict(os.environ)
+        child_env.setdefault('PYTHONWARNINGS', 'ignore')
+        try:
+            proc = subprocess.run([python or sys.executable, '-m', 'grpo_recipes._swift_worker'],
+                                  input=json.dumps(request), capture_output=True, text=True, timeout=timeout,
+                                  cwd=tmp, env=child_env)
+        except subprocess.TimeoutExpired:
+            raise GuardError(f'ms-swift parser did not finish in {timeout:.0f}s') from None
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARK)]
+    if not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise GuardError('ms-swift parser crashed before giving a result: ' + ' | '.join(tail))
+    raw = json.loads(lines[-1][len(RESULT_MARK):])
+    if raw.get('crashed'):
+        raise GuardError(f'cannot run ms-swift here ({raw["error_type"]}: {raw["message"]}); '
+                         f'install it with `pip install grpo-recipes` (ms-swift 4.6.x)')
+    unknown = swift_args.explain_remaining(raw.get('remaining') or remaining)
+    return RealParseResult(
+        ok=bool(raw['ok']), error_type=raw.get('error_type'), message=raw.get('message'), where=raw.get('where'),
+        unknown=[asdict(u) | {'describe': u.describe()} for u in unknown], resolved=raw.get('resolved', {}),
+        simulated=raw.get('simulated', []), overrides=overrides[::2], world_size=world,
+        parse_s=raw.get('parse_s'), total_s=round(time.time() - t0, 3))

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Regenerate grpo_recipes/swift_args_snapshot.json from the installed ms-swift.
+
+The snapshot lists every option that ``swift rlhf`` accepts (ms-swift's own
+``HfArgumentParser([RLHFArguments])``): flags, destination, value type, nargs,
+default and choices. The guard's fast path rebuilds an argparse parser from it, so
+it can read a launch in a fraction of a second without importing torch or ms-swift.
+
+    python scripts/gen_swift_snapshot.py            # rewrite the snapshot
+    python scripts/gen_swift_snapshot.py --check    # exit 1 if it drifted
+
+tests/test_snapshot.py runs the --check path against the installed ms-swift.
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+SNAPSHOT = Path(__file__).resolve().parent.parent / 'grpo_recipes' / 'swift_args_snapshot.json'
+
+
+def _jsonable(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if hasattr(value, 'value') and isinstance(getattr(value, 'value'), (str, int, float)):
+        return value.value  # Enum members
+    return str(value)
+
+
+def _type_name(action) -> str:
+    t = action.type
+    if t is None:
+        return 'str'
+    name = getattr(t, '__name__', '')
+    if name == 'string_to_bool':
+        return 'bool'
+    if name == '<lambda>' and action.choices is not None:
+        return 'choice'
+    if t in (str, int, float):
+        return name
+    return 'str'  # Path, dict, ParallelismConfig, DebugOption...: read as text by our parser
+
+
+def build_snapshot() -> dict:
+    import importlib.metadata as md
+
+    from swift.arguments import RLHFArguments
+    from swift.utils.utils import _patch_get_type_hints
+    from transformers import HfArgumentParser
+
+    with _patch_get_type_hints():
+        parser = HfArgumentParser([RLHFArguments])
+    arguments = []
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        entry = {
+            'dest': action.dest,
+            'flags': list(action.option_strings),
+            'action': 'store_false' if isinstance(action, argparse._StoreFalseAction) else 'store',
+            'type': _type_name(action),
+            'nargs': action.nargs,
+            'default': _jsonable(action.default),
+        }
+        if action.choices is not None:
+            entry['choices'] = _jsonable(list(action.choices))
+        if action.const is not None:
+            entry['const'] = _jsonable(action.const)
+        if action.required:
+            entry['required'] = True
+        arguments.append(entry)
+    return {
+        'generated_by': 'scripts/gen_swift_snapshot.py',
+        'ms_swift_version': md.version('ms-swift'),
+        'transformers_version': md.version('transformers'),
+        'trl_version': md.version('trl'),
+        'arguments': arguments,
+    }
+
+
+def render(snapshot: dict) -> str:
+    return json.dumps(snapshot, indent=1, sort_keys=False) + '\n'
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--check', action='store_true', help='compare with the checked-in snapshot; exit 1 on drift')
+    ap.add_argument('--output', type=Path, default=SNAPSHOT)
+    opts = ap.parse_args(argv)
+    text = render(build_snapshot())
+    if opts.check:
+        old = opts.output.read_text(encoding='utf-8') if opts.output.exists() else ''
+        if old != text:
+            print(f'{opts.output}: snapshot drifted from the installed ms-swift; '
+                  f'run `python scripts/gen_swift_snapshot.py` and review the diff', file=sys.stderr)
+            return 1
+        print(f'{opts.output}: up to date')
+        return 0
+    opts.output.write_text(text, encoding='utf-8')
+    print(f'wrote {opts.output}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

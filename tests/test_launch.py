@@ -1,0 +1,109 @@
+"""Loading a launch must match ms-swift's own ``swift/cli/main.py`` byte for byte."""
+import json
+import os
+
+import pytest
+
+from grpo_recipes.errors import GuardError
+from grpo_recipes.launch import load_launch
+
+CONFIG = '''
+ENV:
+  CUDA_VISIBLE_DEVICES: "0,1"
+  NPROC_PER_NODE: 2
+  MASTER_PORT: 29501
+rlhf_type: grpo
+model: Qwen/Qwen2.5-7B-Instruct
+reward_funcs: [accuracy, format]
+use_vllm: true
+vllm_gpu_memory_utilization: 0.5
+columns: {"answer": "solution"}
+max_completion_length: 1024
+system: null
+'''
+
+
+def swift_reads(path, extra, monkeypatch, environ):
+    """What ms-swift 4.6 itself makes of ``swift rlhf path *extra`` (argv, torchrun args)."""
+    from swift.cli.main import get_torchrun_args, parse_yaml_args
+    # parse_yaml_args writes os.environ directly: give it a private copy so nothing leaks.
+    env = {k: v for k, v in os.environ.items() if k not in
+           ('CUDA_VISIBLE_DEVICES', 'NPROC_PER_NODE', 'NNODES', 'NODE_RANK', 'MASTER_ADDR', 'MASTER_PORT')}
+    env.update(environ)
+    monkeypatch.setattr(os, 'environ', env)
+    argv = [str(path), *extra]
+    parse_yaml_args(argv)
+    return argv, get_torchrun_args(), os.environ.get('CUDA_VISIBLE_DEVICES')
+
+
+@pytest.mark.parametrize('environ', [{}, {'NPROC_PER_NODE': '4', 'CUDA_VISIBLE_DEVICES': '0,1,2,3'}])
+def test_yaml_matches_swift_parse_yaml_args(write_yaml, monkeypatch, environ):
+    path = write_yaml(CONFIG)
+    extra = ['--num_generations', '4']
+    ours = load_launch([str(path), *extra], environ=environ)
+    argv, torchrun, cvd = swift_reads(path, extra, monkeypatch, environ)
+    assert ours.argv == argv
+    assert ours.torchrun_args() == torchrun
+    assert ours.env.get('CUDA_VISIBLE_DEVICES') == cvd
+
+
+def test_json_config_matches_swift(tmp_path, monkeypatch):
+    path = tmp_path / 'cfg.json'
+    path.write_text(json.dumps({'ENV': {'NNODES': 2}, 'rlhf_type': 'grpo', 'vllm_server_host': ['a', 'b'],
+                                'use_vllm': True, 'beta': 0.0}))
+    ours = load_launch([str(path)], environ={})
+    argv, torchrun, _ = swift_reads(path, [], monkeypatch, {})
+    assert ours.argv == argv
+    assert ours.torchrun_args() == torchrun
+
+
+def test_env_already_set_wins_with_note(write_yaml):
+    path = write_yaml(CONFIG)
+    launch = load_launch([str(path)], environ={'NPROC_PER_NODE': '4'})
+    assert launch.env['NPROC_PER_NODE'] == '4'
+    assert launch.file_env['NPROC_PER_NODE'] == '2'
+    assert any('NPROC_PER_NODE is already set' in n and '`4`' in n for n in launch.notes)
+
+
+def test_list_dict_and_extra_args(write_yaml):
+    launch = load_launch([str(write_yaml(CONFIG)), '--beta', '0'], environ={})
+    argv = launch.argv
+    i = argv.index('--reward_funcs')
+    assert argv[i + 1:i + 3] == ['accuracy', 'format']
+    assert json.loads(argv[argv.index('--columns') + 1]) == {'answer': 'solution'}
+    assert argv[-2:] == ['--beta', '0']
+
+
+def test_bare_command_line():
+    launch = load_launch(['--', 'swift', 'rlhf', '--rlhf_type', 'grpo', '--num_generations', '4'],
+                         environ={'NPROC_PER_NODE': '2'})
+    assert launch.argv == ['--rlhf_type', 'grpo', '--num_generations', '4']
+    assert launch.env == {'NPROC_PER_NODE': '2'}
+    assert launch.uses_torchrun
+
+
+@pytest.mark.parametrize('text, expect', [
+    ('rlhf_type: grpo\nmodel: a: b\n', 'cfg.yaml:2:9: invalid YAML'),
+    ('ENV: [NPROC_PER_NODE]\nrlhf_type: grpo\n', '`ENV:` must be a mapping'),
+    ('- rlhf_type\n- grpo\n', 'top level must be a mapping'),
+    ('', 'the file is empty'),
+])
+def test_bad_files_give_one_line(write_yaml, text, expect):
+    path = write_yaml(text)
+    with pytest.raises(GuardError) as e:
+        load_launch([str(path)], environ={})
+    assert expect in str(e.value)
+    assert str(path) in str(e.value)
+    assert '\n' not in str(e.value)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(GuardError, match='no such file'):
+        load_launch([str(tmp_path / 'nope.yaml')], environ={})
+
+
+def test_invalid_json_names_line(tmp_path):
+    p = tmp_path / 'c.json'
+    p.write_text('{"rlhf_type": "grpo",\n "beta": }')
+    with pytest.raises(GuardError, match=r'c\.json:2:'):
+        load_launch([str(p)], environ={})
