@@ -61,7 +61,11 @@ class GRPOConfig:
     num_iterations: int = 1
     """Optimizer passes over each rollout (μ)."""
     eval_strategy: str | None = None
-    """``no``, ``steps`` or ``epoch``; None follows ms-swift (``steps`` when a val set exists)."""
+    """``no``, ``steps`` or ``epoch``; None follows ``save_strategy``. Forced to ``no`` without a val set."""
+    val_dataset: list[str] = field(default_factory=list)
+    split_dataset_ratio: float = 0.0
+    epsilon: float = 0.2
+    """PPO-style clipping range; only acts when the policy moved since the rollout."""
 
     # --- lengths ---
     max_length: int | None = None
@@ -89,7 +93,8 @@ class GRPOConfig:
     vllm_enable_lora: bool = False
     vllm_enable_prefix_caching: bool | None = True
     sleep_level: int = 0
-    """Colocate only: 1 offloads vLLM weights and drops KV during training; 2 drops both."""
+    """Colocate only: 1 offloads vLLM weights and drops KV during training; 2 drops both.
+    Kept as the user wrote it; see ``effective_sleep_level`` for what ms-swift uses."""
     offload_model: bool = False
     offload_optimizer: bool = False
     move_model_batches: int | None = None
@@ -145,11 +150,18 @@ class GRPOConfig:
                 self.truncation_strategy = 'left'
             if self.beta is None:
                 self.beta = 0.04
-            if self.async_generate or not self.use_vllm or self.vllm_mode == 'server':
-                self.sleep_level = 0
+        if not (self.val_dataset or self.split_dataset_ratio > 0):
+            self.eval_strategy = 'no'  # SftArguments.__post_init__
 
     def is_set(self, name: str) -> bool:
         return name in self.explicit
+
+    @property
+    def effective_sleep_level(self) -> int:
+        """ms-swift forces sleep_level 0 with async_generate, without vLLM, or in server mode (_init_grpo)."""
+        if self.async_generate or not self.use_vllm or self.vllm_mode == 'server':
+            return 0
+        return self.sleep_level
 
     @property
     def is_lora(self) -> bool:

@@ -73,11 +73,13 @@ def build_snapshot() -> dict:
         if action.required:
             entry['required'] = True
         arguments.append(entry)
+    from swift.rewards import orms
     return {
         'generated_by': 'scripts/gen_swift_snapshot.py',
         'ms_swift_version': md.version('ms-swift'),
         'transformers_version': md.version('transformers'),
         'trl_version': md.version('trl'),
+        'builtin_reward_funcs': sorted(orms),
         'arguments': arguments,
     }
 

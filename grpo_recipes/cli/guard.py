@@ -1,9 +1,11 @@
 """``grpo-guard``: check a ``swift rlhf`` GRPO launch before it spends a GPU-hour.
 
+    grpo-guard check CONFIG [-- extra swift args]      plan + rules, in well under a second
+    grpo-guard run CONFIG [-- extra swift args]        check, then exec `swift rlhf` (refuses on errors)
+    grpo-guard -- swift rlhf --flag value ...          check + run for a bare command line
     grpo-guard validate CONFIG [-- extra swift args]   ms-swift's own parser, in a subprocess
-    grpo-guard validate -- swift rlhf --flag value ... the same for a bare command line
 
-Exit status: 0 valid, 1 invalid, 2 usage or input error.
+Exit status: 0 clean/valid, 1 errors/invalid, 2 usage or input error.
 """
 from __future__ import annotations
 
@@ -14,11 +16,14 @@ from ..errors import GuardError
 from .common import fail, print_json, split_passthrough
 
 EPILOG = '''examples:
+  grpo-guard check recipes/examples/qwen2.5-7b-lora-colocate.yaml --gpus 2 --gpu-type A100-80G
+  grpo-guard run recipes/examples/qwen2.5-7b-lora-colocate.yaml
+  NPROC_PER_NODE=2 grpo-guard -- swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct ...
   grpo-guard validate recipes/examples/qwen2.5-7b-lora-colocate.yaml
   grpo-guard validate recipes/examples/qwen2.5-7b-lora-colocate.yaml -- --num_generations 4
   grpo-guard validate -- swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct ...
 
-exit status: 0 valid, 1 invalid, 2 usage or input error'''
+exit status: 0 clean/valid, 1 errors/invalid, 2 usage or input error'''
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,10 +36,26 @@ def build_parser() -> argparse.ArgumentParser:
                        'subprocess, against a config-only model dir. Reports unknown/renamed arguments with '
                        'a suggestion and ms-swift\'s own validation messages.', epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    for name, helptext in (('check', 'derive the launch plan and run every rule (fast; no torch, no ms-swift)'),
+                           ('run', 'check, then exec `swift rlhf` with the same argv and environment')):
+        c = sub.add_parser(name, help=helptext, description=helptext, epilog=EPILOG,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        c.add_argument('config', nargs='?', help='swift rlhf YAML/JSON config (omit and use `-- swift rlhf ...`)')
+        _hardware_args(c)
+        c.add_argument('--json', action='store_true', help='print one JSON object (ok, findings, plan, ...)')
+        if name == 'run':
+            c.add_argument('--force', action='store_true', help='launch even if the check finds errors')
     v.add_argument('config', nargs='?', help='swift rlhf YAML/JSON config (omit and use `-- swift rlhf ...`)')
     v.add_argument('--json', action='store_true', help='print one JSON object')
     v.add_argument('--timeout', type=float, default=900.0, help='seconds to wait for the parser (default 900)')
     return p
+
+
+def _hardware_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group('hardware (default: nvidia-smi if present, else unknown)')
+    g.add_argument('--gpus', type=int, metavar='N', help='physical GPUs per node')
+    g.add_argument('--gpu-type', metavar='T', help='GPU model, e.g. A100-80G, A100-40G, H100')
+    g.add_argument('--rollout-gpus', metavar='IDS', help='server mode: GPU ids of `swift rollout` (e.g. 4,5)')
 
 
 def _launch_args(config: str | None, extra: list[str]) -> list[str]:
@@ -74,8 +95,52 @@ def cmd_validate(opts, extra: list[str]) -> int:
     return 1
 
 
+def _check(opts, extra):
+    from ..check import check_launch
+    from ..hardware import detect
+    from ..launch import load_launch
+    if opts.gpus is not None and opts.gpus < 1:
+        raise GuardError(f'--gpus {opts.gpus}: must be >= 1')
+    launch = load_launch(_launch_args(opts.config, extra))
+    hw = detect(opts.gpus, opts.gpu_type, opts.rollout_gpus)
+    return check_launch(launch, hw)
+
+
+def cmd_check(opts, extra: list[str]) -> int:
+    report = _check(opts, extra)
+    if opts.json:
+        print_json(report.to_dict())
+    else:
+        from .render import print_report
+        print_report(report)
+    return 0 if report.ok else 1
+
+
+def cmd_run(opts, extra: list[str]) -> int:
+    import os
+    import shutil
+    report = _check(opts, extra)
+    if opts.json:
+        print_json(report.to_dict())
+    else:
+        from .render import print_report
+        print_report(report)
+    if not report.ok and not opts.force:
+        print('grpo-guard: not launching (errors above); fix them or pass --force', file=sys.stderr)
+        return 1
+    swift = shutil.which('swift')
+    if swift is None:
+        raise GuardError('`swift` is not on PATH; install ms-swift 4.6 (pip install grpo-recipes)')
+    cmd = [swift, 'rlhf', *_launch_args(opts.config, extra)]
+    print('grpo-guard: exec ' + ' '.join(cmd), file=sys.stderr, flush=True)
+    os.execv(swift, cmd)  # same argv, same environment: swift reads the file and its ENV block itself
+    return 0  # not reached
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ['--']:  # grpo-guard -- swift rlhf ...: check and run a bare command line
+        argv = ['run', *argv]
     ours, extra = split_passthrough(argv)
     parser = build_parser()
     try:
@@ -88,10 +153,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if opts.cmd == 'validate':
             return cmd_validate(opts, extra)
+        if opts.cmd == 'check':
+            return cmd_check(opts, extra)
+        if opts.cmd == 'run':
+            return cmd_run(opts, extra)
     except GuardError as e:
         return fail(str(e), e.exit_code)
     except KeyboardInterrupt:
         return fail('interrupted', 130)
+    except BrokenPipeError:  # output piped into `head` and closed early
+        sys.stderr.close()
+        return 0
     return 2
 
 

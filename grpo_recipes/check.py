@@ -1,0 +1,105 @@
+"""Assemble a check: read what the rules need at the edge (model config, installed packages, the
+first row of local datasets), then run the pure rules over it. Imports neither torch nor ms-swift."""
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import GRPOConfig
+from .errors import GuardError, InvalidLaunch
+from .swift_args import ArgumentError
+from .hardware import Hardware
+from .launch import Launch
+from .models import load_model_config
+from .plan import Plan, build_plan
+from .rules import ERROR, INFO, WARNING, Context, Finding, run_rules
+
+PACKAGES = ('ms-swift', 'trl', 'math-verify', 'msgspec', 'deepspeed')
+
+
+def installed_packages() -> dict[str, str | None]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def dataset_columns(datasets: list[str], base: Path | None = None) -> dict[str, list[str] | None]:
+    """Columns of the first row of each local .jsonl/.json dataset (hub ids and other formats: skipped)."""
+    out: dict[str, list[str] | None] = {}
+    for spec in datasets:
+        path = Path(spec.split('#', 1)[0])
+        if base is not None and not path.is_absolute() and not path.exists():
+            path = base / path
+        if path.suffix not in ('.jsonl', '.json') or not path.is_file():
+            continue
+        try:
+            with open(path, encoding='utf-8-sig') as f:
+                if path.suffix == '.jsonl':
+                    line = next((ln for ln in f if ln.strip()), '')
+                    row = json.loads(line) if line else None
+                else:
+                    data = json.load(f)
+                    row = data[0] if isinstance(data, list) and data else None
+        except (OSError, ValueError, UnicodeDecodeError):
+            out[spec] = None
+            continue
+        out[spec] = sorted(row) if isinstance(row, dict) else None
+    return out
+
+
+@dataclass
+class CheckReport:
+    launch: Launch
+    cfg: GRPOConfig
+    plan: Plan
+    hardware: Hardware
+    findings: list[Finding] = field(default_factory=list)
+    model_name: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == ERROR for f in self.findings)
+
+    def counts(self) -> dict[str, int]:
+        return {s: sum(f.severity == s for f in self.findings) for s in (ERROR, WARNING, INFO)}
+
+    def to_dict(self) -> dict:
+        return {
+            'ok': self.ok,
+            'counts': self.counts(),
+            'findings': [f.to_dict() for f in self.findings],
+            'plan': self.plan.to_dict(),
+            'hardware': self.hardware.to_dict(),
+            'launch': self.launch.to_dict(),
+            'config': self.cfg.to_dict(),
+        }
+
+
+def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
+                 model_config: dict | None = None) -> CheckReport:
+    try:
+        cfg, remaining = GRPOConfig.from_argv(launch.argv)
+    except ArgumentError as e:
+        raise InvalidLaunch(f'{launch.config_file}: swift rlhf rejects the arguments: {e}') from None
+    plan = build_plan(cfg, launch.env, hw)
+    extra: list[Finding] = []
+    if model_config is None:
+        try:
+            model_config = load_model_config(cfg.model)
+        except GuardError as e:
+            extra.append(Finding(INFO, 'model.config-unavailable', ['model'],
+                                 f'{e}; rules that need the architecture (heads, context) were skipped', None))
+    base = Path(launch.config_file).parent if launch.config_file and os.path.isfile(launch.config_file) else None
+    ctx = Context(cfg=cfg, launch=launch, plan=plan, hw=hw, model=model_config, remaining=remaining,
+                  packages=installed_packages() if packages is None else packages,
+                  dataset_columns=dataset_columns(cfg.dataset, base),
+                  environ={k: os.environ[k] for k in ('PYTORCH_CUDA_ALLOC_CONF',) if k in os.environ})
+    findings = run_rules(ctx) + extra
+    return CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings, model_name=cfg.model)

@@ -1,0 +1,63 @@
+"""What GPUs the launch will run on: from ``--gpus/--gpu-type`` flags, else NVML / nvidia-smi, else unknown.
+
+Only :func:`detect` touches the machine; everything else takes a :class:`Hardware` value.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Hardware:
+    gpus: int | None = None
+    """Physical GPUs per node (None: unknown, so device-count rules are skipped)."""
+    gpu_type: str | None = None
+    """Card name as given (``A100-80G``) or as the driver reports it."""
+    source: str = 'unknown'
+    """``flags``, ``nvidia-smi`` or ``unknown``."""
+    rollout_gpus: tuple[int, ...] | None = None
+    """Server mode: GPU ids of the ``swift rollout`` process (``--rollout-gpus``, launchers' ROLLOUT_GPUS)."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def parse_gpu_ids(text: str, what: str) -> tuple[int, ...]:
+    from .errors import GuardError
+    text = text.strip()
+    if text == '':
+        return ()
+    try:
+        ids = tuple(int(x) for x in text.split(','))
+    except ValueError:
+        raise GuardError(f'{what}={text!r}: expected comma-separated GPU ids such as 0,1,2') from None
+    if any(i < 0 for i in ids):
+        raise GuardError(f'{what}={text!r}: GPU ids must be >= 0')
+    return ids
+
+
+def _nvidia_smi() -> tuple[int, str] | None:
+    exe = shutil.which('nvidia-smi')
+    if not exe:
+        return None
+    try:
+        out = subprocess.run([exe, '--query-gpu=name', '--format=csv,noheader'], capture_output=True, text=True,
+                             timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    names = [ln.strip() for ln in out.stdout.splitlines() if ln.strip()]
+    if out.returncode != 0 or not names:
+        return None
+    return len(names), names[0]
+
+
+def detect(gpus: int | None, gpu_type: str | None, rollout_gpus: str | None) -> Hardware:
+    rollout = parse_gpu_ids(rollout_gpus, '--rollout-gpus') if rollout_gpus is not None else None
+    if gpus is not None:
+        return Hardware(gpus=gpus, gpu_type=gpu_type, source='flags', rollout_gpus=rollout)
+    found = _nvidia_smi()
+    if found is not None:
+        return Hardware(gpus=found[0], gpu_type=gpu_type or found[1], source='nvidia-smi', rollout_gpus=rollout)
+    return Hardware(gpus=None, gpu_type=gpu_type, source='unknown', rollout_gpus=rollout)

@@ -1,0 +1,117 @@
+"""The launch plan: processes, devices and batch arithmetic, derived before anything loads.
+
+Pure: GRPOConfig + launch environment + Hardware → Plan. Batch sizes follow ms-swift 4.6's
+``_init_generation_batch_params`` (swift/rlhf_trainers/args_mixin.py); everything is in completions
+unless the name says prompts.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from .config import GRPOConfig
+from .hardware import Hardware
+
+
+def _int_env(env: dict[str, str], key: str) -> int | None:
+    raw = env.get(key)
+    if raw is None or raw.strip() == '':
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        return None
+
+
+@dataclass
+class Plan:
+    nnodes: int
+    node_rank: int | None
+    nproc_per_node: int | None
+    """As set in the environment (None: unset, i.e. one process without torchrun)."""
+    processes_per_node: int
+    world_size: int
+    visible_gpus: list[int] | None
+    """Training GPU ids on this node, from CUDA_VISIBLE_DEVICES (None: unset, so all GPUs present)."""
+    visible_count: int | None
+    rollout_gpus: list[int] | None
+    processes: list[dict] = field(default_factory=list)
+    """One row per local process: rank, local_rank and the GPU it drives."""
+    optimizer_batch: int = 0
+    """Completions per optimizer step: world × per_device_train_batch_size × gradient_accumulation_steps."""
+    global_micro_batch: int = 0
+    """Completions per micro-step across all processes."""
+    generation_batch: int | None = None
+    """Completions per rollout (ms-swift ``generation_batch_size``)."""
+    steps_per_generation: int | None = None
+    prompts_per_rollout: float | None = None
+    prompts_per_optimizer_step: float | None = None
+    completions_per_process_per_step: int = 0
+    """Completions one process trains on per optimizer step: per_device_train_batch_size × GA."""
+    vllm_engines: int | None = None
+    """Colocate: world / TP engines; server: DP (each TP-wide)."""
+    rollout_concurrency_per_engine: float | None = None
+    """Completions one vLLM engine generates per rollout (for KV sizing)."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def build_plan(cfg: GRPOConfig, env: dict[str, str], hw: Hardware) -> Plan:
+    nnodes = _int_env(env, 'NNODES') or 1
+    nproc = _int_env(env, 'NPROC_PER_NODE')
+    node_rank = _int_env(env, 'NODE_RANK')
+    per_node = nproc if nproc and nproc > 0 else 1
+    world = max(1, nnodes) * per_node
+
+    visible: list[int] | None = None
+    raw = env.get('CUDA_VISIBLE_DEVICES')
+    if raw is not None:
+        try:
+            visible = [int(x) for x in raw.split(',')] if raw.strip() else []
+        except ValueError:
+            visible = None
+    if visible is not None:
+        visible_count = len(visible)
+    elif hw.gpus is not None:
+        visible_count = hw.gpus
+        visible = list(range(hw.gpus))
+    else:
+        visible_count = None
+
+    processes = []
+    base_rank = (node_rank or 0) * per_node
+    for local in range(per_node):
+        gpu = visible[local] if visible is not None and local < len(visible) else None
+        processes.append({'rank': base_rank + local, 'local_rank': local, 'gpu': gpu})
+
+    bs = cfg.per_device_train_batch_size
+    ga = cfg.gradient_accumulation_steps or 1
+    global_micro = bs * world
+    gbs, spg = cfg.generation_batch_size, cfg.steps_per_generation
+    if gbs is None and spg is None:
+        spg = ga
+        gbs = global_micro * spg
+    elif gbs is not None and spg is None:
+        spg = gbs // global_micro if global_micro and gbs % global_micro == 0 else None
+    elif gbs is None and spg is not None:
+        gbs = global_micro * spg
+    G = cfg.num_generations
+    plan = Plan(
+        nnodes=nnodes, node_rank=node_rank, nproc_per_node=nproc, processes_per_node=per_node, world_size=world,
+        visible_gpus=visible, visible_count=visible_count,
+        rollout_gpus=list(hw.rollout_gpus) if hw.rollout_gpus is not None else None, processes=processes,
+        optimizer_batch=world * bs * ga, global_micro_batch=global_micro, generation_batch=gbs,
+        steps_per_generation=spg, completions_per_process_per_step=bs * ga,
+    )
+    if G and G > 0:
+        plan.prompts_per_rollout = gbs / G if gbs is not None else None
+        plan.prompts_per_optimizer_step = world * bs * ga / G
+    if cfg.use_vllm and gbs is not None:
+        tp = max(1, cfg.vllm_tensor_parallel_size)
+        if cfg.vllm_mode == 'colocate':
+            plan.vllm_engines = max(1, world // tp)
+        elif cfg.vllm_mode == 'server':
+            plan.vllm_engines = max(1, cfg.vllm_data_parallel_size) * max(1, len(cfg.vllm_server_host or [None]))
+        if plan.vllm_engines:
+            plan.rollout_concurrency_per_engine = gbs / plan.vllm_engines
+    return plan
