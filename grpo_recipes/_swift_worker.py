@@ -51,6 +51,7 @@ def _where(exc: BaseException) -> str:
 
 
 def run(request: dict) -> dict:
+    saved_env = dict(os.environ)
     os.environ.update(request.get('env', {}))
     t0 = time.time()
     from swift.arguments import RLHFArguments
@@ -60,12 +61,25 @@ def run(request: dict) -> dict:
 
     simulated = []
     world = int(request.get('world_size') or 1)
+    swift_rlhf_arguments.GRPOConfig.world_size = property(lambda self: world)
     if world > 1:
-        swift_rlhf_arguments.GRPOConfig.world_size = property(lambda self: world)
         simulated.append(f'world_size={world}')
     if request.get('skip_server_connect'):
         RLHFArguments._init_external_vllm = lambda self: None
         simulated.append('server connection skipped')
+    else:
+        RLHFArguments._init_external_vllm = _ORIGINAL_INIT_EXTERNAL.get('fn', RLHFArguments._init_external_vllm)
+    try:
+        return _parse(request, parse_args, RLHFArguments, simulated, import_s)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+
+
+_ORIGINAL_INIT_EXTERNAL: dict = {}
+
+
+def _parse(request, parse_args, RLHFArguments, simulated, import_s) -> dict:
 
     result = {'ok': False, 'simulated': simulated, 'import_s': round(import_s, 3)}
     t1 = time.time()
@@ -86,14 +100,21 @@ def run(request: dict) -> dict:
 
 
 def main() -> int:
-    request = json.loads(sys.stdin.read())
+    payload = json.loads(sys.stdin.read())
+    requests = payload if isinstance(payload, list) else [payload]
     try:
-        result = run(request)
-    except BaseException as e:  # an import failure, not a verdict on the config
-        result = {'ok': False, 'crashed': True, 'error_type': type(e).__name__, 'message': str(e),
-                  'traceback': traceback.format_exc()[-4000:]}
-    sys.stdout.flush()
-    print(RESULT_MARK + json.dumps(result), flush=True)
+        from swift.arguments import RLHFArguments
+        _ORIGINAL_INIT_EXTERNAL['fn'] = RLHFArguments._init_external_vllm
+    except BaseException:
+        pass
+    for request in requests:  # one ms-swift import serves many parses
+        try:
+            result = run(request)
+        except BaseException as e:  # an import failure, not a verdict on the config
+            result = {'ok': False, 'crashed': True, 'error_type': type(e).__name__, 'message': str(e),
+                      'traceback': traceback.format_exc()[-4000:]}
+        sys.stdout.flush()
+        print(RESULT_MARK + json.dumps(result), flush=True)
     return 0
 
 

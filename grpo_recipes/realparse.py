@@ -66,40 +66,52 @@ def world_size_of(launch: Launch) -> int:
     return max(1, as_int('NNODES', 1)) * max(1, as_int('NPROC_PER_NODE', 1))
 
 
-def validate(launch: Launch, timeout: float = 900.0, python: str | None = None) -> RealParseResult:
-    t0 = time.time()
+def _request(launch: Launch, workdir: Path, index: int) -> tuple[dict, list[str], list[str]]:
     cfg, remaining = GRPOConfig.from_argv(launch.argv)
-    world = world_size_of(launch)
+    model_dir = config_only_dir(cfg.model, workdir / 'models')
+    overrides = ['--model', str(model_dir), '--output_dir', str(workdir / f'output{index}'), '--use_cpu', 'true']
+    env_updates = {k: v for k, v in launch.file_env.items() if k not in os.environ}
+    env_updates['CUDA_VISIBLE_DEVICES'] = ''
+    request = {
+        'argv': launch.argv + overrides,
+        'env': env_updates,
+        'world_size': world_size_of(launch),
+        'skip_server_connect': bool(cfg.vllm_server_host or cfg.vllm_server_base_url),
+    }
+    return request, remaining, overrides
+
+
+def validate_many(launches: list[Launch], timeout: float = 900.0, python: str | None = None) -> list[RealParseResult]:
+    """Parse several launches with one ms-swift import (one subprocess, one parse per launch)."""
+    t0 = time.time()
     with tempfile.TemporaryDirectory(prefix='grpo-guard-') as tmp:
-        model_dir = config_only_dir(cfg.model, Path(tmp) / 'models')
-        overrides = ['--model', str(model_dir), '--output_dir', str(Path(tmp) / 'output'), '--use_cpu', 'true']
-        env_updates = {k: v for k, v in launch.file_env.items() if k not in os.environ}
-        env_updates['CUDA_VISIBLE_DEVICES'] = ''
-        request = {
-            'argv': launch.argv + overrides,
-            'env': env_updates,
-            'world_size': world,
-            'skip_server_connect': bool(cfg.vllm_server_host or cfg.vllm_server_base_url),
-        }
+        prepared = [_request(launch, Path(tmp), i) for i, launch in enumerate(launches)]
         child_env = dict(os.environ)
         child_env.setdefault('PYTHONWARNINGS', 'ignore')
         try:
             proc = subprocess.run([python or sys.executable, '-m', 'grpo_recipes._swift_worker'],
-                                  input=json.dumps(request), capture_output=True, text=True, timeout=timeout,
-                                  cwd=tmp, env=child_env)
+                                  input=json.dumps([p[0] for p in prepared]), capture_output=True, text=True,
+                                  timeout=timeout, cwd=tmp, env=child_env)
         except subprocess.TimeoutExpired:
             raise GuardError(f'ms-swift parser did not finish in {timeout:.0f}s') from None
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARK)]
-    if not lines:
+    if len(lines) != len(launches):
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
         raise GuardError('ms-swift parser crashed before giving a result: ' + ' | '.join(tail))
-    raw = json.loads(lines[-1][len(RESULT_MARK):])
-    if raw.get('crashed'):
-        raise GuardError(f'cannot run ms-swift here ({raw["error_type"]}: {raw["message"]}); '
-                         f'install it with `pip install grpo-recipes` (ms-swift 4.6.x)')
-    unknown = swift_args.explain_remaining(raw.get('remaining') or remaining)
-    return RealParseResult(
-        ok=bool(raw['ok']), error_type=raw.get('error_type'), message=raw.get('message'), where=raw.get('where'),
-        unknown=[asdict(u) | {'describe': u.describe()} for u in unknown], resolved=raw.get('resolved', {}),
-        simulated=raw.get('simulated', []), overrides=overrides[::2], world_size=world,
-        parse_s=raw.get('parse_s'), total_s=round(time.time() - t0, 3))
+    results = []
+    for (request, remaining, overrides), line in zip(prepared, lines):
+        raw = json.loads(line[len(RESULT_MARK):])
+        if raw.get('crashed'):
+            raise GuardError(f'cannot run ms-swift here ({raw["error_type"]}: {raw["message"]}); '
+                             f'install it with `pip install grpo-recipes` (ms-swift 4.6.x)')
+        unknown = swift_args.explain_remaining(raw.get('remaining') or remaining)
+        results.append(RealParseResult(
+            ok=bool(raw['ok']), error_type=raw.get('error_type'), message=raw.get('message'),
+            where=raw.get('where'), unknown=[asdict(u) | {'describe': u.describe()} for u in unknown],
+            resolved=raw.get('resolved', {}), simulated=raw.get('simulated', []), overrides=overrides[::2],
+            world_size=request['world_size'], parse_s=raw.get('parse_s'), total_s=round(time.time() - t0, 3)))
+    return results
+
+
+def validate(launch: Launch, timeout: float = 900.0, python: str | None = None) -> RealParseResult:
+    return validate_many([launch], timeout=timeout, python=python)[0]

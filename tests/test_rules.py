@@ -1,0 +1,182 @@
+"""The guard's rules on the reported failure cases, each with its fix (pure; no ms-swift import)."""
+import pytest
+
+from grpo_recipes.hardware import Hardware
+from helpers import make, rules_of
+
+
+def test_base_config_is_clean():
+    _, report = make()
+    assert report.ok, [f.message for f in report.findings]
+
+
+def test_two_visible_gpus_nproc_unset_32b_int4():
+    # Reported: 32B int4 on 2×A100-40G; one process saw both GPUs and wrapped the model across them.
+    over = {'model': 'Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4', 'per_device_train_batch_size': 4,
+            'num_generations': 4}
+    _, report = make(over, env={'CUDA_VISIBLE_DEVICES': '0,1'}, hw=Hardware(gpus=2, gpu_type='A100-40G'))
+    assert 'device.single-process-multi-gpu' in rules_of(report)
+    finding = next(f for f in report.findings if f.rule == 'device.single-process-multi-gpu')
+    assert 'NPROC_PER_NODE: 2' in finding.fix and 'device_map' in finding.message
+    _, fixed = make(over, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2},
+                    hw=Hardware(gpus=2, gpu_type='A100-40G'))
+    assert fixed.ok, [f.message for f in fixed.findings if f.severity == 'error']
+
+
+def test_visible_more_than_nproc_enters_device_map():
+    _, report = make(env={'CUDA_VISIBLE_DEVICES': '0,1,2,3', 'NPROC_PER_NODE': 2})
+    f = next(f for f in report.findings if f.rule == 'device.visible-vs-nproc')
+    assert 'CUDA_VISIBLE_DEVICES: "0,1"' in f.fix
+
+
+def test_uneven_visible_quotes_swift_assert():
+    _, report = make(env={'CUDA_VISIBLE_DEVICES': '0,1,2', 'NPROC_PER_NODE': 2})
+    f = next(f for f in report.findings if f.rule == 'device.visible-vs-nproc')
+    assert 'n_gpu: 3, local_world_size: 2' in f.message
+
+
+SERVER = {'vllm_mode': 'server', 'vllm_server_host': ['127.0.0.1'], 'vllm_server_port': [8000]}
+
+
+def test_rollout_gpu_overlapping_training():
+    _, report = make(SERVER, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2},
+                     hw=Hardware(gpus=3, rollout_gpus=(1,)))
+    f = next(f for f in report.findings if f.rule == 'device.rollout-overlap')
+    assert '1' in f.message and 'CUDA_VISIBLE_DEVICES: "0"' in f.fix
+    _, fixed = make(SERVER, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2},
+                    hw=Hardware(gpus=3, rollout_gpus=(2,)))
+    assert fixed.ok
+
+
+@pytest.mark.parametrize('gpus, rollout', [(6, (5,)), (5, (1,))])
+def test_non_contiguous_training_ids_pass(gpus, rollout):
+    _, report = make(SERVER, env={'CUDA_VISIBLE_DEVICES': '0,2,3,4', 'NPROC_PER_NODE': 4},
+                     hw=Hardware(gpus=gpus, rollout_gpus=rollout))
+    assert report.ok, [f.message for f in report.findings if f.severity == 'error']
+    assert [p['gpu'] for p in report.plan.processes] == [0, 2, 3, 4]
+
+
+def test_rollout_gpu_that_does_not_exist():
+    _, report = make(SERVER, env={'CUDA_VISIBLE_DEVICES': '0,1,2,3', 'NPROC_PER_NODE': 4},
+                     hw=Hardware(gpus=4, rollout_gpus=(4,)))
+    assert 'device.total' in rules_of(report)
+
+
+def test_too_few_gpus_for_rollout_tp():
+    over = {**SERVER, 'vllm_tensor_parallel_size': 2}
+    _, report = make(over, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2},
+                     hw=Hardware(gpus=3, rollout_gpus=(2,)))
+    f = next(f for f in report.findings if f.rule == 'device.rollout-count')
+    assert 'local_device_count (1) must be greater than or equal to' in f.message
+    _, fixed = make(over, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2},
+                    hw=Hardware(gpus=4, rollout_gpus=(2, 3)))
+    assert fixed.ok
+
+
+def test_indivisible_num_generations_lists_valid_values():
+    _, report = make({'num_generations': 7})
+    f = next(f for f in report.findings if f.rule == 'batch.num-generations-divides')
+    assert f.message == ('generation_batch_size (8) must be evenly divisible by num_generations (7). '
+                         'Valid values: [2, 4, 8].')
+
+
+def test_prompt_plus_completion_over_vllm_len():
+    _, report = make({'max_length': 1536, 'max_completion_length': 1024, 'vllm_max_model_len': 2048})
+    f = next(f for f in report.findings if f.rule == 'length.prompt-plus-completion')
+    assert 'vllm_max_model_len: 2560' == f.fix
+    _, fixed = make({'max_length': 1536, 'max_completion_length': 1024, 'vllm_max_model_len': 2560})
+    assert fixed.ok
+
+
+def test_tp_not_dividing_heads():
+    over = {'vllm_tensor_parallel_size': 8}
+    _, report = make(over, env={'CUDA_VISIBLE_DEVICES': '0,1,2,3,4,5,6,7', 'NPROC_PER_NODE': 8})
+    f = next(f for f in report.findings if f.rule == 'vllm.tp-heads')
+    assert 'Total number of attention heads (28) must be divisible by tensor parallel size (8).' in f.message
+    _, fixed = make({'vllm_tensor_parallel_size': 4},
+                    env={'CUDA_VISIBLE_DEVICES': '0,1,2,3,4,5,6,7', 'NPROC_PER_NODE': 8})
+    assert fixed.ok
+
+
+def test_vllm_len_over_model_context():
+    _, report = make({'vllm_max_model_len': 40000, 'max_length': 4096})
+    assert 'length.vllm-exceeds-model' in rules_of(report)
+
+
+def test_unset_vllm_len_warns_with_cost():
+    _, report = make(drop=('vllm_max_model_len',))
+    f = next(f for f in report.findings if f.rule == 'length.vllm-unset')
+    assert '32768' in f.message and 'GiB' in f.message and f.fix == 'vllm_max_model_len: 1536'
+
+
+def test_colocate_tp_must_divide_world():
+    _, report = make({'vllm_tensor_parallel_size': 4}, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2})
+    assert 'vllm.colocate-tp' in rules_of(report)
+
+
+def test_multi_node_needs_rank_and_master():
+    env = {'NNODES': 2, 'NPROC_PER_NODE': 4, 'CUDA_VISIBLE_DEVICES': '0,1,2,3'}
+    _, report = make(env=env)
+    assert 'launch.multi-node' in rules_of(report)
+    _, fixed = make(env={**env, 'NODE_RANK': 1, 'MASTER_ADDR': '10.0.0.1'})
+    assert fixed.ok
+    assert fixed.plan.world_size == 8 and [p['rank'] for p in fixed.plan.processes] == [4, 5, 6, 7]
+
+
+def test_server_ports_one_per_host():
+    _, report = make({**SERVER, 'vllm_server_host': ['10.0.0.2', '10.0.0.3']},
+                     env={'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1})
+    assert 'server.ports' in rules_of(report)
+
+
+@pytest.mark.parametrize('over, rule', [
+    ({'truncation_strategy': 'right'}, 'length.truncation'),
+    ({'ref_model': 'Qwen/Qwen2.5-7B-Instruct'}, 'tuner.ref-model'),
+    ({'async_generate': True}, 'vllm.async-generate'),
+    ({'ds3_gather_for_generation': False}, 'vllm.ds3-gather'),
+    ({'reward_funcs': ['acuracy']}, 'reward.unknown'),
+    ({**SERVER, 'quant_method': 'bnb', 'quant_bits': 4}, 'quant.qlora-server'),
+    ({'vllm_gpu_memory_utilization': 1.5}, 'vllm.utilization'),
+])
+def test_known_problem_rules(over, rule):
+    _, report = make(over)
+    assert rule in rules_of(report)
+
+
+def test_colocate_only_options_warn_in_server_mode():
+    _, report = make({**SERVER, 'sleep_level': 1, 'offload_model': True})
+    assert {'vllm.colocate-only'} <= rules_of(report, 'warning')
+
+
+def test_use_vllm_without_mode():
+    _, report = make(drop=('vllm_mode',))
+    f = next(f for f in report.findings if f.rule == 'vllm.mode')
+    assert f.message == 'vllm_mode is required when use_vllm is true'
+
+
+@pytest.mark.parametrize('packages, rule', [
+    ({'ms-swift': '4.6.0', 'trl': '0.29.1', 'math-verify': None, 'msgspec': '0.22'}, 'reward.math-verify'),
+    ({'ms-swift': '4.6.0', 'trl': '0.29.1', 'math-verify': '0.9', 'msgspec': None}, 'version.msgspec'),
+    ({'ms-swift': '4.6.0', 'trl': '0.24.0', 'math-verify': '0.9', 'msgspec': '0.22'}, 'version.trl'),
+    ({'ms-swift': '3.12.3', 'trl': '0.24.0', 'math-verify': '0.9', 'msgspec': '0.22'}, 'known.zero3-sync-3.12'),
+])
+def test_version_rules(packages, rule):
+    _, report = make({'reward_funcs': ['accuracy'], 'deepspeed': 'zero3'}, packages=packages)
+    assert rule in rules_of(report)
+
+
+def test_accuracy_needs_solution_column(tmp_path):
+    data = tmp_path / 'd.jsonl'
+    data.write_text('{"question": "1+1?", "answer": "2"}\n')
+    _, report = make({'reward_funcs': ['accuracy'], 'dataset': [str(data)]})
+    assert 'reward.solution-column' in rules_of(report)
+    _, fixed = make({'reward_funcs': ['accuracy'], 'dataset': [str(data)], 'columns': {'answer': 'solution'}})
+    assert 'reward.solution-column' not in rules_of(fixed)
+
+
+def test_plan_batch_arithmetic():
+    _, report = make({'per_device_train_batch_size': 4, 'gradient_accumulation_steps': 4, 'num_generations': 8},
+                     env={'CUDA_VISIBLE_DEVICES': '0,1,2,3', 'NPROC_PER_NODE': 4})
+    p = report.plan
+    assert (p.world_size, p.optimizer_batch, p.generation_batch, p.steps_per_generation) == (4, 64, 64, 4)
+    assert p.prompts_per_rollout == 8 and p.prompts_per_optimizer_step == 8
