@@ -1,33 +1,165 @@
-"""``grpo-data``: measure and filter GRPO datasets by token length, as the model sees them."""
+"""``grpo-data``: measure and filter GRPO datasets by token length, as the model sees them.
+
+    grpo-data filter INPUT -o OUTPUT --max-length N [--tokenizer DIR] [--mode prompt|full]
+    grpo-data stats INPUT [--tokenizer DIR] [--coverage 0.99] [--max-completion-length N] [--plot F]
+
+Exit status: 0 done, 1 the data cannot be processed (named file/line and the fix), 2 usage.
+"""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
+
+EPILOG = '''examples:
+  grpo-data stats data.jsonl --tokenizer /models/Qwen2.5-7B-Instruct --max-completion-length 1024
+  grpo-data filter data.jsonl -o data.filtered.jsonl --max-length 512 --tokenizer /models/Qwen2.5-7B-Instruct
+  grpo-data filter data.parquet -o kept.parquet --max-length 1024 --columns '{"problem": "query"}'
+
+Lengths are the prompt as the model sees it: the tokenizer's own chat template (with its default
+system prompt, or --system), add_generation_prompt=True, the same count ms-swift compares with
+max_length in GRPO. --mode full measures the whole conversation including the answer (SFT data).
+Without --tokenizer the bundled Qwen2.5 tokenizer is used.'''
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument('input', type=Path, help='.jsonl, .json, .csv, .parquet or a saved HF datasets dir')
+    p.add_argument('--tokenizer', help='tokenizer/model dir or a hub id in the local cache (default: bundled Qwen2.5)')
+    p.add_argument('--mode', choices=('prompt', 'full'), default='prompt',
+                   help='prompt: GRPO prompt length (default); full: prompt + answer')
+    p.add_argument('--columns', help='ms-swift --columns JSON rename, e.g. \'{"problem": "query"}\'')
+    p.add_argument('--system', help='system prompt to measure with (default: the template\'s own default)')
+    p.add_argument('--json', action='store_true', help='print one JSON object instead of a table')
+    p.add_argument('--quiet', action='store_true', help='no progress bar')
+    p.add_argument('--chunk-rows', type=int, default=2048, help=argparse.SUPPRESS)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='grpo-data', description='Token-length stats and filtering for ms-swift '
-                                'GRPO datasets, measured with the model\'s own tokenizer and chat template.')
+    p = argparse.ArgumentParser(prog='grpo-data', description='Token-length stats and filtering for ms-swift GRPO '
+                                'datasets, measured with the model\'s own tokenizer and chat template.',
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest='cmd', metavar='COMMAND')
-    f = sub.add_parser('filter', help='keep rows whose prompt fits --max-length; rejects go to a side file')
-    f.add_argument('input')
-    f.add_argument('-o', '--output', required=True)
-    f.add_argument('--tokenizer', required=True)
-    f.add_argument('--max-length', type=int, required=True)
-    s = sub.add_parser('stats', help='length distribution, coverage and the max_length/vllm_max_model_len to use')
-    s.add_argument('input')
-    s.add_argument('--tokenizer', required=True)
+    f = sub.add_parser('filter', help='keep rows that fit --max-length; every other row goes to a rejects file',
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(f)
+    f.add_argument('-o', '--output', type=Path, required=True, help='kept rows, in the input\'s format')
+    f.add_argument('--max-length', type=int, required=True, help='the recipe\'s max_length (GRPO prompt limit)')
+    f.add_argument('--rejects', type=Path, help='rejects file (JSON lines; default: OUTPUT.rejects.jsonl)')
+    s = sub.add_parser('stats', help='length distribution; the max_length for a coverage; vllm_max_model_len',
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(s)
+    s.add_argument('--coverage', type=float, default=0.99, help='fraction of rows max_length must keep (0.99)')
+    s.add_argument('--max-completion-length', type=int, help='recipe max_completion_length: prints vllm_max_model_len')
+    s.add_argument('--plot', type=Path, help='write a histogram PNG here')
     return p
 
 
+def _run_with_progress(fn, path: Path, quiet: bool, **kw):
+    from .formats import count_hint, detect_format
+    from .pipeline import progress_bar
+    total = count_hint(path, detect_format(path)) if path.exists() else None
+    bar = progress_bar(total, quiet)
+    with bar as prog:
+        if prog is None:
+            return fn(progress=None, **kw)
+        task = prog.add_task('measuring', total=total)
+
+        def update(value):
+            if total:
+                prog.update(task, completed=value)
+            else:
+                prog.advance(task, value)
+        return fn(progress=update, **kw)
+
+
+def cmd_filter(opts) -> int:
+    from .pipeline import parse_columns, run_filter
+    from .tokenize import ChatTokenizer
+    tok = ChatTokenizer(opts.tokenizer)
+    s = _run_with_progress(run_filter, opts.input, opts.quiet, input_path=opts.input, output=opts.output, tok=tok,
+                           max_length=opts.max_length, mode=opts.mode, columns=parse_columns(opts.columns),
+                           system=opts.system, rejects=opts.rejects, chunk_rows=opts.chunk_rows)
+    if opts.json:
+        print(json.dumps(s.to_dict(), indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+    con = Console()
+    con.print(f'[bold]grpo-data filter[/]: keep rows whose {s.mode} length ≤ {s.max_length} tokens')
+    t = Table()
+    t.add_column('rows')
+    t.add_column('count', justify='right')
+    t.add_column('written to')
+    t.add_row('input', f'{s.input_rows:,}', s.input)
+    t.add_row('kept', f'{s.kept:,}', s.output)
+    t.add_row('rejected (too long)', f'{s.rejected:,}', s.rejects)
+    t.add_row('malformed', f'{s.malformed:,}', s.rejects)
+    con.print(t)
+    assert s.kept + s.rejected + s.malformed == s.input_rows
+    return 0
+
+
+def cmd_stats(opts) -> int:
+    from .pipeline import parse_columns, plot_histogram, run_stats
+    from .tokenize import ChatTokenizer
+    tok = ChatTokenizer(opts.tokenizer)
+    st, lengths = _run_with_progress(run_stats, opts.input, opts.quiet, input_path=opts.input, tok=tok,
+                                     mode=opts.mode, columns=parse_columns(opts.columns), system=opts.system,
+                                     coverage=opts.coverage, max_completion_length=opts.max_completion_length,
+                                     chunk_rows=opts.chunk_rows)
+    if opts.plot:
+        plot_histogram(lengths, st, opts.plot)
+    if opts.json:
+        out = st.to_dict()
+        if opts.plot:
+            out['plot'] = str(opts.plot)
+        print(json.dumps(out, indent=2))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+    con = Console()
+    con.print(f'[bold]grpo-data stats[/] {st.input}: {st.mode} length in tokens ({st.tokenizer})')
+    t = Table()
+    for col in ('rows', 'mean', *st.percentiles.keys(), 'max'):
+        t.add_column(col, justify='right')
+    t.add_row(f'{st.count:,}', f'{st.mean:.1f}', *(str(v) for v in st.percentiles.values()), str(st.max))
+    con.print(t)
+    if st.malformed:
+        con.print(f'{st.malformed} malformed row(s) not measured (grpo-data filter lists them in its rejects file)')
+    con.print(f'max_length: {st.max_length_for_coverage}   keeps {st.coverage:.1%} of rows')
+    if st.vllm_max_model_len is not None:
+        con.print(f'vllm_max_model_len: {st.vllm_max_model_len}   = max_length {st.max_length_for_coverage} + '
+                  f'max_completion_length {st.max_completion_length}')
+    if opts.plot:
+        con.print(f'histogram: {opts.plot}')
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = build_parser()
-    args = p.parse_args(argv)
-    if args.cmd is None:
-        p.print_help()
+    parser = build_parser()
+    try:
+        opts = parser.parse_args(argv)
+    except SystemExit as e:
+        return 0 if e.code in (0, None) else 2
+    if opts.cmd is None:
+        parser.print_help()
         return 2
-    print(f'grpo-data {args.cmd}: not implemented yet', file=sys.stderr)
-    return 2
+    from .formats import InputError
+    from .tokenize import TokenizerError
+    try:
+        return cmd_filter(opts) if opts.cmd == 'filter' else cmd_stats(opts)
+    except (InputError, TokenizerError) as e:
+        print(f'error: {e}', file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print('error: interrupted; no output was written', file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except OSError as e:
+        print(f'error: {e.filename or ""}: {e.strerror}', file=sys.stderr)
+        return 1
 
 
 if __name__ == '__main__':

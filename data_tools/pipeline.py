@@ -1,0 +1,266 @@
+"""The filter and stats pipelines: read in chunks, map rows to messages, measure, route.
+
+Memory stays bounded: one chunk of rows is alive at a time; ``stats`` keeps only an array of lengths.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from array import array
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from .formats import Atomic, InputError, Record, RejectsWriter, Writer, count_hint, default_rejects_path, \
+    detect_format, read_chunks
+from .rows import NoPromptColumn, RowError, to_messages
+from .tokenize import ChatTokenizer
+
+
+@dataclass
+class Measured:
+    record: Record
+    length: int | None = None
+    error: str | None = None
+
+
+def parse_columns(text: str | None) -> dict[str, str] | None:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f'--columns {text!r}: not JSON ({e.msg}); write e.g. --columns \'{{"answer": "solution"}}\'')
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise InputError(f'--columns {text!r}: must be a JSON object of old name → new name')
+    return value
+
+
+def measure(path: Path, tok: ChatTokenizer, mode: str = 'prompt', columns: dict | None = None,
+            system: str | None = None, chunk_rows: int = 2048,
+            progress: Callable[[int], None] | None = None) -> Iterator[list[Measured]]:
+    """Yield chunks of measured records (length, or the reason the row is malformed)."""
+    fmt = detect_format(path)
+    seen_good = False
+    add_gen = mode == 'prompt'
+    for records, consumed in read_chunks(path, fmt, chunk_rows):
+        out: list[Measured] = []
+        texts: list[str] = []
+        slots: list[Measured] = []
+        for rec in records:
+            m = Measured(rec)
+            out.append(m)
+            if rec.error:
+                m.error = rec.error
+                continue
+            try:
+                msgs = to_messages(rec.row, columns, system, mode)
+            except NoPromptColumn as e:
+                if not seen_good:
+                    raise InputError(f'{path} line {rec.line}: {e}. Map your prompt column with --columns, e.g. '
+                                     f'--columns \'{{"my_prompt": "query"}}\'') from None
+                m.error = str(e)
+                continue
+            except RowError as e:
+                m.error = str(e)
+                continue
+            seen_good = True
+            try:
+                texts.append(tok.render(msgs, add_gen))
+            except Exception as e:  # the model's own template may raise on odd roles
+                m.error = f'chat template error: {e}'
+                continue
+            slots.append(m)
+        for m, n in zip(slots, tok.count(texts)):
+            m.length = n
+        if progress is not None:
+            progress(consumed if consumed else len(records))
+        yield out
+
+
+@dataclass
+class FilterSummary:
+    input: str
+    output: str
+    rejects: str
+    max_length: int
+    mode: str
+    input_rows: int = 0
+    kept: int = 0
+    rejected: int = 0
+    malformed: int = 0
+    tokens_measured: int = 0
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def run_filter(input_path: Path, output: Path, tok: ChatTokenizer, max_length: int, mode: str = 'prompt',
+               columns: dict | None = None, system: str | None = None, rejects: Path | None = None,
+               chunk_rows: int = 2048, progress=None) -> FilterSummary:
+    if not input_path.exists():
+        raise InputError(f'{input_path}: no such file or directory')
+    fmt = detect_format(input_path)
+    if output.resolve() == input_path.resolve():
+        raise InputError(f'-o {output}: same as the input; write to a new file (the input is never modified)')
+    rejects = rejects or default_rejects_path(output)
+    if rejects.resolve() in (output.resolve(), input_path.resolve()):
+        raise InputError(f'--rejects {rejects}: must differ from the input and the output')
+    if max_length < 1:
+        raise InputError(f'--max-length {max_length}: must be >= 1')
+    out_atomic = Atomic(output, is_dir=(fmt == 'hf'))
+    rej_atomic = None
+    writer = rej = None
+    summary = FilterSummary(str(input_path), str(output), str(rejects), max_length, mode)
+    try:
+        rej_atomic = Atomic(rejects)
+        writer = Writer(fmt, out_atomic, input_path)
+        rej = RejectsWriter(rej_atomic)
+        for chunk in measure(input_path, tok, mode, columns, system, chunk_rows, progress):
+            kept = []
+            for m in chunk:
+                summary.input_rows += 1
+                if m.error is not None:
+                    summary.malformed += 1
+                    rej.write(m.record, 'malformed', error=m.error)
+                elif m.length <= max_length:
+                    summary.tokens_measured += m.length
+                    kept.append(m.record)
+                else:
+                    summary.tokens_measured += m.length
+                    summary.rejected += 1
+                    rej.write(m.record, 'too_long', length=m.length, max_length=max_length)
+            writer.write(kept)
+            summary.kept += len(kept)
+        if summary.input_rows == 0:
+            raise InputError(f'{input_path}: no rows (the file is empty)')
+        writer.close()
+        rej.close()
+        writer = rej = None
+        out_atomic.commit()
+        rej_atomic.commit()
+        return summary
+    except BaseException:  # KeyboardInterrupt included: leave no partial output behind
+        for h in (writer, rej):
+            if h is not None and getattr(h, '_fh', None) is not None:
+                try:
+                    h._fh.close()
+                except Exception:
+                    pass
+        out_atomic.discard()
+        if rej_atomic is not None:
+            rej_atomic.discard()
+        raise
+
+
+PERCENTILES = (50, 90, 95, 99, 99.9)
+
+
+def percentile(sorted_values, q: float) -> int:
+    """Nearest-rank percentile (a value that occurs in the data)."""
+    if not sorted_values:
+        return 0
+    k = max(1, math.ceil(q / 100 * len(sorted_values)))
+    return sorted_values[k - 1]
+
+
+@dataclass
+class Stats:
+    input: str
+    mode: str
+    count: int = 0
+    malformed: int = 0
+    mean: float = 0.0
+    max: int = 0
+    min: int = 0
+    percentiles: dict = field(default_factory=dict)
+    coverage: float = 0.99
+    max_length_for_coverage: int = 0
+    max_completion_length: int | None = None
+    vllm_max_model_len: int | None = None
+    tokenizer: str = ''
+    histogram: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def run_stats(input_path: Path, tok: ChatTokenizer, mode: str = 'prompt', columns=None, system=None,
+              coverage: float = 0.99, max_completion_length: int | None = None, chunk_rows: int = 2048,
+              progress=None) -> tuple[Stats, array]:
+    if not input_path.exists():
+        raise InputError(f'{input_path}: no such file or directory')
+    if not 0 < coverage <= 1:
+        raise InputError(f'--coverage {coverage}: must be in (0, 1]')
+    lengths = array('I')
+    malformed = 0
+    for chunk in measure(input_path, tok, mode, columns, system, chunk_rows, progress):
+        for m in chunk:
+            if m.error is not None:
+                malformed += 1
+            else:
+                lengths.append(m.length)
+    if not lengths:
+        raise InputError(f'{input_path}: no measurable rows ({malformed} malformed)')
+    srt = sorted(lengths)
+    st = Stats(input=str(input_path), mode=mode, count=len(srt), malformed=malformed,
+               mean=round(sum(srt) / len(srt), 2), max=srt[-1], min=srt[0], coverage=coverage,
+               tokenizer=str(tok.path))
+    st.percentiles = {f'p{q:g}': percentile(srt, q) for q in PERCENTILES}
+    st.max_length_for_coverage = percentile(srt, coverage * 100)
+    if max_completion_length is not None:
+        st.max_completion_length = max_completion_length
+        st.vllm_max_model_len = st.max_length_for_coverage + max_completion_length
+    edges = _bin_edges(srt[0], srt[-1])
+    counts = [0] * (len(edges) - 1)
+    j = 0
+    for v in srt:
+        while j < len(counts) - 1 and v >= edges[j + 1]:
+            j += 1
+        counts[j] += 1
+    st.histogram = {'edges': edges, 'counts': counts}
+    return st, lengths
+
+
+def _bin_edges(lo: int, hi: int, bins: int = 20) -> list[int]:
+    width = max(1, math.ceil((hi - lo + 1) / bins))
+    return [lo + i * width for i in range(bins + 1)]
+
+
+def plot_histogram(lengths, st: Stats, path: Path) -> None:
+    import os
+    os.environ.setdefault('MPLBACKEND', 'Agg')
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.hist(lengths, bins=min(100, max(10, int(math.sqrt(len(lengths))))), color='#4477aa')
+    ax.axvline(st.max_length_for_coverage, color='#cc3311', linestyle='--',
+               label=f'{st.coverage:.1%} coverage: {st.max_length_for_coverage} tokens')
+    ax.set_xlabel(f'{st.mode} length (tokens, chat template applied)')
+    ax.set_ylabel('rows')
+    ax.set_title(Path(st.input).name)
+    ax.legend()
+    fig.tight_layout()
+    atomic = Atomic(path)
+    try:
+        fig.savefig(atomic.tmp, format='png', dpi=100)
+        atomic.commit()
+    except BaseException:
+        atomic.discard()
+        raise
+    finally:
+        plt.close(fig)
+
+
+def progress_bar(total: int | None, quiet: bool):
+    """A rich progress bar on stderr when it is a TTY (else a no-op)."""
+    if quiet or not sys.stderr.isatty():
+        return nullcontext(None)
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.console import Console
+    cols = [TextColumn('measuring'), BarColumn(), DownloadColumn() if total else TextColumn('{task.completed} rows'),
+            TimeRemainingColumn()]
+    return Progress(*cols, console=Console(stderr=True), transient=True)
