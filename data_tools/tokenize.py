@@ -71,13 +71,69 @@ class ChatTokenizer:
         self.template = _compile(template)
         self.special = {k: _token_text(self.config.get(k)) for k in
                         ('bos_token', 'eos_token', 'unk_token', 'pad_token')}
+        self._split, self._known = self._segmenter(tok_file)
 
     def render(self, messages: list[dict], add_generation_prompt: bool) -> str:
         return self.template.render(messages=messages, add_generation_prompt=add_generation_prompt, tools=None,
                                     documents=None, **self.special)
 
     def count(self, texts: list[str]) -> list[int]:
-        return [len(e.ids) for e in self.backend.encode_batch(texts, add_special_tokens=False)]
+        """Token counts of ``texts`` (no BOS/EOS added, as apply_chat_template does).
+
+        The Rust tokenizer cuts the text at special added tokens before anything else and encodes
+        the pieces in between independently. So when every special token is a plain one (no lstrip,
+        rstrip, single_word or normalized), the count is the number of special tokens plus the counts of the
+        pieces, and the pieces the chat template itself writes (``system\nYou are Qwen...``,
+        ``assistant\n``) are counted once instead of once per row. Otherwise whole texts are encoded.
+        """
+        if self._split is None:
+            return [len(e) for e in self.backend.encode_batch(texts, add_special_tokens=False)]
+        known = self._known
+        totals = []
+        todo: list[str] = []
+        owners: list[int] = []
+        for i, text in enumerate(texts):
+            parts = self._split(text)
+            n = len(parts) // 2  # the special tokens (odd positions)
+            for piece in parts[::2]:
+                if not piece:
+                    continue
+                c = known.get(piece)
+                if c is None:
+                    todo.append(piece)
+                    owners.append(i)
+                else:
+                    n += c
+            totals.append(n)
+        for i, enc in zip(owners, self.backend.encode_batch(todo, add_special_tokens=False)):
+            totals[i] += len(enc)
+        return totals
+
+    def _segmenter(self, tok_file: Path):
+        """A splitter on special tokens, and the counts of the template's constant pieces."""
+        import re
+        try:
+            added = json.loads(tok_file.read_text(encoding='utf-8')).get('added_tokens') or []
+        except ValueError:
+            return None, {}
+        special = [t for t in added if t.get('special')]
+        if not special or any(t.get('lstrip') or t.get('rstrip') or t.get('single_word') or t.get('normalized')
+                                  for t in special):
+            return None, {}
+        alternatives = sorted((t['content'] for t in special), key=len, reverse=True)
+        splitter = re.compile('(' + '|'.join(re.escape(a) for a in alternatives) + ')').split
+        known: dict[str, int] = {}
+        probe = '\x00grpo-data-probe\x00'
+        for msgs, gen in (([{'role': 'user', 'content': probe}], True),
+                          ([{'role': 'user', 'content': probe}, {'role': 'assistant', 'content': probe}], False)):
+            try:
+                text = self.render(msgs, gen)
+            except Exception:
+                continue
+            for piece in splitter(text)[::2]:
+                if piece and probe not in piece:
+                    known[piece] = len(self.backend.encode(piece, add_special_tokens=False))
+        return splitter, known
 
 
 def _token_text(v):
