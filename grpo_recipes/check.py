@@ -62,6 +62,14 @@ class CheckReport:
     hardware: Hardware
     findings: list[Finding] = field(default_factory=list)
     model_name: str | None = None
+    memory: list = field(default_factory=list)
+    """Per-GPU memory breakdown (memory.GPUMemory); empty when the card or the model is unknown."""
+    fixes: list = field(default_factory=list)
+    """Proposed config changes that fit (fixes.Fix), smallest first."""
+
+    @property
+    def fits(self) -> bool | None:
+        return all(m.fits for m in self.memory) if self.memory else None
 
     @property
     def ok(self) -> bool:
@@ -76,6 +84,9 @@ class CheckReport:
             'counts': self.counts(),
             'findings': [f.to_dict() for f in self.findings],
             'plan': self.plan.to_dict(),
+            'fits': self.fits,
+            'memory': [m.to_dict() for m in self.memory],
+            'fixes': [f.to_dict() for f in self.fixes],
             'hardware': self.hardware.to_dict(),
             'launch': self.launch.to_dict(),
             'config': self.cfg.to_dict(),
@@ -83,7 +94,7 @@ class CheckReport:
 
 
 def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
-                 model_config: dict | None = None) -> CheckReport:
+                 model_config: dict | None = None, memory: bool = True, fixes: bool = True) -> CheckReport:
     try:
         cfg, remaining = GRPOConfig.from_argv(launch.argv)
     except ArgumentError as e:
@@ -102,4 +113,8 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
                   dataset_columns=dataset_columns(cfg.dataset, base),
                   environ={k: os.environ[k] for k in ('PYTORCH_CUDA_ALLOC_CONF',) if k in os.environ})
     findings = run_rules(ctx) + extra
-    return CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings, model_name=cfg.model)
+    report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings, model_name=cfg.model)
+    if memory:
+        from .memplan import plan_memory
+        plan_memory(report, model_config, want_fixes=fixes)
+    return report

@@ -19,6 +19,16 @@ class Hardware:
     """``flags``, ``nvidia-smi`` or ``unknown``."""
     rollout_gpus: tuple[int, ...] | None = None
     """Server mode: GPU ids of the ``swift rollout`` process (``--rollout-gpus``, launchers' ROLLOUT_GPUS)."""
+    gpu_mem_gib: float | None = None
+    """Capacity override (``--gpu-mem``), GiB as torch reports it."""
+
+    def capacity(self) -> tuple[str | None, float | None]:
+        """(card name, GiB): the override, else the catalogue entry for gpu_type."""
+        from .gpus import lookup
+        found = lookup(self.gpu_type)
+        if self.gpu_mem_gib:
+            return (found[0] if found else self.gpu_type), self.gpu_mem_gib
+        return (found[0], found[1]) if found else (self.gpu_type, None)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -53,11 +63,14 @@ def _nvidia_smi() -> tuple[int, str] | None:
     return len(names), names[0]
 
 
-def detect(gpus: int | None, gpu_type: str | None, rollout_gpus: str | None) -> Hardware:
+def detect(gpus: int | None, gpu_type: str | None, rollout_gpus: str | None,
+           gpu_mem: float | None = None) -> Hardware:
     rollout = parse_gpu_ids(rollout_gpus, '--rollout-gpus') if rollout_gpus is not None else None
     if gpus is not None:
-        return Hardware(gpus=gpus, gpu_type=gpu_type, source='flags', rollout_gpus=rollout)
+        return Hardware(gpus=gpus, gpu_type=gpu_type, source='flags', rollout_gpus=rollout, gpu_mem_gib=gpu_mem)
     found = _nvidia_smi()
     if found is not None:
-        return Hardware(gpus=found[0], gpu_type=gpu_type or found[1], source='nvidia-smi', rollout_gpus=rollout)
-    return Hardware(gpus=None, gpu_type=gpu_type, source='unknown', rollout_gpus=rollout)
+        return Hardware(gpus=found[0], gpu_type=gpu_type or found[1], source='nvidia-smi', rollout_gpus=rollout,
+                        gpu_mem_gib=gpu_mem)
+    return Hardware(gpus=None, gpu_type=gpu_type, source='unknown' if not gpu_type else 'flags',
+                    rollout_gpus=rollout, gpu_mem_gib=gpu_mem)

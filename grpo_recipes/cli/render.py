@@ -1,6 +1,10 @@
 """Console rendering of a check report (rich), kept apart from the logic."""
 from __future__ import annotations
 
+import shutil
+import sys
+
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -50,12 +54,58 @@ def plan_table(report: CheckReport) -> Table:
     return t
 
 
+def _col(m, *keys) -> float:
+    return sum(m.phase_terms.get(k, 0.0) for k in keys)
+
+
+def memory_table(report: CheckReport) -> Table:
+    """One row per group of identical GPUs; the terms of each GPU's peak phase (GiB)."""
+    t = Table(title='Predicted memory per GPU (GiB, terms of the peak phase)', title_justify='left',
+              title_style='bold', box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
+    for col in ('GPU', 'role', 'model', 'optim', 'act', 'vLLM', 'other', 'peak', 'cap', 'use', 'phase', 'verdict'):
+        t.add_column(col, justify='left' if col in ('GPU', 'role', 'phase', 'verdict') else 'right', no_wrap=True,
+                     min_width=4 if col == 'verdict' else None)
+    groups: dict = {}
+    for m in report.memory:
+        key = (m.role, tuple(sorted(m.phase_terms.items())), m.phase)
+        groups.setdefault(key, []).append(m)
+    for ms in groups.values():
+        m = ms[0]
+        ids = ','.join(x.gpu for x in ms)
+        model = _col(m, 'weights', 'ref_model', 'lora_params', 'zero3_live_params', 'zero3_sync_gather')
+        optim = _col(m, 'grads+optimizer')
+        act = _col(m, 'activations', 'logits', 'hf_generate_kv')
+        vllm = sum(v for k, v in m.phase_terms.items() if k.startswith('vllm_'))
+        other = m.total_gib - model - optim - act - vllm
+        verdict = '[green]fits[/]' if m.fits else '[bold red]OOM[/]'
+        pct = f'{m.peak_fraction:.0%}'
+        t.add_row(ids, m.role, f'{model:.1f}', f'{optim:.1f}', f'{act:.1f}', f'{vllm:.1f}', f'{other:.1f}',
+                  f'{m.total_gib:.1f}', f'{m.capacity_gib:.1f}', pct, m.phase, verdict)
+    return t
+
+
+def make_console() -> Console:
+    """The terminal's width on a TTY; 100 columns when piped (rich would assume 80)."""
+    width = shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100
+    return Console(highlight=False, width=width)
+
+
 def print_report(report: CheckReport, console: Console | None = None) -> None:
-    out = console or Console(highlight=False)
+    out = console or make_console()
     out.print(f'[bold]config[/] {report.launch.config_file}')
     for note in report.launch.notes:
         out.print('[yellow]note[/] ' + escape(note))
     out.print(plan_table(report))
+    if report.memory:
+        out.print()
+        out.print(memory_table(report))
+        kv = next((m.vllm for m in report.memory if m.vllm), None)
+        if kv:
+            line = (f'vLLM per engine: {kv["requested_gib"]} GiB reserved = weights {kv["weights_gib"]} + activation '
+                    f'{kv["activation_gib"]} + KV {kv["kv_cache_gib"]} ({kv["kv_tokens"]:,} tokens)')
+            if 'rollout_tokens' in kv:
+                line += f'; a rollout needs {kv["rollout_tokens"]:,} tokens'
+            out.print(escape(line))
     c = report.counts()
     out.print()
     out.print(f'[bold]Findings[/]: {c["error"]} error(s), {c["warning"]} warning(s), {c["info"]} info')

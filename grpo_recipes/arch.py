@@ -1,0 +1,178 @@
+"""Model architecture from a ``config.json``: exact parameter counts and weight bytes.
+
+Decoder-only families: Qwen2/2.5 (q/k/v bias), Qwen3 (q/k norm), Llama, Mistral (GQA via
+``num_key_value_heads``, optional ``head_dim``), tied embeddings, and MoE (Qwen2-MoE / Qwen3-MoE
+experts, router and shared expert; Mixtral). tests/test_memory.py checks the counts against
+transformers' own meta-device instantiation.
+
+Quantised checkpoints (peers-and-memory.md §E.4):
+- GPTQ/AWQ: each quantised linear weight costs ``bits/8`` bytes plus, per group of ``group_size``
+  input features and per output, an fp16 scale and a packed zero point (``bits/8`` bytes):
+  ``bits/8 + (2 + bits/8)/group_size`` bytes per weight (0.5195 at 4 bits, g=128). Embeddings,
+  ``lm_head``, norms and biases stay 16-bit.
+- bnb NF4 with double quantisation: 4.127 bits per weight (QLoRA paper §3), 4.5 without.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Arch:
+    model_type: str
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    tied: bool
+    dtype: str
+    max_position_embeddings: int | None
+    attention_bias: bool
+    qk_norm: bool
+    experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate: int = 0
+    shared_expert_intermediate: int = 0
+    quant: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> 'Arch':
+        cfg = dict(cfg.get('text_config') or {}, **{k: v for k, v in cfg.items() if k != 'text_config'}) \
+            if 'text_config' in cfg and 'hidden_size' not in cfg else cfg
+        mt = str(cfg.get('model_type', '')).lower()
+        heads = int(cfg['num_attention_heads'])
+        hidden = int(cfg['hidden_size'])
+        head_dim = cfg.get('head_dim') or hidden // heads
+        experts = int(cfg.get('num_experts') or cfg.get('num_local_experts') or 0)
+        quant = dict(cfg.get('quantization_config') or {})
+        bias = cfg.get('attention_bias')
+        if bias is None:
+            bias = mt in ('qwen2', 'qwen2_moe', 'qwen2_vl', 'qwen2_5_vl')
+        return cls(
+            model_type=mt, hidden=hidden, layers=int(cfg['num_hidden_layers']), heads=heads,
+            kv_heads=int(cfg.get('num_key_value_heads') or heads), head_dim=int(head_dim),
+            intermediate=int(cfg.get('intermediate_size') or 0), vocab=int(cfg['vocab_size']),
+            tied=bool(cfg.get('tie_word_embeddings', False)),
+            dtype=str(cfg.get('torch_dtype') or cfg.get('dtype') or 'bfloat16'),
+            max_position_embeddings=cfg.get('max_position_embeddings'), attention_bias=bool(bias),
+            qk_norm=mt.startswith('qwen3'), experts=experts,
+            experts_per_token=int(cfg.get('num_experts_per_tok') or 0),
+            moe_intermediate=int(cfg.get('moe_intermediate_size') or (cfg.get('intermediate_size') if experts and
+                                                                    mt == 'mixtral' else 0) or 0),
+            shared_expert_intermediate=int(cfg.get('shared_expert_intermediate_size') or 0),
+            quant=quant)
+
+    # ---- parameter counts ----
+    @property
+    def q_dim(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.kv_heads * self.head_dim
+
+    def attention_linear_params(self) -> int:
+        h = self.hidden
+        return h * self.q_dim + 2 * h * self.kv_dim + self.q_dim * h
+
+    def mlp_linear_params(self) -> int:
+        h = self.hidden
+        if self.experts:
+            p = self.experts * 3 * h * self.moe_intermediate
+            if self.shared_expert_intermediate:
+                p += 3 * h * self.shared_expert_intermediate
+            return p
+        return 3 * h * self.intermediate
+
+    def layer_small_params(self) -> int:
+        """Norms, biases, routers: parameters that stay 16-bit in quantised checkpoints."""
+        h = self.hidden
+        p = 2 * h
+        if self.attention_bias:
+            p += self.q_dim + 2 * self.kv_dim
+        if self.qk_norm:
+            p += 2 * self.head_dim
+        if self.experts:
+            p += h * self.experts  # router
+            if self.shared_expert_intermediate:
+                p += h  # shared expert gate
+        return p
+
+    def embedding_params(self) -> int:
+        return self.vocab * self.hidden * (1 if self.tied else 2)
+
+    def linear_params(self) -> int:
+        return self.layers * (self.attention_linear_params() + self.mlp_linear_params())
+
+    def param_count(self) -> int:
+        return self.linear_params() + self.layers * self.layer_small_params() + self.embedding_params() + self.hidden
+
+    def largest_layer_params(self) -> int:
+        """The biggest single module ZeRO-3 gathers at once (embedding or one decoder layer)."""
+        return max(self.vocab * self.hidden, self.attention_linear_params() + self.mlp_linear_params())
+
+    def active_params(self) -> int:
+        if not self.experts:
+            return self.param_count()
+        per_expert = 3 * self.hidden * self.moe_intermediate
+        return self.param_count() - self.layers * per_expert * (self.experts - max(1, self.experts_per_token))
+
+    # ---- bytes ----
+    @property
+    def dtype_bytes(self) -> int:
+        return 4 if 'float32' in self.dtype else 2
+
+    def quant_method(self) -> str | None:
+        m = self.quant.get('quant_method')
+        return str(m).lower() if m else None
+
+    def linear_bytes_per_weight(self, bnb_bits: int | None = None) -> float:
+        """Bytes per weight of the quantisable linear layers."""
+        if bnb_bits == 4:
+            return 4.127 / 8
+        if bnb_bits == 8:
+            return 1.0 + 4 / 64  # int8 weights + per-row/column fp32 stats (approximate)
+        method = self.quant_method()
+        if method in ('gptq', 'awq'):
+            bits = int(self.quant.get('bits') or self.quant.get('w_bit') or 4)
+            g = int(self.quant.get('group_size') or self.quant.get('q_group_size') or 128)
+            if g <= 0:
+                g = self.hidden  # per-channel
+            return bits / 8 + (2 + bits / 8) / g
+        if method == 'fp8':
+            return 1.0
+        return float(self.dtype_bytes)
+
+    def weight_bytes(self, bnb_bits: int | None = None, dtype_bytes: int | None = None) -> float:
+        """Bytes of the model's weights as loaded (16-bit unless quantised)."""
+        db = dtype_bytes or (2 if self.quant_method() in ('gptq', 'awq', 'fp8') else self.dtype_bytes)
+        small = self.layers * self.layer_small_params() + self.embedding_params() + self.hidden
+        lin = self.linear_params()
+        if self.quant_method() or bnb_bits:
+            return lin * self.linear_bytes_per_weight(bnb_bits) + small * db
+        return (lin + small) * db
+
+    def kv_bytes_per_token(self, kv_dtype_bytes: int = 2) -> int:
+        """K and V for one token over all layers (peers-and-memory.md §E.7); divide by TP per rank."""
+        return 2 * self.layers * self.kv_dim * kv_dtype_bytes
+
+    def lora_params(self, rank: int, target_modules: list[str] | None) -> int:
+        """Σ r × (d_in + d_out) over the adapted linears (peers-and-memory.md §E.3)."""
+        h, q, kv = self.hidden, self.q_dim, self.kv_dim
+        inter = self.intermediate if not self.experts else self.moe_intermediate
+        shapes = {'q_proj': (h, q), 'k_proj': (h, kv), 'v_proj': (h, kv), 'o_proj': (q, h),
+                  'gate_proj': (h, inter), 'up_proj': (h, inter), 'down_proj': (inter, h)}
+        targets = target_modules or ['all-linear']
+        if any(t in ('all-linear', 'all') for t in targets):
+            chosen = list(shapes)
+        else:
+            chosen = [name for name in shapes if any(t == name or t.endswith(name) for t in targets)]
+        per_layer = 0
+        for name in chosen:
+            d_in, d_out = shapes[name]
+            mult = self.experts if self.experts and name in ('gate_proj', 'up_proj', 'down_proj') else 1
+            per_layer += rank * (d_in + d_out) * mult
+        return per_layer * self.layers

@@ -1,0 +1,147 @@
+"""Fix synthesis: the smallest change set that makes a launch fit, keeping the training semantics.
+
+Invariants of every candidate: ``num_generations`` and the prompts per optimizer step
+(world x per_device_train_batch_size x gradient_accumulation_steps / num_generations) are unchanged,
+and so is the rollout size. Knobs, cheapest first (the order the peers recommend, peers-and-memory.md
+§F): vLLM context length from the data limits, vLLM utilisation, sleep level, micro-batch split,
+gradient checkpointing, move_model_batches, offloads, ZeRO stage, vLLM TP, and last ``beta: 0``
+(flagged: it drops the KL term, a change of objective). Candidates are evaluated with the pure memory
+model on a modified GRPOConfig; the winner is also re-checked from its argv (and, on request, with
+ms-swift's real parser).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+
+from .config import GRPOConfig
+from .memory import Inputs, estimate
+from .plan import build_plan
+
+MAX_CHANGES = 3
+
+
+@dataclass
+class Fix:
+    changes: dict
+    """argument -> (old value, new value)."""
+    peak_fraction: float
+    phase: str
+    changes_semantics: bool = False
+    memory: list = field(default_factory=list)
+
+    def yaml_diff(self) -> str:
+        lines = []
+        for k, (old, new) in self.changes.items():
+            lines.append(f'- {k}: {_yaml(old)}')
+            lines.append(f'+ {k}: {_yaml(new)}')
+        return '\n'.join(lines)
+
+    def argv(self) -> list[str]:
+        out = []
+        for k, (_, new) in self.changes.items():
+            out += [f'--{k}', _yaml(new)]
+        return out
+
+    def to_dict(self) -> dict:
+        return {'changes': {k: {'from': o, 'to': n} for k, (o, n) in self.changes.items()},
+                'peak_fraction': self.peak_fraction, 'phase': self.phase, 'changes_semantics': self.changes_semantics,
+                'yaml_diff': self.yaml_diff()}
+
+
+def _yaml(v) -> str:
+    if v is None:
+        return 'null'
+    if isinstance(v, bool):
+        return 'true' if v else 'false'
+    return str(v)
+
+
+def _knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int) -> list[list[dict]]:
+    """Each knob: a list of alternative change dicts (argument -> new value)."""
+    knobs: list[list[dict]] = []
+    colocate = cfg.use_vllm and cfg.vllm_mode == 'colocate'
+    if cfg.use_vllm:
+        want = prompt_len + cfg.max_completion_length
+        if cfg.vllm_max_model_len is None or cfg.vllm_max_model_len > want:
+            knobs.append([{'vllm_max_model_len': want}])
+    if colocate:
+        utils = [u for u in (0.7, 0.6, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2) if u < cfg.vllm_gpu_memory_utilization]
+        if utils:
+            knobs.append([{'vllm_gpu_memory_utilization': u} for u in utils])
+        if cfg.sleep_level < 1:
+            knobs.append([{'sleep_level': 1}])
+    bs = cfg.per_device_train_batch_size
+    splits = []
+    for new_bs in range(bs - 1, 0, -1):
+        if bs % new_bs:
+            continue
+        k = bs // new_bs
+        ch = {'per_device_train_batch_size': new_bs, 'gradient_accumulation_steps': cfg.gradient_accumulation_steps * k}
+        if cfg.steps_per_generation is not None:
+            ch['steps_per_generation'] = cfg.steps_per_generation * k
+        splits.append(ch)
+    if splits:
+        knobs.append(splits)
+    if not cfg.gradient_checkpointing:
+        knobs.append([{'gradient_checkpointing': True}])
+    stage = cfg.zero_stage
+    if cfg.use_vllm and stage == 3 and not cfg.move_model_batches:
+        knobs.append([{'move_model_batches': 8}])
+    if colocate and not (cfg.offload_model and cfg.offload_optimizer):
+        knobs.append([{'offload_model': True, 'offload_optimizer': True}])
+    if world > 1 and (stage is None or stage < 3) and (cfg.deepspeed is None or cfg.zero_stage is not None):
+        opts = [{'deepspeed': 'zero3'}, {'deepspeed': 'zero3_offload'}]
+        if stage is None or stage < 2:
+            opts.insert(0, {'deepspeed': 'zero2'})
+        knobs.append(opts)
+    elif stage == 3 and not (cfg.deepspeed or '').startswith('zero3_offload'):
+        knobs.append([{'deepspeed': 'zero3_offload'}])
+    if colocate:
+        tps = [t for t in (2, 4, 8) if t > cfg.vllm_tensor_parallel_size and world % t == 0 and heads % t == 0]
+        if tps:
+            knobs.append([{'vllm_tensor_parallel_size': t} for t in tps])
+    if not cfg.is_lora and cfg.beta != 0:
+        knobs.append([{'beta': 0.0}])
+    return knobs
+
+
+def _apply(cfg: GRPOConfig, change: dict) -> GRPOConfig:
+    return replace(cfg, **change, explicit=cfg.explicit | frozenset(change))
+
+
+def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
+    cfg, plan = report.cfg, report.plan
+    prompt_len = inp.prompt_len or cfg.max_length or 0
+    knobs = _knobs(cfg, plan.world_size, inp.arch.heads, prompt_len)
+    found: list[tuple[tuple, Fix]] = []
+    for n in range(1, MAX_CHANGES + 1):
+        for idxs in itertools.combinations(range(len(knobs)), n):
+            for choice in itertools.product(*(knobs[i] for i in idxs)):
+                change: dict = {}
+                for c in choice:
+                    change.update(c)
+                new = _apply(cfg, change)
+                new_plan = build_plan(new, report.launch.env, report.hardware)
+                mem = estimate(new, new_plan, Inputs(inp.arch, inp.capacity_gib, inp.gpu_name, inp.prompt_len))
+                if not all(m.fits for m in mem):
+                    continue
+                peak = max(m.peak_fraction for m in mem)
+                semantic = 'beta' in change
+                cost = (semantic, peak > 0.9, n, sum(idxs), -peak)
+                fix = Fix({k: (getattr(cfg, k), v) for k, v in change.items()}, round(peak, 4),
+                          max(mem, key=lambda m: m.peak_fraction).phase, semantic, mem)
+                found.append((cost, fix))
+        if any(not c[0][0] and not c[0][1] for c in found):
+            break
+    found.sort(key=lambda cf: cf[0])
+    out, seen = [], set()
+    for _, fix in found:
+        key = tuple(sorted(fix.changes))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(fix)
+        if len(out) >= limit:
+            break
+    return out

@@ -1,0 +1,59 @@
+"""GPU capacities as ``torch.cuda.get_device_properties(i).total_memory`` reports them, in GiB.
+
+Sources: values marked (cal) are the capacities stated in ../shared/calibration/memory_cases.jsonl
+(from CUDA OOM messages or vLLM logs of those cards); the others are the nominal memory minus the
+usual ECC/reserved share as seen in public PyTorch OOM messages ("GPU 0 has a total capacity of
+X GiB") for that card. ``--gpu-mem`` overrides any of them.
+"""
+from __future__ import annotations
+
+import re
+
+CATALOGUE: dict[str, tuple[float, str]] = {
+    'A100-40G': (39.39, 'torch OOM messages; A100 40GB (cal: verl case 39.39)'),
+    'A100-80G': (79.15, 'torch OOM messages; A100 80GB (cal: vLLM log 79.15)'),
+    'A800-40G': (39.56, 'cal: ms-swift #3848 OOM message'),
+    'A800-80G': (79.15, 'same die and memory as A100 80GB'),
+    'H100-80G': (79.18, 'cal: llm-d vLLM logs 79.18'),
+    'H800-80G': (79.18, 'same memory as H100 80GB'),
+    'H20': (95.0, 'cal: trl #2972 (H20 96GB)'),
+    'L40S': (44.39, 'torch OOM messages for L40S 48GB'),
+    'A10': (22.07, 'torch OOM messages for A10 24GB'),
+    'RTX3090': (23.58, 'cal: ms-swift README case (3090)'),
+    'RTX4090': (23.64, 'cal: vLLM #13061 (4090)'),
+}
+
+ALIASES = {
+    'A100': 'A100-80G', 'A100-SXM4-80GB': 'A100-80G', 'A100-PCIE-80GB': 'A100-80G', 'A100-SXM4-40GB': 'A100-40G',
+    'A100-PCIE-40GB': 'A100-40G', 'A800': 'A800-80G', 'H100': 'H100-80G', 'H800': 'H800-80G',
+    '3090': 'RTX3090', '4090': 'RTX4090', 'L40': 'L40S',
+}
+
+
+def _norm(name: str) -> str:
+    s = name.upper().replace('NVIDIA', '').replace('GEFORCE', '').replace(' ', '').replace('_', '-')
+    s = s.replace('80GB', '80G').replace('40GB', '40G')
+    return s.strip('-')
+
+
+def lookup(name: str | None) -> tuple[str, float] | None:
+    """(canonical name, capacity GiB) for a user-given or driver-reported GPU name."""
+    if not name:
+        return None
+    key = _norm(name)
+    table = {_norm(k): k for k in CATALOGUE}
+    table.update({_norm(k): v for k, v in ALIASES.items()})
+    for cand in (key, key.replace('-SXM4', '').replace('-PCIE', '').replace('-SXM', '')):
+        if cand in table:
+            canon = table[cand]
+            return canon, CATALOGUE[canon][0]
+    m = re.search(r'(A100|A800|H100|H800)-?.*?(40|80)G', key)
+    if m:
+        canon = f'{m.group(1)}-{m.group(2)}G'
+        if canon in CATALOGUE:
+            return canon, CATALOGUE[canon][0]
+    for k in sorted(table, key=len, reverse=True):
+        if k and k in key:
+            canon = table[k]
+            return canon, CATALOGUE[canon][0]
+    return None

@@ -1,0 +1,349 @@
+"""Per-GPU memory model for a GRPO launch: trainer + vLLM, phase by phase.
+
+Pure: (GRPOConfig, Plan, Arch, GPU capacity) -> list[GPUMemory]. All sizes in bytes internally,
+GiB (2**30) in the output. Each constant below cites where it comes from (peers-and-memory.md is
+../shared/reference/peers-and-memory.md); none is fitted to a particular case.
+
+Phases on a colocated GPU (ms-swift 4.6 ``grpo_trainer``/``rollout_mixin``):
+- ``startup``: vLLM starts after the trainer loaded its weights; vLLM requires
+  free memory >= gpu_memory_utilization x total (vLLM ``init_device``), else start-up fails.
+- ``rollout``: vLLM awake (weights + activations + KV = util x total) beside the trainer's resident
+  state, minus what ``offload_model``/``offload_optimizer`` moved to CPU.
+- ``sync``: weights handed to vLLM; under ZeRO-3 (or LoRA merge on ZeRO-3) the gathered 16-bit
+  weights exist at once, split by ``move_model_batches``.
+- ``train``: the trainer at peak (activations, logits, gradients, optimizer) beside what vLLM keeps
+  per sleep level (0: everything; 1/2: CUDA graphs and its non-torch state).
+Server mode plans the rollout GPUs on their own; without vLLM, HF generate's KV cache is added.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from .arch import Arch
+from .config import GRPOConfig
+from .plan import Plan
+
+GiB = 2 ** 30
+
+# CUDA context + kernels per process. HF "model memory anatomy": 1.3 GB on a V100 after the first
+# CUDA op; gpu_poor assumes 650 MB; we take 1.0 GiB (peers-and-memory.md §E.8).
+CUDA_CONTEXT = 1.0 * GiB
+# NCCL buffers per communicator group a process joins: ~0.5 GiB (peers-and-memory.md §E.9: 4 MiB x
+# channels x peers FIFOs; a 512 MiB NET buffer seen for one rank; 1.6 GB for a busy communicator).
+NCCL_PER_GROUP = 0.5 * GiB
+# vLLM worker state outside torch (block tables, workspace): ~300 MiB (vllm-memory-estimator, §D.4);
+# the logged "non-torch" of the calibration logs is 0.14-0.54 GiB.
+VLLM_NON_TORCH = 0.3 * GiB
+# CUDA-graph pools, kept even when vLLM sleeps (verl note, §D.3); enforce_eager removes them.
+# Public vLLM logs show "Graph capturing finished ... took 0.3-1.0 GiB"; we take 0.5 GiB.
+VLLM_CUDA_GRAPHS = 0.5 * GiB
+# Allocator fragmentation on the dynamic terms (activations, logits): Megatron's x1.05 (§E.10).
+FRAGMENTATION = 1.05
+# KV cache block size (vLLM default 16 tokens); a sequence needs ceil(len/16) blocks.
+KV_BLOCK = 16
+
+
+def vllm_default_batched_tokens(capacity_gib: float, gpu_name: str | None, offline: bool = True) -> int:
+    """vLLM V1 default max_num_batched_tokens (vllm/engine/arg_utils.py ``_set_default_args``):
+    LLM class 16384 / API server 8192 on >= 70 GiB non-A100 cards, else 8192 / 2048."""
+    big = capacity_gib >= 70 and 'A100' not in (gpu_name or '').upper()
+    if offline:
+        return 16384 if big else 8192
+    return 8192 if big else 2048
+
+
+@dataclass
+class GPUMemory:
+    gpu: str
+    """GPU id (or ``train`` / ``rollout`` when ids are unknown)."""
+    role: str
+    """``train+vllm`` (colocate), ``train``, ``rollout`` (server), ``train+hf-generate``."""
+    capacity_gib: float
+    components: dict = field(default_factory=dict)
+    """Every term in GiB, named; the phase totals are built from these."""
+    phases: dict = field(default_factory=dict)
+    """Total GiB per phase."""
+    phase: str = ''
+    """The phase that peaks."""
+    total_gib: float = 0.0
+    peak_fraction: float = 0.0
+    fits: bool = True
+    headroom_pct: float = 0.0
+    vllm: dict = field(default_factory=dict)
+    """vLLM accounting: requested, weights, activation, kv_gib, kv_tokens, checks."""
+    problems: list = field(default_factory=list)
+    """Failed checks, each a dict: check, message."""
+    phase_terms: dict = field(default_factory=dict)
+    """The terms of the peak phase, largest first (GiB)."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _g(x: float) -> float:
+    return round(x / GiB, 2)
+
+
+@dataclass
+class Inputs:
+    """What the memory model needs beyond the config: the model and the card."""
+    arch: Arch
+    capacity_gib: float
+    gpu_name: str | None = None
+    prompt_len: int | None = None
+    """Tokens per prompt to plan for (default: max_length, capped by the context)."""
+
+
+def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
+    """Per-rank training memory terms in bytes."""
+    a = inp.arch
+    N = max(1, plan.world_size)
+    P = a.param_count()
+    stage = cfg.zero_stage if cfg.deepspeed else None
+    ds = cfg.deepspeed or ''
+    offload_opt = 'offload' in ds
+    offload_param = ds.startswith('zero3_offload')
+    bnb_bits = cfg.quant_bits if cfg.quant_method == 'bnb' else None
+    base_bytes = a.weight_bytes(bnb_bits=bnb_bits)
+    t: dict[str, float] = {}
+
+    if cfg.is_lora:
+        T = a.lora_params(cfg.lora_rank, cfg.target_modules)
+        # frozen base; ZeRO-3 partitions it (and offloads it with zero3_offload)
+        t['weights'] = 0.0 if offload_param else (base_bytes / N if stage == 3 else base_bytes)
+        trainable = T
+    else:
+        T = P
+        trainable = P
+        t['weights'] = 0.0 if offload_param else (2 * P / N if stage == 3 else 2 * P)
+
+    # gradients + optimizer (AdamW). Without DeepSpeed ms-swift trains bf16 params with bf16 grads
+    # and AdamW states in the param dtype (2 + 4 B). DeepSpeed bf16 keeps fp32 master + fp32 m, v and
+    # an fp32 grad buffer: 16 B/param partitioned by stage (DeepSpeed estimators, §D.2), plus the
+    # 16-bit grads (2 B, partitioned from ZeRO-2).
+    if cfg.is_lora:
+        # LoRA adapters are kept in fp32 by PEFT: 4 (param) + 4 (grad) + 8 (m, v)
+        t['lora_params'] = 4 * T / (N if stage == 3 else 1)
+        states = 12 * T
+        t['grads+optimizer'] = 0.0 if offload_opt else (states / N if stage in (1, 2, 3) else states)
+    elif stage is None:
+        t['grads+optimizer'] = 6 * T
+    else:
+        grads16 = 2 * T / N if stage >= 2 else 2 * T
+        fp32_states = 16 * T / N if stage >= 1 else 16 * T
+        if offload_opt:
+            fp32_states = 0.0
+        t['grads+optimizer'] = grads16 + fp32_states
+    if stage == 3:
+        # gathered params + grads of the largest module (DS estimate: 4 x largest layer)
+        t['zero3_live_params'] = 4 * a.largest_layer_params()
+
+    # reference model: full training with beta != 0 (LoRA disables the adapter instead)
+    if not cfg.is_lora and cfg.beta != 0:
+        t['ref_model'] = 0.0 if offload_param else (2 * P / N if stage == 3 else 2 * P)
+
+    # activations: per micro-batch of bs sequences of prompt + completion tokens (padded)
+    bs = cfg.per_device_train_batch_size
+    prompt = inp.prompt_len or 0
+    C = cfg.max_completion_length
+    tokens = bs * (prompt + C)
+    h, L, I = a.hidden, a.layers, (a.intermediate or a.moe_intermediate * max(1, a.experts_per_token))
+    per_layer_token = 16 * h + 8 * I  # one layer's saved tensors, bf16 (§E.5 estimate for SwiGLU)
+    if cfg.gradient_checkpointing:
+        # layer inputs (2h bytes/token/layer) + one layer recomputed during backward
+        act = tokens * (2 * h * L + per_layer_token)
+    else:
+        act = tokens * per_layer_token * L
+    t['activations'] = act * FRAGMENTATION
+    # logits over completion tokens (ms-swift computes log-probs for completion positions only,
+    # logits_to_keep): bf16 logits, the temperature-scaled copy and their gradient (3 x 2 B), plus one
+    # sequence's fp32 log_softmax and its gradient (TRL selective_log_softmax loops per row; §E.6).
+    V = a.vocab
+    t['logits'] = (bs * C * V * 6 + C * V * 8) * FRAGMENTATION
+    t['cuda_context'] = CUDA_CONTEXT
+    groups = 1 if N > 1 else 0
+    if cfg.use_vllm and cfg.vllm_mode == 'colocate' and cfg.vllm_tensor_parallel_size > 1:
+        groups += 1
+    if cfg.use_vllm and cfg.vllm_mode == 'server':
+        groups += 1  # weight-sync communicator with the rollout server
+    t['nccl'] = groups * NCCL_PER_GROUP
+    # weight sync to vLLM: ZeRO-3 gathers 16-bit weights, split by move_model_batches
+    if cfg.use_vllm and stage == 3:
+        gathered = 2 * P if not cfg.is_lora else base_bytes
+        parts = max(1, cfg.move_model_batches or 1)
+        t['zero3_sync_gather'] = gathered / parts + (2 * a.vocab * a.hidden if parts > 1 else 0)
+    return t
+
+
+def vllm_terms(cfg: GRPOConfig, inp: Inputs, standalone: bool) -> dict[str, float]:
+    """One vLLM engine shard on one GPU (bytes)."""
+    a = inp.arch
+    tp = max(1, cfg.vllm_tensor_parallel_size)
+    cap = inp.capacity_gib * GiB
+    requested = cfg.vllm_gpu_memory_utilization * cap
+    bnb_bits = cfg.quant_bits if cfg.quant_method == 'bnb' else None
+    weights = a.weight_bytes(bnb_bits=bnb_bits) / tp
+    tb = vllm_default_batched_tokens(inp.capacity_gib, inp.gpu_name, offline=True)
+    seqs = cfg.vllm_max_num_seqs or 256
+    # profiling forward: per token, residual/hidden copies (4h), q/k/v and the MLP working set
+    # (gate_up 2I + act I) per rank, 2 bytes each; plus the sampler's fp32 logits and probs for the
+    # dummy requests (vLLM gpu_model_runner profile_run + _dummy_sampler_run).
+    I = a.intermediate or a.moe_intermediate * max(1, a.experts_per_token)
+    per_token = 2 * (4 * a.hidden + (a.q_dim + 2 * a.kv_dim) / tp + 3 * I / tp)
+    act = tb * per_token + min(seqs, tb) * a.vocab * 8
+    graphs = 0.0 if cfg.vllm_enforce_eager else VLLM_CUDA_GRAPHS
+    kv = requested - weights - act - VLLM_NON_TORCH - graphs
+    return {'requested': requested, 'weights': weights, 'activation': act, 'non_torch': VLLM_NON_TORCH,
+            'cuda_graphs': graphs, 'kv_cache': kv}
+
+
+def _max_model_len(cfg: GRPOConfig, a: Arch) -> int:
+    return cfg.vllm_max_model_len or a.max_position_embeddings or 32768
+
+
+def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
+    a = inp.arch
+    cap = inp.capacity_gib
+    ctx_len = a.max_position_embeddings or 32768
+    if inp.prompt_len is None:
+        inp.prompt_len = min(cfg.max_length or ctx_len, ctx_len)
+    tr = trainer_terms(cfg, plan, inp)
+    out: list[GPUMemory] = []
+    train_ids = [str(p['gpu']) if p['gpu'] is not None else f'rank{p["local_rank"]}' for p in plan.processes]
+
+    resident_keys = ['weights', 'lora_params', 'grads+optimizer', 'ref_model', 'cuda_context', 'nccl']
+    dynamic_keys = ['activations', 'logits', 'zero3_live_params']
+
+    def resident(offload_model=False, offload_optimizer=False) -> dict[str, float]:
+        out = {}
+        for k in resident_keys:
+            if offload_model and k in ('weights', 'ref_model', 'lora_params'):
+                continue
+            if offload_optimizer and k == 'grads+optimizer':
+                continue
+            if tr.get(k):
+                out[k] = tr[k]
+        return out
+
+    colocate = cfg.use_vllm and cfg.vllm_mode == 'colocate'
+    server = cfg.use_vllm and cfg.vllm_mode == 'server'
+    components = {k: _g(v) for k, v in tr.items() if v}
+    parts: dict[str, dict[str, float]] = {}
+    problems: list[dict] = []
+    vinfo: dict = {}
+
+    train_parts = {**resident(), **{k: tr[k] for k in dynamic_keys if tr.get(k)}}
+    if colocate:
+        v = vllm_terms(cfg, inp, standalone=False)
+        components.update({f'vllm_{k}': _g(x) for k, x in v.items() if k != 'requested'})
+        components['vllm_reserved'] = _g(v['requested'])
+        sleep = cfg.effective_sleep_level
+        off = resident(cfg.offload_model, cfg.offload_optimizer)
+        # start-up: the trainer holds its weights (no optimizer state yet) when vLLM initialises
+        at_start = {k: tr[k] for k in ('weights', 'lora_params', 'ref_model', 'cuda_context', 'nccl') if tr.get(k)}
+        parts['startup'] = {**at_start, 'vllm_reserved': v['requested']}
+        parts['rollout'] = {**off, 'vllm_reserved': v['requested']}
+        sync_vllm = {'vllm_weights': v['weights'], 'vllm_cuda_graphs': v['cuda_graphs'],
+                     'vllm_non_torch': v['non_torch']}
+        if sleep == 0:
+            sync_vllm['vllm_kv_cache'] = max(0.0, v['kv_cache'])
+        parts['sync'] = {**off, **({'zero3_sync_gather': tr['zero3_sync_gather']} if tr.get('zero3_sync_gather')
+                                   else {}), **sync_vllm}
+        residue = {'vllm_reserved': v['requested']} if sleep == 0 else \
+            {'vllm_cuda_graphs': v['cuda_graphs'], 'vllm_non_torch': v['non_torch']}
+        parts['train'] = {**train_parts, **residue}
+        vinfo = _vllm_checks(cfg, plan, inp, v, cap * GiB - sum(at_start.values()), problems)
+    elif server:
+        parts['train'] = train_parts
+    else:
+        # HF generate: KV cache for bs sequences of prompt + completion, full model on each rank
+        gen_kv = cfg.per_device_train_batch_size * (inp.prompt_len + cfg.max_completion_length) * \
+            a.kv_bytes_per_token(2)
+        components['hf_generate_kv'] = _g(gen_kv)
+        parts['generate'] = {**resident(), 'hf_generate_kv': gen_kv}
+        parts['train'] = train_parts
+    role = 'train+vllm' if colocate else ('train' if server else 'train+hf-generate')
+    for gid in train_ids[:max(1, len(train_ids))]:
+        out.append(_finish(GPUMemory(gpu=gid, role=role, capacity_gib=cap, components=dict(components),
+                                     vllm=dict(vinfo), problems=list(problems)), parts))
+    if server:
+        v = vllm_terms(cfg, inp, standalone=True)
+        rprob: list[dict] = []
+        nccl = NCCL_PER_GROUP * (2 if cfg.vllm_tensor_parallel_size > 1 else 1)
+        rinfo = _vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT - nccl, rprob)
+        comps = {f'vllm_{k}': _g(x) for k, x in v.items() if k != 'requested'}
+        comps.update(vllm_reserved=_g(v['requested']), cuda_context=_g(CUDA_CONTEXT), nccl=_g(nccl))
+        rparts = {'rollout': {'vllm_reserved': v['requested'], 'cuda_context': CUDA_CONTEXT, 'nccl': nccl}}
+        rids = [str(i) for i in (plan.rollout_gpus or [])] or \
+            [f'rollout{i}' for i in range(max(1, cfg.vllm_tensor_parallel_size * cfg.vllm_data_parallel_size))]
+        for gid in rids:
+            out.append(_finish(GPUMemory(gpu=gid, role='rollout', capacity_gib=cap, components=dict(comps),
+                                         vllm=dict(rinfo), problems=list(rprob)), rparts))
+    return out
+
+
+def _vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_start: float,
+                 problems: list[dict]) -> dict:
+    """vLLM's own three checks: start-up free memory, one max-length sequence, rollout concurrency."""
+    a = inp.arch
+    tp = max(1, cfg.vllm_tensor_parallel_size)
+    cap = inp.capacity_gib * GiB
+    kv_per_token = a.kv_bytes_per_token(2) / tp
+    mml = _max_model_len(cfg, a)
+    kv_tokens = max(0, int(v['kv_cache'] // kv_per_token)) // KV_BLOCK * KV_BLOCK if kv_per_token else 0
+    info = {'requested_gib': _g(v['requested']), 'weights_gib': _g(v['weights']),
+            'activation_gib': _g(v['activation']), 'kv_cache_gib': _g(max(0.0, v['kv_cache'])),
+            'kv_tokens': kv_tokens, 'max_model_len': mml}
+    if free_at_start < v['requested']:
+        problems.append({'check': 'vllm.startup-free-memory', 'phase': 'startup', 'message': (
+            f'Free memory on device ({free_at_start / GiB:.2f}/{cap / GiB:.2f} GiB) on startup is less than '
+            f'desired GPU memory utilization ({cfg.vllm_gpu_memory_utilization}, {v["requested"] / GiB:.2f} GiB). '
+            f'[vLLM init_device]')})
+    if v['kv_cache'] <= 0:
+        problems.append({'check': 'vllm.no-kv-memory', 'phase': 'startup', 'message': (
+            'No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when '
+            'initializing the engine. [vLLM]')})
+    else:
+        need = math.ceil(mml / KV_BLOCK) * KV_BLOCK * kv_per_token
+        if need > v['kv_cache']:
+            est = int(v['kv_cache'] // kv_per_token)
+            problems.append({'check': 'vllm.kv-one-sequence', 'phase': 'startup', 'message': (
+                f"To serve at least one request with the models's max seq len ({mml}), ({need / GiB:.2f} GiB KV "
+                f"cache is needed, which is larger than the available KV cache memory ({v['kv_cache'] / GiB:.2f} "
+                f"GiB). Based on the available memory, the estimated maximum model length is {est}. [vLLM]")})
+    conc = plan.rollout_concurrency_per_engine
+    if conc:
+        seq = min(mml, (inp.prompt_len or 0) + cfg.max_completion_length)
+        want = conc * seq
+        info['rollout_tokens'] = int(want)
+        info['rollout_concurrency'] = conc
+        if kv_tokens and want > kv_tokens:
+            problems.append({'check': 'vllm.kv-concurrency', 'phase': 'rollout', 'severity': 'warning', 'message': (
+                f'a rollout sends {conc:g} sequences of up to {seq} tokens to each engine ({int(want):,} tokens) '
+                f'but the KV cache holds {kv_tokens:,}: vLLM preempts and recomputes (slower, same memory)')})
+    return info
+
+
+def _finish(m: GPUMemory, parts: dict[str, dict[str, float]]) -> GPUMemory:
+    phases = {k: sum(v.values()) for k, v in parts.items()}
+    m.phases = {k: _g(v) for k, v in phases.items()}
+    m.phase = max(phases, key=phases.get)
+    m.phase_terms = {k: _g(v) for k, v in sorted(parts[m.phase].items(), key=lambda kv: -kv[1])}
+    peak = phases[m.phase]
+    m.total_gib = _g(peak)
+    m.peak_fraction = round(peak / (m.capacity_gib * GiB), 4) if m.capacity_gib else 0.0
+    m.headroom_pct = round(100 * (1 - m.peak_fraction), 1)
+    hard = [p for p in m.problems if p.get('severity', 'error') == 'error']
+    m.fits = m.peak_fraction <= 1.0 and not hard
+    return m
+
+
+def dominant_term(m: GPUMemory) -> tuple[str, float]:
+    """The largest term of the peak phase."""
+    if not m.phase_terms:
+        return '', 0.0
+    name, gib = next(iter(m.phase_terms.items()))
+    if name == 'vllm_reserved':
+        name = 'vllm_reserved (vllm_gpu_memory_utilization)'
+    return name, gib
