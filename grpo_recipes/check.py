@@ -66,6 +66,8 @@ class CheckReport:
     """Per-GPU memory breakdown (memory.GPUMemory); empty when the card or the model is unknown."""
     fixes: list = field(default_factory=list)
     """Proposed config changes that fit (fixes.Fix), smallest first."""
+    fix_verified: dict | None = None
+    """ms-swift's real parser on the first fix (``--verify``)."""
 
     @property
     def fits(self) -> bool | None:
@@ -87,6 +89,7 @@ class CheckReport:
             'fits': self.fits,
             'memory': [m.to_dict() for m in self.memory],
             'fixes': [f.to_dict() for f in self.fixes],
+            'fix_verified': self.fix_verified,
             'hardware': self.hardware.to_dict(),
             'launch': self.launch.to_dict(),
             'config': self.cfg.to_dict(),

@@ -111,6 +111,8 @@ class GRPOConfig:
     """``zero0``..``zero3``, ``zero2_offload``, ``zero3_offload`` or a JSON file."""
     fsdp: str | None = None
     gradient_checkpointing: bool = True
+    use_liger_kernel: bool = False
+    """Liger kernels: the fused linear + loss never materialises the full-vocabulary logits."""
     ds3_gather_for_generation: bool = True
 
     # --- rewards and data ---

@@ -93,6 +93,10 @@ class Inputs:
     gpu_name: str | None = None
     prompt_len: int | None = None
     """Tokens per prompt to plan for (default: max_length, capped by the context)."""
+    sft: bool = False
+    """Plain supervised training (calibration): one train phase, loss over every token."""
+    vllm_entry: str = 'offline'
+    """vLLM defaults of the entry point: ``offline`` (LLM class, what ms-swift uses) or ``server``."""
 
 
 def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
@@ -108,15 +112,17 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
     base_bytes = a.weight_bytes(bnb_bits=bnb_bits)
     t: dict[str, float] = {}
 
+    # bytes per parameter of the policy as loaded: torch_dtype, else the checkpoint's dtype
+    pb = 4 if (cfg.torch_dtype or a.dtype).endswith('float32') else 2
+    if pb == 4 and not (a.quant_method() or bnb_bits):
+        base_bytes = a.weight_bytes(dtype_bytes=4)
     if cfg.is_lora:
         T = a.lora_params(cfg.lora_rank, cfg.target_modules)
         # frozen base; ZeRO-3 partitions it (and offloads it with zero3_offload)
         t['weights'] = 0.0 if offload_param else (base_bytes / N if stage == 3 else base_bytes)
-        trainable = T
     else:
         T = P
-        trainable = P
-        t['weights'] = 0.0 if offload_param else (2 * P / N if stage == 3 else 2 * P)
+        t['weights'] = 0.0 if offload_param else (pb * P / N if stage == 3 else pb * P)
 
     # gradients + optimizer (AdamW). Without DeepSpeed ms-swift trains bf16 params with bf16 grads
     # and AdamW states in the param dtype (2 + 4 B). DeepSpeed bf16 keeps fp32 master + fp32 m, v and
@@ -128,7 +134,7 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
         states = 12 * T
         t['grads+optimizer'] = 0.0 if offload_opt else (states / N if stage in (1, 2, 3) else states)
     elif stage is None:
-        t['grads+optimizer'] = 6 * T
+        t['grads+optimizer'] = 3 * pb * T  # grads + AdamW m, v in the parameter dtype
     else:
         grads16 = 2 * T / N if stage >= 2 else 2 * T
         fp32_states = 16 * T / N if stage >= 1 else 16 * T
@@ -141,7 +147,7 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
 
     # reference model: full training with beta != 0 (LoRA disables the adapter instead)
     if not cfg.is_lora and cfg.beta != 0:
-        t['ref_model'] = 0.0 if offload_param else (2 * P / N if stage == 3 else 2 * P)
+        t['ref_model'] = 0.0 if offload_param else (pb * P / N if stage == 3 else pb * P)
 
     # activations: per micro-batch of bs sequences of prompt + completion tokens (padded)
     bs = cfg.per_device_train_batch_size
@@ -160,7 +166,13 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
     # logits_to_keep): bf16 logits, the temperature-scaled copy and their gradient (3 x 2 B), plus one
     # sequence's fp32 log_softmax and its gradient (TRL selective_log_softmax loops per row; §E.6).
     V = a.vocab
-    t['logits'] = (bs * C * V * 6 + C * V * 8) * FRAGMENTATION
+    if cfg.use_liger_kernel:
+        # Liger's fused linear + loss never holds the full logits: chunks of ceil(n / ceil(V / h)) tokens
+        n = bs * C
+        chunk = max(1, math.ceil(n / math.ceil(V / h)))
+        t['logits'] = chunk * V * 4 * 2
+    else:
+        t['logits'] = (bs * C * V * 6 + C * V * 8) * FRAGMENTATION
     t['cuda_context'] = CUDA_CONTEXT
     groups = 1 if N > 1 else 0
     if cfg.use_vllm and cfg.vllm_mode == 'colocate' and cfg.vllm_tensor_parallel_size > 1:
@@ -184,8 +196,10 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs, standalone: bool) -> dict[str, floa
     requested = cfg.vllm_gpu_memory_utilization * cap
     bnb_bits = cfg.quant_bits if cfg.quant_method == 'bnb' else None
     weights = a.weight_bytes(bnb_bits=bnb_bits) / tp
-    tb = vllm_default_batched_tokens(inp.capacity_gib, inp.gpu_name, offline=True)
-    seqs = cfg.vllm_max_num_seqs or 256
+    offline = inp.vllm_entry == 'offline'
+    tb = vllm_default_batched_tokens(inp.capacity_gib, inp.gpu_name, offline=offline)
+    big = inp.capacity_gib >= 70 and 'A100' not in (inp.gpu_name or '').upper()
+    seqs = cfg.vllm_max_num_seqs or (1024 if big else 256)  # vLLM V1 default max_num_seqs
     # profiling forward: per token, residual/hidden copies (4h), q/k/v and the MLP working set
     # (gate_up 2I + act I) per rank, 2 bytes each; plus the sampler's fp32 logits and probs for the
     # dummy requests (vLLM gpu_model_runner profile_run + _dummy_sampler_run).
@@ -193,7 +207,9 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs, standalone: bool) -> dict[str, floa
     per_token = 2 * (4 * a.hidden + (a.q_dim + 2 * a.kv_dim) / tp + 3 * I / tp)
     act = tb * per_token + min(seqs, tb) * a.vocab * 8
     graphs = 0.0 if cfg.vllm_enforce_eager else VLLM_CUDA_GRAPHS
-    kv = requested - weights - act - VLLM_NON_TORCH - graphs
+    # V1 sizes the KV cache from what the profile left: requested - weights - peak activation -
+    # non-torch; CUDA graphs are captured afterwards and come on top (unless the profiler estimates them).
+    kv = requested - weights - act - VLLM_NON_TORCH
     return {'requested': requested, 'weights': weights, 'activation': act, 'non_torch': VLLM_NON_TORCH,
             'cuda_graphs': graphs, 'kv_cache': kv}
 
@@ -234,7 +250,9 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     vinfo: dict = {}
 
     train_parts = {**resident(), **{k: tr[k] for k in dynamic_keys if tr.get(k)}}
-    if colocate:
+    if inp.sft:
+        parts['train'] = train_parts
+    elif colocate:
         v = vllm_terms(cfg, inp, standalone=False)
         components.update({f'vllm_{k}': _g(x) for k, x in v.items() if k != 'requested'})
         components['vllm_reserved'] = _g(v['requested'])
@@ -243,14 +261,14 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         # start-up: the trainer holds its weights (no optimizer state yet) when vLLM initialises
         at_start = {k: tr[k] for k in ('weights', 'lora_params', 'ref_model', 'cuda_context', 'nccl') if tr.get(k)}
         parts['startup'] = {**at_start, 'vllm_reserved': v['requested']}
-        parts['rollout'] = {**off, 'vllm_reserved': v['requested']}
+        parts['rollout'] = {**off, 'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['cuda_graphs']}
         sync_vllm = {'vllm_weights': v['weights'], 'vllm_cuda_graphs': v['cuda_graphs'],
                      'vllm_non_torch': v['non_torch']}
         if sleep == 0:
             sync_vllm['vllm_kv_cache'] = max(0.0, v['kv_cache'])
         parts['sync'] = {**off, **({'zero3_sync_gather': tr['zero3_sync_gather']} if tr.get('zero3_sync_gather')
                                    else {}), **sync_vllm}
-        residue = {'vllm_reserved': v['requested']} if sleep == 0 else \
+        residue = {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['cuda_graphs']} if sleep == 0 else \
             {'vllm_cuda_graphs': v['cuda_graphs'], 'vllm_non_torch': v['non_torch']}
         parts['train'] = {**train_parts, **residue}
         vinfo = _vllm_checks(cfg, plan, inp, v, cap * GiB - sum(at_start.values()), problems)
@@ -263,18 +281,19 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         components['hf_generate_kv'] = _g(gen_kv)
         parts['generate'] = {**resident(), 'hf_generate_kv': gen_kv}
         parts['train'] = train_parts
-    role = 'train+vllm' if colocate else ('train' if server else 'train+hf-generate')
+    role = 'train' if inp.sft else ('train+vllm' if colocate else ('train' if server else 'train+hf-generate'))
     for gid in train_ids[:max(1, len(train_ids))]:
         out.append(_finish(GPUMemory(gpu=gid, role=role, capacity_gib=cap, components=dict(components),
                                      vllm=dict(vinfo), problems=list(problems)), parts))
-    if server:
+    if server and not inp.sft:
         v = vllm_terms(cfg, inp, standalone=True)
         rprob: list[dict] = []
         nccl = NCCL_PER_GROUP * (2 if cfg.vllm_tensor_parallel_size > 1 else 1)
         rinfo = _vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT - nccl, rprob)
         comps = {f'vllm_{k}': _g(x) for k, x in v.items() if k != 'requested'}
         comps.update(vllm_reserved=_g(v['requested']), cuda_context=_g(CUDA_CONTEXT), nccl=_g(nccl))
-        rparts = {'rollout': {'vllm_reserved': v['requested'], 'cuda_context': CUDA_CONTEXT, 'nccl': nccl}}
+        rparts = {'rollout': {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['cuda_graphs'],
+                              'cuda_context': CUDA_CONTEXT, 'nccl': nccl}}
         rids = [str(i) for i in (plan.rollout_gpus or [])] or \
             [f'rollout{i}' for i in range(max(1, cfg.vllm_tensor_parallel_size * cfg.vllm_data_parallel_size))]
         for gid in rids:
@@ -295,7 +314,11 @@ def _vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_star
     info = {'requested_gib': _g(v['requested']), 'weights_gib': _g(v['weights']),
             'activation_gib': _g(v['activation']), 'kv_cache_gib': _g(max(0.0, v['kv_cache'])),
             'kv_tokens': kv_tokens, 'max_model_len': mml}
-    if free_at_start < v['requested']:
+    if v['weights'] > cap:
+        problems.append({'check': 'vllm.weights-exceed-gpu', 'phase': 'startup', 'message': (
+            f'the model weights alone ({v["weights"] / GiB:.2f} GiB per GPU) exceed the GPU ({cap / GiB:.2f} GiB): '
+            f'CUDA out of memory while loading')})
+    elif free_at_start < v['requested']:
         problems.append({'check': 'vllm.startup-free-memory', 'phase': 'startup', 'message': (
             f'Free memory on device ({free_at_start / GiB:.2f}/{cap / GiB:.2f} GiB) on startup is less than '
             f'desired GPU memory utilization ({cfg.vllm_gpu_memory_utilization}, {v["requested"] / GiB:.2f} GiB). '

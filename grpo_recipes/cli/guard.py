@@ -45,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument('--json', action='store_true', help='print one JSON object (ok, findings, plan, ...)')
         if name == 'run':
             c.add_argument('--force', action='store_true', help='launch even if the check finds errors')
+    cal = sub.add_parser('calibrate', help='score the memory model on published measurements (JSON lines)',
+                         description='Predict every case of a calibration file (schema: '
+                         '../shared/calibration/README.md) and compare with what was observed.')
+    cal.add_argument('cases', help='JSON-lines file of cases, e.g. ../shared/calibration/memory_cases.jsonl')
+    cal.add_argument('--json', action='store_true', help='print one JSON object')
     v.add_argument('config', nargs='?', help='swift rlhf YAML/JSON config (omit and use `-- swift rlhf ...`)')
     v.add_argument('--json', action='store_true', help='print one JSON object')
     v.add_argument('--timeout', type=float, default=900.0, help='seconds to wait for the parser (default 900)')
@@ -56,6 +61,10 @@ def _hardware_args(p: argparse.ArgumentParser) -> None:
     g.add_argument('--gpus', type=int, metavar='N', help='physical GPUs per node')
     g.add_argument('--gpu-type', metavar='T', help='GPU model, e.g. A100-80G, A100-40G, H100')
     g.add_argument('--rollout-gpus', metavar='IDS', help='server mode: GPU ids of `swift rollout` (e.g. 4,5)')
+    g.add_argument('--gpu-mem', type=float, metavar='GIB', help='GPU capacity in GiB as torch reports it '
+                   '(overrides the --gpu-type catalogue)')
+    p.add_argument('--verify', action='store_true', help='also put the proposed memory fix through ms-swift\'s '
+                   'real parser (about 10 s)')
 
 
 def _launch_args(config: str | None, extra: list[str]) -> list[str]:
@@ -102,8 +111,16 @@ def _check(opts, extra):
     if opts.gpus is not None and opts.gpus < 1:
         raise GuardError(f'--gpus {opts.gpus}: must be >= 1')
     launch = load_launch(_launch_args(opts.config, extra))
-    hw = detect(opts.gpus, opts.gpu_type, opts.rollout_gpus)
-    return check_launch(launch, hw)
+    hw = detect(opts.gpus, opts.gpu_type, opts.rollout_gpus, opts.gpu_mem)
+    report = check_launch(launch, hw)
+    if getattr(opts, 'verify', False) and report.fixes:
+        from ..realparse import validate
+        from ..launch import Launch
+        fixed = Launch(argv=launch.argv + report.fixes[0].argv(), env=launch.env, file_env=launch.file_env,
+                       config_file=launch.config_file)
+        result = validate(fixed)
+        report.fix_verified = result.to_dict()
+    return report
 
 
 def cmd_check(opts, extra: list[str]) -> int:
@@ -114,6 +131,17 @@ def cmd_check(opts, extra: list[str]) -> int:
         from .render import print_report
         print_report(report)
     return 0 if report.ok else 1
+
+
+def cmd_calibrate(opts) -> int:
+    from ..calibrate import load_cases, score
+    result = score(load_cases(opts.cases))
+    if opts.json:
+        print_json(result)
+        return 0
+    from .render import print_calibration
+    print_calibration(result)
+    return 0
 
 
 def cmd_run(opts, extra: list[str]) -> int:
@@ -157,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_check(opts, extra)
         if opts.cmd == 'run':
             return cmd_run(opts, extra)
+        if opts.cmd == 'calibrate':
+            return cmd_calibrate(opts)
     except GuardError as e:
         return fail(str(e), e.exit_code)
     except KeyboardInterrupt:

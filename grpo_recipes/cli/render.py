@@ -123,3 +123,37 @@ def print_report(report: CheckReport, console: Console | None = None) -> None:
         out.print(grid)
     verdict = '[bold green]OK[/]: no errors' if report.ok else '[bold red]REFUSED[/]: fix the errors above'
     out.print(verdict)
+
+
+def print_calibration(result: dict, console: Console | None = None) -> None:
+    out = console or make_console()
+    t = Table(title='Memory model vs published measurements', title_justify='left', title_style='bold',
+              box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ('case', 'fit pred/obs', 'peak GiB pred/obs', 'vLLM weights', 'vLLM KV'):
+        t.add_column(col, no_wrap=True, overflow='ellipsis', max_width=44 if col == 'case' else None)
+    for row in result['per_case']:
+        if 'cannot_predict' in row:
+            continue
+        fit = row.get('fit')
+        fit_s = (('[green]' if fit['right'] else '[red]') + f'{fit["predicted"]}/{fit["observed"]}[/]') if fit else '-'
+        pk = row.get('peak')
+        pk_s = f'{pk["predicted"]:.1f}/{pk["observed"]:.1f} {pk["predicted"] / pk["observed"] - 1:+.0%}' if pk else '-'
+        w = row.get('vllm_weights')
+        w_s = f'{w["predicted"]:.1f}/{w["observed"]:.1f} {w["rel_error"]:.0%}' if w else '-'
+        kv = row.get('vllm_kv')
+        kv_s = f'{kv["predicted"]:.1f}/{kv["observed"]:.1f} {kv["rel_error"]:.0%}' if kv else '-'
+        t.add_row(row['id'], fit_s, pk_s, w_s, kv_s)
+    out.print(t)
+    for row in result['per_case']:
+        if 'cannot_predict' in row:
+            out.print(f'[dim]cannot predict {row["id"]}: missing {escape(row["cannot_predict"])}[/]')
+
+    def pct(x):
+        return '-' if x is None else f'{x:.1%}'
+    out.print(f'fit/OOM right: {pct(result["fit_accuracy"])} of {result["fit_cases"]} cases that state an outcome')
+    out.print(f'peak: median |relative error| {pct(result["peak_median_rel_error"])} over {result["peak_cases"]} cases')
+    out.print(f'vLLM weights: max error {pct(result["vllm_weights_max_rel_error"])} over '
+              f'{result["vllm_weights_cases"]} cases; KV cache: max {pct(result["vllm_kv_max_rel_error"])}, '
+              f'median {pct(result["vllm_kv_median_rel_error"])} over {result["vllm_kv_cases"]} cases')
+    out.print(f'vLLM start-up failures predicted: {result["startup_failures_predicted"]} of '
+              f'{result["startup_failures"]}; cannot predict: {len(result["cannot_predict"])} of {result["cases"]}')

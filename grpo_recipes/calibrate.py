@@ -1,0 +1,241 @@
+"""Score the memory model against published measurements (``grpo-guard calibrate CASES.jsonl``).
+
+Schema: ../shared/calibration/README.md. For each case we predict what the source observed:
+- ``vllm_startup``: vLLM weights and KV cache per GPU, and whether start-up fails;
+- ``grpo_train`` / ``sft_train``: the per-GPU peak and fit/OOM.
+Missing inputs make a case "cannot predict" with the field named; nothing is guessed. Settings a
+source leaves out take the framework defaults (ms-swift's for ms-swift cases, which is what its
+users ran). Peaks are compared like with like: ms-swift's logged ``memory(GiB)`` is torch's reserved
+memory, so the CUDA context and NCCL buffers are left out of that comparison; nvidia-smi and header
+comments are compared with the full total. Nothing here is fitted per case.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import replace
+from pathlib import Path
+
+from .arch import Arch
+from .config import GRPOConfig
+from .errors import GuardError
+from .hardware import Hardware
+from .memory import CUDA_CONTEXT, GiB, Inputs, NCCL_PER_GROUP, estimate, vllm_terms, _vllm_checks
+from .plan import build_plan
+from .swift_args import snapshot
+
+RENAMES = {'train_type': 'tuner_type', 'max_prompt_length': 'max_length'}
+FRAMEWORKS_MAPPED = ('ms-swift', 'trl', 'vllm', 'unsloth')
+
+
+class CannotPredict(Exception):
+    pass
+
+
+def load_cases(path: str | Path) -> list[dict]:
+    p = Path(path)
+    if not p.is_file():
+        raise GuardError(f'{p}: no such file; pass a JSON-lines file of cases (see ../shared/calibration/README.md)')
+    cases = []
+    for i, line in enumerate(p.read_text(encoding='utf-8').splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            case = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise GuardError(f'{p}:{i}: invalid JSON ({e.msg})') from None
+        if not isinstance(case, dict) or 'kind' not in case or 'id' not in case:
+            raise GuardError(f'{p}:{i}: each line must be an object with at least "id" and "kind"')
+        cases.append(case)
+    return cases
+
+
+def _arch(case: dict) -> Arch:
+    mc = case.get('model_config')
+    if not mc:
+        raise CannotPredict('model_config')
+    mc = dict(mc)
+    if str(mc.get('model_type', '')).lower() == 'qwen' and mc.get('intermediate_size'):
+        mc['intermediate_size'] = mc['intermediate_size'] // 2  # Qwen v1 states twice the SwiGLU width
+    try:
+        return Arch.from_config(mc)
+    except (KeyError, TypeError, ValueError) as e:
+        raise CannotPredict(f'model_config ({e})') from None
+
+
+def _config(case: dict, extra: dict | None = None) -> tuple[GRPOConfig, dict]:
+    known = {a['dest'] for a in snapshot()['arguments']}
+    argv: list[str] = []
+    env: dict[str, str] = {}
+    values = dict(case.get('config') or {})
+    values.update(extra or {})
+    for k, v in values.items():
+        k = RENAMES.get(k, k)
+        if k in ('NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES', 'NNODES'):
+            env[k] = str(v)
+            continue
+        if k not in known or v is None or isinstance(v, dict):
+            continue
+        if k in ('quant_method', 'quant_bits') and values.get('quant_method') != 'bnb':
+            continue  # GPTQ/AWQ checkpoints: the quantisation is in model_config, not an ms-swift argument
+        argv.append(f'--{k}')
+        argv += [str(x) for x in v] if isinstance(v, list) else [str(v)]
+    try:
+        cfg, _ = GRPOConfig.from_argv(argv)
+    except Exception as e:  # noqa: BLE001 - a case whose stated values ms-swift would not parse
+        raise CannotPredict(f'config ({e})') from None
+    return cfg, env
+
+
+def _require(case: dict, *keys: str) -> None:
+    for k in keys:
+        if case.get('config', {}).get(k) is None and case.get('config', {}).get(
+                {v: k2 for k2, v in RENAMES.items()}.get(k, '')) is None:
+            raise CannotPredict(f'config.{k}')
+
+
+def predict(case: dict) -> dict:
+    kind = case['kind']
+    fw = str(case.get('framework', '')).lower()
+    if not any(fw.startswith(f) for f in FRAMEWORKS_MAPPED):
+        raise CannotPredict(f'framework ({case.get("framework")}: its settings are not in ms-swift terms)')
+    arch = _arch(case)
+    cap = case.get('gpu_total_gib')
+    if kind == 'vllm_startup':
+        return _predict_vllm(case, arch, cap)
+    if kind in ('grpo_train', 'sft_train'):
+        return _predict_train(case, arch, cap, sft=(kind == 'sft_train'))
+    raise CannotPredict(f'kind ({kind})')
+
+
+def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
+    if cap is None:
+        raise CannotPredict('gpu_total_gib')
+    c = case.get('config') or {}
+    extra = {'use_vllm': True, 'vllm_mode': 'colocate', 'rlhf_type': 'grpo'}
+    cfg, _ = _config(case, extra)  # an unstated gpu_memory_utilization is vLLM's default, 0.9
+    if c.get('torch_dtype'):
+        arch = replace(arch, dtype=str(c['torch_dtype']))
+    inp = Inputs(arch=arch, capacity_gib=cap, gpu_name=case.get('gpu'), prompt_len=0, vllm_entry='server')
+    v = vllm_terms(cfg, inp, standalone=True)
+    problems: list[dict] = []
+    plan = build_plan(cfg, {}, Hardware())
+    plan.rollout_concurrency_per_engine = None
+    _vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT, problems)
+    failed = any(p.get('severity', 'error') == 'error' for p in problems)
+    return {'weights_gib': round(v['weights'] / GiB, 3), 'kv_cache_gib': round(max(0.0, v['kv_cache']) / GiB, 3),
+            'startup_failed': failed, 'fits': not failed, 'reasons': [p['check'] for p in problems]}
+
+
+def _predict_train(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict:
+    c = case.get('config') or {}
+    if c.get('per_device_train_batch_size') is None:
+        raise CannotPredict('config.per_device_train_batch_size')
+    if sft:
+        if c.get('max_length') is None:
+            raise CannotPredict('config.max_length')
+    elif c.get('max_completion_length') is None:
+        raise CannotPredict('config.max_completion_length')
+    use_vllm = bool(c.get('use_vllm'))
+    if use_vllm and cap is None:
+        raise CannotPredict('gpu_total_gib')
+    extra: dict = {'rlhf_type': 'grpo'}
+    if sft:
+        extra.update(max_completion_length=c['max_length'], beta=0.0, use_vllm=False)
+    if str(case.get('framework', '')).lower().startswith('trl'):
+        # TRL trains all weights unless given a peft_config, and (before model_init_kwargs dtype "auto")
+        # loads the policy in float32; bf16=True is autocast only.
+        extra.setdefault('tuner_type', c.get('train_type') or 'full')
+        extra.setdefault('torch_dtype', c.get('torch_dtype') or 'float32')
+    cfg, env = _config(case, extra)
+    if sft:
+        cfg.use_vllm = False
+        cfg.vllm_mode = None
+    if use_vllm and cfg.vllm_mode is None:
+        cfg.vllm_mode = 'colocate'  # ms-swift 3.6-3.11 default
+    n = int(case.get('num_gpus') or 1)
+    env.setdefault('NPROC_PER_NODE', env.get('NPROC_PER_NODE', str(n)))
+    env['CUDA_VISIBLE_DEVICES'] = ','.join(str(i) for i in range(int(env['NPROC_PER_NODE'])))
+    plan = build_plan(cfg, env, Hardware(gpus=n))
+    prompt = 0 if sft else (cfg.max_length or 0)
+    inp = Inputs(arch=arch, capacity_gib=cap or 1e9, gpu_name=case.get('gpu'), prompt_len=prompt, sft=sft)
+    mem = estimate(cfg, plan, inp)
+    m = max(mem, key=lambda x: x.total_gib)
+    torch_only = m.total_gib - (CUDA_CONTEXT + m.components.get('nccl', 0) * GiB + (
+        0.3 * GiB if 'vllm_non_torch' in m.phase_terms else 0)) / GiB
+    out = {'peak_gib': round(m.total_gib, 2), 'peak_torch_gib': round(torch_only, 2), 'phase': m.phase,
+           'dominant': next(iter(m.phase_terms), '')}
+    if cap is not None:
+        out['fits'] = m.fits
+        out['peak_fraction'] = m.peak_fraction
+    return out
+
+
+def _rel(pred: float, obs: float) -> float:
+    return abs(pred - obs) / obs if obs else 0.0
+
+
+def score(cases: list[dict]) -> dict:
+    rows = []
+    fit_right = fit_n = 0
+    peak_errs: list[float] = []
+    w_errs: list[float] = []
+    kv_errs: list[float] = []
+    sf_total = sf_pred = 0
+    cannot = []
+    for case in cases:
+        out = case.get('outcome') or {}
+        row = {'id': case['id'], 'kind': case['kind']}
+        try:
+            pred = predict(case)
+        except CannotPredict as e:
+            row['cannot_predict'] = str(e)
+            cannot.append({'id': case['id'], 'missing': str(e)})
+            rows.append(row)
+            continue
+        row['predicted'] = pred
+        observed_oom = bool(out.get('oom') or out.get('startup_failed'))
+        observed_ok = bool(out.get('ran_ok') or (out.get('peak_gib_per_gpu') is not None and not observed_oom))
+        if 'fits' in pred and (observed_oom or observed_ok):
+            fit_n += 1
+            right = pred['fits'] == (not observed_oom)
+            fit_right += right
+            row['fit'] = {'predicted': 'fits' if pred['fits'] else 'OOM', 'observed': 'OOM' if observed_oom else 'fits',
+                          'right': right}
+        peak = out.get('peak_gib_per_gpu')
+        if peak is not None and 'peak_gib' in pred:
+            measure = str(out.get('measure', ''))
+            predicted = pred['peak_torch_gib'] if 'memory(GiB)' in measure else pred['peak_gib']
+            err = _rel(predicted, peak)
+            peak_errs.append(err)
+            row['peak'] = {'predicted': predicted, 'observed': peak, 'rel_error': round(err, 3), 'measure': measure}
+        w_obs = out.get('model_load_gib_per_gpu', out.get('model_load_gib'))
+        if w_obs is not None and 'weights_gib' in pred:
+            err = _rel(pred['weights_gib'], w_obs)
+            w_errs.append(err)
+            row['vllm_weights'] = {'predicted': pred['weights_gib'], 'observed': w_obs, 'rel_error': round(err, 3)}
+        kv_obs = out.get('kv_cache_gib_per_gpu', out.get('kv_cache_gib'))
+        if kv_obs is not None and 'kv_cache_gib' in pred:
+            err = _rel(pred['kv_cache_gib'], kv_obs)
+            kv_errs.append(err)
+            row['vllm_kv'] = {'predicted': pred['kv_cache_gib'], 'observed': kv_obs, 'rel_error': round(err, 3)}
+        if case['kind'] == 'vllm_startup' and observed_oom:
+            sf_total += 1
+            sf_pred += bool(pred.get('startup_failed'))
+        rows.append(row)
+    return {
+        'cases': len(cases),
+        'fit_accuracy': round(fit_right / fit_n, 3) if fit_n else None,
+        'fit_cases': fit_n,
+        'peak_median_rel_error': round(statistics.median(peak_errs), 3) if peak_errs else None,
+        'peak_cases': len(peak_errs),
+        'vllm_weights_max_rel_error': round(max(w_errs), 3) if w_errs else None,
+        'vllm_weights_cases': len(w_errs),
+        'vllm_kv_max_rel_error': round(max(kv_errs), 3) if kv_errs else None,
+        'vllm_kv_median_rel_error': round(statistics.median(kv_errs), 3) if kv_errs else None,
+        'vllm_kv_cases': len(kv_errs),
+        'startup_failures_predicted': sf_pred,
+        'startup_failures': sf_total,
+        'cannot_predict': cannot,
+        'per_case': rows,
+    }
