@@ -66,7 +66,9 @@ def _knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int) -> list[lis
         if cfg.vllm_max_model_len is None or cfg.vllm_max_model_len > want:
             knobs.append([{'vllm_max_model_len': want}])
     if colocate:
-        utils = [u for u in (0.7, 0.6, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2) if u < cfg.vllm_gpu_memory_utilization]
+        # lower frees room for training; higher is the cure when the KV cache cannot hold a sequence
+        utils = [u for u in (0.7, 0.6, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2, 0.8, 0.9)
+                 if abs(u - cfg.vllm_gpu_memory_utilization) > 1e-9]
         if utils:
             knobs.append([{'vllm_gpu_memory_utilization': u} for u in utils])
         if cfg.sleep_level < 1:

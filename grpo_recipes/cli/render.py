@@ -127,10 +127,11 @@ def print_report(report: CheckReport, console: Console | None = None) -> None:
 
 def print_calibration(result: dict, console: Console | None = None) -> None:
     out = console or make_console()
-    t = Table(title='Memory model vs published measurements', title_justify='left', title_style='bold',
+    t = Table(title='Memory model vs published measurements (predicted/observed, error)', title_justify='left',
+              title_style='bold',
               box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ('case', 'fit pred/obs', 'peak GiB pred/obs', 'vLLM weights', 'vLLM KV'):
-        t.add_column(col, no_wrap=True, overflow='ellipsis', max_width=44 if col == 'case' else None)
+    for col in ('case', 'fit', 'peak GiB', 'vLLM weights GiB', 'vLLM KV GiB'):
+        t.add_column(col, no_wrap=True, overflow='ellipsis', max_width=34 if col == 'case' else None)
     for row in result['per_case']:
         if 'cannot_predict' in row:
             continue

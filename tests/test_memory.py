@@ -1,0 +1,229 @@
+"""The memory model: exact parameter counts, the reported OOM case and its fix, monotonicity."""
+import json
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from conftest import ROOT, SHARED
+from grpo_recipes.arch import Arch
+from grpo_recipes.config import GRPOConfig
+from grpo_recipes.hardware import Hardware
+from grpo_recipes.memory import Inputs, estimate
+from grpo_recipes.models import builtin_config
+from grpo_recipes.plan import build_plan
+from helpers import make, rules_of
+
+SMALL = {'hidden_size': 256, 'intermediate_size': 704, 'num_hidden_layers': 3, 'num_attention_heads': 8,
+         'num_key_value_heads': 2, 'vocab_size': 1000, 'max_position_embeddings': 4096}
+CONFIGS = {
+    'qwen2.5-7b': builtin_config('Qwen2.5-7B-Instruct.json'),
+    'qwen2.5-32b': {k: v for k, v in builtin_config('DeepSeek-R1-Distill-Qwen-32B.json').items()},
+    'qwen2-tied': {**SMALL, 'model_type': 'qwen2', 'tie_word_embeddings': True},
+    'llama-gqa': {**SMALL, 'model_type': 'llama', 'tie_word_embeddings': False},
+    'mistral': {**SMALL, 'model_type': 'mistral', 'head_dim': 48},
+    'qwen3-headdim': {**SMALL, 'model_type': 'qwen3', 'head_dim': 64, 'tie_word_embeddings': True},
+    'qwen2-moe': {**SMALL, 'model_type': 'qwen2_moe', 'num_experts': 4, 'num_experts_per_tok': 2,
+                  'moe_intermediate_size': 128, 'shared_expert_intermediate_size': 512, 'decoder_sparse_step': 1,
+                  'mlp_only_layers': []},
+    'qwen3-moe': {**SMALL, 'model_type': 'qwen3_moe', 'num_experts': 4, 'num_experts_per_tok': 2,
+                  'moe_intermediate_size': 128, 'head_dim': 32, 'decoder_sparse_step': 1, 'mlp_only_layers': []},
+    'mixtral': {**SMALL, 'model_type': 'mixtral', 'num_local_experts': 4, 'num_experts_per_tok': 2},
+}
+
+
+@pytest.mark.parametrize('name', list(CONFIGS))
+def test_param_count_matches_transformers_meta_instantiation(name):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    cfg = dict(CONFIGS[name])
+    cfg.pop('quantization_config', None)
+    hf_cfg = AutoConfig.for_model(**cfg)
+    with torch.device('meta'):
+        model = AutoModelForCausalLM.from_config(hf_cfg)
+    assert Arch.from_config(CONFIGS[name]).param_count() == sum(p.numel() for p in model.parameters())
+
+
+def test_known_counts():
+    assert Arch.from_config(CONFIGS['qwen2.5-7b']).param_count() == 7_615_616_512
+    assert Arch.from_config(CONFIGS['qwen2.5-32b']).param_count() == 32_763_876_352
+    # PEFT's printout for Qwen2.5-7B, r=8, all linears (peers-and-memory.md §E.3)
+    assert Arch.from_config(CONFIGS['qwen2.5-7b']).lora_params(8, ['all-linear']) == 20_185_088
+
+
+def test_gptq_int4_weights():
+    a = Arch.from_config(builtin_config('Qwen2.5-32B-Instruct-GPTQ-Int4.json'))
+    lin, embed = a.linear_params(), a.embedding_params()
+    expected = lin * (0.5 + 2.5 / 128) + (a.param_count() - lin) * 2
+    assert a.weight_bytes() == pytest.approx(expected)
+    assert 17 < a.weight_bytes() / 2**30 < 19  # ~4.16 bits/weight plus 16-bit embeddings and lm_head
+    assert embed * 2 / 2**30 == pytest.approx(2.90, abs=0.01)  # embed_tokens + lm_head stay fp16
+
+
+REPORTED = {'model': 'Qwen/Qwen2.5-7B-Instruct', 'tuner_type': 'full', 'deepspeed': 'zero3',
+            'per_device_train_batch_size': 8, 'gradient_accumulation_steps': 8, 'num_generations': 8,
+            'vllm_mode': 'colocate', 'vllm_gpu_memory_utilization': 0.6, 'vllm_max_model_len': 2048,
+            'max_length': 512, 'max_completion_length': 1536}
+ENV4 = {'CUDA_VISIBLE_DEVICES': '0,1,2,3', 'NPROC_PER_NODE': 4}
+A100_80 = Hardware(gpus=4, gpu_type='A100-80G', source='flags')
+
+
+def test_reported_case_does_not_fit_and_fix_keeps_semantics():
+    _, report = make(REPORTED, env=ENV4, hw=A100_80)
+    assert report.fits is False
+    oom = next(f for f in report.findings if f.rule == 'memory.oom')
+    assert 'vllm_reserved' in oom.message and 'train phase' in oom.message
+    fix = report.fixes[0]
+    assert all(m.fits for m in fix.memory) and fix.peak_fraction <= 0.9 and not fix.changes_semantics
+    # same generations and prompts per optimizer step
+    _, fixed = make({**REPORTED, **{k: v for k, (_, v) in fix.changes.items()}}, env=ENV4, hw=A100_80)
+    assert fixed.fits and fixed.ok
+    assert fixed.cfg.num_generations == 8
+    assert fixed.plan.prompts_per_optimizer_step == report.plan.prompts_per_optimizer_step == 32
+    assert '+ ' in fix.yaml_diff() and '- ' in fix.yaml_diff()
+
+
+@pytest.mark.slow
+def test_reported_fix_passes_ms_swift_parser():
+    from grpo_recipes.launch import Launch
+    from grpo_recipes.realparse import validate
+    launch, report = make(REPORTED, env=ENV4, hw=A100_80)
+    fixed = Launch(argv=launch.argv + report.fixes[0].argv(), env=launch.env, file_env=launch.file_env)
+    result = validate(fixed)
+    assert result.ok, result.message
+
+
+def test_split_micro_batch_fix_when_logits_dominate():
+    # LoRA on 40 GB cards with long completions: logits scale with per_device_train_batch_size
+    over = {'per_device_train_batch_size': 16, 'max_completion_length': 4096, 'vllm_max_model_len': 4608,
+            'gradient_accumulation_steps': 1, 'num_generations': 16, 'sleep_level': 1,
+            'vllm_gpu_memory_utilization': 0.5}
+    _, report = make(over, env={'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1},
+                     hw=Hardware(gpus=1, gpu_type='A100-40G'))
+    assert report.fits is False
+    assert any('per_device_train_batch_size' in f.changes for f in report.fixes)
+    for fix in report.fixes:
+        if 'per_device_train_batch_size' in fix.changes:
+            bs = fix.changes['per_device_train_batch_size'][1]
+            ga = fix.changes['gradient_accumulation_steps'][1]
+            assert bs * ga == 16
+
+
+def test_vllm_startup_free_memory_check():
+    _, report = make({'tuner_type': 'full', 'vllm_gpu_memory_utilization': 0.9},
+                     hw=Hardware(gpus=1, gpu_type='A100-80G'))
+    assert 'vllm.startup-free-memory' in rules_of(report)
+
+
+def test_kv_must_hold_one_sequence():
+    _, report = make({'vllm_gpu_memory_utilization': 0.215, 'vllm_max_model_len': 32768, 'max_length': 1024},
+                     hw=Hardware(gpus=1, gpu_type='A100-80G'))
+    assert 'vllm.kv-one-sequence' in rules_of(report)
+
+
+def test_server_mode_plans_rollout_gpus_alone():
+    over = {'vllm_mode': 'server', 'vllm_server_host': ['127.0.0.1'], 'vllm_server_port': [8000]}
+    _, report = make(over, env={'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1},
+                     hw=Hardware(gpus=2, gpu_type='A100-40G', rollout_gpus=(1,)))
+    roles = {m.gpu: m.role for m in report.memory}
+    assert roles == {'0': 'train', '1': 'rollout'}
+    rollout = next(m for m in report.memory if m.role == 'rollout')
+    assert 'vllm_reserved' in rollout.phase_terms and 'logits' not in rollout.phase_terms
+
+
+def test_memory_json_carries_every_component():
+    _, report = make(REPORTED, env=ENV4, hw=A100_80)
+    d = report.to_dict()
+    assert d['fits'] is False
+    m = d['memory'][0]
+    for key in ('gpu', 'role', 'components', 'total_gib', 'capacity_gib', 'peak_fraction', 'phase', 'fits'):
+        assert key in m
+    for term in ('weights', 'grads+optimizer', 'ref_model', 'activations', 'logits', 'cuda_context', 'nccl',
+                 'zero3_sync_gather', 'vllm_weights', 'vllm_kv_cache', 'vllm_activation'):
+        assert term in m['components']
+
+
+def test_table_fits_100_columns():
+    from io import StringIO
+    from rich.console import Console
+    from grpo_recipes.cli.render import memory_table
+    _, report = make(REPORTED, env=ENV4, hw=A100_80)
+    buf = StringIO()
+    Console(file=buf, width=100).print(memory_table(report))
+    lines = buf.getvalue().splitlines()
+    assert max(len(l.rstrip()) for l in lines) <= 100
+    assert any('OOM' in l for l in lines)
+
+
+# ---- monotonicity (hypothesis) ----
+ARCH7 = Arch.from_config(CONFIGS['qwen2.5-7b'])
+
+
+def peak(over, arch=ARCH7, cap=79.15, world=2):
+    base = {'rlhf_type': 'grpo', 'use_vllm': True, 'vllm_mode': 'colocate', 'num_generations': 4}
+    argv = []
+    for k, v in {**base, **over}.items():
+        argv += [f'--{k}', str(v)]
+    cfg, _ = GRPOConfig.from_argv(argv)
+    env = {'NPROC_PER_NODE': str(world), 'CUDA_VISIBLE_DEVICES': ','.join(map(str, range(world)))}
+    plan = build_plan(cfg, env, Hardware(gpus=world))
+    mems = estimate(cfg, plan, Inputs(arch=arch, capacity_gib=cap, gpu_name='A100-80G'))
+    return max(m.total_gib for m in mems), max(max(m.phases.values()) for m in mems)
+
+
+knob = st.fixed_dictionaries({
+    'per_device_train_batch_size': st.integers(1, 16), 'max_completion_length': st.integers(64, 8192),
+    'max_length': st.integers(64, 8192), 'vllm_gpu_memory_utilization': st.sampled_from([0.3, 0.5, 0.7]),
+    'tuner_type': st.sampled_from(['lora', 'full']), 'deepspeed': st.sampled_from(['zero2', 'zero3']),
+    'sleep_level': st.sampled_from([0, 1, 2]), 'gradient_checkpointing': st.booleans(),
+    'beta': st.sampled_from([0.0, 0.04]),
+})
+
+
+@settings(max_examples=300, deadline=None)
+@given(base=knob, which=st.sampled_from(['per_device_train_batch_size', 'max_completion_length', 'max_length',
+                                         'num_generations']), step=st.integers(1, 8))
+def test_memory_never_decreases_as_work_grows(base, which, step):
+    bigger = dict(base)
+    bigger[which] = base.get(which, 4) + step
+    assert peak(bigger)[0] >= peak(base)[0] - 1e-9
+
+
+@settings(max_examples=150, deadline=None)
+@given(base=knob, extra_layers=st.integers(1, 8))
+def test_memory_never_decreases_with_model_size(base, extra_layers):
+    bigger = replace(ARCH7, layers=ARCH7.layers + extra_layers)
+    assert peak(base, arch=bigger)[0] >= peak(base)[0] - 1e-9
+
+
+@settings(max_examples=300, deadline=None)
+@given(base=knob, change=st.sampled_from(['offload_model', 'offload_optimizer', 'zero3_offload', 'lower_util']))
+def test_offload_or_lower_util_never_increases_memory(base, change):
+    after = dict(base)
+    if change == 'zero3_offload':
+        after['deepspeed'] = 'zero3_offload' if base['deepspeed'] == 'zero3' else 'zero2_offload'
+    elif change == 'lower_util':
+        after['vllm_gpu_memory_utilization'] = round(base['vllm_gpu_memory_utilization'] - 0.1, 2)
+    else:
+        after[change] = True
+    assert peak(after)[0] <= peak(base)[0] + 1e-9
+
+
+def test_calibration_scores_on_the_published_cases():
+    from grpo_recipes.calibrate import load_cases, score
+    result = score(load_cases(SHARED / 'calibration' / 'memory_cases.jsonl'))
+    assert result['fit_accuracy'] >= 0.9 and result['fit_cases'] >= 5
+    assert result['vllm_weights_max_rel_error'] <= 0.03
+    assert result['startup_failures_predicted'] == result['startup_failures'] >= 1
+    for row in result['per_case']:
+        assert ('cannot_predict' in row) != ('predicted' in row)
+
+
+def test_calibration_names_the_missing_field(tmp_path):
+    from grpo_recipes.calibrate import load_cases, score
+    p = tmp_path / 'c.jsonl'
+    p.write_text(json.dumps({'id': 'x', 'kind': 'grpo_train', 'framework': 'ms-swift', 'model_config': None,
+                             'config': {}, 'outcome': {'oom': True}}) + '\n')
+    result = score(load_cases(p))
+    assert result['cannot_predict'] == [{'id': 'x', 'missing': 'model_config'}]
+    assert result['fit_cases'] == 0
