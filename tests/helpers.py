@@ -9,6 +9,7 @@ PACKAGES_OK = {'ms-swift': '4.6.0', 'trl': '0.29.1', 'math-verify': '0.9.0', 'ms
 BASE = {
     'rlhf_type': 'grpo', 'model': 'Qwen/Qwen2.5-7B-Instruct', 'tuner_type': 'lora', 'use_vllm': True,
     'vllm_mode': 'colocate', 'vllm_max_model_len': 2048, 'max_length': 512, 'max_completion_length': 1024,
+    'vllm_gpu_memory_utilization': 0.4,
     'per_device_train_batch_size': 8, 'gradient_accumulation_steps': 1, 'num_generations': 8,
     'reward_funcs': ['format'], 'dataset': ['data.jsonl'],
 }

@@ -14,12 +14,12 @@ def test_two_visible_gpus_nproc_unset_32b_int4():
     # Reported: 32B int4 on 2×A100-40G; one process saw both GPUs and wrapped the model across them.
     over = {'model': 'Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4', 'per_device_train_batch_size': 4,
             'num_generations': 4}
-    _, report = make(over, env={'CUDA_VISIBLE_DEVICES': '0,1'}, hw=Hardware(gpus=2, gpu_type='A100-40G'))
+    _, report = make(over, env={'CUDA_VISIBLE_DEVICES': '0,1'}, hw=Hardware(gpus=2))  # device rules only; memory: tests/test_memory.py
     assert 'device.single-process-multi-gpu' in rules_of(report)
     finding = next(f for f in report.findings if f.rule == 'device.single-process-multi-gpu')
     assert 'NPROC_PER_NODE: 2' in finding.fix and 'device_map' in finding.message
     _, fixed = make(over, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2},
-                    hw=Hardware(gpus=2, gpu_type='A100-40G'))
+                    hw=Hardware(gpus=2))  # device rules only; memory: tests/test_memory.py
     assert fixed.ok, [f.message for f in fixed.findings if f.severity == 'error']
 
 
