@@ -52,7 +52,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument('--coverage', type=float, default=0.99, help='fraction of rows max_length must keep (0.99)')
     s.add_argument('--max-completion-length', type=int, help='recipe max_completion_length: prints vllm_max_model_len')
     s.add_argument('--plot', type=Path, help='write a histogram PNG here')
+    g = sub.add_parser('prepare-gsm8k', help='GSM8K question/answer rows -> ms-swift messages + `solution` for '
+                       'the accuracy reward')
+    g.add_argument('input', type=Path)
+    g.add_argument('-o', '--output', type=Path, required=True)
+    g.add_argument('--json', action='store_true')
     return p
+
+
+def cmd_prepare_gsm8k(opts) -> int:
+    from .gsm8k import prepare
+    counts = prepare(opts.input, opts.output)
+    if opts.json:
+        print(json.dumps(counts, indent=2))
+    else:
+        print(f"prepare-gsm8k: {counts['input_rows']} rows -> {counts['kept']} kept ({counts['output']}), "
+              f"{counts['malformed']} malformed ({counts['rejects']})")
+    return 0
 
 
 def _run_with_progress(fn, path: Path, quiet: bool, **kw):
@@ -148,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     from .formats import InputError
     from .tokenize import TokenizerError
     try:
+        if opts.cmd == 'prepare-gsm8k':
+            return cmd_prepare_gsm8k(opts)
         return cmd_filter(opts) if opts.cmd == 'filter' else cmd_stats(opts)
     except (InputError, TokenizerError) as e:
         print(f'error: {e}', file=sys.stderr)

@@ -199,7 +199,14 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs, standalone: bool) -> dict[str, floa
     offline = inp.vllm_entry == 'offline'
     tb = vllm_default_batched_tokens(inp.capacity_gib, inp.gpu_name, offline=offline)
     big = inp.capacity_gib >= 70 and 'A100' not in (inp.gpu_name or '').upper()
-    seqs = cfg.vllm_max_num_seqs or (1024 if big else 256)  # vLLM V1 default max_num_seqs
+    if cfg.vllm_max_num_seqs:
+        seqs = cfg.vllm_max_num_seqs
+    elif cfg.vllm_mode == 'colocate' and offline:
+        # ms-swift colocate: per_device_train_batch_size x TP x steps_per_generation (rollout_mixin)
+        spg = cfg.steps_per_generation or cfg.gradient_accumulation_steps or 1
+        seqs = cfg.per_device_train_batch_size * tp * spg
+    else:
+        seqs = 1024 if big else 256  # vLLM V1 default max_num_seqs
     # profiling forward: per token, residual/hidden copies (4h), q/k/v and the MLP working set
     # (gate_up 2I + act I) per rank, 2 bytes each; plus the sampler's fp32 logits and probs for the
     # dummy requests (vLLM gpu_model_runner profile_run + _dummy_sampler_run).

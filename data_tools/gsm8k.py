@@ -1,0 +1,61 @@
+"""Make GSM8K (``question``/``answer`` rows) ready for ms-swift GRPO with the ``accuracy`` reward.
+
+Each row becomes ``{"messages": [{"role": "user", "content": <question + instruction>}], "solution": "<n>"}``.
+The final answer is the text after ``#### `` (upstream regex ``#### (\\-?[0-9\\.\\,]+)``, commas
+removed, per the GSM8K release); ms-swift's ``accuracy`` reward (math_verify) compares it with the
+``\\boxed{}`` answer the instruction asks for. Rows without a ``####`` answer go to the rejects file;
+writes are atomic, like ``grpo-data filter``.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from .formats import Atomic, InputError
+
+INSTRUCTION = 'Solve the problem step by step, then give the final answer as \\boxed{N}.'
+ANSWER_RE = re.compile(r'####\s*(-?[0-9.,]+)')
+
+
+def final_answer(answer: str) -> str | None:
+    m = ANSWER_RE.search(answer)
+    return m.group(1).replace(',', '').rstrip('.') if m else None
+
+
+def prepare(src: Path, dst: Path, rejects: Path | None = None) -> dict:
+    if not src.is_file():
+        raise InputError(f'{src}: no such file')
+    rejects = rejects or dst.with_name(dst.name.rsplit('.', 1)[0] + '.rejects.jsonl')
+    out, rej = Atomic(dst), Atomic(rejects)
+    counts = {'input_rows': 0, 'kept': 0, 'malformed': 0, 'output': str(dst), 'rejects': str(rejects)}
+    try:
+        with open(src, encoding='utf-8-sig') as fin, open(out.tmp, 'w', encoding='utf-8') as fo, \
+                open(rej.tmp, 'w', encoding='utf-8') as fr:
+            for lineno, line in enumerate(fin, start=1):
+                if not line.strip():
+                    continue
+                counts['input_rows'] += 1
+                try:
+                    row = json.loads(line)
+                    question, answer = row['question'], row['answer']
+                    solution = final_answer(answer)
+                    if not isinstance(question, str) or solution is None:
+                        raise ValueError('no "#### <number>" final answer')
+                except (ValueError, KeyError, TypeError) as e:
+                    counts['malformed'] += 1
+                    fr.write(json.dumps({'line': lineno, 'reason': 'malformed', 'error': str(e),
+                                         'raw': line.rstrip('\r\n')}, ensure_ascii=False) + '\n')
+                    continue
+                fo.write(json.dumps({'messages': [{'role': 'user', 'content': f'{question}\n{INSTRUCTION}'}],
+                                     'solution': solution}, ensure_ascii=False) + '\n')
+                counts['kept'] += 1
+        if counts['input_rows'] == 0:
+            raise InputError(f'{src}: no rows')
+        out.commit()
+        rej.commit()
+        return counts
+    except BaseException:
+        out.discard()
+        rej.discard()
+        raise

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Qwen2.5-32B-Instruct-GPTQ-Int4, LoRA GRPO on 2x A100-40G: 1 training GPU + 1 rollout GPU (server mode)
+# Steps: prepare + filter the data, grpo-guard check, start `swift rollout`, swift rlhf.
+# Environment: MODEL DATASET OUTPUT_DIR TRAIN_GPUS ROLLOUT_GPUS MASTER_PORT DRY_RUN=1 (see scripts/launch_lib.sh)
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../../scripts/launch_lib.sh
+source "$HERE/../../scripts/launch_lib.sh"
+grpo_launch "${RECIPE:-$HERE/lora-2xa100-40g.yaml}" "$@"

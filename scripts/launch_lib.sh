@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# Shared steps of the recipe launchers (recipes/<model>/<variant>.sh). A launcher sources this file
+# and calls:  grpo_launch RECIPE.yaml [extra swift rlhf args...]
+#
+# Steps, in order:
+#   1. data     grpo-data prepare-gsm8k (GSM8K question/answer -> messages + solution), then
+#               grpo-data filter to the recipe's max_length with the model's tokenizer
+#   2. guard    grpo-guard check on the recipe's hardware; stops here on any error
+#   3. rollout  server-mode recipes: `swift rollout` on ROLLOUT_GPUS, health-checked; a trap stops it
+#               on every exit (success, failure, Ctrl-C)
+#   4. train    swift rlhf RECIPE --model --dataset --output_dir [extra args]
+#
+# Environment (all optional):
+#   MODEL          model id or local dir (default: the recipe's `model`)
+#   DATASET        input data (default: the bundled GSM8K sample data_tools/sample/gsm8k_train_300.jsonl)
+#   PREPARE        gsm8k (default) or none (DATASET is already ms-swift GRPO data with a `solution`)
+#   TOKENIZER      tokenizer dir for the length filter (default: MODEL if it is a local dir, else the
+#                  bundled Qwen2.5 tokenizer)
+#   OUTPUT_DIR     run directory (default: output/<model>/<variant>)
+#   TRAIN_GPUS     training GPU ids, e.g. 0,2,3 (sets CUDA_VISIBLE_DEVICES and NPROC_PER_NODE)
+#   ROLLOUT_GPUS   server mode: GPU ids of `swift rollout` (default: the recipe's @rollout_gpus)
+#   ROLLOUT_HOST   server mode: host of the rollout server (default: the recipe's vllm_server_host)
+#   ROLE           all (default) | rollout: only run `swift rollout` (on a dedicated rollout node)
+#   GPUS, GPU_TYPE hardware the guard plans for (default: the recipe header)
+#   HEALTH_TIMEOUT seconds to wait for the rollout server's /health/ (default 900)
+#   MASTER_PORT NNODES NODE_RANK MASTER_ADDR   as ms-swift uses them (torchrun)
+#   SWIFT          the swift executable (default: swift)
+#   DRY_RUN=1      print every command, run nothing
+
+_grpo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROLLOUT_PID=""
+TRAIN_PID=""
+
+grpo_log() { printf '[grpo-recipes] %s\n' "$*" >&2; }
+grpo_die() { grpo_log "error: $*"; exit 1; }
+
+# Print a command (shell-quoted); run it unless DRY_RUN=1.
+grpo_run() {
+  printf '+' >&2
+  printf ' %q' "$@" >&2
+  printf '\n' >&2
+  if [[ "${DRY_RUN:-0}" == "1" ]]; then
+    return 0
+  fi
+  "$@"
+}
+
+grpo_recipe_arg() { grpo-recipes arg "$1" "$2"; }
+
+# Stop the rollout server and the trainer (if running), whole process groups, TERM then KILL.
+grpo_cleanup() {
+  local pid
+  for pid in "$TRAIN_PID" "$ROLLOUT_PID"; do
+    [[ -n "$pid" ]] || continue
+    if kill -0 "$pid" 2>/dev/null; then
+      grpo_log "stopping process group $pid"
+      kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+      local waited=0
+      while kill -0 "$pid" 2>/dev/null && (( waited < 30 )); do
+        sleep 1
+        waited=$((waited + 1))
+      done
+      kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
+  TRAIN_PID=""
+  ROLLOUT_PID=""
+}
+
+grpo_on_signal() {
+  grpo_log "interrupted"
+  grpo_cleanup
+  exit 130
+}
+
+# Wait until GET URL answers, the server process dies, or the timeout passes.
+grpo_wait_health() {
+  local url="$1" pid="$2" timeout="$3" log="$4" start
+  start=$(date +%s)
+  while true; do
+    if python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' "$url" 2>/dev/null; then
+      grpo_log "rollout server healthy at $url"
+      return 0
+    fi
+    if [[ -n "$pid" ]] && ! kill -0 "$pid" 2>/dev/null; then
+      grpo_log "rollout server exited before it became healthy; last lines of $log:"
+      tail -n 20 "$log" >&2 || true
+      return 1
+    fi
+    if (( $(date +%s) - start >= timeout )); then
+      grpo_log "rollout server not healthy at $url after ${timeout}s (HEALTH_TIMEOUT); last lines of $log:"
+      tail -n 20 "$log" >&2 || true
+      return 1
+    fi
+    sleep 1
+  done
+}
+
+grpo_launch() {
+  local recipe="$1"
+  shift
+  [[ -f "$recipe" ]] || grpo_die "recipe $recipe not found"
+  local swift="${SWIFT:-swift}"
+  local name variant model_dir
+  variant="$(basename "$recipe" .yaml)"
+  model_dir="$(basename "$(dirname "$recipe")")"
+  name="$model_dir/$variant"
+
+  local model="${MODEL:-$(grpo_recipe_arg "$recipe" model)}"
+  local dataset="${DATASET:-$_grpo_root/data_tools/sample/gsm8k_train_300.jsonl}"
+  local output_dir="${OUTPUT_DIR:-output/$name}"
+  local max_length mode gpus gpu_type rollout_gpus host port
+  max_length="$(grpo_recipe_arg "$recipe" max_length)"
+  mode="$(grpo_recipe_arg "$recipe" vllm_mode)"
+  [[ "$(grpo_recipe_arg "$recipe" use_vllm)" == "true" ]] || mode=""
+  gpus="${GPUS:-$(grpo_recipe_arg "$recipe" @gpus)}"
+  gpu_type="${GPU_TYPE:-$(grpo_recipe_arg "$recipe" @gpu_type)}"
+  rollout_gpus="${ROLLOUT_GPUS:-$(grpo_recipe_arg "$recipe" @rollout_gpus)}"
+  host="${ROLLOUT_HOST:-$(grpo_recipe_arg "$recipe" vllm_server_host)}"
+  host="${host%% *}"
+  port="$(grpo_recipe_arg "$recipe" vllm_server_port)"
+  port="${port%% *}"
+
+  if [[ -n "${TRAIN_GPUS:-}" ]]; then
+    local -a ids
+    IFS=',' read -r -a ids <<< "$TRAIN_GPUS"
+    export CUDA_VISIBLE_DEVICES="$TRAIN_GPUS" NPROC_PER_NODE="${#ids[@]}"
+  fi
+  local nnodes="${NNODES:-$(grpo_recipe_arg "$recipe" ENV.NNODES)}"
+  if [[ -n "$nnodes" && "$nnodes" -gt 1 && "${ROLE:-all}" != "rollout" ]]; then
+    [[ -n "${NODE_RANK:-}" && -n "${MASTER_ADDR:-}" ]] ||
+      grpo_die "$name is a ${nnodes}-node recipe: export NODE_RANK (0..$((nnodes - 1))) and MASTER_ADDR (node 0's address) on every node"
+  fi
+
+  local -a rollout_cmd=()
+  if [[ "$mode" == "server" ]]; then
+    local -a rargs
+    mapfile -t rargs < <(grpo-recipes rollout-args "$recipe")
+    rollout_cmd=("$swift" rollout --model "$model" "${rargs[@]}")
+  fi
+  if [[ "${ROLE:-all}" == "rollout" ]]; then
+    [[ "$mode" == "server" ]] || grpo_die "ROLE=rollout needs a server-mode recipe; $name is ${mode:-not using vLLM}"
+    grpo_run env "CUDA_VISIBLE_DEVICES=$rollout_gpus" "${rollout_cmd[@]}"
+    return
+  fi
+
+  # 1. data
+  local data_dir="$output_dir/data" train_file
+  local tokenizer="${TOKENIZER:-}"
+  if [[ -z "$tokenizer" && -f "$model/tokenizer.json" ]]; then
+    tokenizer="$model"
+  fi
+  local -a tok_args=()
+  [[ -n "$tokenizer" ]] && tok_args=(--tokenizer "$tokenizer")
+  [[ "${DRY_RUN:-0}" == "1" ]] || mkdir -p "$data_dir"
+  local prepared="$dataset"
+  if [[ "${PREPARE:-gsm8k}" == "gsm8k" ]]; then
+    prepared="$data_dir/prepared.jsonl"
+    grpo_run grpo-data prepare-gsm8k "$dataset" -o "$prepared"
+  fi
+  train_file="$data_dir/train.jsonl"
+  grpo_run grpo-data filter "$prepared" -o "$train_file" --max-length "$max_length" --quiet "${tok_args[@]}"
+
+  # 2. guard
+  local -a swift_args=(--model "$model" --dataset "$train_file" --output_dir "$output_dir")
+  if [[ "$mode" == "server" && -n "${ROLLOUT_HOST:-}" ]]; then
+    swift_args+=(--vllm_server_host "$host")
+  fi
+  local -a hw=(--gpus "$gpus" --gpu-type "$gpu_type")
+  if [[ "$mode" == "server" && -n "$rollout_gpus" && ( -z "$nnodes" || "$nnodes" -le 1 ) ]]; then
+    hw+=(--rollout-gpus "$rollout_gpus")
+  fi
+  grpo_run grpo-guard check "$recipe" "${hw[@]}" -- "${swift_args[@]}" "$@" ||
+    grpo_die "grpo-guard refused the launch (fix the errors above, or run swift rlhf by hand)"
+
+  trap grpo_cleanup EXIT
+  trap grpo_on_signal INT TERM
+
+  # 3. rollout server (server mode, when it runs on this machine)
+  if [[ "$mode" == "server" && ( "$host" == "127.0.0.1" || "$host" == "localhost" ) ]]; then
+    local log="$output_dir/rollout.log"
+    if [[ "${DRY_RUN:-0}" == "1" ]]; then
+      grpo_run env "CUDA_VISIBLE_DEVICES=$rollout_gpus" "${rollout_cmd[@]}"
+    else
+      printf '+ env %q' "CUDA_VISIBLE_DEVICES=$rollout_gpus" >&2
+      printf ' %q' "${rollout_cmd[@]}" >&2
+      printf ' > %q 2>&1 &\n' "$log" >&2
+      setsid env "CUDA_VISIBLE_DEVICES=$rollout_gpus" "${rollout_cmd[@]}" > "$log" 2>&1 &
+      ROLLOUT_PID=$!
+      grpo_wait_health "http://$host:$port/health/" "$ROLLOUT_PID" "${HEALTH_TIMEOUT:-900}" "$log" ||
+        grpo_die "the rollout server did not come up"
+    fi
+  elif [[ "$mode" == "server" ]]; then
+    grpo_log "rollout server expected at $host:$port (start it there with ROLE=rollout)"
+    if [[ "${DRY_RUN:-0}" != "1" ]]; then
+      grpo_wait_health "http://$host:$port/health/" "" "${HEALTH_TIMEOUT:-900}" /dev/null ||
+        grpo_die "no rollout server at $host:$port"
+    fi
+  fi
+
+  # 4. train
+  if [[ "${DRY_RUN:-0}" == "1" ]]; then
+    grpo_run "$swift" rlhf "$recipe" "${swift_args[@]}" "$@"
+    return
+  fi
+  printf '+' >&2
+  printf ' %q' "$swift" rlhf "$recipe" "${swift_args[@]}" "$@" >&2
+  printf '\n' >&2
+  setsid "$swift" rlhf "$recipe" "${swift_args[@]}" "$@" &
+  TRAIN_PID=$!
+  local rc=0
+  wait "$TRAIN_PID" || rc=$?
+  TRAIN_PID=""
+  return "$rc"
+}
