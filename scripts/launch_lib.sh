@@ -34,11 +34,22 @@ TRAIN_PID=""
 grpo_log() { printf '[grpo-recipes] %s\n' "$*" >&2; }
 grpo_die() { grpo_log "error: $*"; exit 1; }
 
-# Print a command (shell-quoted); run it unless DRY_RUN=1.
+# Print a command, each word quoted only when the shell needs it.
+grpo_print() {
+  local word out="+"
+  for word in "$@"; do
+    if [[ "$word" =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then
+      out+=" $word"
+    else
+      out+=" $(printf '%q' "$word")"
+    fi
+  done
+  printf '%s\n' "$out" >&2
+}
+
+# Print a command; run it unless DRY_RUN=1.
 grpo_run() {
-  printf '+' >&2
-  printf ' %q' "$@" >&2
-  printf '\n' >&2
+  grpo_print "$@"
   if [[ "${DRY_RUN:-0}" == "1" ]]; then
     return 0
   fi
@@ -182,9 +193,7 @@ grpo_launch() {
     if [[ "${DRY_RUN:-0}" == "1" ]]; then
       grpo_run env "CUDA_VISIBLE_DEVICES=$rollout_gpus" "${rollout_cmd[@]}"
     else
-      printf '+ env %q' "CUDA_VISIBLE_DEVICES=$rollout_gpus" >&2
-      printf ' %q' "${rollout_cmd[@]}" >&2
-      printf ' > %q 2>&1 &\n' "$log" >&2
+      grpo_print env "CUDA_VISIBLE_DEVICES=$rollout_gpus" "${rollout_cmd[@]}" ">$log" "&"
       setsid env "CUDA_VISIBLE_DEVICES=$rollout_gpus" "${rollout_cmd[@]}" > "$log" 2>&1 &
       ROLLOUT_PID=$!
       grpo_wait_health "http://$host:$port/health/" "$ROLLOUT_PID" "${HEALTH_TIMEOUT:-900}" "$log" ||
@@ -203,9 +212,7 @@ grpo_launch() {
     grpo_run "$swift" rlhf "$recipe" "${swift_args[@]}" "$@"
     return
   fi
-  printf '+' >&2
-  printf ' %q' "$swift" rlhf "$recipe" "${swift_args[@]}" "$@" >&2
-  printf '\n' >&2
+  grpo_print "$swift" rlhf "$recipe" "${swift_args[@]}" "$@"
   setsid "$swift" rlhf "$recipe" "${swift_args[@]}" "$@" &
   TRAIN_PID=$!
   local rc=0

@@ -4,6 +4,6 @@
 # Environment: MODEL DATASET OUTPUT_DIR TRAIN_GPUS ROLLOUT_GPUS MASTER_PORT DRY_RUN=1 (see scripts/launch_lib.sh)
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# shellcheck source=../../scripts/launch_lib.sh
+# shellcheck source=SCRIPTDIR/../../scripts/launch_lib.sh
 source "$HERE/../../scripts/launch_lib.sh"
 grpo_launch "${RECIPE:-$HERE/lora-4xa100-40g.yaml}" "$@"
