@@ -17,8 +17,15 @@ $(STAMP): pyproject.toml constraints.txt
 	DS_BUILD_OPS=0 $(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
+# The main job on embedded defaults, offline: list the recipes, show one recipe's guard plan on its
+# hardware, then prepare and length-filter the bundled GSM8K sample with the bundled Qwen2.5 tokenizer.
 demo: $(STAMP)
-	$(VENV)/bin/grpo-guard validate recipes/examples/qwen2.5-7b-lora-colocate.yaml
+	$(VENV)/bin/grpo-recipes ls
+	$(VENV)/bin/grpo-recipes plan qwen2.5-7b-instruct/lora-2xa100-40g
+	mkdir -p output/demo
+	$(VENV)/bin/grpo-data prepare-gsm8k data_tools/sample/gsm8k_train_300.jsonl -o output/demo/gsm8k.jsonl
+	$(VENV)/bin/grpo-data stats output/demo/gsm8k.jsonl --coverage 0.999 --max-completion-length 1024
+	$(VENV)/bin/grpo-data filter output/demo/gsm8k.jsonl -o output/demo/gsm8k.filtered.jsonl --max-length 256
 
 test: $(STAMP)
 	$(PY) -m pytest -q
@@ -28,6 +35,7 @@ snapshot: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/bench_guard.py
+	$(PY) bench/bench_data.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

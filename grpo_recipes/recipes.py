@@ -23,6 +23,7 @@ META_RE = re.compile(r'^#\s*@(\w+):\s*(.*?)\s*$')
 LEVELS = ('parsed', 'guard', 'cpu-e2e', 'gpu-run')
 LEVEL_TEXT = {'parsed': 'parsed by the real ms-swift 4.6', 'guard': 'guard plan within 75-90%',
               'cpu-e2e': 'CPU end-to-end run (2 steps, tiny model)', 'gpu-run': 'GPU run'}
+LEVEL_CODE = {'parsed': 'P', 'guard': 'G', 'cpu-e2e': 'C', 'gpu-run': 'R'}
 PLAN_BEGIN = '# --- plan (grpo-recipes header --write; do not edit by hand)'
 PLAN_END = '# --- end plan'
 

@@ -80,20 +80,23 @@ def cmd_ls(opts) -> int:
     if opts.json:
         print_json(rows)
         return 0
+    from rich import box
     from rich.table import Table
+    from ..recipes import LEVEL_CODE, LEVEL_TEXT
     from .render import make_console
-    t = Table(title='GRPO recipes (grpo-recipes plan NAME for the full plan)', title_justify='left',
-              title_style='bold')
-    for col in ('recipe', 'GPUs', 'mode', 'tuner', 'peak', 'validation'):
-        t.add_column(col, no_wrap=col != 'validation')
+    t = Table(title='GRPO recipes for ms-swift 4.6 (grpo-recipes plan NAME: the full plan)', title_justify='left',
+              title_style='bold', box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ('recipe', 'GPUs', 'mode', 'tuner', 'peak', 'valid.'):
+        t.add_column(col, no_wrap=True, min_width=6 if col == 'valid.' else None)
     for r in rows:
         peak = f'{r["peak_fraction"]:.0%}' if r['peak_fraction'] is not None else '-'
-        t.add_row(r['name'], r['hardware'], r['mode'], r['tuner'], peak, ' '.join(r['validation']) or '-')
+        codes = ' '.join(LEVEL_CODE[v] for v in r['validation'] if v in LEVEL_CODE) or '-'
+        t.add_row(r['name'], r['hardware'].replace(' ', ''), r['mode'], r['tuner'], peak, codes)
     con = make_console()
     con.print(t)
-    con.print('validation levels: ' + '; '.join(f'{k} = {v}' for k, v in
-                                                 __import__('grpo_recipes.recipes', fromlist=['LEVEL_TEXT'])
-                                                 .LEVEL_TEXT.items()) + '. No recipe has had a GPU run yet.')
+    con.print('peak: largest predicted peak / capacity over the recipe\'s GPUs. valid.: '
+              + '; '.join(f'{LEVEL_CODE[k]} = {v}' for k, v in LEVEL_TEXT.items()) + '.')
+    con.print('No recipe has had a GPU run yet.')
     return 0
 
 
