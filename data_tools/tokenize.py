@@ -26,16 +26,10 @@ def _find_tokenizer_dir(spec: str) -> Path:
     if p.is_dir():
         return p
     if '/' in spec and not p.exists():
-        hf_home = Path(os.environ.get('HF_HOME', Path.home() / '.cache' / 'huggingface'))
-        snaps = hf_home / 'hub' / ('models--' + spec.replace('/', '--')) / 'snapshots'
-        if snaps.is_dir():
-            for snap in sorted(snaps.iterdir(), reverse=True):
-                if (snap / 'tokenizer.json').is_file() or (snap / 'tokenizer_config.json').is_file():
-                    return snap
-        ms = Path(os.environ.get('MODELSCOPE_CACHE', Path.home() / '.cache' / 'modelscope'))
-        for cand in (ms / 'models' / spec, ms / 'hub' / 'models' / spec, ms / 'hub' / spec):
-            if cand.is_dir():
-                return cand
+        from grpo_recipes.models import cached_snapshot
+        found = cached_snapshot(spec, needed=('tokenizer.json', 'tokenizer_config.json'))
+        if found is not None:
+            return found
         raise TokenizerError(f'--tokenizer {spec}: not a local dir and not in the local Hugging Face/ModelScope '
                              f'cache (model hubs are not reachable from here); pass a local tokenizer dir')
     raise TokenizerError(f'--tokenizer {spec}: no such directory')

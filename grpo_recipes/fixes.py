@@ -126,8 +126,8 @@ def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
                 new = _apply(cfg, change)
                 new_plan = build_plan(new, report.launch.env, report.hardware)
                 mem = estimate(new, new_plan, Inputs(inp.arch, inp.capacity_gib, inp.gpu_name, inp.prompt_len))
-                if not all(m.fits for m in mem):
-                    continue
+                if not all(m.fits and not m.problems for m in mem):
+                    continue  # a fix must also leave vLLM's KV cache room for the whole rollout
                 peak = max(m.peak_fraction for m in mem)
                 semantic = 'beta' in change
                 cost = (semantic, peak > 0.9, n, sum(idxs), -peak)

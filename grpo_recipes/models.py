@@ -26,19 +26,18 @@ def _builtin_for(model: str) -> str | None:
     return None
 
 
-def _cached_snapshot(model: str) -> Path | None:
-    """A hub id already in the local Hugging Face or ModelScope cache (no network)."""
-    if '/' not in model or os.path.isabs(model):
+def cached_snapshot(model: str, needed: tuple[str, ...] = ('config.json',)) -> Path | None:
+    """A hub id already in the local Hugging Face or ModelScope cache (no network): the dir holding
+    any of the ``needed`` files."""
+    if '/' not in model or os.path.isabs(model) or Path(model).exists():
         return None
     hf_home = Path(os.environ.get('HF_HOME', Path.home() / '.cache' / 'huggingface'))
     hf_repo = hf_home / 'hub' / ('models--' + model.replace('/', '--')) / 'snapshots'
-    if hf_repo.is_dir():
-        for snap in sorted(hf_repo.iterdir(), reverse=True):
-            if (snap / 'config.json').is_file():
-                return snap
+    candidates = sorted(hf_repo.iterdir(), reverse=True) if hf_repo.is_dir() else []
     ms_cache = Path(os.environ.get('MODELSCOPE_CACHE', Path.home() / '.cache' / 'modelscope'))
-    for cand in (ms_cache / 'models' / model, ms_cache / 'hub' / 'models' / model, ms_cache / 'hub' / model):
-        if (cand / 'config.json').is_file():
+    candidates += [ms_cache / 'models' / model, ms_cache / 'hub' / 'models' / model, ms_cache / 'hub' / model]
+    for cand in candidates:
+        if any((cand / f).is_file() for f in needed):
             return cand
     return None
 
@@ -50,7 +49,7 @@ def resolve_model_dir(model: str | None) -> tuple[Path | None, str | None]:
     p = Path(model).expanduser()
     if (p / 'config.json').is_file():
         return p, None
-    cached = _cached_snapshot(model)
+    cached = cached_snapshot(model)
     if cached is not None:
         return cached, None
     builtin = _builtin_for(model)

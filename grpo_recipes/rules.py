@@ -469,18 +469,12 @@ def batch_shape_warnings(ctx: Context) -> list[Finding]:
 # Lengths
 # --------------------------------------------------------------------------------------------
 
-KV_ELEMENT_BYTES = 2  # bf16/fp16 KV cache, vLLM's default kv_cache_dtype 'auto' for bf16/fp16 models
-
-
 def kv_bytes_per_token(model: dict) -> int | None:
-    """2 (K and V) × layers × kv_heads × head_dim × bytes (peers-and-memory.md §E.7)."""
+    """KV cache bytes per token of a config.json (see Arch.kv_bytes_per_token), None if unreadable."""
+    from .arch import Arch
     try:
-        layers = model['num_hidden_layers']
-        heads = model['num_attention_heads']
-        kv = model.get('num_key_value_heads') or heads
-        head_dim = model.get('head_dim') or model['hidden_size'] // heads
-        return 2 * layers * kv * head_dim * KV_ELEMENT_BYTES
-    except (KeyError, TypeError, ZeroDivisionError):
+        return Arch.from_config(model).kv_bytes_per_token()
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return None
 
 
