@@ -269,10 +269,10 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         at_start = {k: tr[k] for k in ('weights', 'lora_params', 'ref_model', 'cuda_context', 'nccl') if tr.get(k)}
         parts['startup'] = {**at_start, 'vllm_reserved': v['requested']}
         parts['rollout'] = {**off, 'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['cuda_graphs']}
-        sync_vllm = {'vllm_weights': v['weights'], 'vllm_cuda_graphs': v['cuda_graphs'],
-                     'vllm_non_torch': v['non_torch']}
-        if sleep == 0:
-            sync_vllm['vllm_kv_cache'] = max(0.0, v['kv_cache'])
+        # awake (sleep 0) vLLM holds its whole reservation (the profile's activation blocks stay cached
+        # in this process); after sleep, ms-swift wakes only the weights for the sync
+        sync_vllm = {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['cuda_graphs']} if sleep == 0 else \
+            {'vllm_weights': v['weights'], 'vllm_cuda_graphs': v['cuda_graphs'], 'vllm_non_torch': v['non_torch']}
         parts['sync'] = {**off, **({'zero3_sync_gather': tr['zero3_sync_gather']} if tr.get('zero3_sync_gather')
                                    else {}), **sync_vllm}
         residue = {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['cuda_graphs']} if sleep == 0 else \

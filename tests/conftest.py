@@ -6,6 +6,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# The launchers call grpo-data, grpo-guard, grpo-recipes and swift by name, as a user with the venv
+# activated would: put this interpreter's bin dir first on PATH even when pytest runs as .venv/bin/python.
+os.environ['PATH'] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get('PATH', '')])
 SHARED = ROOT.parent / 'shared'
 EXAMPLE = ROOT / 'recipes' / 'examples' / 'qwen2.5-7b-lora-colocate.yaml'
 
