@@ -68,6 +68,9 @@ def _hardware_args(p: argparse.ArgumentParser) -> None:
 
 
 def _launch_args(config: str | None, extra: list[str]) -> list[str]:
+    """What follows `swift rlhf`: the config (if any) and the extra arguments."""
+    if extra[:2] == ['swift', 'rlhf']:  # a pasted command line
+        extra = extra[2:]
     if config is None and not extra:
         raise GuardError('give a CONFIG file, or a command line after `--` (e.g. -- swift rlhf --rlhf_type grpo ...)')
     return ([config] if config else []) + extra
