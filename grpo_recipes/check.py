@@ -96,8 +96,23 @@ class CheckReport:
         }
 
 
+def load_data_stats(path: str | os.PathLike) -> dict:
+    """A ``grpo-data stats --json`` file, checked enough to plan with."""
+    p = Path(path)
+    try:
+        st = json.loads(p.read_text(encoding='utf-8'))
+    except FileNotFoundError:
+        raise GuardError(f'--data-stats {p}: no such file; write it with `grpo-data stats DATA --json > {p}`') from None
+    except (OSError, ValueError) as e:
+        raise GuardError(f'--data-stats {p}: not a grpo-data stats JSON file ({e})') from None
+    if not isinstance(st, dict) or not isinstance(st.get('max'), int) or 'percentiles' not in st:
+        raise GuardError(f'--data-stats {p}: not `grpo-data stats --json` output (needs max, percentiles, histogram)')
+    return st
+
+
 def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
-                 model_config: dict | None = None, memory: bool = True, fixes: bool = True) -> CheckReport:
+                 model_config: dict | None = None, memory: bool = True, fixes: bool = True,
+                 data_stats: dict | None = None) -> CheckReport:
     try:
         cfg, remaining = GRPOConfig.from_argv(launch.argv)
     except ArgumentError as e:
@@ -114,10 +129,11 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     ctx = Context(cfg=cfg, launch=launch, plan=plan, hw=hw, model=model_config, remaining=remaining,
                   packages=installed_packages() if packages is None else packages,
                   dataset_columns=dataset_columns(cfg.dataset, base),
-                  environ={k: os.environ[k] for k in ('PYTORCH_CUDA_ALLOC_CONF',) if k in os.environ})
+                  environ={k: os.environ[k] for k in ('PYTORCH_CUDA_ALLOC_CONF',) if k in os.environ},
+                  data_stats=data_stats)
     findings = run_rules(ctx) + extra
     report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings, model_name=cfg.model)
     if memory:
         from .memplan import plan_memory
-        plan_memory(report, model_config, want_fixes=fixes)
+        plan_memory(report, model_config, want_fixes=fixes, data_stats=data_stats)
     return report

@@ -30,8 +30,12 @@ def _structurally_ok(report) -> bool:
                    for f in report.findings)
 
 
-def plan_memory(report, model_config: dict | None, want_fixes: bool = True) -> None:
+def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data_stats: dict | None = None) -> None:
     inp = memory_inputs(report, model_config)
+    if inp is not None and data_stats:
+        # a micro-batch is padded to its longest prompt, which the data bounds more tightly than max_length
+        ctx = inp.arch.max_position_embeddings or 32768
+        inp.prompt_len = min(report.cfg.max_length or ctx, data_stats['max'], ctx)
     if inp is None or not _structurally_ok(report):
         return
     cfg = report.cfg

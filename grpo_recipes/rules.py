@@ -52,6 +52,8 @@ class Context:
     """Columns of the first row of each local dataset file (None: not readable here)."""
     environ: dict[str, str] = field(default_factory=dict)
     """Other environment variables that matter (PYTORCH_CUDA_ALLOC_CONF)."""
+    data_stats: dict | None = None
+    """``grpo-data stats --json`` of the training data (``--data-stats``), for data-aware planning."""
 
 
 Rule = Callable[[Context], list[Finding]]
@@ -534,6 +536,41 @@ def length_rules(ctx: Context) -> list[Finding]:
                            f'max_length (the GRPO prompt limit) is unset, so it is the model context'
                            f'{f" ({model_max})" if model_max else ""}; over-long prompts are not caught',
                            'max_length: from `grpo-data stats --coverage 0.99`, then `grpo-data filter`'))
+    return out
+
+
+def rows_over(stats: dict, limit: int) -> int:
+    """Rows of a ``grpo-data stats`` histogram longer than ``limit`` (exact at bin edges, else an upper bound)."""
+    hist = stats.get('histogram') or {}
+    edges, counts = hist.get('edges') or [], hist.get('counts') or []
+    return sum(c for lo, c in zip(edges, counts) if lo > limit) + \
+        sum(c for lo, hi, c in zip(edges, edges[1:], counts) if lo <= limit < hi - 1)
+
+
+@rule
+def data_lengths(ctx: Context) -> list[Finding]:
+    st, cfg = ctx.data_stats, ctx.cfg
+    if not st or not isinstance(st.get('max'), int):
+        return []
+    out = []
+    limit = cfg.max_length
+    if limit is not None and st['max'] > limit:
+        over = rows_over(st, limit)
+        share = over / max(1, st.get('count', 1))
+        what = ('cut from the left' if cfg.truncation_strategy == 'left' else
+                'resampled at rollout time (and after 10 failed draws per sample ms-swift stops with "resample: '
+                'only collected X/Y valid samples")')
+        out.append(Finding(WARNING if share > 0.01 else INFO, 'length.data-over-max-length', ['max_length', 'dataset'],
+                           f'up to {over:,} of {st.get("count", 0):,} prompts ({share:.1%}) are longer than max_length '
+                           f'{limit} (longest {st["max"]}); they will be {what}',
+                           f'grpo-data filter DATA -o KEPT --max-length {limit}, or max_length: '
+                           f'{st.get("max_length_for_coverage")} (covers {st.get("coverage", 0):.1%})'))
+    want = (min(limit, st['max']) if limit else st['max']) + cfg.max_completion_length
+    if cfg.use_vllm and (cfg.vllm_max_model_len is None or cfg.vllm_max_model_len > 2 * want):
+        out.append(Finding(INFO, 'length.data-vllm-len', ['vllm_max_model_len'],
+                           f'the data\'s longest prompt ({st["max"]} tokens) plus max_completion_length '
+                           f'({cfg.max_completion_length}) needs a context of {want}; vllm_max_model_len is '
+                           f'{cfg.vllm_max_model_len or "the model default"}', f'vllm_max_model_len: {want}'))
     return out
 
 

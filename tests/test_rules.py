@@ -180,3 +180,32 @@ def test_plan_batch_arithmetic():
     p = report.plan
     assert (p.world_size, p.optimizer_batch, p.generation_batch, p.steps_per_generation) == (4, 64, 64, 4)
     assert p.prompts_per_rollout == 8 and p.prompts_per_optimizer_step == 8
+
+
+def test_data_stats_drive_length_findings_and_memory(tmp_path):
+    import json
+    from data_tools.pipeline import run_stats
+    from data_tools.tokenize import ChatTokenizer
+    from conftest import ROOT
+    from grpo_recipes.check import check_launch
+    st, lengths = run_stats(ROOT / 'data_tools' / 'sample' / 'gsm8k_train_300.jsonl', ChatTokenizer(None))
+    stats = json.loads(json.dumps(st.to_dict()))  # what `grpo-data stats --json` writes
+    launch, plain = make({'max_length': 4096, 'vllm_max_model_len': 8192}, hw=Hardware(gpus=1, gpu_type='A100-80G'))
+    aware = check_launch(launch, Hardware(gpus=1, gpu_type='A100-80G'), packages=plain_packages(), data_stats=stats)
+    assert aware.memory[0].components['activations'] < plain.memory[0].components['activations']
+    assert 'length.data-vllm-len' in rules_of(aware, 'info')
+    launch, _ = make({'max_length': 100}, hw=Hardware(gpus=1, gpu_type='A100-80G'))
+    short = check_launch(launch, Hardware(gpus=1, gpu_type='A100-80G'), packages=plain_packages(), data_stats=stats)
+    f = next(f for f in short.findings if f.rule == 'length.data-over-max-length')
+    import re
+    exact = sum(1 for n in lengths if n > 100)
+    reported = int(re.search(r'up to ([\d,]+) of 300', f.message).group(1).replace(',', ''))
+    edges, counts = stats['histogram']['edges'], stats['histogram']['counts']
+    straddling = sum(c for lo, hi, c in zip(edges, edges[1:], counts) if lo <= 100 < hi)
+    assert exact <= reported <= exact + straddling  # exact but for the one histogram bin that holds 100
+    assert f.severity == 'warning' and 'grpo-data filter' in f.fix
+
+
+def plain_packages():
+    from helpers import PACKAGES_OK
+    return PACKAGES_OK

@@ -61,6 +61,8 @@ def _hardware_args(p: argparse.ArgumentParser) -> None:
     g.add_argument('--gpus', type=int, metavar='N', help='physical GPUs per node')
     g.add_argument('--gpu-type', metavar='T', help='GPU model, e.g. A100-80G, A100-40G, H100')
     g.add_argument('--rollout-gpus', metavar='IDS', help='server mode: GPU ids of `swift rollout` (e.g. 4,5)')
+    p.add_argument('--data-stats', metavar='JSON', help='`grpo-data stats DATA --json` output: plan memory with '
+                   'the data\'s real prompt lengths and check max_length against them')
     g.add_argument('--gpu-mem', type=float, metavar='GIB', help='GPU capacity in GiB as torch reports it '
                    '(overrides the --gpu-type catalogue)')
     p.add_argument('--verify', action='store_true', help='also put the proposed memory fix through ms-swift\'s '
@@ -115,7 +117,9 @@ def _check(opts, extra):
         raise GuardError(f'--gpus {opts.gpus}: must be >= 1')
     launch = load_launch(_launch_args(opts.config, extra))
     hw = detect(opts.gpus, opts.gpu_type, opts.rollout_gpus, opts.gpu_mem)
-    report = check_launch(launch, hw)
+    from ..check import load_data_stats
+    stats = load_data_stats(opts.data_stats) if opts.data_stats else None
+    report = check_launch(launch, hw, data_stats=stats)
     if getattr(opts, 'verify', False) and report.fixes:
         from ..realparse import validate
         from ..launch import Launch
