@@ -130,14 +130,19 @@ def _check(opts, extra):
     return report
 
 
-def cmd_check(opts, extra: list[str]) -> int:
+def _checked(opts, extra: list[str]):
+    """Run the check and print it (table, or JSON with --json)."""
     report = _check(opts, extra)
     if opts.json:
         print_json(report.to_dict())
     else:
         from .render import print_report
         print_report(report)
-    return 0 if report.ok else 1
+    return report
+
+
+def cmd_check(opts, extra: list[str]) -> int:
+    return 0 if _checked(opts, extra).ok else 1
 
 
 def cmd_calibrate(opts) -> int:
@@ -154,12 +159,7 @@ def cmd_calibrate(opts) -> int:
 def cmd_run(opts, extra: list[str]) -> int:
     import os
     import shutil
-    report = _check(opts, extra)
-    if opts.json:
-        print_json(report.to_dict())
-    else:
-        from .render import print_report
-        print_report(report)
+    report = _checked(opts, extra)
     if not report.ok and not opts.force:
         print('grpo-guard: not launching (errors above); fix them or pass --force', file=sys.stderr)
         return 1
