@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .formats import Atomic, InputError, Record, RejectsWriter, Writer, count_hint, default_rejects_path, \
+from .formats import Atomic, InputError, Record, RejectsWriter, Writer, default_rejects_path, \
     detect_format, read_chunks
 from .rows import NoPromptColumn, RowError, to_messages
 from .tokenize import ChatTokenizer

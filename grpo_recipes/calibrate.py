@@ -20,7 +20,7 @@ from .arch import Arch
 from .config import GRPOConfig
 from .errors import GuardError
 from .hardware import Hardware
-from .memory import CUDA_CONTEXT, GiB, Inputs, NCCL_PER_GROUP, estimate, vllm_terms, _vllm_checks
+from .memory import CUDA_CONTEXT, GiB, Inputs, estimate, vllm_terms, _vllm_checks
 from .plan import build_plan
 from .swift_args import snapshot
 
@@ -117,7 +117,7 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     if c.get('torch_dtype'):
         arch = replace(arch, dtype=str(c['torch_dtype']))
     inp = Inputs(arch=arch, capacity_gib=cap, gpu_name=case.get('gpu'), prompt_len=0, vllm_entry='server')
-    v = vllm_terms(cfg, inp, standalone=True)
+    v = vllm_terms(cfg, inp)
     problems: list[dict] = []
     plan = build_plan(cfg, {}, Hardware())
     plan.rollout_concurrency_per_engine = None

@@ -171,6 +171,10 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
         n = bs * C
         chunk = max(1, math.ceil(n / math.ceil(V / h)))
         t['logits'] = chunk * V * 4 * 2
+    elif inp.sft:
+        # SFT loss (transformers ForCausalLMLoss): bf16 logits, their fp32 upcast and cross_entropy's fp32
+        # log-softmax over every token: 2 + 4 + 4 bytes per element
+        t['logits'] = bs * C * V * 10 * FRAGMENTATION
     else:
         t['logits'] = (bs * C * V * 6 + C * V * 8) * FRAGMENTATION
     t['cuda_context'] = CUDA_CONTEXT
@@ -188,7 +192,7 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
     return t
 
 
-def vllm_terms(cfg: GRPOConfig, inp: Inputs, standalone: bool) -> dict[str, float]:
+def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
     """One vLLM engine shard on one GPU (bytes)."""
     a = inp.arch
     tp = max(1, cfg.vllm_tensor_parallel_size)
@@ -260,7 +264,7 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     if inp.sft:
         parts['train'] = train_parts
     elif colocate:
-        v = vllm_terms(cfg, inp, standalone=False)
+        v = vllm_terms(cfg, inp)
         components.update({f'vllm_{k}': _g(x) for k, x in v.items() if k != 'requested'})
         components['vllm_reserved'] = _g(v['requested'])
         sleep = cfg.effective_sleep_level
@@ -293,7 +297,7 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         out.append(_finish(GPUMemory(gpu=gid, role=role, capacity_gib=cap, components=dict(components),
                                      vllm=dict(vinfo), problems=list(problems)), parts))
     if server and not inp.sft:
-        v = vllm_terms(cfg, inp, standalone=True)
+        v = vllm_terms(cfg, inp)
         rprob: list[dict] = []
         nccl = NCCL_PER_GROUP * (2 if cfg.vllm_tensor_parallel_size > 1 else 1)
         rinfo = _vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT - nccl, rprob)

@@ -1,7 +1,6 @@
 """grpo-data: exact lengths, every input format and row format, nothing lost on bad input."""
 import csv
 import json
-import os
 import signal
 import subprocess
 import sys

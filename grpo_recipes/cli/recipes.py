@@ -11,7 +11,6 @@ Exit status: 0 ok, 1 a recipe failed, 2 usage.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
