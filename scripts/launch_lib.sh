@@ -31,6 +31,17 @@ _grpo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROLLOUT_PID=""
 TRAIN_PID=""
 
+# Use the project's .venv (made by `make`) when its commands are not on PATH yet.
+if ! command -v grpo-recipes >/dev/null 2>&1 && [[ -x "$_grpo_root/.venv/bin/grpo-recipes" ]]; then
+  PATH="$_grpo_root/.venv/bin:$PATH"
+  export PATH
+fi
+if ! command -v grpo-recipes >/dev/null 2>&1; then
+  printf '[grpo-recipes] error: grpo-recipes is not installed here; run "make demo" (creates .venv) or\n' >&2
+  printf '  pip install -e %s, then activate that environment\n' "$_grpo_root" >&2
+  exit 1
+fi
+
 grpo_log() { printf '[grpo-recipes] %s\n' "$*" >&2; }
 grpo_die() { grpo_log "error: $*"; exit 1; }
 
@@ -162,7 +173,12 @@ grpo_launch() {
     tokenizer="$model"
   fi
   local -a tok_args=()
-  [[ -n "$tokenizer" ]] && tok_args=(--tokenizer "$tokenizer")
+  if [[ -n "$tokenizer" ]]; then
+    tok_args=(--tokenizer "$tokenizer")
+  else
+    grpo_log "measuring lengths with the bundled Qwen2.5 tokenizer and chat template (MODEL is not a local dir;" \
+      "set TOKENIZER=<model dir> for another tokenizer or template)"
+  fi
   [[ "${DRY_RUN:-0}" == "1" ]] || mkdir -p "$data_dir"
   local prepared="$dataset"
   if [[ "${PREPARE:-gsm8k}" == "gsm8k" ]]; then
