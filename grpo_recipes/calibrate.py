@@ -87,13 +87,6 @@ def _config(case: dict, extra: dict | None = None) -> tuple[GRPOConfig, dict]:
     return cfg, env
 
 
-def _require(case: dict, *keys: str) -> None:
-    for k in keys:
-        if case.get('config', {}).get(k) is None and case.get('config', {}).get(
-                {v: k2 for k2, v in RENAMES.items()}.get(k, '')) is None:
-            raise CannotPredict(f'config.{k}')
-
-
 def predict(case: dict) -> dict:
     kind = case['kind']
     fw = str(case.get('framework', '')).lower()

@@ -61,7 +61,6 @@ class CheckReport:
     plan: Plan
     hardware: Hardware
     findings: list[Finding] = field(default_factory=list)
-    model_name: str | None = None
     memory: list = field(default_factory=list)
     """Per-GPU memory breakdown (memory.GPUMemory); empty when the card or the model is unknown."""
     fixes: list = field(default_factory=list)
@@ -132,7 +131,7 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
                   environ={k: os.environ[k] for k in ('PYTORCH_CUDA_ALLOC_CONF',) if k in os.environ},
                   data_stats=data_stats)
     findings = run_rules(ctx) + extra
-    report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings, model_name=cfg.model)
+    report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings)
     if memory:
         from .memplan import plan_memory
         plan_memory(report, model_config, want_fixes=fixes, data_stats=data_stats)
