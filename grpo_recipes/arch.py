@@ -74,6 +74,13 @@ class Arch:
     def kv_dim(self) -> int:
         return self.kv_heads * self.head_dim
 
+    @property
+    def token_mlp_width(self) -> int:
+        """SwiGLU width one token passes through: the dense MLP, or its routed experts plus any shared one."""
+        if self.experts:
+            return self.moe_intermediate * max(1, self.experts_per_token) + self.shared_expert_intermediate
+        return self.intermediate
+
     def attention_linear_params(self) -> int:
         h = self.hidden
         return h * self.q_dim + 2 * h * self.kv_dim + self.q_dim * h

@@ -20,7 +20,7 @@ from .arch import Arch
 from .config import GRPOConfig
 from .errors import GuardError
 from .hardware import Hardware
-from .memory import CUDA_CONTEXT, GiB, Inputs, estimate, vllm_terms, _vllm_checks
+from .memory import CUDA_CONTEXT, GiB, Inputs, _vllm_checks, estimate, resolve_sampler, vllm_terms
 from .plan import build_plan
 from .swift_args import snapshot
 
@@ -109,14 +109,21 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     cfg, _ = _config(case, extra)  # an unstated gpu_memory_utilization is vLLM's default, 0.9
     if c.get('torch_dtype'):
         arch = replace(arch, dtype=str(c['torch_dtype']))
-    inp = Inputs(arch=arch, capacity_gib=cap, gpu_name=case.get('gpu'), prompt_len=0, vllm_entry='server')
+    # the sampler: a stated VLLM_USE_FLASHINFER_SAMPLER decides; whether FlashInfer was installed is not
+    # a field of the schema, so otherwise vLLM's native sampler (the larger reservation) is assumed
+    sampler, why = resolve_sampler(c.get('VLLM_USE_FLASHINFER_SAMPLER'), case.get('framework_version'), None)
+    inp = Inputs(arch=arch, capacity_gib=cap, gpu_name=case.get('gpu'), prompt_len=0, vllm_entry='server',
+                 vllm_sampler=sampler, vllm_sampler_why=why)
     v = vllm_terms(cfg, inp)
     problems: list[dict] = []
     plan = build_plan(cfg, {}, Hardware())
     plan.rollout_concurrency_per_engine = None
     _vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT, problems)
     failed = any(p.get('severity', 'error') == 'error' for p in problems)
+    kv_per_token = arch.kv_bytes_per_token(2) / max(1, cfg.vllm_tensor_parallel_size)
     return {'weights_gib': round(v['weights'] / GiB, 3), 'kv_cache_gib': round(max(0.0, v['kv_cache']) / GiB, 3),
+            'activation_gib': round(v['activation'] / GiB, 3), 'sampler': sampler, 'sampler_why': why,
+            'kv_bytes_per_token': kv_per_token,
             'startup_failed': failed, 'fits': not failed, 'reasons': [p['check'] for p in problems]}
 
 
@@ -155,7 +162,7 @@ def _predict_train(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict
     mem = estimate(cfg, plan, inp)
     m = max(mem, key=lambda x: x.total_gib)
     torch_only = m.total_gib - (CUDA_CONTEXT + m.components.get('nccl', 0) * GiB + (
-        0.3 * GiB if 'vllm_non_torch' in m.phase_terms else 0)) / GiB
+        m.phase_terms['vllm_non_torch'] * GiB if 'vllm_non_torch' in m.phase_terms else 0)) / GiB
     out = {'peak_gib': round(m.total_gib, 2), 'peak_torch_gib': round(torch_only, 2), 'phase': m.phase,
            'dominant': next(iter(m.phase_terms), '')}
     if cap is not None:
@@ -166,6 +173,18 @@ def _predict_train(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict
 
 def _rel(pred: float, obs: float) -> float:
     return abs(pred - obs) / obs if obs else 0.0
+
+
+def _observed_kv(out: dict, pred: dict) -> tuple[float | None, str]:
+    """The engine's KV cache in GiB per GPU. A stated token capacity is the engine's own figure (vLLM
+    takes the smallest worker's blocks; under V0 only the driver worker samples, so another worker's
+    logged GiB can be larger), converted at the model's KV bytes per token per rank; otherwise the
+    logged GiB."""
+    tokens = out.get('kv_cache_tokens', out.get('kv_cache_capacity_tokens'))
+    if tokens is not None and pred.get('kv_bytes_per_token'):
+        return tokens * pred['kv_bytes_per_token'] / GiB, 'tokens'
+    gib = out.get('kv_cache_gib_per_gpu', out.get('kv_cache_gib'))
+    return gib, 'GiB logged'
 
 
 def score(cases: list[dict]) -> dict:
@@ -207,11 +226,12 @@ def score(cases: list[dict]) -> dict:
             err = _rel(pred['weights_gib'], w_obs)
             w_errs.append(err)
             row['vllm_weights'] = {'predicted': pred['weights_gib'], 'observed': w_obs, 'rel_error': round(err, 3)}
-        kv_obs = out.get('kv_cache_gib_per_gpu', out.get('kv_cache_gib'))
+        kv_obs, basis = _observed_kv(out, pred)
         if kv_obs is not None and 'kv_cache_gib' in pred:
             err = _rel(pred['kv_cache_gib'], kv_obs)
             kv_errs.append(err)
-            row['vllm_kv'] = {'predicted': pred['kv_cache_gib'], 'observed': kv_obs, 'rel_error': round(err, 3)}
+            row['vllm_kv'] = {'predicted': pred['kv_cache_gib'], 'observed': round(kv_obs, 3), 'rel_error': round(err, 3),
+                              'basis': basis}
         if case['kind'] == 'vllm_startup' and observed_oom:
             sf_total += 1
             sf_pred += bool(pred.get('startup_failed'))

@@ -17,7 +17,7 @@ from .models import load_model_config
 from .plan import Plan, build_plan
 from .rules import ERROR, INFO, WARNING, Context, Finding, run_rules
 
-PACKAGES = ('ms-swift', 'trl', 'math-verify', 'msgspec', 'deepspeed')
+PACKAGES = ('ms-swift', 'trl', 'math-verify', 'msgspec', 'deepspeed', 'vllm', 'flashinfer-python')
 
 
 def installed_packages() -> dict[str, str | None]:
@@ -67,6 +67,8 @@ class CheckReport:
     """Proposed config changes that fit (fixes.Fix), smallest first."""
     fix_verified: dict | None = None
     """ms-swift's real parser on the first fix (``--verify``)."""
+    packages: dict = field(default_factory=dict)
+    """Installed versions the rules saw (name -> version or None); vLLM's and FlashInfer's pick the sampler."""
 
     @property
     def fits(self) -> bool | None:
@@ -125,13 +127,14 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
             extra.append(Finding(INFO, 'model.config-unavailable', ['model'],
                                  f'{e}; rules that need the architecture (heads, context) were skipped', None))
     base = Path(launch.config_file).parent if launch.config_file and os.path.isfile(launch.config_file) else None
+    packages = installed_packages() if packages is None else packages
     ctx = Context(cfg=cfg, launch=launch, plan=plan, hw=hw, model=model_config, remaining=remaining,
-                  packages=installed_packages() if packages is None else packages,
+                  packages=packages,
                   dataset_columns=dataset_columns(cfg.dataset, base),
                   environ={k: os.environ[k] for k in ('PYTORCH_CUDA_ALLOC_CONF',) if k in os.environ},
                   data_stats=data_stats)
     findings = run_rules(ctx) + extra
-    report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings)
+    report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings, packages=packages)
     if memory:
         from .memplan import plan_memory
         plan_memory(report, model_config, want_fixes=fixes, data_stats=data_stats)

@@ -18,6 +18,7 @@ Server mode plans the rollout GPUs on their own; without vLLM, HF generate's KV 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 
 from .arch import Arch
@@ -32,9 +33,24 @@ CUDA_CONTEXT = 1.0 * GiB
 # NCCL buffers per communicator group a process joins: ~0.5 GiB (peers-and-memory.md §E.9: 4 MiB x
 # channels x peers FIFOs; a 512 MiB NET buffer seen for one rank; 1.6 GB for a busy communicator).
 NCCL_PER_GROUP = 0.5 * GiB
-# vLLM worker state outside torch (block tables, workspace): ~300 MiB (vllm-memory-estimator, §D.4);
-# the logged "non-torch" of the calibration logs is 0.14-0.54 GiB.
-VLLM_NON_TORCH = 0.3 * GiB
+# vLLM's "non-torch" memory (CUDA/cuBLAS workspaces, and with TP > 1 the NCCL and custom
+# all-reduce buffers). Logged by vLLM per worker on H100 for six models (llm-d-benchmark,
+# config_explorer/empirical-vllm-memory-results.md): 0.13-0.14 GiB at TP 1, 0.54-0.55 GiB at TP 2.
+VLLM_NON_TORCH_TP1 = 0.14 * GiB
+VLLM_NON_TORCH_TP = 0.55 * GiB
+# The sampler step of vLLM's profiling run holds, for R dummy requests over the full vocabulary V
+# (logits are gathered across TP ranks before sampling), this many R x V fp32-sized buffers at its peak.
+# Counted from the code, not fitted:
+# - native (vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p; the dummy batch sets top-k and
+#   top-p, so the whole vocabulary is sorted): the bf16 logits the runner holds (0.5), their fp32 copy
+#   (1), the sort's values (1) and int64 indices (2), and inside torch's segmented sort
+#   (aten/src/ATen/native/cuda/Sort.cu segmented_sort_pairs) an int64 index input (2) plus cub's
+#   alternate key and value buffers (1 + 2): 9.5.
+# - flashinfer (flashinfer.sampling.top_k_top_p_sampling_from_logits): bf16 logits (0.5), fp32 logits
+#   (1), the top-k masked copy (1) and its softmax (1): 3.5.
+# Check: llm-d's H100 logs (R = 1024) give 9.57-9.64 x R x V x 4 bytes once the dummy forward's hidden
+# states are taken off, for Qwen3-0.6B, Qwen3-32B, Llama-3.1-8B, Llama-3.3-70B and gpt-oss-20b.
+SAMPLER_BUFFERS = {'native': 9.5, 'flashinfer': 3.5}
 # CUDA-graph pools, kept even when vLLM sleeps (verl note, §D.3); enforce_eager removes them.
 # Public vLLM logs show "Graph capturing finished ... took 0.3-1.0 GiB"; we take 0.5 GiB.
 VLLM_CUDA_GRAPHS = 0.5 * GiB
@@ -97,6 +113,9 @@ class Inputs:
     """Plain supervised training (calibration): one train phase, loss over every token."""
     vllm_entry: str = 'offline'
     """vLLM defaults of the entry point: ``offline`` (LLM class, what ms-swift uses) or ``server``."""
+    vllm_sampler: str = 'native'
+    """Top-k/top-p sampler of vLLM's profiling run, ``native`` or ``flashinfer`` (see resolve_sampler)."""
+    vllm_sampler_why: str = ''
 
 
 def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
@@ -154,7 +173,7 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
     prompt = inp.prompt_len or 0
     C = cfg.max_completion_length
     tokens = bs * (prompt + C)
-    h, L, I = a.hidden, a.layers, (a.intermediate or a.moe_intermediate * max(1, a.experts_per_token))
+    h, L, I = a.hidden, a.layers, a.token_mlp_width
     per_layer_token = 16 * h + 8 * I  # one layer's saved tensors, bf16 (§E.5 estimate for SwiGLU)
     if cfg.gradient_checkpointing:
         # layer inputs (2h bytes/token/layer) + one layer recomputed during backward
@@ -192,6 +211,45 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
     return t
 
 
+def resolve_sampler(env_value: str | None, vllm_version: str | None,
+                    flashinfer_installed: bool | None) -> tuple[str, str]:
+    """Which top-k/top-p sampler vLLM's profiling run uses: ``native`` (sorts the vocabulary) or
+    ``flashinfer``, and why. Unknown means ``native``, the larger reservation, so predicted KV is a floor.
+
+    - ``VLLM_USE_FLASHINFER_SAMPLER`` decides when set (vllm/envs.py).
+    - Without FlashInfer installed, vLLM samples natively.
+    - With it installed, V1 used it by default until 0.11.1 (vllm PR #11394; PR #26859 turned the default
+      off in October 2025). A later PR (#40376) turned it back on, in a release we cannot date, so for
+      0.11.1 and newer we keep the native figure unless the variable says otherwise.
+    """
+    if env_value is not None and env_value.strip() != '':
+        on = env_value.strip().lower() in ('1', 'true', 'yes', 'on')
+        return ('flashinfer' if on else 'native'), f'VLLM_USE_FLASHINFER_SAMPLER={env_value}'
+    if flashinfer_installed is False:
+        return 'native', 'FlashInfer is not installed'
+    if flashinfer_installed and vllm_version:
+        try:
+            parts = tuple(int(x) for x in re.findall(r'\d+', vllm_version)[:3])
+        except ValueError:
+            parts = ()
+        if parts and (0, 8, 0) <= parts < (0, 11, 1):
+            return 'flashinfer', f'vLLM {vllm_version} with FlashInfer installed samples with FlashInfer'
+    return 'native', 'sampler not known; assumed native, the larger profiling reservation'
+
+
+def vllm_profile_peak(a: Arch, tp: int, tokens: int, seqs: int, sampler: str = 'native') -> float:
+    """Peak torch memory of vLLM's profiling run (vllm/v1/worker/gpu_model_runner.py ``profile_run``),
+    bytes: the dummy forward over ``tokens`` tokens, or, after it, its hidden states plus the sampler on
+    ``min(seqs, tokens)`` rows of full-vocabulary logits, whichever is larger."""
+    act_bytes = a.dtype_bytes
+    inter = a.token_mlp_width
+    # forward: residual + normed hidden (2h) beside the MLP's gate_up (2I) and activation output (I), per rank
+    forward = tokens * act_bytes * (2 * a.hidden + 3 * inter / tp)
+    rows = min(seqs, tokens)
+    sampler_peak = tokens * a.hidden * act_bytes + SAMPLER_BUFFERS[sampler] * rows * a.vocab * 4
+    return max(forward, sampler_peak)
+
+
 def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
     """One vLLM engine shard on one GPU (bytes)."""
     a = inp.arch
@@ -211,17 +269,13 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
         seqs = cfg.per_device_train_batch_size * tp * spg
     else:
         seqs = 1024 if big else 256  # vLLM V1 default max_num_seqs
-    # profiling forward: per token, residual/hidden copies (4h), q/k/v and the MLP working set
-    # (gate_up 2I + act I) per rank, 2 bytes each; plus the sampler's fp32 logits and probs for the
-    # dummy requests (vLLM gpu_model_runner profile_run + _dummy_sampler_run).
-    I = a.intermediate or a.moe_intermediate * max(1, a.experts_per_token)
-    per_token = 2 * (4 * a.hidden + (a.q_dim + 2 * a.kv_dim) / tp + 3 * I / tp)
-    act = tb * per_token + min(seqs, tb) * a.vocab * 8
+    act = vllm_profile_peak(a, tp, tb, seqs, inp.vllm_sampler)
+    non_torch = VLLM_NON_TORCH_TP if tp > 1 else VLLM_NON_TORCH_TP1
     graphs = 0.0 if cfg.vllm_enforce_eager else VLLM_CUDA_GRAPHS
     # V1 sizes the KV cache from what the profile left: requested - weights - peak activation -
     # non-torch; CUDA graphs are captured afterwards and come on top (unless the profiler estimates them).
-    kv = requested - weights - act - VLLM_NON_TORCH
-    return {'requested': requested, 'weights': weights, 'activation': act, 'non_torch': VLLM_NON_TORCH,
+    kv = requested - weights - act - non_torch
+    return {'requested': requested, 'weights': weights, 'activation': act, 'non_torch': non_torch,
             'cuda_graphs': graphs, 'kv_cache': kv}
 
 
@@ -323,7 +377,8 @@ def _vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_star
     mml = _max_model_len(cfg, a)
     kv_tokens = max(0, int(v['kv_cache'] // kv_per_token)) // KV_BLOCK * KV_BLOCK if kv_per_token else 0
     info = {'requested_gib': _g(v['requested']), 'weights_gib': _g(v['weights']),
-            'activation_gib': _g(v['activation']), 'kv_cache_gib': _g(max(0.0, v['kv_cache'])),
+            'activation_gib': _g(v['activation']), 'non_torch_gib': _g(v['non_torch']),
+            'sampler': inp.vllm_sampler, 'kv_cache_gib': _g(max(0.0, v['kv_cache'])),
             'kv_tokens': kv_tokens, 'max_model_len': mml}
     if v['weights'] > cap:
         problems.append({'check': 'vllm.weights-exceed-gpu', 'phase': 'startup', 'message': (

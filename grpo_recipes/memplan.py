@@ -2,9 +2,13 @@
 search for a fix when a GPU does not fit."""
 from __future__ import annotations
 
+import os
+
 from .arch import Arch
-from .memory import Inputs, dominant_term, estimate
+from .memory import Inputs, dominant_term, estimate, resolve_sampler
 from .rules import ERROR, INFO, WARNING, Finding
+
+SAMPLER_ENV = 'VLLM_USE_FLASHINFER_SAMPLER'
 
 
 def memory_inputs(report, model_config: dict | None) -> Inputs | None:
@@ -22,7 +26,12 @@ def memory_inputs(report, model_config: dict | None) -> Inputs | None:
         report.findings.append(Finding(INFO, 'memory.arch-unknown', ['model'],
                                        f'cannot read the architecture from config.json ({e!r})', None))
         return None
-    return Inputs(arch=arch, capacity_gib=cap, gpu_name=name)
+    # as ms-swift applies an ENV block: a variable already in the environment wins
+    env_sampler = os.environ.get(SAMPLER_ENV, report.launch.file_env.get(SAMPLER_ENV))
+    pk = report.packages
+    fi = None if 'flashinfer-python' not in pk else pk['flashinfer-python'] is not None
+    sampler, why = resolve_sampler(env_sampler, pk.get('vllm'), fi)
+    return Inputs(arch=arch, capacity_gib=cap, gpu_name=name, vllm_sampler=sampler, vllm_sampler_why=why)
 
 
 def _structurally_ok(report) -> bool:

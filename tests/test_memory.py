@@ -228,3 +228,60 @@ def test_calibration_names_the_missing_field(tmp_path):
     result = score(load_cases(p))
     assert result['cannot_predict'] == [{'id': 'x', 'missing': 'model_config'}]
     assert result['fit_cases'] == 0
+
+
+# vLLM's own logs of its profiling peak ("Peak Activation (GiB)") and non-torch memory on an H100
+# (79.18 GiB) serving with default settings (8192 batched tokens, 1024 sequences), for models that are
+# NOT in the calibration file: llm-d-benchmark config_explorer/empirical-vllm-memory-results.md
+# (commit b89b21c). Architectures from each model's public config.json.
+LLMD_HELD_OUT = [
+    ('meta-llama/Llama-3.1-8B-Instruct', 1, 4.76,
+     {'model_type': 'llama', 'hidden_size': 4096, 'intermediate_size': 14336, 'num_hidden_layers': 32,
+      'num_attention_heads': 32, 'num_key_value_heads': 8, 'vocab_size': 128256}),
+    ('Qwen/Qwen3-0.6B', 1, 5.56,
+     {'model_type': 'qwen3', 'hidden_size': 1024, 'intermediate_size': 3072, 'num_hidden_layers': 28,
+      'num_attention_heads': 16, 'num_key_value_heads': 8, 'head_dim': 128, 'vocab_size': 151936,
+      'tie_word_embeddings': True}),
+    ('RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic', 2, 4.84,
+     {'model_type': 'llama', 'hidden_size': 8192, 'intermediate_size': 28672, 'num_hidden_layers': 80,
+      'num_attention_heads': 64, 'num_key_value_heads': 8, 'vocab_size': 128256}),
+]
+
+
+@pytest.mark.parametrize('name,tp,logged_gib,config', LLMD_HELD_OUT, ids=[c[0] for c in LLMD_HELD_OUT])
+def test_vllm_profile_peak_matches_logs_of_models_outside_the_calibration_file(name, tp, logged_gib, config):
+    from grpo_recipes.memory import GiB, vllm_default_batched_tokens, vllm_profile_peak
+    arch = Arch.from_config(config)
+    tokens = vllm_default_batched_tokens(79.18, 'H100', offline=False)
+    assert tokens == 8192  # vllm serve on a >= 70 GiB non-A100 card
+    peak = vllm_profile_peak(arch, tp, tokens, 1024, 'native') / GiB
+    assert abs(peak - logged_gib) / logged_gib <= 0.05, (name, peak, logged_gib)
+
+
+def test_flashinfer_sampler_reserves_less_and_matches_a_log_that_used_it():
+    """dennislee22/vLLM-benchmarking vllm-7B-1gpuA10080GB-0.25GRAM.log (vLLM 0.10.1.1, A100 80GB, util 0.25)
+    logs "Using FlashInfer for top-p & top-k sampling" and "GPU KV cache size: 93,872 tokens"."""
+    from grpo_recipes.calibrate import load_cases, predict
+    case = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')
+                if c['id'].startswith('vllm-dennislee'))
+    native = predict(case)
+    case['config'] = {**case['config'], 'VLLM_USE_FLASHINFER_SAMPLER': '1'}
+    flash = predict(case)
+    assert native['sampler'] == 'native' and flash['sampler'] == 'flashinfer'
+    assert flash['activation_gib'] < native['activation_gib']
+    logged = 93872 * flash['kv_bytes_per_token'] / 2 ** 30
+    assert abs(flash['kv_cache_gib'] - logged) / logged <= 0.05
+
+
+@pytest.mark.parametrize('env,version,installed,expected', [
+    ('0', '0.10.1', True, 'native'),
+    ('1', None, None, 'flashinfer'),
+    (None, '0.10.1.1', True, 'flashinfer'),   # V1 default while FlashInfer is installed (vllm PR #11394)
+    (None, '0.10.1.1', False, 'native'),
+    (None, '0.11.1', True, 'native'),         # default turned off (vllm PR #26859)
+    (None, '0.7.3', True, 'native'),          # V0 engine
+    (None, None, None, 'native'),             # unknown: the larger reservation
+])
+def test_sampler_resolution(env, version, installed, expected):
+    from grpo_recipes.memory import resolve_sampler
+    assert resolve_sampler(env, version, installed)[0] == expected
