@@ -285,3 +285,18 @@ def test_flashinfer_sampler_reserves_less_and_matches_a_log_that_used_it():
 def test_sampler_resolution(env, version, installed, expected):
     from grpo_recipes.memory import resolve_sampler
     assert resolve_sampler(env, version, installed)[0] == expected
+
+
+def test_env_block_and_installed_packages_pick_the_sampler(monkeypatch):
+    monkeypatch.delenv('VLLM_USE_FLASHINFER_SAMPLER', raising=False)
+    env = {'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1}
+    _, plain = make(env=env)
+    _, pinned = make(env={**env, 'VLLM_USE_FLASHINFER_SAMPLER': '1'})
+    old = {'ms-swift': '4.6.0', 'trl': '0.29.1', 'math-verify': '0.9.0', 'msgspec': '0.22.0',
+           'vllm': '0.10.1.1', 'flashinfer-python': '0.2.14'}
+    _, detected = make(env=env, packages=old)
+    assert plain.memory[0].vllm['sampler'] == 'native'
+    assert pinned.memory[0].vllm['sampler'] == detected.memory[0].vllm['sampler'] == 'flashinfer'
+    # same reservation, so the same totals; the cheaper sampler leaves more of it to the KV cache
+    assert pinned.memory[0].total_gib == plain.memory[0].total_gib
+    assert pinned.memory[0].vllm['kv_cache_gib'] >= plain.memory[0].vllm['kv_cache_gib']

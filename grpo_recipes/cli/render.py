@@ -145,6 +145,12 @@ def print_calibration(result: dict, console: Console | None = None) -> None:
         kv_s = f'{kv["predicted"]:.1f}/{kv["observed"]:.1f} {kv["rel_error"]:.0%}' if kv else '-'
         t.add_row(row['id'], fit_s, pk_s, w_s, kv_s)
     out.print(t)
+    vllm_rows = [r for r in result['per_case'] if 'vllm_kv' in r]
+    if vllm_rows:
+        samplers = sorted({r['predicted'].get('sampler', '?') for r in vllm_rows})
+        out.print('[dim]vLLM KV observed: the engine\'s token capacity where the case states it, else the logged '
+                  f'GiB; profiling sampler assumed: {", ".join(samplers)} (set VLLM_USE_FLASHINFER_SAMPLER in a '
+                  'case\'s config to state it)[/]')
     for row in result['per_case']:
         if 'cannot_predict' in row:
             out.print(f'[dim]cannot predict {row["id"]}: missing {escape(row["cannot_predict"])}[/]')
