@@ -50,17 +50,54 @@ def load_cases(path: str | Path) -> list[dict]:
     return cases
 
 
+# Numeric fields the scorer reads; a case that gives one in another form cannot be scored on it.
+NUMERIC_TOP = ('gpu_total_gib', 'num_gpus')
+NUMERIC_OUTCOME = ('peak_gib_per_gpu', 'model_load_gib_per_gpu', 'model_load_gib', 'kv_cache_gib_per_gpu',
+                   'kv_cache_gib', 'kv_cache_tokens', 'kv_cache_capacity_tokens')
+ARCH_POSITIVE = ('hidden_size', 'num_hidden_layers', 'num_attention_heads', 'vocab_size')
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+
+
+def _check_shape(case: dict) -> None:
+    """Refuse, naming the field, the values the scorer cannot use (rather than failing on them later)."""
+    for key in ('config', 'model_config', 'outcome'):
+        v = case.get(key)
+        if v is not None and not isinstance(v, dict):
+            raise CannotPredict(f'{key} (an object, got {v!r:.40})')
+    for key in NUMERIC_TOP:
+        v = case.get(key)
+        if v is not None and not (_is_num(v) and v > 0):
+            raise CannotPredict(f'{key} (a positive number, got {v!r:.40})')
+    out = case.get('outcome') or {}
+    for key in NUMERIC_OUTCOME:
+        v = out.get(key)
+        if v is not None and not (_is_num(v) and v >= 0):
+            raise CannotPredict(f'outcome.{key} (a number, got {v!r:.40})')
+
+
+def _gpu(case: dict) -> str | None:
+    v = case.get('gpu')
+    return None if v is None else str(v)
+
+
 def _arch(case: dict) -> Arch:
     mc = case.get('model_config')
     if not mc:
         raise CannotPredict('model_config')
     mc = dict(mc)
-    if str(mc.get('model_type', '')).lower() == 'qwen' and mc.get('intermediate_size'):
+    for key in ARCH_POSITIVE:
+        v = mc.get(key)
+        if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and v > 0):
+            raise CannotPredict(f'model_config.{key} (a positive integer, got {v!r:.40})')
+    if str(mc.get('model_type', '')).lower() == 'qwen' and isinstance(mc.get('intermediate_size'), int):
         mc['intermediate_size'] = mc['intermediate_size'] // 2  # Qwen v1 states twice the SwiGLU width
     try:
         return Arch.from_config(mc)
-    except (KeyError, TypeError, ValueError) as e:
-        raise CannotPredict(f'model_config ({e})') from None
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
+        raise CannotPredict(f'model_config ({type(e).__name__}: {e})') from None
 
 
 def _config(case: dict, extra: dict | None = None) -> tuple[GRPOConfig, dict]:
@@ -88,6 +125,7 @@ def _config(case: dict, extra: dict | None = None) -> tuple[GRPOConfig, dict]:
 
 
 def predict(case: dict) -> dict:
+    _check_shape(case)
     kind = case['kind']
     fw = str(case.get('framework', '')).lower()
     if not any(fw.startswith(f) for f in FRAMEWORKS_MAPPED):
@@ -112,7 +150,7 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     # the sampler: a stated VLLM_USE_FLASHINFER_SAMPLER decides; whether FlashInfer was installed is not
     # a field of the schema, so otherwise vLLM's native sampler (the larger reservation) is assumed
     sampler, why = resolve_sampler(c.get('VLLM_USE_FLASHINFER_SAMPLER'), case.get('framework_version'), None)
-    inp = Inputs(arch=arch, capacity_gib=cap, gpu_name=case.get('gpu'), prompt_len=0, vllm_entry='server',
+    inp = Inputs(arch=arch, capacity_gib=cap, gpu_name=_gpu(case), prompt_len=0, vllm_entry='server',
                  vllm_sampler=sampler, vllm_sampler_why=why)
     v = vllm_terms(cfg, inp)
     problems: list[dict] = []
@@ -158,7 +196,7 @@ def _predict_train(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict
     env['CUDA_VISIBLE_DEVICES'] = ','.join(str(i) for i in range(int(env['NPROC_PER_NODE'])))
     plan = build_plan(cfg, env, Hardware(gpus=n))
     prompt = 0 if sft else (cfg.max_length or 0)
-    inp = Inputs(arch=arch, capacity_gib=cap or 1e9, gpu_name=case.get('gpu'), prompt_len=prompt, sft=sft)
+    inp = Inputs(arch=arch, capacity_gib=cap or 1e9, gpu_name=_gpu(case), prompt_len=prompt, sft=sft)
     mem = estimate(cfg, plan, inp)
     m = max(mem, key=lambda x: x.total_gib)
     torch_only = m.total_gib - (CUDA_CONTEXT + m.components.get('nccl', 0) * GiB + (
@@ -203,6 +241,12 @@ def score(cases: list[dict]) -> dict:
         except CannotPredict as e:
             row['cannot_predict'] = str(e)
             cannot.append({'id': case['id'], 'missing': str(e)})
+            rows.append(row)
+            continue
+        except Exception as e:  # noqa: BLE001 - one odd case must not stop the scoring of the others
+            why = f'internal error ({type(e).__name__}: {e}); please report this case'
+            row['cannot_predict'] = why
+            cannot.append({'id': case['id'], 'missing': why})
             rows.append(row)
             continue
         row['predicted'] = pred

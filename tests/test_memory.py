@@ -300,3 +300,29 @@ def test_env_block_and_installed_packages_pick_the_sampler(monkeypatch):
     # same reservation, so the same totals; the cheaper sampler leaves more of it to the KV cache
     assert pinned.memory[0].total_gib == plain.memory[0].total_gib
     assert pinned.memory[0].vllm['kv_cache_gib'] >= plain.memory[0].vllm['kv_cache_gib']
+
+
+def test_calibration_survives_malformed_cases():
+    """Each published case with one field removed or of the wrong type is still scored: either predicted
+    or 'cannot predict' naming a field, never a traceback and never an internal error."""
+    import copy
+    from grpo_recipes.calibrate import load_cases, score
+    variants = []
+    for case in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl'):
+        paths = [(k,) for k in case if k not in ('id', 'kind')]
+        paths += [(sec, k) for sec in ('config', 'outcome', 'model_config') for k in (case.get(sec) or {})]
+        for path in paths:
+            for value in (KeyError, 'x', -1, {}, True):
+                d = copy.deepcopy(case)
+                target = d
+                for p in path[:-1]:
+                    target = target[p]
+                if value is KeyError:
+                    target.pop(path[-1])
+                else:
+                    target[path[-1]] = value
+                variants.append(d)
+    result = score(variants)
+    assert len(result['per_case']) == len(variants) > 1000
+    for row in result['per_case']:
+        assert 'internal error' not in row.get('cannot_predict', ''), row
