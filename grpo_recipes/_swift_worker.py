@@ -13,6 +13,7 @@ Two things that cannot happen on a CPU-only machine are simulated, and the resul
   parsing (and wait ``vllm_server_timeout`` seconds); it is replaced by a no-op, and the server
   arguments are checked by the guard's own rules instead.
 """
+import enum
 import json
 import os
 import sys
@@ -30,13 +31,17 @@ REPORT_FIELDS = [
 ]
 
 
-def _jsonable(v):
+def jsonable(v):
+    """A JSON-safe copy of an argument value: Enum members become their value, other objects ``str()``.
+    Shared with scripts/gen_swift_snapshot.py."""
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
+        return [jsonable(x) for x in v]
     if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
+        return {str(k): jsonable(x) for k, x in v.items()}
+    if isinstance(v, enum.Enum) and isinstance(v.value, (str, int, float)):
+        return v.value
     return str(v)
 
 
@@ -95,7 +100,7 @@ def _parse(request, parse_args, RLHFArguments, simulated, import_s) -> dict:
         result.update(error_type='ValueError', message=f'remaining_argv: {remaining}', where='swift/pipelines/base.py')
         return result
     result['ok'] = True
-    result['resolved'] = {k: _jsonable(getattr(args, k, None)) for k in REPORT_FIELDS}
+    result['resolved'] = {k: jsonable(getattr(args, k, None)) for k in REPORT_FIELDS}
     return result
 
 

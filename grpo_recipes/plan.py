@@ -22,6 +22,20 @@ def _int_env(env: dict[str, str], key: str) -> int | None:
         return None
 
 
+def world_size(env: dict[str, str], strict: bool = False) -> int:
+    """Training processes in all: NNODES x NPROC_PER_NODE (unset or invalid counts as 1, as torchrun is
+    then not used). ``strict`` raises ValueError naming the variable instead of tolerating a bad value;
+    the rules report bad values themselves, the real-parser run needs a number."""
+    if strict:
+        for key in ('NNODES', 'NPROC_PER_NODE'):
+            raw = env.get(key)
+            if raw is not None and raw.strip() != '' and _int_env(env, key) is None:
+                raise ValueError(f'{key}={raw!r}: must be an integer')
+    nnodes = _int_env(env, 'NNODES') or 1
+    nproc = _int_env(env, 'NPROC_PER_NODE')
+    return max(1, nnodes) * (nproc if nproc and nproc > 0 else 1)
+
+
 @dataclass
 class Plan:
     nnodes: int
@@ -61,7 +75,7 @@ def build_plan(cfg: GRPOConfig, env: dict[str, str], hw: Hardware) -> Plan:
     nproc = _int_env(env, 'NPROC_PER_NODE')
     node_rank = _int_env(env, 'NODE_RANK')
     per_node = nproc if nproc and nproc > 0 else 1
-    world = max(1, nnodes) * per_node
+    world = world_size(env)
 
     visible: list[int] | None = None
     raw = env.get('CUDA_VISIBLE_DEVICES')

@@ -29,6 +29,7 @@ from .config import GRPOConfig
 from .errors import GuardError
 from .launch import Launch
 from .models import config_only_dir
+from .plan import world_size
 
 
 @dataclass
@@ -55,15 +56,10 @@ class RealParseResult:
 
 
 def world_size_of(launch: Launch) -> int:
-    def as_int(key: str, default: int) -> int:
-        raw = launch.env.get(key)
-        if raw is None or raw == '':
-            return default
-        try:
-            return int(raw)
-        except ValueError:
-            raise GuardError(f'{key}={raw!r}: must be an integer') from None
-    return max(1, as_int('NNODES', 1)) * max(1, as_int('NPROC_PER_NODE', 1))
+    try:
+        return world_size(launch.env, strict=True)
+    except ValueError as e:
+        raise GuardError(str(e)) from None
 
 
 def _request(launch: Launch, workdir: Path, index: int) -> tuple[dict, list[str], list[str]]:

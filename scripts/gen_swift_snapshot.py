@@ -16,19 +16,11 @@ import json
 import sys
 from pathlib import Path
 
-SNAPSHOT = Path(__file__).resolve().parent.parent / 'grpo_recipes' / 'swift_args_snapshot.json'
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from grpo_recipes._swift_worker import jsonable  # noqa: E402  (light: the standard library only)
 
-
-def _jsonable(value):
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if hasattr(value, 'value') and isinstance(getattr(value, 'value'), (str, int, float)):
-        return value.value  # Enum members
-    return str(value)
+SNAPSHOT = ROOT / 'grpo_recipes' / 'swift_args_snapshot.json'
 
 
 def _type_name(action) -> str:
@@ -64,12 +56,12 @@ def build_snapshot() -> dict:
             'action': 'store_false' if isinstance(action, argparse._StoreFalseAction) else 'store',
             'type': _type_name(action),
             'nargs': action.nargs,
-            'default': _jsonable(action.default),
+            'default': jsonable(action.default),
         }
         if action.choices is not None:
-            entry['choices'] = _jsonable(list(action.choices))
+            entry['choices'] = jsonable(list(action.choices))
         if action.const is not None:
-            entry['const'] = _jsonable(action.const)
+            entry['const'] = jsonable(action.const)
         if action.required:
             entry['required'] = True
         arguments.append(entry)

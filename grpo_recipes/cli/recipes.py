@@ -40,9 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     mode = hd.add_mutually_exclusive_group(required=True)
     mode.add_argument('--write', action='store_true')
     mode.add_argument('--check', action='store_true', help='exit 1 if a header is stale')
-    ar = sub.add_parser('arg', help='print one argument of a recipe as swift would read it (for launchers)')
+    ar = sub.add_parser('arg', help='print arguments of a recipe as swift would read them, one per line (for launchers)')
     ar.add_argument('recipe')
-    ar.add_argument('key', help='an argument name, ENV.<VAR> from its ENV block, or @gpus/@gpu_type/@rollout_gpus')
+    ar.add_argument('keys', nargs='+', metavar='key',
+                    help='an argument name, ENV.<VAR> from its ENV block, or @gpus/@gpu_type/@rollout_gpus')
     ra = sub.add_parser('rollout-args', help='the `swift rollout` arguments of a server-mode recipe, one per line')
     ra.add_argument('recipe')
     return p
@@ -186,18 +187,22 @@ def cmd_arg(opts) -> int:
     from ..launch import load_launch
     from ..recipes import find
     recipe = find(opts.recipe)
-    if opts.key.startswith('@'):
-        value = recipe.meta.get(opts.key[1:], '')
-    elif opts.key.startswith('ENV.'):
-        value = load_launch([str(recipe.path)], environ={}).env.get(opts.key[4:], '')
-    else:
-        cfg, _ = GRPOConfig.from_argv(load_launch([str(recipe.path)], environ={}).argv)
-        if not hasattr(cfg, opts.key):
-            raise GuardError(f'{opts.key}: not a field grpo-recipes reads (see grpo_recipes/config.py)')
-        value = getattr(cfg, opts.key)
-        value = '' if value is None else (' '.join(map(str, value)) if isinstance(value, list) else value)
-        value = str(value).lower() if isinstance(value, bool) else value
-    print(value)
+    launch = load_launch([str(recipe.path)], environ={})
+    cfg, _ = GRPOConfig.from_argv(launch.argv)
+    values = []
+    for key in opts.keys:  # all checked before anything is printed
+        if key.startswith('@'):
+            value = recipe.meta.get(key[1:], '')
+        elif key.startswith('ENV.'):
+            value = launch.env.get(key[4:], '')
+        else:
+            if not hasattr(cfg, key):
+                raise GuardError(f'{key}: not a field grpo-recipes reads (see grpo_recipes/config.py)')
+            value = getattr(cfg, key)
+            value = '' if value is None else (' '.join(map(str, value)) if isinstance(value, list) else value)
+            value = str(value).lower() if isinstance(value, bool) else value
+        values.append(str(value))
+    print('\n'.join(values))
     return 0
 
 
