@@ -101,8 +101,9 @@ def print_report(report: CheckReport, console: Console | None = None) -> None:
         out.print(memory_table(report))
         kv = next((m.vllm for m in report.memory if m.vllm), None)
         if kv:
-            line = (f'vLLM per engine: {kv["requested_gib"]} GiB reserved = weights {kv["weights_gib"]} + activation '
-                    f'{kv["activation_gib"]} + KV {kv["kv_cache_gib"]} ({kv["kv_tokens"]:,} tokens)')
+            line = (f'vLLM per engine: {kv["requested_gib"]} GiB reserved = weights {kv["weights_gib"]} + profiling '
+                    f'peak {kv["activation_gib"]} ({kv.get("sampler", "native")} sampler) + non-torch '
+                    f'{kv.get("non_torch_gib", 0)} + KV {kv["kv_cache_gib"]} ({kv["kv_tokens"]:,} tokens)')
             if 'rollout_tokens' in kv:
                 line += f'; a rollout needs {kv["rollout_tokens"]:,} tokens'
             out.print(escape(line))
