@@ -125,7 +125,7 @@ def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
                     change.update(c)
                 new = _apply(cfg, change)
                 new_plan = build_plan(new, report.launch.env, report.hardware)
-                mem = estimate(new, new_plan, Inputs(inp.arch, inp.capacity_gib, inp.gpu_name, inp.prompt_len))
+                mem = estimate(new, new_plan, replace(inp))  # a copy: estimate fills in prompt_len
                 if not all(m.fits and not m.problems for m in mem):
                     continue  # a fix must also leave vLLM's KV cache room for the whole rollout
                 peak = max(m.peak_fraction for m in mem)

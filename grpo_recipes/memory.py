@@ -228,10 +228,7 @@ def resolve_sampler(env_value: str | None, vllm_version: str | None,
     if flashinfer_installed is False:
         return 'native', 'FlashInfer is not installed'
     if flashinfer_installed and vllm_version:
-        try:
-            parts = tuple(int(x) for x in re.findall(r'\d+', vllm_version)[:3])
-        except ValueError:
-            parts = ()
+        parts = tuple(int(x) for x in re.findall(r'\d+', vllm_version)[:3])
         if parts and (0, 8, 0) <= parts < (0, 11, 1):
             return 'flashinfer', f'vLLM {vllm_version} with FlashInfer installed samples with FlashInfer'
     return 'native', 'sampler not known; assumed native, the larger profiling reservation'
@@ -378,7 +375,8 @@ def _vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_star
     kv_tokens = max(0, int(v['kv_cache'] // kv_per_token)) // KV_BLOCK * KV_BLOCK if kv_per_token else 0
     info = {'requested_gib': _g(v['requested']), 'weights_gib': _g(v['weights']),
             'activation_gib': _g(v['activation']), 'non_torch_gib': _g(v['non_torch']),
-            'sampler': inp.vllm_sampler, 'kv_cache_gib': _g(max(0.0, v['kv_cache'])),
+            'sampler': inp.vllm_sampler, 'sampler_basis': inp.vllm_sampler_why,
+            'kv_cache_gib': _g(max(0.0, v['kv_cache'])),
             'kv_tokens': kv_tokens, 'max_model_len': mml}
     if v['weights'] > cap:
         problems.append({'check': 'vllm.weights-exceed-gpu', 'phase': 'startup', 'message': (
