@@ -221,17 +221,24 @@ def resolve_sampler(env_value: str | None, vllm_version: str | None,
     - With it installed, V1 used it by default until 0.11.1 (vllm PR #11394; PR #26859 turned the default
       off in October 2025). A later PR (#40376) turned it back on, in a release we cannot date, so for
       0.11.1 and newer we keep the native figure unless the variable says otherwise.
+    - Whether it is installed, when not known: ``pip install vllm`` did not bring FlashInfer before
+      0.11.1 (an optional extra, vllm PR #21959; a default dependency from PR #26443), so native again.
     """
     if env_value is not None and env_value.strip() != '':
         on = env_value.strip().lower() in ('1', 'true', 'yes', 'on')
         return ('flashinfer' if on else 'native'), f'VLLM_USE_FLASHINFER_SAMPLER={env_value}'
     if flashinfer_installed is False:
         return 'native', 'FlashInfer is not installed'
-    if flashinfer_installed and vllm_version:
-        parts = tuple(int(x) for x in re.findall(r'\d+', vllm_version)[:3])
-        if parts and (0, 8, 0) <= parts < (0, 11, 1):
-            return 'flashinfer', f'vLLM {vllm_version} with FlashInfer installed samples with FlashInfer'
-    return 'native', 'sampler not known; assumed native, the larger profiling reservation'
+    parts = tuple(int(x) for x in re.findall(r'\d+', vllm_version or '')[:3])
+    if parts and parts >= (0, 11, 1):
+        return 'native', f'vLLM {vllm_version}: the FlashInfer sampler is off unless VLLM_USE_FLASHINFER_SAMPLER=1'
+    if parts and parts < (0, 8, 0):
+        return 'native', f'vLLM {vllm_version}: the V0 engine sorts natively'
+    if parts and flashinfer_installed:
+        return 'flashinfer', f'vLLM {vllm_version} with FlashInfer installed samples with FlashInfer'
+    if parts:
+        return 'native', f'vLLM {vllm_version}: a pip install has no FlashInfer, so the native sampler'
+    return 'native', 'vLLM version not known; assumed native, the larger profiling reservation'
 
 
 def vllm_profile_peak(a: Arch, tp: int, tokens: int, seqs: int, sampler: str = 'native') -> float:
