@@ -326,3 +326,28 @@ def test_calibration_survives_malformed_cases():
     assert len(result['per_case']) == len(variants) > 1000
     for row in result['per_case']:
         assert 'internal error' not in row.get('cannot_predict', ''), row
+
+
+# Two more logs from the same public repository (dennislee22/vLLM-benchmarking, log/), not in the
+# calibration file: vLLM 0.10.1.1 on A100 80GB, Qwen2-7B-Instruct, max_model_len 16384; both print
+# "Using FlashInfer for top-p & top-k sampling".
+DENNIS_HELD_OUT = [
+    # vllm-7B-1gpuA10080GB-0.5GRAM.log: "Available KV cache memory: 24.83 GiB",
+    # "GPU KV cache size: 464,848 tokens"
+    ({'vllm_gpu_memory_utilization': 0.5}, 1, 464848),
+    # vllm-7B-2gpuA10080GB-0.5GRAM-same-node.log: tensor_parallel_size 2, "Model loading took 7.1217 GiB",
+    # "Available KV cache memory: 31.83 GiB", "GPU KV cache size: 1,192,160 tokens"
+    ({'vllm_gpu_memory_utilization': 0.5, 'vllm_tensor_parallel_size': 2}, 2, 1192160),
+]
+
+
+@pytest.mark.parametrize('config,gpus,kv_tokens', DENNIS_HELD_OUT)
+def test_vllm_kv_on_logs_outside_the_calibration_file(config, gpus, kv_tokens):
+    from grpo_recipes.calibrate import load_cases, predict
+    base = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')
+                if c['id'].startswith('vllm-dennislee'))
+    case = {**base, 'num_gpus': gpus,
+            'config': {**base['config'], **config, 'VLLM_USE_FLASHINFER_SAMPLER': '1'}}
+    pred = predict(case)
+    logged = kv_tokens * pred['kv_bytes_per_token'] / 2 ** 30
+    assert abs(pred['kv_cache_gib'] - logged) / logged <= 0.05, (pred['kv_cache_gib'], logged)
