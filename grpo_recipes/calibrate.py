@@ -20,11 +20,18 @@ from .arch import Arch
 from .config import GRPOConfig
 from .errors import GuardError
 from .hardware import Hardware
-from .memory import CUDA_CONTEXT, GiB, Inputs, _vllm_checks, estimate, resolve_sampler, vllm_terms
+from .memory import (CUDA_CONTEXT, GiB, Inputs, _vllm_checks, estimate, resolve_sampler, vllm_kv_bytes_per_token,
+                     vllm_terms)
 from .plan import build_plan
 from .swift_args import snapshot
 
 RENAMES = {'train_type': 'tuner_type', 'max_prompt_length': 'max_length'}
+# vLLM's own argument names, as a vllm_startup case may keep them, and the ms-swift names they map to
+VLLM_RENAMES = {'gpu_memory_utilization': 'vllm_gpu_memory_utilization', 'tensor_parallel_size':
+                'vllm_tensor_parallel_size', 'max_model_len': 'vllm_max_model_len', 'max_num_seqs': 'vllm_max_num_seqs',
+                'enforce_eager': 'vllm_enforce_eager'}
+# vLLM engine arguments ms-swift has no flag for; they travel in vllm_engine_kwargs (with or without vllm_)
+ENGINE_KEYS = ('max_num_batched_tokens', 'kv_cache_dtype')
 FRAMEWORKS_MAPPED = ('ms-swift', 'trl', 'vllm', 'unsloth')
 
 
@@ -100,14 +107,15 @@ def _arch(case: dict) -> Arch:
         raise CannotPredict(f'model_config ({type(e).__name__}: {e})') from None
 
 
-def _config(case: dict, extra: dict | None = None) -> tuple[GRPOConfig, dict]:
+def _config(case: dict, extra: dict | None = None, renames: dict | None = None) -> tuple[GRPOConfig, dict]:
     known = {a['dest'] for a in snapshot()['arguments']}
     argv: list[str] = []
     env: dict[str, str] = {}
     values = dict(case.get('config') or {})
     values.update(extra or {})
+    renames = {**RENAMES, **(renames or {})}
     for k, v in values.items():
-        k = RENAMES.get(k, k)
+        k = renames.get(k, k)
         if k in ('NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES', 'NNODES'):
             env[k] = str(v)
             continue
@@ -144,7 +152,11 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
         raise CannotPredict('gpu_total_gib')
     c = case.get('config') or {}
     extra = {'use_vllm': True, 'vllm_mode': 'colocate', 'rlhf_type': 'grpo'}
-    cfg, _ = _config(case, extra)  # an unstated gpu_memory_utilization is vLLM's default, 0.9
+    engine = {k: c.get(k, c.get(f'vllm_{k}')) for k in ENGINE_KEYS if c.get(k, c.get(f'vllm_{k}')) is not None}
+    if engine:
+        extra['vllm_engine_kwargs'] = json.dumps(engine)
+    # an unstated gpu_memory_utilization is vLLM's default, 0.9
+    cfg, _ = _config(case, extra, renames=VLLM_RENAMES)
     if c.get('torch_dtype'):
         arch = replace(arch, dtype=str(c['torch_dtype']))
     # the sampler: a stated VLLM_USE_FLASHINFER_SAMPLER decides; whether FlashInfer was installed is not
@@ -158,7 +170,7 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     plan.rollout_concurrency_per_engine = None
     _vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT, problems)
     failed = any(p.get('severity', 'error') == 'error' for p in problems)
-    kv_per_token = arch.kv_bytes_per_token(2) / max(1, cfg.vllm_tensor_parallel_size)
+    kv_per_token = vllm_kv_bytes_per_token(cfg, arch)
     return {'weights_gib': round(v['weights'] / GiB, 3), 'kv_cache_gib': round(max(0.0, v['kv_cache']) / GiB, 3),
             'activation_gib': round(v['activation'] / GiB, 3), 'sampler': sampler, 'sampler_why': why,
             'kv_bytes_per_token': kv_per_token,

@@ -90,6 +90,9 @@ class GRPOConfig:
     vllm_max_num_seqs: int | None = None
     vllm_enforce_eager: bool = False
     """True skips CUDA graphs (saves memory, slower)."""
+    vllm_engine_kwargs: str | None = None
+    """JSON object passed through to vLLM's engine arguments. The memory model reads
+    ``max_num_batched_tokens``, ``max_num_seqs`` and ``kv_cache_dtype`` from it."""
     vllm_enable_lora: bool = False
     vllm_enable_prefix_caching: bool | None = True
     sleep_level: int = 0

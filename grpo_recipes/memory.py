@@ -17,6 +17,7 @@ Server mode plans the rollout GPUs on their own; without vLLM, HF generate's KV 
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -229,7 +230,7 @@ def resolve_sampler(env_value: str | None, vllm_version: str | None,
         return ('flashinfer' if on else 'native'), f'VLLM_USE_FLASHINFER_SAMPLER={env_value}'
     if flashinfer_installed is False:
         return 'native', 'FlashInfer is not installed'
-    parts = tuple(int(x) for x in re.findall(r'\d+', vllm_version or '')[:3])
+    parts = tuple(int(x) for x in re.findall(r'\d+', str(vllm_version or ''))[:3])
     if parts and parts >= (0, 11, 1):
         return 'native', f'vLLM {vllm_version}: the FlashInfer sampler is off unless VLLM_USE_FLASHINFER_SAMPLER=1'
     if parts and parts < (0, 8, 0):
@@ -239,6 +240,29 @@ def resolve_sampler(env_value: str | None, vllm_version: str | None,
     if parts:
         return 'native', f'vLLM {vllm_version}: a pip install has no FlashInfer, so the native sampler'
     return 'native', 'vLLM version not known; assumed native, the larger profiling reservation'
+
+
+def _positive_int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+def vllm_engine_options(cfg: GRPOConfig) -> dict:
+    """The JSON object in ``vllm_engine_kwargs`` ({} when unset or not an object)."""
+    if not cfg.vllm_engine_kwargs:
+        return {}
+    try:
+        value = json.loads(cfg.vllm_engine_kwargs)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def vllm_kv_bytes_per_token(cfg: GRPOConfig, a: Arch) -> float:
+    """KV cache bytes per token on one TP rank: the model dtype (vLLM ``kv_cache_dtype`` "auto"), or one
+    byte for an fp8 cache."""
+    kv_dtype = str(vllm_engine_options(cfg).get('kv_cache_dtype') or 'auto')
+    return a.kv_bytes_per_token(1 if kv_dtype.startswith('fp8') else a.dtype_bytes) / \
+        max(1, cfg.vllm_tensor_parallel_size)
 
 
 def vllm_profile_peak(a: Arch, tp: int, tokens: int, seqs: int, sampler: str = 'native') -> float:
@@ -263,10 +287,12 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
     bnb_bits = cfg.quant_bits if cfg.quant_method == 'bnb' else None
     weights = a.weight_bytes(bnb_bits=bnb_bits) / tp
     offline = inp.vllm_entry == 'offline'
-    tb = vllm_default_batched_tokens(inp.capacity_gib, inp.gpu_name, offline=offline)
+    opts = vllm_engine_options(cfg)
+    tb = _positive_int(opts.get('max_num_batched_tokens')) or \
+        vllm_default_batched_tokens(inp.capacity_gib, inp.gpu_name, offline=offline)
     big = inp.capacity_gib >= 70 and 'A100' not in (inp.gpu_name or '').upper()
-    if cfg.vllm_max_num_seqs:
-        seqs = cfg.vllm_max_num_seqs
+    if cfg.vllm_max_num_seqs or _positive_int(opts.get('max_num_seqs')):
+        seqs = cfg.vllm_max_num_seqs or _positive_int(opts.get('max_num_seqs'))
     elif cfg.vllm_mode == 'colocate' and offline:
         # ms-swift colocate: per_device_train_batch_size x TP x steps_per_generation (rollout_mixin)
         spg = cfg.steps_per_generation or cfg.gradient_accumulation_steps or 1
@@ -375,9 +401,8 @@ def _vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_star
                  problems: list[dict]) -> dict:
     """vLLM's own three checks: start-up free memory, one max-length sequence, rollout concurrency."""
     a = inp.arch
-    tp = max(1, cfg.vllm_tensor_parallel_size)
     cap = inp.capacity_gib * GiB
-    kv_per_token = a.kv_bytes_per_token(2) / tp
+    kv_per_token = vllm_kv_bytes_per_token(cfg, a)
     mml = _max_model_len(cfg, a)
     kv_tokens = max(0, int(v['kv_cache'] // kv_per_token)) // KV_BLOCK * KV_BLOCK if kv_per_token else 0
     info = {'requested_gib': _g(v['requested']), 'weights_gib': _g(v['weights']),

@@ -351,3 +351,16 @@ def test_vllm_kv_on_logs_outside_the_calibration_file(config, gpus, kv_tokens):
     pred = predict(case)
     logged = kv_tokens * pred['kv_bytes_per_token'] / 2 ** 30
     assert abs(pred['kv_cache_gib'] - logged) / logged <= 0.05, (pred['kv_cache_gib'], logged)
+
+
+def test_engine_kwargs_reach_the_vllm_accounting():
+    """vllm_engine_kwargs (ms-swift passes it to vLLM): an fp8 KV cache holds twice the tokens in the
+    same bytes, and a larger max_num_batched_tokens makes the profiling forward, so the reserve, bigger."""
+    env = {'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1}
+    _, plain = make(env=env)
+    _, fp8 = make({'vllm_engine_kwargs': json.dumps({'kv_cache_dtype': 'fp8'})}, env=env)
+    _, wide = make({'vllm_engine_kwargs': json.dumps({'max_num_batched_tokens': 65536})}, env=env)
+    p, f, w = plain.memory[0].vllm, fp8.memory[0].vllm, wide.memory[0].vllm
+    assert f['kv_cache_gib'] == p['kv_cache_gib']
+    assert f['kv_tokens'] == pytest.approx(2 * p['kv_tokens'], abs=32)
+    assert w['activation_gib'] > p['activation_gib'] and w['kv_cache_gib'] < p['kv_cache_gib']
