@@ -19,6 +19,7 @@ from pathlib import Path
 from .arch import Arch
 from .config import GRPOConfig
 from .errors import GuardError
+from .gpus import candidates
 from .hardware import Hardware
 from .memory import (CUDA_CONTEXT, GiB, Inputs, _vllm_checks, estimate, resolve_sampler, vllm_kv_bytes_per_token,
                      vllm_terms)
@@ -61,7 +62,10 @@ def load_cases(path: str | Path) -> list[dict]:
 NUMERIC_TOP = ('gpu_total_gib', 'num_gpus')
 NUMERIC_OUTCOME = ('peak_gib_per_gpu', 'model_load_gib_per_gpu', 'model_load_gib', 'kv_cache_gib_per_gpu',
                    'kv_cache_gib', 'kv_cache_tokens', 'kv_cache_capacity_tokens')
-ARCH_POSITIVE = ('hidden_size', 'num_hidden_layers', 'num_attention_heads', 'vocab_size')
+ARCH_POSITIVE = ('hidden_size', 'num_hidden_layers', 'num_attention_heads', 'vocab_size', 'intermediate_size',
+                 'num_key_value_heads', 'head_dim', 'max_position_embeddings')
+ARCH_COUNTS = ('moe_intermediate_size', 'num_experts', 'num_local_experts', 'num_experts_per_tok',
+               'shared_expert_intermediate_size')
 
 
 def _is_num(v) -> bool:
@@ -95,10 +99,11 @@ def _arch(case: dict) -> Arch:
     if not mc:
         raise CannotPredict('model_config')
     mc = dict(mc)
-    for key in ARCH_POSITIVE:
+    for key in ARCH_POSITIVE + ARCH_COUNTS:
         v = mc.get(key)
-        if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and v > 0):
-            raise CannotPredict(f'model_config.{key} (a positive integer, got {v!r:.40})')
+        low = 1 if key in ARCH_POSITIVE else 0
+        if v is not None and not (isinstance(v, int) and not isinstance(v, bool) and v >= low):
+            raise CannotPredict(f'model_config.{key} (an integer >= {low}, got {v!r:.40})')
     if str(mc.get('model_type', '')).lower() == 'qwen' and isinstance(mc.get('intermediate_size'), int):
         mc['intermediate_size'] = mc['intermediate_size'] // 2  # Qwen v1 states twice the SwiGLU width
     try:
@@ -186,9 +191,37 @@ def _predict_train(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict
             raise CannotPredict('config.max_length')
     elif c.get('max_completion_length') is None:
         raise CannotPredict('config.max_completion_length')
+    if cap is None:
+        cards = candidates(_gpu(case))
+        if cards:
+            return _predict_over_cards(case, arch, cards, sft)
+        if c.get('use_vllm'):
+            raise CannotPredict('gpu_total_gib')
+    return _predict_train_at(case, arch, cap, sft)
+
+
+def _predict_over_cards(case: dict, arch: Arch, cards: list[tuple[str, float]], sft: bool) -> dict:
+    """A source that names the GPU loosely ("A100", "24GB GPUs"): predict on every card it could be and
+    keep only what holds on all of them. The fit verdict counts when it is the same on each; the peak
+    only when it does not depend on the card (no vLLM reservation, which is a share of the card)."""
+    outs = [_predict_train_at(case, arch, cap, sft) for _, cap in cards]
+    verdicts = {o['fits'] for o in outs}
+    names = ', '.join(f'{n} {cap} GiB' for n, cap in cards)
+    if len(verdicts) > 1:
+        raise CannotPredict(f'gpu_total_gib (the verdict depends on which card: {names})')
+    out = dict(outs[0])
+    out['fits'] = verdicts.pop()
+    out['capacity_candidates'] = names
+    out.pop('peak_fraction', None)
+    if len({o['peak_gib'] for o in outs}) > 1:
+        out.pop('peak_gib')
+        out.pop('peak_torch_gib')
+    return out
+
+
+def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict:
+    c = case.get('config') or {}
     use_vllm = bool(c.get('use_vllm'))
-    if use_vllm and cap is None:
-        raise CannotPredict('gpu_total_gib')
     extra: dict = {'rlhf_type': 'grpo'}
     if sft:
         extra.update(max_completion_length=c['max_length'], beta=0.0, use_vllm=False)
@@ -204,7 +237,9 @@ def _predict_train(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict
     if use_vllm and cfg.vllm_mode is None:
         cfg.vllm_mode = 'colocate'  # ms-swift 3.6-3.11 default
     n = int(case.get('num_gpus') or 1)
-    env.setdefault('NPROC_PER_NODE', env.get('NPROC_PER_NODE', str(n)))
+    env.setdefault('NPROC_PER_NODE', str(n))
+    if not env['NPROC_PER_NODE'].isdigit() or int(env['NPROC_PER_NODE']) < 1:
+        raise CannotPredict(f'config.NPROC_PER_NODE (a positive integer, got {env["NPROC_PER_NODE"]!r:.40})')
     env['CUDA_VISIBLE_DEVICES'] = ','.join(str(i) for i in range(int(env['NPROC_PER_NODE'])))
     plan = build_plan(cfg, env, Hardware(gpus=n))
     prompt = 0 if sft else (cfg.max_length or 0)

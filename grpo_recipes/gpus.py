@@ -57,3 +57,30 @@ def lookup(name: str | None) -> tuple[str, float] | None:
             canon = table[k]
             return canon, CATALOGUE[canon][0]
     return None
+
+
+# Nominal memory (GB, as sold) of each catalogue card, to match a source that names only a class.
+NOMINAL_GB = {'A100-40G': 40, 'A100-80G': 80, 'A800-40G': 40, 'A800-80G': 80, 'H100-80G': 80, 'H800-80G': 80,
+              'H20': 96, 'L40S': 48, 'A10': 24, 'RTX3090': 24, 'RTX4090': 24}
+
+
+def candidates(name: str | None) -> list[tuple[str, float]]:
+    """Every catalogue card a loosely stated GPU could be, for sources that leave the size or the model
+    out: "A100" without a size is the 40 GB or the 80 GB card; "24GB GPUs" is any 24 GB card. A name
+    with a size, or a single match, gives one card; an unknown name gives none."""
+    if not name:
+        return []
+    key = _norm(name)
+    family = re.search(r'(A100|A800|H100|H800|H20|L40S?|A10|3090|4090)', key)
+    size = re.search(r'(\d{2,3})\s*G', key)
+    if family:
+        fam = family.group(1)
+        cards = [k for k in CATALOGUE if _norm(k).startswith(fam) or k.endswith(fam)]
+        if fam == 'A10':
+            cards = ['A10']
+        if size:
+            cards = [k for k in cards if NOMINAL_GB[k] == int(size.group(1))] or cards
+        return [(k, CATALOGUE[k][0]) for k in cards]
+    if size:
+        return [(k, CATALOGUE[k][0]) for k in CATALOGUE if NOMINAL_GB[k] == int(size.group(1))]
+    return []

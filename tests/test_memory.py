@@ -364,3 +364,32 @@ def test_engine_kwargs_reach_the_vllm_accounting():
     assert f['kv_cache_gib'] == p['kv_cache_gib']
     assert f['kv_tokens'] == pytest.approx(2 * p['kv_tokens'], abs=32)
     assert w['activation_gib'] > p['activation_gib'] and w['kv_cache_gib'] < p['kv_cache_gib']
+
+
+@pytest.mark.parametrize('name,expected', [
+    ('A100 (memory size not stated)', {'A100-40G', 'A100-80G'}),
+    ('A100 80GB', {'A100-80G'}),
+    ('24GB GPUs (model not stated)', {'A10', 'RTX3090', 'RTX4090'}),
+    ('NVIDIA A800-SXM4-40GB', {'A800-40G'}),
+    ("'90G' GPUs per title (model not stated)", set()),
+    ('not stated', set()),
+])
+def test_loosely_named_gpus_map_to_every_card_they_could_be(name, expected):
+    from grpo_recipes.gpus import candidates
+    assert {c for c, _ in candidates(name)} == expected
+
+
+def test_a_verdict_over_unstated_card_sizes_counts_only_when_unanimous():
+    from grpo_recipes.calibrate import CannotPredict, load_cases, predict
+    case = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')
+                if c['id'].startswith('grpo-msswift-4594'))  # "A100 (memory size not stated)", OOM
+    pred = predict(case)
+    assert pred['fits'] is False and 'A100-40G' in pred['capacity_candidates']
+    assert 'peak_gib' not in pred  # vLLM reserves a share of the card, so the peak depends on which
+
+    def variant(util):
+        return {**case, 'config': {**case['config'], 'per_device_train_batch_size': 1,
+                                   'vllm_gpu_memory_utilization': util}}
+    assert predict(variant(0.4))['fits'] is True  # fits on both A100 sizes
+    with pytest.raises(CannotPredict, match='depends on which card'):
+        predict(variant(0.2))  # vLLM's KV cache is too small on the 40 GB card only
