@@ -191,6 +191,9 @@ def _predict_train(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict
             raise CannotPredict('config.max_length')
     elif c.get('max_completion_length') is None:
         raise CannotPredict('config.max_completion_length')
+    if c.get('vllm_device') not in (None, ''):
+        raise CannotPredict("config.vllm_device (ms-swift 3.x's vllm_device ran vLLM on a device of its own "
+                            'inside the training process; that placement is not modelled)')
     if cap is None:
         cards = candidates(_gpu(case))
         if cards:
