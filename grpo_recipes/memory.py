@@ -232,7 +232,9 @@ def resolve_sampler(env_value: str | None, vllm_version: str | None,
         return 'native', 'FlashInfer is not installed'
     parts = tuple(int(x) for x in re.findall(r'\d+', str(vllm_version or ''))[:3])
     if parts and parts >= (0, 11, 1):
-        return 'native', f'vLLM {vllm_version}: the FlashInfer sampler is off unless VLLM_USE_FLASHINFER_SAMPLER=1'
+        return 'native', (f'vLLM {vllm_version}: FlashInfer sampling is off by default from 0.11.1 until a later '
+                          'release turned it back on; assumed native, the larger reservation '
+                          '(set VLLM_USE_FLASHINFER_SAMPLER to state it)')
     if parts and parts < (0, 8, 0):
         return 'native', f'vLLM {vllm_version}: the V0 engine sorts natively'
     if parts and flashinfer_installed:
