@@ -157,7 +157,8 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
         raise CannotPredict('gpu_total_gib')
     c = case.get('config') or {}
     extra = {'use_vllm': True, 'vllm_mode': 'colocate', 'rlhf_type': 'grpo'}
-    engine = {k: c.get(k, c.get(f'vllm_{k}')) for k in ENGINE_KEYS if c.get(k, c.get(f'vllm_{k}')) is not None}
+    engine = {k: c.get(k, c.get(f'vllm_{k}')) for k in ENGINE_KEYS}
+    engine = {k: v for k, v in engine.items() if v is not None}
     if engine:
         extra['vllm_engine_kwargs'] = json.dumps(engine)
     # an unstated gpu_memory_utilization is vLLM's default, 0.9
@@ -212,8 +213,7 @@ def _predict_over_cards(case: dict, arch: Arch, cards: list[tuple[str, float]], 
     names = ', '.join(f'{n} {cap} GiB' for n, cap in cards)
     if len(verdicts) > 1:
         raise CannotPredict(f'gpu_total_gib (the verdict depends on which card: {names})')
-    out = dict(outs[0])
-    out['fits'] = verdicts.pop()
+    out = dict(outs[0])  # its verdict is every card's
     out['capacity_candidates'] = names
     out.pop('peak_fraction', None)
     if len({o['peak_gib'] for o in outs}) > 1:

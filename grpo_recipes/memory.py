@@ -61,10 +61,16 @@ FRAGMENTATION = 1.05
 KV_BLOCK = 16
 
 
+def _vllm_large_card(capacity_gib: float, gpu_name: str | None) -> bool:
+    """vLLM V1 picks its larger defaults on >= 70 GiB cards other than the A100
+    (vllm/engine/arg_utils.py ``_set_default_args``)."""
+    return capacity_gib >= 70 and 'A100' not in (gpu_name or '').upper()
+
+
 def vllm_default_batched_tokens(capacity_gib: float, gpu_name: str | None, offline: bool = True) -> int:
     """vLLM V1 default max_num_batched_tokens (vllm/engine/arg_utils.py ``_set_default_args``):
     LLM class 16384 / API server 8192 on >= 70 GiB non-A100 cards, else 8192 / 2048."""
-    big = capacity_gib >= 70 and 'A100' not in (gpu_name or '').upper()
+    big = _vllm_large_card(capacity_gib, gpu_name)
     if offline:
         return 16384 if big else 8192
     return 8192 if big else 2048
@@ -292,15 +298,13 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
     opts = vllm_engine_options(cfg)
     tb = _positive_int(opts.get('max_num_batched_tokens')) or \
         vllm_default_batched_tokens(inp.capacity_gib, inp.gpu_name, offline=offline)
-    big = inp.capacity_gib >= 70 and 'A100' not in (inp.gpu_name or '').upper()
-    if cfg.vllm_max_num_seqs or _positive_int(opts.get('max_num_seqs')):
-        seqs = cfg.vllm_max_num_seqs or _positive_int(opts.get('max_num_seqs'))
-    elif cfg.vllm_mode == 'colocate' and offline:
+    seqs = cfg.vllm_max_num_seqs or _positive_int(opts.get('max_num_seqs'))
+    if not seqs and cfg.vllm_mode == 'colocate' and offline:
         # ms-swift colocate: per_device_train_batch_size x TP x steps_per_generation (rollout_mixin)
         spg = cfg.steps_per_generation or cfg.gradient_accumulation_steps or 1
         seqs = cfg.per_device_train_batch_size * tp * spg
-    else:
-        seqs = 1024 if big else 256  # vLLM V1 default max_num_seqs
+    elif not seqs:
+        seqs = 1024 if _vllm_large_card(inp.capacity_gib, inp.gpu_name) else 256  # vLLM V1 default max_num_seqs
     act = vllm_profile_peak(a, tp, tb, seqs, inp.vllm_sampler)
     non_torch = VLLM_NON_TORCH_TP if tp > 1 else VLLM_NON_TORCH_TP1
     graphs = 0.0 if cfg.vllm_enforce_eager else VLLM_CUDA_GRAPHS
@@ -379,7 +383,7 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         parts['generate'] = {**resident(), 'hf_generate_kv': gen_kv}
         parts['train'] = train_parts
     role = 'train' if inp.sft else ('train+vllm' if colocate else ('train' if server else 'train+hf-generate'))
-    for gid in train_ids[:max(1, len(train_ids))]:
+    for gid in train_ids:
         out.append(_finish(GPUMemory(gpu=gid, role=role, capacity_gib=cap, components=dict(components),
                                      vllm=dict(vinfo), problems=list(problems)), parts))
     if server and not inp.sft:
