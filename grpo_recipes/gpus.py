@@ -64,6 +64,11 @@ NOMINAL_GB = {'A100-40G': 40, 'A100-80G': 80, 'A800-40G': 40, 'A800-80G': 80, 'H
               'H20': 96, 'L40S': 48, 'A10': 24, 'RTX3090': 24, 'RTX4090': 24}
 
 
+def _family(card: str) -> str:
+    """A catalogue name without its size and vendor prefix: A100-40G -> A100, RTX3090 -> 3090."""
+    return card.split('-')[0].removeprefix('RTX')
+
+
 def candidates(name: str | None) -> list[tuple[str, float]]:
     """Every catalogue card a loosely stated GPU could be, for sources that leave the size or the model
     out: "A100" without a size is the 40 GB or the 80 GB card; "24GB GPUs" is any 24 GB card. A name
@@ -74,10 +79,8 @@ def candidates(name: str | None) -> list[tuple[str, float]]:
     family = re.search(r'(A100|A800|H100|H800|H20|L40S?|A10|3090|4090)', key)
     size = re.search(r'(\d{2,3})\s*G', key)
     if family:
-        fam = family.group(1)
-        cards = [k for k in CATALOGUE if _norm(k).startswith(fam) or k.endswith(fam)]
-        if fam == 'A10':
-            cards = ['A10']
+        fam = 'L40S' if family.group(1) == 'L40' else family.group(1)
+        cards = [k for k in CATALOGUE if _family(k) == fam]
         if size:
             cards = [k for k in cards if NOMINAL_GB[k] == int(size.group(1))] or cards
         return [(k, CATALOGUE[k][0]) for k in cards]
