@@ -31,9 +31,15 @@ def world_size(env: dict[str, str], strict: bool = False) -> int:
             raw = env.get(key)
             if raw is not None and raw.strip() != '' and _int_env(env, key) is None:
                 raise ValueError(f'{key}={raw!r}: must be an integer')
+    nnodes, _, per_node = _layout(env)
+    return max(1, nnodes) * per_node
+
+
+def _layout(env: dict[str, str]) -> tuple[int, int | None, int]:
+    """(NNODES or 1, NPROC_PER_NODE as set, processes per node): unset or invalid counts mean one."""
     nnodes = _int_env(env, 'NNODES') or 1
     nproc = _int_env(env, 'NPROC_PER_NODE')
-    return max(1, nnodes) * (nproc if nproc and nproc > 0 else 1)
+    return nnodes, nproc, (nproc if nproc and nproc > 0 else 1)
 
 
 @dataclass
@@ -71,10 +77,8 @@ class Plan:
 
 
 def build_plan(cfg: GRPOConfig, env: dict[str, str], hw: Hardware) -> Plan:
-    nnodes = _int_env(env, 'NNODES') or 1
-    nproc = _int_env(env, 'NPROC_PER_NODE')
+    nnodes, nproc, per_node = _layout(env)
     node_rank = _int_env(env, 'NODE_RANK')
-    per_node = nproc if nproc and nproc > 0 else 1
     world = world_size(env)
 
     visible: list[int] | None = None
