@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from grpo_recipes.cli.common import parse_command
+
 EPILOG = '''examples:
   grpo-data stats data.jsonl --tokenizer /models/Qwen2.5-7B-Instruct --max-completion-length 1024
   grpo-data filter data.jsonl -o data.filtered.jsonl --max-length 512 --tokenizer /models/Qwen2.5-7B-Instruct
@@ -153,14 +155,9 @@ def cmd_stats(opts) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    try:
-        opts = parser.parse_args(argv)
-    except SystemExit as e:
-        return 0 if e.code in (0, None) else 2
-    if opts.cmd is None:
-        parser.print_help()
-        return 2
+    opts = parse_command(build_parser(), argv)
+    if isinstance(opts, int):
+        return opts
     from .formats import InputError
     from .tokenize import TokenizerError
     try:

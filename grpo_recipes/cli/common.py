@@ -1,6 +1,7 @@
 """Shared CLI plumbing: split ``[options] CONFIG [-- extra swift args]`` and print errors as one line."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import Any
@@ -22,3 +23,16 @@ def print_json(obj: Any) -> None:
 def fail(message: str, code: int = 2) -> int:
     print(f'error: {message}', file=sys.stderr)
     return code
+
+
+def parse_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace | int:
+    """Parse a ``COMMAND [options]`` line. An int is the exit status to return at once: 0 after
+    ``--help``, 2 after a usage error or when no command was given (the help is printed)."""
+    try:
+        opts = parser.parse_args(argv)
+    except SystemExit as e:
+        return 0 if e.code in (0, None) else 2
+    if opts.cmd is None:
+        parser.print_help()
+        return 2
+    return opts

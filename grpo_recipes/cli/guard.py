@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from ..errors import GuardError
-from .common import fail, print_json, split_passthrough
+from .common import fail, parse_command, print_json, split_passthrough
 
 EPILOG = '''examples:
   grpo-guard check recipes/examples/qwen2.5-7b-lora-colocate.yaml --gpus 2 --gpu-type A100-80G
@@ -177,14 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ['--']:  # grpo-guard -- swift rlhf ...: check and run a bare command line
         argv = ['run', *argv]
     ours, extra = split_passthrough(argv)
-    parser = build_parser()
-    try:
-        opts = parser.parse_args(ours)
-    except SystemExit as e:
-        return int(e.code or 0) if e.code in (0, None) else 2
-    if opts.cmd is None:
-        parser.print_help()
-        return 2
+    opts = parse_command(build_parser(), ours)
+    if isinstance(opts, int):
+        return opts
     try:
         if opts.cmd == 'validate':
             return cmd_validate(opts, extra)

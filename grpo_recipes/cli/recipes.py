@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ..errors import GuardError
-from .common import fail, print_json
+from .common import fail, parse_command, print_json
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -232,14 +232,9 @@ COMMANDS = {'ls': cmd_ls, 'cp': cmd_cp, 'validate': cmd_validate, 'plan': cmd_pl
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = build_parser()
-    try:
-        opts = p.parse_args(argv)
-    except SystemExit as e:
-        return 0 if e.code in (0, None) else 2
-    if opts.cmd is None:
-        p.print_help()
-        return 2
+    opts = parse_command(build_parser(), argv)
+    if isinstance(opts, int):
+        return opts
     try:
         return COMMANDS[opts.cmd](opts)
     except GuardError as e:
