@@ -75,6 +75,11 @@ class Arch:
         return self.kv_heads * self.head_dim
 
     @property
+    def context_len(self) -> int:
+        """``max_position_embeddings``, or 32768 (Qwen2.5's) when the config leaves it out."""
+        return self.max_position_embeddings or 32768
+
+    @property
     def token_mlp_width(self) -> int:
         """SwiGLU width one token passes through: the dense MLP, or its routed experts plus any shared one."""
         if self.experts:

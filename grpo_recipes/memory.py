@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import asdict, dataclass, field
 
 from .arch import Arch
 from .config import GRPOConfig
 from .plan import Plan
+from .rules import version_tuple
 
 GiB = 2 ** 30
 
@@ -236,7 +236,7 @@ def resolve_sampler(env_value: str | None, vllm_version: str | None,
         return ('flashinfer' if on else 'native'), f'VLLM_USE_FLASHINFER_SAMPLER={env_value}'
     if flashinfer_installed is False:
         return 'native', 'FlashInfer is not installed'
-    parts = tuple(int(x) for x in re.findall(r'\d+', str(vllm_version or ''))[:3])
+    parts = version_tuple(vllm_version)
     if parts and parts >= (0, 11, 1):
         return 'native', (f'vLLM {vllm_version}: FlashInfer sampling is off by default from 0.11.1 until a later '
                           'release turned it back on; assumed native, the larger reservation '
@@ -316,13 +316,13 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
 
 
 def _max_model_len(cfg: GRPOConfig, a: Arch) -> int:
-    return cfg.vllm_max_model_len or a.max_position_embeddings or 32768
+    return cfg.vllm_max_model_len or a.context_len
 
 
 def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     a = inp.arch
     cap = inp.capacity_gib
-    ctx_len = a.max_position_embeddings or 32768
+    ctx_len = a.context_len
     if inp.prompt_len is None:
         inp.prompt_len = min(cfg.max_length or ctx_len, ctx_len)
     tr = trainer_terms(cfg, plan, inp)

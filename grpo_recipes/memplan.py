@@ -43,7 +43,7 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
     inp = memory_inputs(report, model_config)
     if inp is not None and data_stats:
         # a micro-batch is padded to its longest prompt, which the data bounds more tightly than max_length
-        ctx = inp.arch.max_position_embeddings or 32768
+        ctx = inp.arch.context_len
         inp.prompt_len = min(report.cfg.max_length or ctx, data_stats['max'], ctx)
     if inp is None or not _structurally_ok(report):
         return

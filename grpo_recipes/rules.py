@@ -65,10 +65,11 @@ def rule(fn: Rule) -> Rule:
     return fn
 
 
-def _version_tuple(v: str | None) -> tuple[int, ...] | None:
-    if not v:
+def version_tuple(v) -> tuple[int, ...] | None:
+    """The first three numbers of a version string ("0.10.1.1 (V1 engine)" -> (0, 10, 1)); None if none."""
+    if v is None or v == '':
         return None
-    parts = re.findall(r'\d+', v)[:3]
+    parts = re.findall(r'\d+', str(v))[:3]
     return tuple(int(p) for p in parts) if parts else None
 
 
@@ -736,7 +737,7 @@ def _column_renames(columns: str | None) -> dict:
 def package_rules(ctx: Context) -> list[Finding]:
     pk = ctx.packages
     out = []
-    swift_v = _version_tuple(pk.get('ms-swift'))
+    swift_v = version_tuple(pk.get('ms-swift'))
     if 'ms-swift' in pk and swift_v is None:
         out.append(Finding(ERROR, 'version.swift-missing', ['ms-swift'], 'ms-swift is not installed here',
                            'pip install "ms-swift>=4.6,<4.7"'))
@@ -751,7 +752,7 @@ def package_rules(ctx: Context) -> list[Finding]:
                                f'ms-swift {pk["ms-swift"]} gathers the whole ZeRO-3 model at once for the vLLM weight '
                                f'sync and OOMs (fixed in 3.12.6 and 4.0.0)', 'upgrade ms-swift',
                                'https://github.com/modelscope/ms-swift/issues/7986 (#7926, PR #8078/#8091)'))
-    trl_v = _version_tuple(pk.get('trl'))
+    trl_v = version_tuple(pk.get('trl'))
     if swift_v is not None and swift_v >= (4, 2) and trl_v is not None and trl_v < (0, 26):
         out.append(Finding(ERROR, 'version.trl', ['trl'], f'ms-swift {pk["ms-swift"]} requires trl>=0.26 (found '
                            f'{pk["trl"]})', 'pip install "trl>=0.26,<1.0"', 'swift/rlhf_trainers/arguments.py'))
