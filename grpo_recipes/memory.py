@@ -123,6 +123,7 @@ class Inputs:
     vllm_sampler: str = 'native'
     """Top-k/top-p sampler of vLLM's profiling run, ``native`` or ``flashinfer`` (see resolve_sampler)."""
     vllm_sampler_why: str = ''
+    """Why that sampler was assumed (shown with the vLLM accounting)."""
 
 
 def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
