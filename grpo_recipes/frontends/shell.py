@@ -1,0 +1,145 @@
+"""Read a command line or a launcher script the way a shell would hand it to the framework, without
+running anything: leading ``VAR=value`` assignments and ``env [VAR=value ...]`` become the command's
+environment, ``export VAR=value`` lines in a script carry over to the commands after them, and
+``$VAR``/``${VAR}`` expand from what the script (or the caller's environment) set.
+
+Pure: text in, :class:`Command` values out. Nothing is executed, no file but the script is read.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..errors import GuardError
+
+_ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$', re.S)
+_VAR = re.compile(r'\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))')
+
+
+@dataclass
+class Command:
+    """One simple command: its own environment assignments and its argv."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Assignments written before the command (``A=1 cmd``, ``env A=1 cmd``, or a script's ``export``)."""
+    argv: list[str] = field(default_factory=list)
+    line: int = 0
+    """1-based line of a script where the command starts (0 for a command line)."""
+    commented: bool = False
+    """The command was written in a comment (ms-swift's examples show ``swift rollout`` that way)."""
+
+
+def split_env(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """Leading ``VAR=value`` words and an ``env [-i] VAR=value ...`` prefix -> (environment, the rest)."""
+    env: dict[str, str] = {}
+    rest = list(argv)
+    while rest:
+        m = _ASSIGN.match(rest[0])
+        if m:
+            env[m.group(1)] = m.group(2)
+            rest.pop(0)
+            continue
+        if rest[0] == 'env':
+            rest.pop(0)
+            while rest and rest[0].startswith('-') and rest[0] != '--':
+                rest.pop(0)  # env -i / -u NAME: options of env itself
+            if rest[:1] == ['--']:
+                rest.pop(0)
+            continue
+        break
+    return env, rest
+
+
+def parse_command_text(text: str, what: str = 'command') -> Command:
+    """A pasted command line (line continuations allowed) -> Command."""
+    try:
+        words = shlex.split(text.replace('\\\n', ' '), comments=True)
+    except ValueError as e:
+        raise GuardError(f'{what}: cannot split {text[:60]!r}… as a shell command ({e}); check its quotes') from None
+    env, argv = split_env(words)
+    if not argv:
+        raise GuardError(f'{what}: {text!r} has no command after its VAR=value assignments')
+    return Command(env=env, argv=argv)
+
+
+def _expand(word: str, scope: Mapping[str, str]) -> str:
+    return _VAR.sub(lambda m: scope.get(m.group(1) or m.group(2), m.group(0)), word)
+
+
+def _logical_lines(text: str) -> list[tuple[int, str, bool]]:
+    """(first line number, text, commented) of each logical line: continuations joined, and a
+    commented command whose lines each start with ``#`` joined too. Lines inside an open quote join."""
+    out: list[tuple[int, str, bool]] = []
+    buf, start, commented = '', 0, False
+    for no, raw in enumerate(text.splitlines(), 1):
+        if buf and not commented and _open_quote(buf):
+            buf += '\n' + raw  # inside a quoted value spanning lines, '#' is text
+        else:
+            stripped = raw.strip()
+            is_comment = stripped.startswith('#')
+            body = stripped.lstrip('#').strip() if is_comment else raw
+            if buf and commented != is_comment:  # a comment ends at its line: never joins code
+                out.append((start, buf, commented))
+                buf = ''
+            if not buf:
+                start, commented = no, is_comment
+            buf = buf + '\n' + body if buf else body
+        if buf.endswith('\\'):
+            buf = buf[:-1]
+            continue
+        if not commented and _open_quote(buf):
+            continue  # a quoted value spanning lines (a multi-line --system prompt)
+        out.append((start, buf, commented))
+        buf = ''
+    if buf:
+        out.append((start, buf, commented))
+    return out
+
+
+def _open_quote(text: str) -> bool:
+    try:
+        shlex.split(text, comments=False)
+        return False
+    except ValueError:
+        return True
+
+
+def read_script(text: str, environ: Mapping[str, str] | None = None, source: str = '<script>') -> list[Command]:
+    """Every simple command of a bash launcher, with the environment it would run with.
+
+    ``export A=1`` and bare ``A=1`` lines set variables for later lines (exported ones reach the
+    commands' environment); ``$A`` expands from them. Control flow is not followed: a launcher whose
+    command is built inside functions or loops should be checked with its command pasted after ``--``.
+    Commented commands are returned with ``commented`` set, so a caller can read the
+    ``# swift rollout ...`` block that ms-swift's server-mode examples put in their header.
+    """
+    scope: dict[str, str] = dict(environ or {})
+    exported: dict[str, str] = {}
+    out: list[Command] = []
+    for line, text_, commented in _logical_lines(text):
+        try:
+            words = shlex.split(text_, comments=True)
+        except ValueError:
+            if commented:
+                continue  # prose in a comment
+            raise GuardError(f'{source}:{line}: cannot split this line as a shell command (unbalanced quote?)')
+        if not words:
+            continue
+        words = [_expand(w, scope) for w in words]
+        if not commented and words[0] == 'export':
+            for w in words[1:]:
+                m = _ASSIGN.match(w)
+                if m:
+                    scope[m.group(1)] = m.group(2)
+                    exported[m.group(1)] = m.group(2)
+                elif w in scope:
+                    exported[w] = scope[w]
+            continue
+        env, argv = split_env(words)
+        if not argv:
+            if not commented:
+                scope.update(env)  # plain assignments: shell variables, not exported
+            continue
+        out.append(Command(env={**exported, **env}, argv=argv, line=line, commented=commented))
+    return out
