@@ -1,4 +1,6 @@
-"""Read a launch exactly as ``swift rlhf`` 4.6 reads it (``swift/cli/main.py``).
+"""The one typed launch every front end produces (``frontends/swift.py``, ``frontends/trl.py``).
+
+How ``swift rlhf`` 4.6 reads a launch (``swift/cli/main.py``), which :class:`Launch` mirrors:
 
 ``swift rlhf cfg.yaml --extra v`` does three things before anything is imported:
 
@@ -11,18 +13,14 @@
    is set.
 3. The trainer process sees ``CUDA_VISIBLE_DEVICES``.
 
-:func:`load_launch` reproduces that and returns one :class:`Launch`. File reading is the only I/O;
-:func:`launch_from_mapping` is the pure core.
+:func:`load_launch` dispatches a command line (``swift rlhf``/``swift rollout``, ``accelerate launch``,
+``python``, ``torchrun``, ``trl grpo``/``trl vllm-serve``), a config file or a launcher script to its
+front end and returns one :class:`Launch`. Rules and the memory model see only this and ``GRPOConfig``.
 """
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping
-
-from .errors import GuardError
 
 CONFIG_SUFFIXES = ('.yaml', '.yml', '.json')
 # The launch environment that decides processes and devices (ms-swift.md §1.10).
@@ -43,6 +41,23 @@ class Launch:
     """The YAML/JSON file, if the launch came from one."""
     notes: list[str] = field(default_factory=list)
     """Things ms-swift would log while reading the launch (e.g. an ENV value overridden)."""
+    framework: str = 'swift'
+    """``swift`` or ``trl``: whose argument names every message and fix uses."""
+    kind: str = 'train'
+    """``train`` (a trainer, maybe with its rollout server) or ``rollout`` (a rollout server on its own)."""
+    rollout: 'Rollout | None' = None
+    """Server mode: the rollout server as launched (``--rollout CMD``, or the script's own command)."""
+    names: dict[str, str] = field(default_factory=dict)
+    """Framework-neutral field -> the framework's own flag, where they differ (TRL's ``max_prompt_length``)."""
+    trl: dict[str, Any] = field(default_factory=dict)
+    """TRL launches: the launcher (``accelerate``/``python``/``torchrun``/``trl``), accelerate's settings and
+    where they came from; empty for ms-swift."""
+    command: list[str] = field(default_factory=list)
+    """The command as typed (launcher and script included), for messages."""
+
+    def name(self, field_name: str) -> str:
+        """The user's own flag for a framework-neutral field name."""
+        return self.names.get(field_name, field_name)
 
     @property
     def uses_torchrun(self) -> bool:
@@ -56,94 +71,75 @@ class Launch:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {'config_file': self.config_file, 'argv': self.argv, 'env': self.env,
-                'file_env': self.file_env, 'uses_torchrun': self.uses_torchrun, 'notes': self.notes}
+        return {'framework': self.framework, 'config_file': self.config_file, 'argv': self.argv, 'env': self.env,
+                'file_env': self.file_env, 'uses_torchrun': self.uses_torchrun, 'notes': self.notes,
+                'rollout': self.rollout.to_dict() if self.rollout else None, 'trl': self.trl}
 
 
-def _value_to_argv(value: Any) -> list[str]:
-    if isinstance(value, list):
-        return [str(v) for v in value]
-    if isinstance(value, dict):
-        return [json.dumps(value, ensure_ascii=False)]
-    return [str(value)]
+@dataclass
+class Rollout:
+    """A vLLM rollout server (``swift rollout`` or ``trl vllm-serve``) as its command sets it up."""
+    framework: str
+    """``swift`` or ``trl``."""
+    argv: list[str]
+    """Its arguments (after ``swift rollout`` / ``trl vllm-serve``)."""
+    env: dict[str, str]
+    source: str
+    """Where it was read: ``--rollout``, ``script.sh:3`` or ``script.sh:3 (comment)``."""
+    model: str | None = None
+    tensor_parallel_size: int = 1
+    data_parallel_size: int = 1
+    max_model_len: int | None = None
+    """None: the model's full context (both servers pass None on to vLLM)."""
+    gpu_memory_utilization: float = 0.9
+    """Both servers default to 0.9 (RolloutArguments via VllmArguments; trl vllm_serve.ScriptArguments)."""
+    max_num_seqs: int | None = None
+    enforce_eager: bool = False
+    engine_kwargs: str | None = None
+    quantization: str | None = None
+    unknown: list[str] = field(default_factory=list)
+    """Its arguments the server would reject, each described with the fix."""
+    intended: dict[str, Any] = field(default_factory=dict)
+    """Values read from renamed/stale flags (ms-swift 3.x ``--data_parallel_size``), used for planning."""
 
-
-def launch_from_mapping(config: Mapping[str, Any], extra_argv: list[str], environ: Mapping[str, str],
-                        source: str = '<config>') -> Launch:
-    """Pure core of ``parse_yaml_args``: config mapping + extra argv + process environment → Launch."""
-    if not isinstance(config, Mapping):
-        raise GuardError(f'{source}: the top level must be a mapping of argument: value '
-                         f'(got {type(config).__name__}); write e.g. `rlhf_type: grpo`')
-    config = dict(config)
-    env_block = config.pop('ENV', None)
-    file_env: dict[str, str] = {}
-    notes: list[str] = []
-    merged = dict(environ)
-    if env_block:
-        if not isinstance(env_block, Mapping):
-            raise GuardError(f'{source}: `ENV:` must be a mapping of VARIABLE: value '
-                             f'(got {type(env_block).__name__}); write e.g. `ENV: {{NPROC_PER_NODE: 2}}`')
-        for k, v in env_block.items():
-            file_env[str(k)] = str(v)
-            if k not in environ:
-                merged[str(k)] = str(v)
-            elif str(v) != environ[k]:
-                notes.append(f'{k} is already set in environment, using `{environ[k]}` instead of `{v}` '
-                             f'(from {source} ENV)')
-    argv: list[str] = []
-    for k, v in config.items():
-        argv.append(f'--{k}')
-        argv += _value_to_argv(v)
-    argv += list(extra_argv)
-    env = {k: merged[k] for k in LAUNCH_ENV_KEYS if k in merged}
-    return Launch(argv=argv, env=env, file_env=file_env, config_file=source, notes=notes)
-
-
-def read_config_file(path: str | os.PathLike) -> Any:
-    """Load a YAML or JSON config the way ms-swift does, with one-line errors."""
-    p = Path(path)
-    if not p.exists():
-        raise GuardError(f'{p}: no such file; pass the path of a swift rlhf YAML/JSON config')
-    if p.is_dir():
-        raise GuardError(f'{p}: is a directory; pass the path of a swift rlhf YAML/JSON config')
-    try:
-        text = p.read_text(encoding='utf-8')
-    except UnicodeDecodeError as e:
-        raise GuardError(f'{p}: not valid UTF-8 at byte {e.start}; save the file as UTF-8') from None
-    except OSError as e:
-        raise GuardError(f'{p}: cannot read ({e.strerror})') from None
-    if p.suffix == '.json':
+    @property
+    def gpus(self) -> list[int] | None:
+        """GPU ids from its CUDA_VISIBLE_DEVICES (None: unset or unreadable)."""
+        raw = self.env.get('CUDA_VISIBLE_DEVICES')
+        if raw is None:
+            return None
         try:
-            return json.loads(text)
-        except json.JSONDecodeError as e:
-            raise GuardError(f'{p}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}') from None
-    import yaml
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, 'problem_mark', None)
-        where = f'{p}:{mark.line + 1}:{mark.column + 1}' if mark is not None else str(p)
-        problem = getattr(e, 'problem', None) or str(e).splitlines()[0]
-        raise GuardError(f'{where}: invalid YAML: {problem}') from None
+            return [int(x) for x in raw.split(',')] if raw.strip() else []
+        except ValueError:
+            return None
+
+    @property
+    def gpus_needed(self) -> int:
+        return max(1, self.tensor_parallel_size) * max(1, self.data_parallel_size)
+
+    def flag(self, neutral: str) -> str:
+        """The server's own flag for tensor_parallel_size, data_parallel_size, max_model_len, ..."""
+        if self.framework == 'trl':
+            return '--' + neutral
+        return '--vllm_' + neutral
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+        d = asdict(self)
+        d['gpus'] = self.gpus
+        return d
 
 
-def load_launch(args: list[str], environ: Mapping[str, str] | None = None) -> Launch:
-    """``args`` is what follows ``swift rlhf``: a config file and extra flags, or flags only.
+def load_launch(args: list[str], environ: Mapping[str, str] | None = None, rollout: str | None = None) -> Launch:
+    """A launch from what the user typed after ``grpo-guard check``: see :mod:`grpo_recipes.frontends`."""
+    from .frontends import read_launch
+    return read_launch(args, environ, rollout)
 
-    A leading ``swift rlhf`` (or ``swift rlhf`` after ``--``) is accepted and dropped, so a user can
-    paste their command line as is.
-    """
-    environ = dict(os.environ if environ is None else environ)
-    args = list(args)
-    if args[:1] == ['--']:
-        args = args[1:]
-    if args[:2] == ['swift', 'rlhf']:
-        args = args[2:]
-    if args and args[0].endswith(CONFIG_SUFFIXES):
-        config = read_config_file(args[0])
-        if config is None:  # ms-swift would pass the path on as an unknown argument
-            raise GuardError(f'{args[0]}: the file is empty; put `rlhf_type: grpo` and the other arguments in it')
-        return launch_from_mapping(config, args[1:], environ, source=args[0])
-    if args and not args[0].startswith('-'):
-        raise GuardError(f'{args[0]}: not a config file (expected .yaml, .yml or .json) nor a --flag')
-    return launch_from_mapping({}, args, environ, source='<command line>')
+
+def __getattr__(name: str):  # the ms-swift reader moved to frontends/swift.py
+    if name in ('launch_from_mapping', 'read_config_file'):
+        from .frontends import swift
+        return getattr(swift, name)
+    raise AttributeError(name)
+
+

@@ -1,0 +1,144 @@
+"""Launch readers, one per framework, all producing the one typed :class:`~grpo_recipes.launch.Launch`.
+
+    shell.py   VAR=value / env / export prefixes and whole launcher scripts -> commands (never run)
+    swift.py   swift rlhf (config file and/or flags), swift rollout
+    trl.py     accelerate launch / python / torchrun / trl grpo, trl vllm-serve
+
+:func:`read_launch` is the dispatcher: what the user typed after ``grpo-guard check`` (a config file, a
+``.sh`` launcher, or a command line after ``--``) plus an optional ``--rollout`` command.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+from ..errors import GuardError
+from ..launch import CONFIG_SUFFIXES, LAUNCH_ENV_KEYS, Launch, Rollout
+from .shell import Command, parse_command_text, read_script, split_env
+
+TRL_LAUNCHERS = ('accelerate', 'python', 'python3', 'torchrun', 'trl', 'deepspeed')
+
+
+def kind_of(argv: list[str]) -> tuple[str, str] | None:
+    """(framework, 'train' | 'rollout') of a command's argv, or None if it is neither."""
+    if not argv:
+        return None
+    head = os.path.basename(argv[0])
+    if head == 'swift' and argv[1:2] == ['rlhf']:
+        return 'swift', 'train'
+    if head == 'swift' and argv[1:2] == ['rollout']:
+        return 'swift', 'rollout'
+    if head == 'trl' and argv[1:2] == ['vllm-serve']:
+        return 'trl', 'rollout'
+    if head == 'trl' and argv[1:2] == ['grpo']:
+        return 'trl', 'train'
+    if head == 'accelerate' and argv[1:2] == ['launch']:
+        return 'trl', 'train'
+    if head in ('torchrun', 'deepspeed'):
+        return 'trl', 'train'
+    if head.startswith('python') and len(argv) > 1:
+        if argv[1:3] == ['-m', 'swift.cli.rlhf']:
+            return 'swift', 'train'
+        if argv[1:3] == ['-m', 'trl.scripts.vllm_serve']:
+            return 'trl', 'rollout'
+        return 'trl', 'train'
+    if argv[0].endswith(CONFIG_SUFFIXES) or argv[0].startswith('-'):
+        return 'swift', 'train'  # what follows `swift rlhf`
+    return None
+
+
+def read_rollout_command(cmd: Command, environ: Mapping[str, str], source: str) -> Rollout:
+    kind = kind_of(cmd.argv)
+    if kind is None or kind[1] != 'rollout':
+        raise GuardError(f'{source}: {" ".join(cmd.argv[:3])} is not a rollout server command; expected '
+                         f'`swift rollout ...` or `trl vllm-serve ...`')
+    env = {**{k: v for k, v in environ.items() if k == 'CUDA_VISIBLE_DEVICES'}, **cmd.env}
+    if kind[0] == 'swift':
+        from .swift import read_rollout
+        return read_rollout(cmd.argv, env, source)
+    from .trl import read_vllm_serve
+    return read_vllm_serve(cmd.argv, env, source)
+
+
+def _train_launch(framework: str, argv: list[str], env: Mapping[str, str], source: str) -> Launch:
+    if framework == 'swift':
+        from .swift import load_swift
+        return load_swift(argv, env)
+    from .trl import load_trl
+    return load_trl(argv, env, source)
+
+
+def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, Rollout | None]:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding='utf-8')
+    except FileNotFoundError:
+        raise GuardError(f'{p}: no such file; pass a launcher script, a config file, or a command after --') from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise GuardError(f'{p}: cannot read ({e})') from None
+    cmds = read_script(text, environ, source=str(p))
+    train = next(((c, kind_of(c.argv)) for c in cmds if not c.commented and (kind_of(c.argv) or ('', ''))[1]
+                  == 'train'), None)
+    roll = next((c for c in cmds if (kind_of(c.argv) or ('', ''))[1] == 'rollout' and not c.commented), None) or \
+        next((c for c in cmds if (kind_of(c.argv) or ('', ''))[1] == 'rollout'), None)
+    rollout = None
+    if roll is not None:
+        where = f'{p}:{roll.line}' + (' (comment)' if roll.commented else '')
+        rollout = read_rollout_command(roll, environ, where)
+    if train is None:
+        if rollout is None:
+            raise GuardError(f'{p}: no `swift rlhf`, `swift rollout`, `accelerate launch`, `trl` or `python` command '
+                             f'found; paste the command after -- instead')
+        return None, rollout
+    cmd, (framework, _) = train
+    env = {**environ, **cmd.env}
+    launch = _train_launch(framework, cmd.argv if framework != 'swift' else cmd.argv[2:], env, f'{p}:{cmd.line}')
+    if launch.config_file == '<command line>':
+        launch.config_file = f'{p}:{cmd.line}'
+    return launch, rollout
+
+
+def read_launch(args: list[str], environ: Mapping[str, str] | None = None,
+                rollout: str | None = None) -> Launch:
+    """Everything after ``grpo-guard check``'s own options -> one Launch (``launch.rollout`` set in server
+    mode when the rollout command is known). A rollout server on its own gives a Launch whose
+    ``argv`` is empty and whose ``rollout`` is set (``Launch.kind == 'rollout'``)."""
+    environ = dict(os.environ if environ is None else environ)
+    args = list(args)
+    if args[:1] == ['--']:
+        args = args[1:]
+    if not args:
+        raise GuardError('give a CONFIG file, a launcher script, or a command line after `--` '
+                         '(e.g. -- swift rlhf --rlhf_type grpo ...)')
+    roll = None
+    if args[0].endswith('.sh'):
+        launch, roll = _from_script(args[0], environ)
+        if args[1:]:
+            if launch is None:
+                raise GuardError(f'{args[0]}: extra arguments {args[1:]} but the script has no training command')
+            launch.argv += args[1:]
+    else:
+        env, rest = split_env(args)
+        merged = {**environ, **env}
+        kind = kind_of(rest)
+        if kind is None:
+            raise GuardError(f'{rest[0] if rest else args[0]}: not a config file (.yaml, .yml, .json), a launcher '
+                             f'script (.sh) nor a command this guard reads (swift rlhf, swift rollout, accelerate '
+                             f'launch, python, torchrun, trl grpo, trl vllm-serve)')
+        framework, what = kind
+        if what == 'rollout':
+            launch, roll = None, read_rollout_command(Command(env=env, argv=rest), environ, 'command line')
+        else:
+            argv = rest[2:] if rest[:2] == ['swift', 'rlhf'] else rest
+            if framework == 'swift' and argv[:3] and os.path.basename(rest[0]).startswith('python'):
+                argv = rest[3:]  # python -m swift.cli.rlhf ...
+            launch = _train_launch(framework, argv, merged, 'command line')
+    if rollout is not None:
+        roll = read_rollout_command(parse_command_text(rollout, '--rollout'), environ, '--rollout')
+    if launch is None:
+        launch = Launch(argv=[], env={k: v for k, v in (roll.env if roll else {}).items() if k in LAUNCH_ENV_KEYS},
+                        config_file=roll.source if roll else None, framework=roll.framework if roll else 'swift')
+        launch.kind = 'rollout'
+    launch.rollout = roll
+    return launch
