@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .config import GRPOConfig
@@ -69,6 +69,10 @@ class CheckReport:
     """ms-swift's real parser on the first fix (``--verify``)."""
     packages: dict = field(default_factory=dict)
     """Installed versions the rules saw (name -> version or None); vLLM's and FlashInfer's pick the sampler."""
+    assumptions: list = field(default_factory=list)
+    """What the verdict took as given (prompt lengths planned, rollout settings guessed, ...), one line each."""
+    memory_unchecked: str | None = None
+    """Why per-GPU memory was not predicted (no config.json, unknown card), None when it was."""
 
     @property
     def fits(self) -> bool | None:
@@ -78,12 +82,20 @@ class CheckReport:
     def ok(self) -> bool:
         return not any(f.severity == ERROR for f in self.findings)
 
+    def exit_code(self, allow_unchecked: bool = False) -> int:
+        """0 accepted; 1 errors, or memory not checked (unless ``allow_unchecked``)."""
+        if not self.ok:
+            return 1
+        return 1 if self.memory_unchecked and not allow_unchecked else 0
+
     def counts(self) -> dict[str, int]:
         return {s: sum(f.severity == s for f in self.findings) for s in (ERROR, WARNING, INFO)}
 
     def to_dict(self) -> dict:
         return {
             'ok': self.ok,
+            'memory_unchecked': self.memory_unchecked,
+            'assumptions': self.assumptions,
             'counts': self.counts(),
             'findings': [f.to_dict() for f in self.findings],
             'plan': self.plan.to_dict(),
@@ -111,21 +123,54 @@ def load_data_stats(path: str | os.PathLike) -> dict:
     return st
 
 
+def apply_rollout(cfg: GRPOConfig, launch: Launch) -> list[str]:
+    """Server mode: the trainer ignores its own vLLM engine arguments and the rollout server's decide the
+    rollout GPUs (ms-swift logs that vllm_max_model_len etc. are ignored in server mode). Returns the
+    assumptions made when the server's command is not known."""
+    if not (cfg.use_vllm and cfg.vllm_mode == 'server'):
+        return []
+    r = launch.rollout
+    if r is None:
+        return [f'rollout server not given (--rollout "CMD"): its TP, DP, max_model_len and utilisation are taken '
+                f'as TP {cfg.vllm_tensor_parallel_size}, DP {cfg.vllm_data_parallel_size}, '
+                f'{cfg.vllm_max_model_len or "the model context"}, {cfg.vllm_gpu_memory_utilization}']
+    cfg.vllm_tensor_parallel_size = r.tensor_parallel_size
+    cfg.vllm_data_parallel_size = r.data_parallel_size
+    cfg.vllm_max_model_len = r.max_model_len
+    cfg.vllm_gpu_memory_utilization = r.gpu_memory_utilization
+    cfg.vllm_max_num_seqs = r.max_num_seqs
+    cfg.vllm_enforce_eager = r.enforce_eager
+    cfg.vllm_engine_kwargs = r.engine_kwargs
+    return []
+
+
+def _config_from(launch: Launch) -> tuple[GRPOConfig, list[str]]:
+    if launch.framework == 'trl':
+        from .frontends.trl import to_config
+        return to_config(launch)
+    try:
+        return GRPOConfig.from_argv(launch.argv)
+    except ArgumentError as e:
+        raise InvalidLaunch(f'{launch.config_file}: swift rlhf rejects the arguments: {e}') from None
+
+
 def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
                  model_config: dict | None = None, memory: bool = True, fixes: bool = True,
                  data_stats: dict | None = None) -> CheckReport:
-    try:
-        cfg, remaining = GRPOConfig.from_argv(launch.argv)
-    except ArgumentError as e:
-        raise InvalidLaunch(f'{launch.config_file}: swift rlhf rejects the arguments: {e}') from None
+    if launch.kind == 'rollout':
+        from .rollout_check import check_rollout
+        return check_rollout(launch, hw, packages=packages, model_config=model_config)
+    cfg, remaining = _config_from(launch)
+    assumptions = apply_rollout(cfg, launch)
+    if hw.rollout_gpus is None and launch.rollout is not None and launch.rollout.gpus is not None:
+        hw = replace(hw, rollout_gpus=tuple(launch.rollout.gpus))
     plan = build_plan(cfg, launch.env, hw)
-    extra: list[Finding] = []
+    unchecked = None
     if model_config is None:
         try:
             model_config = load_model_config(cfg.model)
         except GuardError as e:
-            extra.append(Finding(INFO, 'model.config-unavailable', ['model'],
-                                 f'{e}; rules that need the architecture (heads, context) were skipped', None))
+            unchecked = f'no config.json for {cfg.model} ({e})'
     base = Path(launch.config_file).parent if launch.config_file and os.path.isfile(launch.config_file) else None
     packages = installed_packages() if packages is None else packages
     ctx = Context(cfg=cfg, launch=launch, plan=plan, hw=hw, model=model_config, remaining=remaining,
@@ -133,9 +178,12 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
                   dataset_columns=dataset_columns(cfg.dataset, base),
                   environ={k: os.environ[k] for k in ('PYTORCH_CUDA_ALLOC_CONF',) if k in os.environ},
                   data_stats=data_stats)
-    findings = run_rules(ctx) + extra
-    report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings, packages=packages)
-    if memory:
+    findings = run_rules(ctx)
+    report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings, packages=packages,
+                         assumptions=assumptions, memory_unchecked=unchecked)
+    if memory and unchecked is None:
         from .memplan import plan_memory
         plan_memory(report, model_config, want_fixes=fixes, data_stats=data_stats)
+    elif not memory:
+        report.memory_unchecked = 'memory planning was turned off'
     return report

@@ -113,6 +113,10 @@ class GRPOConfig:
     deepspeed: str | None = None
     """``zero0``..``zero3``, ``zero2_offload``, ``zero3_offload`` or a JSON file."""
     fsdp: str | None = None
+    """``fsdp2`` (ms-swift's swift/config/fsdp2.json: ``full_shard``, FSDP v2, activation checkpointing on)
+    or an FSDP strategy string/JSON file; ``shard_grad_op`` shards gradients and optimizer only."""
+    sequence_parallel_size: int = 1
+    """Ulysses sequence parallelism: each group of this many ranks splits one sequence's tokens."""
     gradient_checkpointing: bool = True
     use_liger_kernel: bool = False
     """Liger kernels: the fused linear + loss never materialises the full-vocabulary logits."""
@@ -171,6 +175,15 @@ class GRPOConfig:
     @property
     def is_lora(self) -> bool:
         return self.tuner_type not in ('full',)
+
+    @property
+    def fsdp_sharding(self) -> str | None:
+        """``full_shard`` or ``shard_grad_op`` for an FSDP launch, None without FSDP. ms-swift's ``fsdp2``
+        preset is full_shard (swift/config/fsdp2.json); a JSON file we cannot read counts as full_shard."""
+        if not self.fsdp:
+            return None
+        text = self.fsdp.lower()
+        return 'shard_grad_op' if 'shard_grad_op' in text or 'hybrid_shard_zero2' in text else 'full_shard'
 
     @property
     def zero_stage(self) -> int | None:

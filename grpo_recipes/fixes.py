@@ -61,7 +61,7 @@ def _knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int) -> list[lis
     """Each knob: a list of alternative change dicts (argument -> new value)."""
     knobs: list[list[dict]] = []
     colocate = cfg.use_vllm and cfg.vllm_mode == 'colocate'
-    if cfg.use_vllm:
+    if colocate:  # in server mode the trainer's vLLM settings are ignored: they cannot move a training GPU
         want = prompt_len + cfg.max_completion_length
         if cfg.vllm_max_model_len is None or cfg.vllm_max_model_len > want:
             knobs.append([{'vllm_max_model_len': want}])
@@ -126,13 +126,15 @@ def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
                 new = _apply(cfg, change)
                 new_plan = build_plan(new, report.launch.env, report.hardware)
                 mem = estimate(new, new_plan, replace(inp))  # a copy: estimate fills in prompt_len
-                if not all(m.fits and not m.problems for m in mem):
+                # only the training GPUs: no trainer setting moves a rollout server's GPU
+                if not all(m.fits and not m.problems for m in mem if m.role != 'rollout'):
                     continue  # a fix must also leave vLLM's KV cache room for the whole rollout
-                peak = max(m.peak_fraction for m in mem)
+                peak = max(m.peak_fraction for m in mem if m.role != 'rollout')
                 semantic = 'beta' in change
                 cost = (semantic, peak > 0.9, n, sum(idxs), -peak)
                 fix = Fix({k: (getattr(cfg, k), v) for k, v in change.items()}, round(peak, 4),
-                          max(mem, key=lambda m: m.peak_fraction).phase, semantic, mem)
+                          max((m for m in mem if m.role != 'rollout'), key=lambda m: m.peak_fraction).phase,
+                          semantic, mem)
                 found.append((cost, fix))
         if any(not c[0][0] and not c[0][1] for c in found):
             break

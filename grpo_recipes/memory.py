@@ -152,38 +152,57 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
         t['weights'] = 0.0 if offload_param else (pb * P / N if stage == 3 else pb * P)
 
     # gradients + optimizer (AdamW). Without DeepSpeed ms-swift trains bf16 params with bf16 grads
-    # and AdamW states in the param dtype (2 + 4 B). DeepSpeed bf16 keeps fp32 master + fp32 m, v and
-    # an fp32 grad buffer: 16 B/param partitioned by stage (DeepSpeed estimators, §D.2), plus the
-    # 16-bit grads (2 B, partitioned from ZeRO-2).
+    # and AdamW states in the param dtype (2 + 4 B). With DeepSpeed, its own estimators
+    # (deepspeed/runtime/zero/stage_1_and_2.py estimate_zero2_model_states_mem_needs and stage3.py
+    # estimate_zero3_model_states_mem_needs, peers-and-memory.md §D.2):
+    #   ZeRO-2: 2P (16-bit params) + 18P/N ("2_grads_16bit + 4_grads_32bit + 4_params_32bit +
+    #           8_optimizer_states_32bit"); optimizer offload: 2P.
+    #   ZeRO-3: 18P/N + 4L (L = largest layer, gathered fp16 params + grads); optimizer offload: 2P/N + 4L;
+    #           param + optimizer offload: 4L.
+    #   ZeRO-1 has no estimator: 16-bit grads unpartitioned (2P) + 16P/N.
+    # FSDP2 (ms-swift fsdp2.json, full_shard): accelerate upcasts the parameters to fp32 for mixed
+    # precision (accelerate/utils/fsdp_utils.py fsdp2_prepare_model), so 4 (param) + 4 (grad) + 8 (AdamW)
+    # bytes sharded over N, plus the gathered largest layer as under ZeRO-3; shard_grad_op keeps the
+    # fp32 params whole.
+    fsdp = cfg.fsdp_sharding if not cfg.deepspeed else None
     if cfg.is_lora:
         # LoRA adapters are kept in fp32 by PEFT: 4 (param) + 4 (grad) + 8 (m, v)
-        t['lora_params'] = 4 * T / (N if stage == 3 else 1)
+        t['lora_params'] = 4 * T / (N if stage == 3 or fsdp == 'full_shard' else 1)
         states = 12 * T
-        t['grads+optimizer'] = 0.0 if offload_opt else (states / N if stage in (1, 2, 3) else states)
+        t['grads+optimizer'] = 0.0 if offload_opt else (states / N if stage in (1, 2, 3) or fsdp else states)
+        if fsdp == 'full_shard':
+            t['weights'] = base_bytes / N
+    elif fsdp is not None:
+        t['weights'] = 4 * P / N if fsdp == 'full_shard' else 4 * P
+        t['grads+optimizer'] = 12 * T / N
     elif stage is None:
         t['grads+optimizer'] = 3 * pb * T  # grads + AdamW m, v in the parameter dtype
+    elif stage == 3:
+        t['grads+optimizer'] = 0.0 if offload_opt else 16 * T / N
     else:
         grads16 = 2 * T / N if stage >= 2 else 2 * T
-        fp32_states = 16 * T / N if stage >= 1 else 16 * T
+        fp32_states = 16 * T / N
         if offload_opt:
-            fp32_states = 0.0
+            grads16, fp32_states = 0.0, 0.0
         t['grads+optimizer'] = grads16 + fp32_states
-    if stage == 3:
-        # gathered params + grads of the largest module (DS estimate: 4 x largest layer)
+    if stage == 3 or fsdp == 'full_shard':
+        # gathered 16-bit params + grads of the largest module (DS estimate: 4 x largest layer)
         t['zero3_live_params'] = 4 * a.largest_layer_params()
 
     # reference model: full training with beta != 0 (LoRA disables the adapter instead)
     if not cfg.is_lora and cfg.beta != 0:
-        t['ref_model'] = 0.0 if offload_param else (pb * P / N if stage == 3 else pb * P)
+        t['ref_model'] = 0.0 if offload_param else (pb * P / N if stage == 3 or fsdp == 'full_shard' else pb * P)
 
     # activations: per micro-batch of bs sequences of prompt + completion tokens (padded)
     bs = cfg.per_device_train_batch_size
     prompt = inp.prompt_len or 0
-    C = cfg.max_completion_length
-    tokens = bs * (prompt + C)
+    # Ulysses sequence parallelism splits each sequence's tokens over its group (swift/sequence_parallel)
+    sp = max(1, cfg.sequence_parallel_size)
+    C = math.ceil(cfg.max_completion_length / sp)
+    tokens = bs * math.ceil((prompt + cfg.max_completion_length) / sp)
     h, L, I = a.hidden, a.layers, a.token_mlp_width
     per_layer_token = 16 * h + 8 * I  # one layer's saved tensors, bf16 (§E.5 estimate for SwiGLU)
-    if cfg.gradient_checkpointing:
+    if cfg.gradient_checkpointing or cfg.fsdp_sharding:  # fsdp2.json turns activation_checkpointing on
         # layer inputs (2h bytes/token/layer) + one layer recomputed during backward
         act = tokens * (2 * h * L + per_layer_token)
     else:

@@ -3,6 +3,7 @@ search for a fix when a GPU does not fit."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from .arch import Arch
 from .memory import Inputs, dominant_term, estimate, resolve_sampler
@@ -16,15 +17,13 @@ def memory_inputs(report, model_config: dict | None) -> Inputs | None:
     if model_config is None:
         return None
     if cap is None:
-        report.findings.append(Finding(INFO, 'memory.gpu-unknown', ['--gpu-type'],
-                                       'GPU model unknown, so per-GPU memory was not predicted',
-                                       'pass --gpu-type (A100-40G, A100-80G, H100, ...) or --gpu-mem GIB'))
+        report.memory_unchecked = ('GPU model unknown: pass --gpu-type (A100-40G, A100-80G, H100, ...) or '
+                                   '--gpu-mem GIB')
         return None
     try:
         arch = Arch.from_config(model_config)
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
-        report.findings.append(Finding(INFO, 'memory.arch-unknown', ['model'],
-                                       f'cannot read the architecture from config.json ({e!r})', None))
+        report.memory_unchecked = f'cannot read the architecture from config.json ({e!r})'
         return None
     # as ms-swift applies an ENV block: a variable already in the environment wins
     env_sampler = os.environ.get(SAMPLER_ENV, report.launch.file_env.get(SAMPLER_ENV))
@@ -39,20 +38,76 @@ def _structurally_ok(report) -> bool:
                    for f in report.findings)
 
 
+# The memory model's error on published training peaks of current stacks (README, "Calibration"):
+# median 6%, so a prediction above 1 - MODEL_ERROR of the card is within the error of an OOM.
+MODEL_ERROR = 0.06
+
+
+def prompt_bound(report, arch: Arch, data_stats: dict | None) -> tuple[int, str, bool]:
+    """(longest prompt to plan for, why, whether the launch itself bounds it). A prompt is at most
+    max_length (ms-swift truncates or resamples longer ones), and prompt + completion at most vLLM's
+    max_model_len (ms-swift caps max_tokens at max_model_len - prompt, set_default_max_tokens); with
+    --data-stats, at most the data's longest prompt."""
+    cfg = report.cfg
+    ctx = arch.context_len
+    C = cfg.max_completion_length
+    bounds = [(cfg.max_length, 'max_length')] if cfg.max_length else []
+    mml = cfg.vllm_max_model_len if cfg.use_vllm else None
+    if mml:
+        where = 'the rollout server\'s max_model_len' if cfg.vllm_mode == 'server' else 'vllm_max_model_len'
+        bounds.append((max(0, mml - C), f'{where} {mml} - max_completion_length {C}'))
+    if data_stats:
+        bounds.append((data_stats['max'], 'the data\'s longest prompt (--data-stats)'))
+    bounded = bool(bounds)
+    if not bounds:
+        bounds.append((max(1, ctx - C), f'the model context {ctx} - max_completion_length {C}'))
+    n, why = min(bounds, key=lambda b: b[0])
+    return min(n, ctx), why, bounded
+
+
+def _largest_prompt_that_fits(cfg, plan, inp: Inputs, hi: int) -> int | None:
+    """Binary search the prompt length at which every training GPU still fits (None: not even 1 token)."""
+    def fits(n: int) -> bool:
+        mem = estimate(cfg, plan, replace(inp, prompt_len=n))
+        return all(m.peak_fraction <= 1.0 for m in mem if m.role != 'rollout')
+    if not fits(1):
+        return None
+    lo = 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
 def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data_stats: dict | None = None) -> None:
     inp = memory_inputs(report, model_config)
-    if inp is not None and data_stats:
-        # a micro-batch is padded to its longest prompt, which the data bounds more tightly than max_length
-        ctx = inp.arch.context_len
-        inp.prompt_len = min(report.cfg.max_length or ctx, data_stats['max'], ctx)
-    if inp is None or not _structurally_ok(report):
+    if inp is None:
         return
     cfg = report.cfg
+    inp.prompt_len, why, bounded = prompt_bound(report, inp.arch, data_stats)
+    if inp.prompt_len == 0:
+        report.assumptions.append(f'prompt + completion of up to {cfg.max_completion_length:,} tokens ({why} <= 0: '
+                                  f'completions are capped at max_model_len - prompt)')
+    else:
+        report.assumptions.append(f'prompts of up to {inp.prompt_len:,} tokens ({why}), completions of up to '
+                                  f'{cfg.max_completion_length:,}')
+    if not _structurally_ok(report):
+        report.memory_unchecked = 'the launch has errors that decide the batch or the processes; fix them first'
+        return
     if cfg.per_device_train_batch_size < 1 or cfg.max_completion_length < 1 or \
             not 0 < cfg.vllm_gpu_memory_utilization <= 1 or cfg.vllm_tensor_parallel_size < 1:
+        report.memory_unchecked = 'a batch, length or vLLM setting is out of range (see the errors)'
         return
-    report.memory = estimate(cfg, report.plan, inp)
+    report.memory = estimate(cfg, report.plan, replace(inp))
+    if cfg.use_vllm:
+        report.assumptions.append(f'vLLM\'s profiling run samples with the {inp.vllm_sampler} top-k/top-p sampler '
+                                  f'({inp.vllm_sampler_why})')
     seen = set()
+    train_oom = any(m.peak_fraction > 1.0 for m in report.memory if m.role != 'rollout')
+    conditional = None
+    if train_oom and not bounded:
+        # the launch sets no prompt limit: the OOM happens only if the data has prompts that long
+        conditional = _largest_prompt_that_fits(cfg, report.plan, inp, inp.prompt_len)
     for m in report.memory:
         for p in m.problems:
             key = (p['check'], m.role)
@@ -60,29 +115,58 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
                 continue
             seen.add(key)
             sev = p.get('severity', 'error')
-            report.findings.append(Finding(ERROR if sev == 'error' else WARNING, p['check'],
-                                           ['vllm_gpu_memory_utilization', 'vllm_max_model_len'],
-                                           f'GPU {m.gpu} ({m.role}): {p["message"]}',
-                                           'see the proposed fix below' if sev == 'error' else
+            names = ['vllm_gpu_memory_utilization', 'vllm_max_model_len']
+            if m.role == 'rollout' and report.launch.rollout is not None:
+                names = [report.launch.rollout.flag('gpu_memory_utilization').lstrip('-'),
+                         report.launch.rollout.flag('max_model_len').lstrip('-')]
+            fix = None if sev != 'error' else (
+                'change the rollout server\'s command (no trainer setting moves this GPU)' if m.role == 'rollout'
+                else None)
+            report.findings.append(Finding(ERROR if sev == 'error' else WARNING, p['check'], names,
+                                           f'GPU {m.gpu} ({m.role}): {p["message"]}', fix if sev == 'error' else
                                            'raise vllm_gpu_memory_utilization or lower the rollout batch'))
         if m.peak_fraction > 1.0 and ('oom', m.role) not in seen:
             seen.add(('oom', m.role))
             term, gib = dominant_term(m)
+            msg = (f'GPU {m.gpu} ({m.role}) needs {m.total_gib:.1f} GiB in the {m.phase} phase, more than its '
+                   f'{m.capacity_gib:.1f} GiB; the largest term is {term} ({gib:.1f} GiB)')
+            if m.role != 'rollout' and conditional is not None:
+                report.findings.append(Finding(
+                    WARNING, 'memory.oom-if-long-prompts', ['max_length'],
+                    f'{msg} with prompts of {inp.prompt_len:,} tokens, which nothing in the launch rules out; it '
+                    f'fits with prompts of up to {conditional:,} tokens',
+                    f'max_length: {conditional} (with truncation_strategy: delete after `grpo-data filter`), or '
+                    f'--data-stats to plan with the data\'s real lengths'))
+                continue
+            report.findings.append(Finding(ERROR, 'memory.oom', [term.split(' ')[0]], msg, None))
+        elif m.fits and m.peak_fraction > 1 - MODEL_ERROR and ('tight', m.role) not in seen:
+            seen.add(('tight', m.role))
             report.findings.append(Finding(
-                ERROR, 'memory.oom', [term.split(' ')[0]],
-                f'GPU {m.gpu} ({m.role}) needs {m.total_gib:.1f} GiB in the {m.phase} phase, more than its '
-                f'{m.capacity_gib:.1f} GiB; the largest term is {term} ({gib:.1f} GiB)',
-                'see the proposed fix below'))
-    if want_fixes and report.memory and not all(m.fits for m in report.memory):
+                WARNING, 'memory.tight', [],
+                f'GPU {m.gpu} ({m.role}) is predicted at {m.peak_fraction:.1%} of its {m.capacity_gib:.1f} GiB; the '
+                f'memory model\'s median error is {MODEL_ERROR:.0%} (README, Calibration), so this may not fit',
+                f'keep {MODEL_ERROR:.0%} headroom: lower vllm_gpu_memory_utilization or the micro-batch'))
+    hard = [f for f in report.findings if f.severity == ERROR and f.rule.startswith(('memory.', 'vllm.'))]
+    train_hard = [m for m in report.memory if m.role != 'rollout' and not m.fits]
+    if conditional is not None:
+        train_hard = []
+    if want_fixes and train_hard:
         from .fixes import search_fixes
         report.fixes = search_fixes(report, inp)
         if report.fixes:
             best = report.fixes[0]
+            for f in hard:
+                if f.fix is None:
+                    f.fix = 'the proposed fix (memory.fix) below'
             report.findings.append(Finding(INFO, 'memory.fix', sorted(best.changes),
                                            f'a config that fits (peak {best.peak_fraction:.0%} of the GPU, same '
                                            f'num_generations and prompts per optimizer step)', best.yaml_diff()))
         else:
             report.findings.append(Finding(WARNING, 'memory.no-fix', [],
-                                           'no change within the searched knobs makes this launch fit; use more '
-                                           'or larger GPUs, or a smaller model', None))
+                                           'no change within the searched knobs (vLLM length and utilisation, sleep, '
+                                           'micro-batch split, checkpointing, offload, ZeRO stage, vLLM TP) makes the '
+                                           'training GPUs fit; use more or larger GPUs, or a smaller model', None))
+    for f in hard:
+        if f.fix is None:
+            f.fix = 'more GPU memory per process (a larger card or more GPUs), or a smaller model'
     report.findings.sort(key=lambda f: {'error': 0, 'warning': 1, 'info': 2}[f.severity])

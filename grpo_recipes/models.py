@@ -34,8 +34,17 @@ def cached_snapshot(model: str, needed: tuple[str, ...] = ('config.json',)) -> P
     hf_home = Path(os.environ.get('HF_HOME', Path.home() / '.cache' / 'huggingface'))
     hf_repo = hf_home / 'hub' / ('models--' + model.replace('/', '--')) / 'snapshots'
     candidates = sorted(hf_repo.iterdir(), reverse=True) if hf_repo.is_dir() else []
+    # ModelScope (ms-swift's default hub): modelscope >= 1.40 keeps an HF-like layout
+    # (<cache>/models/<org>--<name>/snapshots/<rev>/); older releases keep <cache>/hub/models/<org>/<name>
+    # with every '.' in the name written as '___' (modelscope/hub/file_download.py), and some
+    # <cache>/models/<org>/<name> or <cache>/hub/<org>/<name>.
     ms_cache = Path(os.environ.get('MODELSCOPE_CACHE', Path.home() / '.cache' / 'modelscope'))
-    candidates += [ms_cache / 'models' / model, ms_cache / 'hub' / 'models' / model, ms_cache / 'hub' / model]
+    org, _, name = model.partition('/')
+    ms_snap = ms_cache / 'models' / f'{org}--{name}' / 'snapshots'
+    candidates += sorted(ms_snap.iterdir(), reverse=True) if ms_snap.is_dir() else []
+    candidates += [ms_cache / 'hub' / 'models' / org / name.replace('.', '___'), ms_cache / 'models' / model,
+                   ms_cache / 'hub' / 'models' / model, ms_cache / 'hub' / model,
+                   ms_cache / 'hub' / org / name.replace('.', '___')]
     for cand in candidates:
         if any((cand / f).is_file() for f in needed):
             return cand

@@ -243,6 +243,18 @@ def rollout_gpus(ctx: Context) -> list[Finding]:
 
 
 @rule
+def rollout_server_arguments(ctx: Context) -> list[Finding]:
+    """Server mode with the rollout command known: the server's own start-up checks (its GPU count and
+    overlap are the device rules' business)."""
+    r = ctx.launch.rollout
+    if r is None or not (ctx.cfg.use_vllm and ctx.cfg.vllm_mode == 'server'):
+        return []
+    from .rollout_check import rollout_findings
+    return [f for f in rollout_findings(r, ctx.hw, ctx.model, as_error=False)
+            if f.rule not in ('rollout.gpu-count', 'rollout.gpu-missing')]
+
+
+@rule
 def colocate_tp_divides_world(ctx: Context) -> list[Finding]:
     cfg, p = ctx.cfg, ctx.plan
     tp = cfg.vllm_tensor_parallel_size
@@ -443,14 +455,6 @@ def batch_shape_warnings(ctx: Context) -> list[Finding]:
     if G <= 1 or cfg.per_device_train_batch_size < 1 or not p.steps_per_generation or p.steps_per_generation <= 0:
         return []
     out = []
-    per_proc = p.completions_per_process_per_step
-    if per_proc < G:
-        out.append(Finding(WARNING, 'batch.group-per-process', ['per_device_train_batch_size',
-                                                                'gradient_accumulation_steps', 'num_generations'],
-                           f'each process trains on {per_proc} completion(s) per optimizer step, less than one '
-                           f'prompt group (num_generations={G}): every group is split across processes and a '
-                           f'step sees {p.prompts_per_optimizer_step:.3g} prompt(s) in all',
-                           f'per_device_train_batch_size × gradient_accumulation_steps >= {G}'))
     ga = cfg.gradient_accumulation_steps or 1
     spg = p.steps_per_generation
     if cfg.num_iterations <= 1 and spg == ga and cfg.is_set('epsilon'):
@@ -519,19 +523,43 @@ def length_rules(ctx: Context) -> list[Finding]:
         out.append(Finding(WARNING, 'length.max-model-len', ['max_model_len'],
                            f'max_model_len ({cfg.max_model_len}) is a model argument (context/RoPE override), not '
                            f'vLLM\'s; before ms-swift 3.8 it meant vLLM', f'vllm_max_model_len: {cfg.max_model_len}'))
-    limit = vllm_len if (cfg.use_vllm and vllm_len is not None) else model_max
-    which = 'vllm_max_model_len' if (cfg.use_vllm and vllm_len is not None) else 'the model context'
-    if cfg.max_length is not None and limit is not None and cfg.use_vllm:
-        total = cfg.max_length + cfg.max_completion_length
-        if total > limit:
-            out.append(Finding(ERROR, 'length.prompt-plus-completion', ['max_length', 'max_completion_length',
-                                                                         'vllm_max_model_len'],
-                               f'max_length ({cfg.max_length}, the prompt limit in GRPO) + max_completion_length '
-                               f'({cfg.max_completion_length}) = {total} exceeds {which} ({limit}): long prompts get '
-                               f'their completions silently cut to {limit} - prompt tokens',
-                               f'vllm_max_model_len: {total}' if model_max is None or total <= model_max else
-                               f'max_length: {max(1, limit - cfg.max_completion_length)}',
-                               'swift/infer_engine/infer_engine.py::set_default_max_tokens'))
+    limit = vllm_len if (cfg.use_vllm and vllm_len is not None) else None
+    which = ('the rollout server\'s max_model_len' if cfg.vllm_mode == 'server' else 'vllm_max_model_len')
+    C = cfg.max_completion_length
+    src = 'swift/infer_engine/infer_engine.py::set_default_max_tokens'
+    if limit is not None and C >= limit:
+        out.append(Finding(WARNING, 'length.completion-exceeds-context', ['max_completion_length', 'vllm_max_model_len'],
+                           f'max_completion_length ({C}) >= {which} ({limit}): no prompt leaves room for a full '
+                           f'completion; every completion is capped at {limit} - prompt tokens, so '
+                           f'max_completion_length is never reached',
+                           f'vllm_max_model_len: {C + (cfg.max_length or 1024)}', src))
+    elif limit is not None:
+        room = limit - C
+        longest = cfg.max_length if cfg.max_length is not None else model_max
+        stats = ctx.data_stats if ctx.data_stats and isinstance(ctx.data_stats.get('max'), int) else None
+        if stats:
+            longest = min(longest, stats['max']) if longest else stats['max']
+        if longest is not None and longest >= limit and stats is not None:
+            out.append(Finding(ERROR, 'length.prompt-fills-context', ['max_length', 'vllm_max_model_len'],
+                               f'the data has prompts of {stats["max"]} tokens and max_length '
+                               f'{cfg.max_length or "(unset)"} lets them through; a prompt of {limit} tokens or more '
+                               f'stops the rollout: "Input length (N) leaves no room for generation with max_model_len '
+                               f'({limit})"', f'max_length: {room} (and grpo-data filter), or vllm_max_model_len: '
+                               f'{stats["max"] + C}', src))
+        elif longest is not None and longest > room:
+            what = f'prompts of up to {longest} tokens' if stats or cfg.max_length else 'prompts'
+            stop = (f'; a prompt of {limit}+ tokens would stop the rollout ("Input length (N) leaves no room for '
+                    f'generation")' if longest >= limit else '')
+            known = stats is not None or cfg.max_length is not None  # else only the model context admits them
+            out.append(Finding(WARNING if known else INFO, 'length.completion-capped', ['max_length',
+                                                                                         'max_completion_length',
+                                                                      'vllm_max_model_len'],
+                               f'{what} are allowed but {which} is {limit}: a prompt longer than {room} tokens gets '
+                               f'its completion capped at {limit} - prompt tokens (ms-swift logs "max_model_len - '
+                               f'num_tokens < max_tokens"){stop}',
+                               f'max_length: {room} to keep every completion whole, or vllm_max_model_len: '
+                               f'{longest + C}' if longest + C <= (model_max or longest + C) else
+                               f'max_length: {room}', src))
     if cfg.max_length is None and cfg.rlhf_type == 'grpo':
         out.append(Finding(INFO, 'length.max-length-unset', ['max_length'],
                            f'max_length (the GRPO prompt limit) is unset, so it is the model context'

@@ -2,7 +2,11 @@
 
     grpo-guard check CONFIG [-- extra swift args]      plan + rules, in well under a second
     grpo-guard run CONFIG [-- extra swift args]        check, then exec `swift rlhf` (refuses on errors)
-    grpo-guard -- swift rlhf --flag value ...          check + run for a bare command line
+    grpo-guard [options] -- swift rlhf --flag value ... check + run for a bare command line
+    grpo-guard check launcher.sh                       a launcher script as written (its env, its rollout)
+    grpo-guard check CONFIG --rollout "CUDA_VISIBLE_DEVICES=6,7 swift rollout ..."   server mode
+    grpo-guard check -- swift rollout ...              a rollout server on its own
+    grpo-guard check -- accelerate launch ... train_grpo.py --use_vllm ...          a TRL launch
     grpo-guard validate CONFIG [-- extra swift args]   ms-swift's own parser, in a subprocess
 
 Exit status: 0 clean/valid, 1 errors/invalid, 2 usage or input error.
@@ -40,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
                            ('run', 'check, then exec `swift rlhf` with the same argv and environment')):
         c = sub.add_parser(name, help=helptext, description=helptext, epilog=EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-        c.add_argument('config', nargs='?', help='swift rlhf YAML/JSON config (omit and use `-- swift rlhf ...`)')
+        c.add_argument('config', nargs='?', help='swift rlhf YAML/JSON config or a launcher .sh (omit and use '
+                       '`-- swift rlhf ...`, `-- accelerate launch ...`)')
         _hardware_args(c)
         c.add_argument('--json', action='store_true', help='print one JSON object (ok, findings, plan, ...)')
         if name == 'run':
@@ -67,15 +72,37 @@ def _hardware_args(p: argparse.ArgumentParser) -> None:
                    '(overrides the --gpu-type catalogue)')
     p.add_argument('--verify', action='store_true', help='also put the proposed memory fix through ms-swift\'s '
                    'real parser (about 10 s)')
+    p.add_argument('--rollout', metavar='CMD', help='server mode: the rollout server\'s command as typed, e.g. '
+                   '"CUDA_VISIBLE_DEVICES=6,7 swift rollout --model M --vllm_data_parallel_size 2" (read, never run)')
+    p.add_argument('--model-config', metavar='DIR', help='a dir holding the model\'s config.json (or the file) '
+                   'when the model is neither local nor in the HF/ModelScope cache')
+    p.add_argument('--allow-unchecked', action='store_true', help='exit 0 (and let `run` launch) when the rules '
+                   'pass but memory could not be checked (no config.json, unknown GPU)')
 
 
 def _launch_args(config: str | None, extra: list[str]) -> list[str]:
-    """What follows `swift rlhf`: the config (if any) and the extra arguments."""
-    if extra[:2] == ['swift', 'rlhf']:  # a pasted command line
-        extra = extra[2:]
+    """What the user typed: the config or script (if any) and what follows `--`."""
     if config is None and not extra:
-        raise GuardError('give a CONFIG file, or a command line after `--` (e.g. -- swift rlhf --rlhf_type grpo ...)')
+        raise GuardError('give a CONFIG file or launcher script, or a command line after `--` '
+                         '(e.g. -- swift rlhf --rlhf_type grpo ...)')
+    if config is not None and extra[:2] == ['swift', 'rlhf']:
+        extra = extra[2:]
     return ([config] if config else []) + extra
+
+
+def _model_config(path: str | None) -> dict | None:
+    if not path:
+        return None
+    import json
+    from pathlib import Path
+    p = Path(path)
+    f = p / 'config.json' if p.is_dir() else p
+    try:
+        return json.loads(f.read_text(encoding='utf-8'))
+    except FileNotFoundError:
+        raise GuardError(f'--model-config {path}: no config.json there; pass the model dir or its config.json') from None
+    except (OSError, ValueError) as e:
+        raise GuardError(f'--model-config {path}: not a readable config.json ({e})') from None
 
 
 def cmd_validate(opts, extra: list[str]) -> int:
@@ -115,11 +142,11 @@ def _check(opts, extra):
     from ..launch import load_launch
     if opts.gpus is not None and opts.gpus < 1:
         raise GuardError(f'--gpus {opts.gpus}: must be >= 1')
-    launch = load_launch(_launch_args(opts.config, extra))
+    launch = load_launch(_launch_args(opts.config, extra), rollout=opts.rollout)
     hw = detect(opts.gpus, opts.gpu_type, opts.rollout_gpus, opts.gpu_mem)
     from ..check import load_data_stats
     stats = load_data_stats(opts.data_stats) if opts.data_stats else None
-    report = check_launch(launch, hw, data_stats=stats)
+    report = check_launch(launch, hw, data_stats=stats, model_config=_model_config(opts.model_config))
     if getattr(opts, 'verify', False) and report.fixes:
         from ..realparse import validate
         from ..launch import Launch
@@ -137,12 +164,12 @@ def _checked(opts, extra: list[str]):
         print_json(report.to_dict())
     else:
         from .render import print_report
-        print_report(report)
+        print_report(report, allow_unchecked=opts.allow_unchecked)
     return report
 
 
 def cmd_check(opts, extra: list[str]) -> int:
-    return 0 if _checked(opts, extra).ok else 1
+    return _checked(opts, extra).exit_code(opts.allow_unchecked)
 
 
 def cmd_calibrate(opts) -> int:
@@ -160,21 +187,35 @@ def cmd_run(opts, extra: list[str]) -> int:
     import os
     import shutil
     report = _checked(opts, extra)
-    if not report.ok and not opts.force:
-        print('grpo-guard: not launching (errors above); fix them or pass --force', file=sys.stderr)
+    if report.exit_code(opts.allow_unchecked) and not opts.force:
+        why = 'errors above' if not report.ok else 'memory not checked; pass --allow-unchecked'
+        print(f'grpo-guard: not launching ({why}); fix them or pass --force', file=sys.stderr)
         return 1
+    launch = report.launch
+    if launch.kind != 'train' or launch.framework != 'swift' or (opts.config or '').endswith('.sh'):
+        raise GuardError('`run` launches `swift rlhf` configs and command lines; start this one yourself '
+                         '(the check above passed)')
     swift = shutil.which('swift')
     if swift is None:
         raise GuardError('`swift` is not on PATH; install ms-swift 4.6 (pip install grpo-recipes)')
-    cmd = [swift, 'rlhf', *_launch_args(opts.config, extra)]
+    args = _launch_args(opts.config, extra)
+    from ..frontends.shell import split_env
+    env_prefix, args = split_env(args)
+    if args[:2] == ['swift', 'rlhf']:
+        args = args[2:]
+    cmd = [swift, 'rlhf', *args]
     print('grpo-guard: exec ' + ' '.join(cmd), file=sys.stderr, flush=True)
-    os.execv(swift, cmd)  # same argv, same environment: swift reads the file and its ENV block itself
+    os.execve(swift, cmd, {**os.environ, **env_prefix})  # swift reads the file and its ENV block itself
     return 0  # not reached
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ['--']:  # grpo-guard -- swift rlhf ...: check and run a bare command line
+    commands = ('check', 'run', 'validate', 'calibrate')
+    first = next((a for a in argv if not a.startswith('-') or a == '--'), None)
+    if argv and first == '--' and not any(a in ('-h', '--help') for a in argv[:argv.index('--')]):
+        argv = ['run', *argv]  # grpo-guard [options] -- swift rlhf ...: check and run a bare command line
+    elif argv and argv[0].startswith('-') and argv[0] not in ('-h', '--help') and first not in commands:
         argv = ['run', *argv]
     ours, extra = split_passthrough(argv)
     opts = parse_command(build_parser(), ours)

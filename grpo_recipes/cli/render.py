@@ -1,6 +1,7 @@
 """Console rendering of a check report (rich), kept apart from the logic."""
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 
@@ -16,6 +17,22 @@ STYLE = {'error': 'bold red', 'warning': 'yellow', 'info': 'cyan'}
 
 def _ids(ids) -> str:
     return ','.join(str(i) for i in ids) if ids else '-'
+
+
+def _id_ranges(ids: list[str]) -> str:
+    """'0,1,2,3,5' -> '0-3,5' so a GPU column stays narrow."""
+    if not ids or not all(i.isdigit() for i in ids):
+        return ','.join(ids)
+    nums, out = sorted(int(i) for i in ids), []
+    start = prev = nums[0]
+    for n in nums[1:] + [None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        out.append(str(start) if start == prev else f'{start}-{prev}')
+        if n is not None:
+            start = prev = n
+    return ','.join(out)
 
 
 def plan_table(report: CheckReport) -> Table:
@@ -60,9 +77,10 @@ def _col(m, *keys) -> float:
 
 def memory_table(report: CheckReport) -> Table:
     """One row per group of identical GPUs; the terms of each GPU's peak phase (GiB)."""
-    t = Table(title='Predicted memory per GPU (GiB, terms of the peak phase)', title_justify='left',
-              title_style='bold', box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1))
-    for col in ('GPU', 'role', 'model', 'optim', 'act', 'vLLM', 'other', 'peak', 'cap', 'use', 'phase', 'verdict'):
+    caps = sorted({m.capacity_gib for m in report.memory})
+    t = Table(title=f'Predicted memory per GPU (GiB of {"/".join(f"{c:.1f}" for c in caps)}, terms of the peak '
+              f'phase)', title_justify='left', title_style='bold', box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+    for col in ('GPU', 'role', 'model', 'optim', 'act', 'vLLM', 'other', 'peak', 'use', 'phase', 'verdict'):
         t.add_column(col, justify='left' if col in ('GPU', 'role', 'phase', 'verdict') else 'right', no_wrap=True,
                      min_width=4 if col == 'verdict' else None)
     groups: dict = {}
@@ -71,7 +89,7 @@ def memory_table(report: CheckReport) -> Table:
         groups.setdefault(key, []).append(m)
     for ms in groups.values():
         m = ms[0]
-        ids = ','.join(x.gpu for x in ms)
+        ids = _id_ranges([x.gpu for x in ms])
         model = _col(m, 'weights', 'ref_model', 'lora_params', 'zero3_live_params', 'zero3_sync_gather')
         optim = _col(m, 'grads+optimizer')
         act = _col(m, 'activations', 'logits', 'hf_generate_kv')
@@ -80,17 +98,21 @@ def memory_table(report: CheckReport) -> Table:
         verdict = '[green]fits[/]' if m.fits else '[bold red]OOM[/]'
         pct = f'{m.peak_fraction:.0%}'
         t.add_row(ids, m.role, f'{model:.1f}', f'{optim:.1f}', f'{act:.1f}', f'{vllm:.1f}', f'{other:.1f}',
-                  f'{m.total_gib:.1f}', f'{m.capacity_gib:.1f}', pct, m.phase, verdict)
+                  f'{m.total_gib:.1f}', pct, m.phase, verdict)
     return t
 
 
 def make_console() -> Console:
-    """The terminal's width on a TTY; 100 columns when piped (rich would assume 80)."""
-    width = shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100
-    return Console(highlight=False, width=width)
+    """COLUMNS when set (also when piped), else the terminal's width, else 100 columns when piped."""
+    raw = os.environ.get('COLUMNS', '')
+    if raw.isdigit() and int(raw) > 0:
+        width = int(raw)
+    else:
+        width = shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100
+    return Console(highlight=False, width=max(40, width))
 
 
-def print_report(report: CheckReport, console: Console | None = None) -> None:
+def print_report(report: CheckReport, console: Console | None = None, allow_unchecked: bool = False) -> None:
     out = console or make_console()
     out.print(f'[bold]config[/] {report.launch.config_file}')
     for note in report.launch.notes:
@@ -122,8 +144,29 @@ def print_report(report: CheckReport, console: Console | None = None) -> None:
                 body += '\n[dim]source: ' + escape(f.source) + '[/]'
             grid.add_row(f'[{STYLE[f.severity]}]{f.severity.upper()}[/]', body)
         out.print(grid)
-    verdict = '[bold green]OK[/]: no errors' if report.ok else '[bold red]REFUSED[/]: fix the errors above'
-    out.print(verdict)
+    if report.fix_verified is not None:
+        fv = report.fix_verified
+        ok = fv.get('ok')
+        out.print(('[green]fix verified[/]: ' if ok else '[red]fix rejected[/]: ') +
+                  escape('the proposed fix ' + ('passes' if ok else 'fails') + " ms-swift's real parser" +
+                         ('' if ok else f' ({fv.get("error_type")}: {fv.get("message")})')))
+    if report.assumptions:
+        out.print('[bold]Assumed[/]:')
+        for a in report.assumptions:
+            out.print(escape(f'  - {a}'))
+    out.print(verdict_line(report, allow_unchecked))
+
+
+def verdict_line(report: CheckReport, allow_unchecked: bool = False) -> str:
+    if not report.ok:
+        return '[bold red]REFUSED[/]: fix the errors above'
+    warn = report.counts()['warning']
+    tail = f' ({warn} warning(s) above)' if warn else ''
+    if report.memory_unchecked:
+        how = 'accepted with --allow-unchecked' if allow_unchecked else 'pass --allow-unchecked to accept'
+        return (f'[bold yellow]UNCHECKED[/]: rules OK; memory not checked: {escape(report.memory_unchecked)}; '
+                f'pass --model-config DIR or a local model dir ({how}){tail}')
+    return f'[bold green]OK[/]: no errors{tail}'
 
 
 def print_calibration(result: dict, console: Console | None = None) -> None:
