@@ -170,7 +170,7 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         try:
             model_config = load_model_config(cfg.model)
         except GuardError as e:
-            unchecked = f'no config.json for {cfg.model} ({e})'
+            unchecked = f'no config.json for {cfg.model}: pass --model-config DIR or a local model dir'
     base = Path(launch.config_file).parent if launch.config_file and os.path.isfile(launch.config_file) else None
     packages = installed_packages() if packages is None else packages
     ctx = Context(cfg=cfg, launch=launch, plan=plan, hw=hw, model=model_config, remaining=remaining,

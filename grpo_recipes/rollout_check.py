@@ -83,7 +83,7 @@ def check_rollout(launch: Launch, hw: Hardware, packages: dict | None = None, mo
         try:
             model_config = load_model_config(r.model)
         except GuardError as e:
-            unchecked = f'no config.json for {r.model} ({e})'
+            unchecked = f'no config.json for {r.model}: pass --model-config DIR or a local model dir'
     report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw,
                          findings=rollout_findings(r, hw, model_config, as_error=True),
                          packages=installed_packages() if packages is None else packages, memory_unchecked=unchecked)

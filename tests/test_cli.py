@@ -93,12 +93,59 @@ def test_bare_command_line_is_checked_then_run(tmp_path):
     env.update({'NPROC_PER_NODE': '2', 'CUDA_VISIBLE_DEVICES': '0,1'})
     args = ['--rlhf_type', 'grpo', '--model', 'Qwen/Qwen2.5-7B-Instruct', '--num_generations', '3',
             '--per_device_train_batch_size', '2', '--reward_funcs', 'format']
-    proc = run_cli('grpo_recipes.cli.guard', '--', 'swift', 'rlhf', *args, env=env)
+    hw = ['--gpus', '2', '--gpu-type', 'A100-80G']  # guard options before `--`, no subcommand
+    proc = run_cli('grpo_recipes.cli.guard', *hw, '--', 'swift', 'rlhf', *args, env=env)
     assert proc.returncode == 1 and 'evenly divisible by num_generations (3)' in proc.stdout
     ok_args = [a if a != '3' else '4' for a in args]
-    ok = run_cli('grpo_recipes.cli.guard', '--', 'swift', 'rlhf', *ok_args, env=env)
+    ok = run_cli('grpo_recipes.cli.guard', *hw, '--', 'swift', 'rlhf', *ok_args, env=env)
     assert ok.returncode == 0, ok.stdout
     assert 'FAKE-SWIFT rlhf --rlhf_type grpo' in ok.stdout
+
+
+def test_unchecked_memory_is_not_a_clean_ok(tmp_path):
+    # No GPU type known (this machine has no nvidia-smi): the rules pass but memory is not checked, so
+    # `run` refuses unless the user accepts that explicitly.
+    env = fake_swift_on_path(tmp_path)
+    env.update({'NPROC_PER_NODE': '2', 'CUDA_VISIBLE_DEVICES': '0,1'})
+    args = ['--rlhf_type', 'grpo', '--model', 'Qwen/Qwen2.5-7B-Instruct', '--num_generations', '4',
+            '--per_device_train_batch_size', '2', '--reward_funcs', 'format']
+    proc = run_cli('grpo_recipes.cli.guard', '--', 'swift', 'rlhf', *args, env=env)
+    assert proc.returncode == 1 and 'FAKE-SWIFT' not in proc.stdout
+    assert 'UNCHECKED: rules OK; memory not checked: GPU model unknown' in ' '.join(proc.stdout.split())
+    ok = run_cli('grpo_recipes.cli.guard', '--allow-unchecked', '--', 'swift', 'rlhf', *args, env=env)
+    assert ok.returncode == 0 and 'FAKE-SWIFT rlhf --rlhf_type grpo' in ok.stdout
+
+
+def test_unknown_model_is_unchecked_until_its_config_is_given(tmp_path):
+    cfg = tmp_path / 'c.yaml'
+    cfg.write_text(CLEAN.replace('Qwen/Qwen2.5-7B-Instruct', 'acme/never-seen-7b'))
+    hw = ['--gpus', '1', '--gpu-type', 'A100-80G']
+    proc = run_cli('grpo_recipes.cli.guard', 'check', str(cfg), *hw, env={'COLUMNS': '80'})
+    text = ' '.join(proc.stdout.split())
+    assert proc.returncode == 1 and 'no config.json for acme/never-seen-7b' in text and '--model-config' in text
+    model_dir = tmp_path / 'never-seen-7b'
+    model_dir.mkdir()
+    from grpo_recipes.models import builtin_config
+    import json
+    (model_dir / 'config.json').write_text(json.dumps(builtin_config('Qwen2.5-7B-Instruct.json')))
+    ok = run_cli('grpo_recipes.cli.guard', 'check', str(cfg), *hw, '--model-config', str(model_dir))
+    assert ok.returncode == 0, ok.stdout
+
+
+def test_modelscope_cache_layouts_are_searched(tmp_path, monkeypatch):
+    import json
+    from grpo_recipes.models import builtin_config, load_model_config
+    cfg = builtin_config('Qwen2.5-7B-Instruct.json')
+    monkeypatch.setenv('MODELSCOPE_CACHE', str(tmp_path / 'ms'))
+    monkeypatch.setenv('HF_HOME', str(tmp_path / 'hf'))
+    new = tmp_path / 'ms' / 'models' / 'acme--m-1' / 'snapshots' / 'abc'
+    new.mkdir(parents=True)
+    (new / 'config.json').write_text(json.dumps({**cfg, 'hidden_size': 1111}))
+    assert load_model_config('acme/m-1')['hidden_size'] == 1111
+    old = tmp_path / 'ms' / 'hub' / 'models' / 'acme' / 'm2___5-7B'
+    old.mkdir(parents=True)
+    (old / 'config.json').write_text(json.dumps({**cfg, 'hidden_size': 2222}))
+    assert load_model_config('acme/m2.5-7B')['hidden_size'] == 2222
 
 
 def test_check_json_has_the_contract_fields(tmp_path):

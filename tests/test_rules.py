@@ -80,12 +80,27 @@ def test_indivisible_num_generations_lists_valid_values():
                          'Valid values: [2, 4, 8].')
 
 
-def test_prompt_plus_completion_over_vllm_len():
+def test_prompt_plus_completion_over_vllm_len_caps_completions():
+    # ms-swift's set_default_max_tokens caps max_tokens at max_model_len - prompt (a logged warning, not a
+    # failure): the guard warns and says by how much, and keeps the launch.
     _, report = make({'max_length': 1536, 'max_completion_length': 1024, 'vllm_max_model_len': 2048})
-    f = next(f for f in report.findings if f.rule == 'length.prompt-plus-completion')
-    assert 'vllm_max_model_len: 2560' == f.fix
+    f = next(f for f in report.findings if f.rule == 'length.completion-capped')
+    assert f.severity == 'warning' and report.ok
+    assert 'longer than 1024 tokens gets its completion capped at 2048 - prompt tokens' in f.message
+    assert f.fix.startswith('max_length: 1024') and 'vllm_max_model_len: 2560' in f.fix
     _, fixed = make({'max_length': 1536, 'max_completion_length': 1024, 'vllm_max_model_len': 2560})
-    assert fixed.ok
+    assert 'length.completion-capped' not in rules_of(fixed, 'warning')
+
+
+def test_prompt_filling_the_vllm_context_is_an_error_only_when_the_data_has_one():
+    # A prompt of max_model_len tokens stops the rollout ("Input length ... leaves no room for generation").
+    over = {'max_length': 4096, 'max_completion_length': 1024, 'vllm_max_model_len': 2048}
+    _, unknown_data = make(over)
+    assert unknown_data.ok and 'length.completion-capped' in rules_of(unknown_data, 'warning')
+    stats = {'max': 3000, 'count': 100, 'percentiles': {}, 'histogram': {'edges': [0, 3001], 'counts': [100]}}
+    _, long_data = make(over, data_stats=stats)
+    f = next(f for f in long_data.findings if f.rule == 'length.prompt-fills-context')
+    assert f.severity == 'error' and 'leaves no room for generation' in f.message
 
 
 def test_tp_not_dividing_heads():

@@ -164,8 +164,8 @@ def verdict_line(report: CheckReport, allow_unchecked: bool = False) -> str:
     tail = f' ({warn} warning(s) above)' if warn else ''
     if report.memory_unchecked:
         how = 'accepted with --allow-unchecked' if allow_unchecked else 'pass --allow-unchecked to accept'
-        return (f'[bold yellow]UNCHECKED[/]: rules OK; memory not checked: {escape(report.memory_unchecked)}; '
-                f'pass --model-config DIR or a local model dir ({how}){tail}')
+        return (f'[bold yellow]UNCHECKED[/]: rules OK; memory not checked: {escape(report.memory_unchecked)} '
+                f'({how}){tail}')
     return f'[bold green]OK[/]: no errors{tail}'
 
 
