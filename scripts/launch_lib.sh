@@ -195,8 +195,15 @@ grpo_launch() {
     swift_args+=(--vllm_server_host "$host")
   fi
   local -a hw=(--gpus "$gpus" --gpu-type "$gpu_type")
-  if [[ "$mode" == "server" && -n "$rollout_gpus" && ( -z "$nnodes" || "$nnodes" -le 1 ) ]]; then
-    hw+=(--rollout-gpus "$rollout_gpus")
+  if [[ "$mode" == "server" ]]; then
+    # the guard reads the rollout command the launcher runs (never executes it): its GPUs, TP x DP, KV
+    local rollout_line
+    if [[ -n "$rollout_gpus" && ( -z "$nnodes" || "$nnodes" -le 1 ) ]]; then
+      rollout_line="$(printf '%q ' "CUDA_VISIBLE_DEVICES=$rollout_gpus" "${rollout_cmd[@]}")"
+    else
+      rollout_line="$(printf '%q ' "${rollout_cmd[@]}")"  # on another node: its GPUs are not visible here
+    fi
+    hw+=(--rollout "$rollout_line")
   fi
   grpo_run grpo-guard check "$recipe" "${hw[@]}" -- "${swift_args[@]}" "$@" ||
     grpo_die "grpo-guard refused the launch (fix the errors above, or run swift rlhf by hand)"

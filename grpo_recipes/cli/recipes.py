@@ -54,10 +54,40 @@ def recipe_report(recipe, environ: dict | None = None, extra: list[str] | None =
     from ..check import check_launch
     from ..hardware import Hardware, parse_gpu_ids
     from ..launch import load_launch
+    from ..frontends.swift import read_rollout
     launch = load_launch([str(recipe.path), *(extra or [])], environ=environ if environ is not None else {})
     rollout = parse_gpu_ids(recipe.rollout_gpus, '@rollout_gpus') if recipe.rollout_gpus else None
     hw = Hardware(gpus=recipe.gpus or None, gpu_type=recipe.gpu_type, source='recipe header', rollout_gpus=rollout)
+    args = rollout_argv(recipe)
+    if args is not None:  # server mode: the `swift rollout` command the launcher runs, as the guard reads it
+        env = {'CUDA_VISIBLE_DEVICES': recipe.rollout_gpus} if recipe.rollout_gpus else {}
+        launch.rollout = read_rollout(['--model', recipe_model(recipe), *args], env, f'{recipe.name} (rollout-args)')
     return check_launch(launch, hw)
+
+
+def recipe_model(recipe) -> str:
+    from ..config import GRPOConfig
+    from ..launch import load_launch
+    cfg, _ = GRPOConfig.from_argv(load_launch([str(recipe.path)], environ={}).argv)
+    return cfg.model
+
+
+def rollout_argv(recipe) -> list[str] | None:
+    """`swift rollout` arguments that mirror a server-mode recipe's vLLM settings (None: not server mode)."""
+    from ..config import GRPOConfig
+    from ..launch import load_launch
+    cfg, _ = GRPOConfig.from_argv(load_launch([str(recipe.path)], environ={}).argv)
+    if not (cfg.use_vllm and cfg.vllm_mode == 'server'):
+        return None
+    args = ['--vllm_tensor_parallel_size', str(cfg.vllm_tensor_parallel_size),
+            '--vllm_data_parallel_size', str(cfg.vllm_data_parallel_size),
+            '--vllm_gpu_memory_utilization', str(cfg.vllm_gpu_memory_utilization),
+            '--port', str((cfg.vllm_server_port or [8000])[0])]
+    if cfg.vllm_max_model_len:
+        args += ['--vllm_max_model_len', str(cfg.vllm_max_model_len)]
+    if cfg.vllm_enable_lora:
+        args += ['--vllm_enable_lora', 'true', '--vllm_max_lora_rank', str(cfg.lora_rank)]
+    return args
 
 
 def _summary(recipe) -> dict:
@@ -208,21 +238,11 @@ def cmd_arg(opts) -> int:
 
 def cmd_rollout_args(opts) -> int:
     """`swift rollout` arguments that mirror the recipe's vLLM settings (single source of truth)."""
-    from ..config import GRPOConfig
-    from ..launch import load_launch
     from ..recipes import find
     recipe = find(opts.recipe)
-    cfg, _ = GRPOConfig.from_argv(load_launch([str(recipe.path)], environ={}).argv)
-    if not (cfg.use_vllm and cfg.vllm_mode == 'server'):
+    args = rollout_argv(recipe)
+    if args is None:
         raise GuardError(f'{recipe.name}: not a server-mode recipe')
-    args = ['--vllm_tensor_parallel_size', str(cfg.vllm_tensor_parallel_size),
-            '--vllm_data_parallel_size', str(cfg.vllm_data_parallel_size),
-            '--vllm_gpu_memory_utilization', str(cfg.vllm_gpu_memory_utilization),
-            '--port', str((cfg.vllm_server_port or [8000])[0])]
-    if cfg.vllm_max_model_len:
-        args += ['--vllm_max_model_len', str(cfg.vllm_max_model_len)]
-    if cfg.vllm_enable_lora:
-        args += ['--vllm_enable_lora', 'true', '--vllm_max_lora_rank', str(cfg.lora_rank)]
     print('\n'.join(args))
     return 0
 
