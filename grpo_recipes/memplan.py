@@ -131,12 +131,14 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
             msg = (f'GPU {m.gpu} ({m.role}) needs {m.total_gib:.1f} GiB in the {m.phase} phase, more than its '
                    f'{m.capacity_gib:.1f} GiB; the largest term is {term} ({gib:.1f} GiB)')
             if m.role != 'rollout' and conditional is not None:
+                trl = report.launch.framework == 'trl'
                 report.findings.append(Finding(
-                    WARNING, 'memory.oom-if-long-prompts', ['max_length'],
+                    WARNING, 'memory.oom-if-long-prompts', ['dataset' if trl else 'max_length'],
                     f'{msg} with prompts of {inp.prompt_len:,} tokens, which nothing in the launch rules out; it '
                     f'fits with prompts of up to {conditional:,} tokens',
-                    f'max_length: {conditional} (with truncation_strategy: delete after `grpo-data filter`), or '
-                    f'--data-stats to plan with the data\'s real lengths'))
+                    (f'grpo-data filter DATA --max-length {conditional}, ' if trl else
+                     f'max_length: {conditional} (with truncation_strategy: delete after `grpo-data filter`), ') +
+                    'or --data-stats to plan with the data\'s real lengths'))
                 continue
             report.findings.append(Finding(ERROR, 'memory.oom', [term.split(' ')[0]], msg, None))
         elif m.fits and m.peak_fraction > 1 - MODEL_ERROR and ('tight', m.role) not in seen:

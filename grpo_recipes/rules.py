@@ -97,6 +97,16 @@ def _ids(ids) -> str:
 
 @rule
 def unknown_arguments(ctx: Context) -> list[Finding]:
+    if ctx.launch.framework == 'trl':
+        from .frontends.trl import CLASSES, describe_unknown
+        out = []
+        for flag in ctx.remaining:
+            msg, fatal = describe_unknown(flag, CLASSES)
+            out.append(Finding(ERROR if fatal else WARNING, 'args.unknown', [flag.lstrip('-')],
+                               msg + ('. TrlParser stops with "Some specified arguments are not used by the '
+                                      'HfArgumentParser"' if fatal else ''),
+                               f'remove {flag}' if fatal else None, 'trl/scripts/utils.py (TrlParser)'))
+        return out
     out = []
     for u in swift_args.explain_remaining(ctx.remaining):
         fix = f'rename {u.flag} to {u.suggestion}' if u.suggestion else f'remove {u.flag}'
@@ -127,6 +137,8 @@ def visible_gpus_match_nproc(ctx: Context) -> list[Finding]:
     if p.visible_count is None or p.visible_count == 0:
         return []
     vis = p.visible_gpus or []
+    if ctx.launch.framework == 'trl':
+        return _trl_devices(ctx, vis)
     if p.nproc_per_node is None and p.nnodes == 1:
         if p.visible_count < 2:
             return []
@@ -161,6 +173,61 @@ def visible_gpus_match_nproc(ctx: Context) -> list[Finding]:
     return [Finding(ERROR, 'device.visible-vs-nproc', ['CUDA_VISIBLE_DEVICES', 'NPROC_PER_NODE'], msg,
                     f'ENV: {{CUDA_VISIBLE_DEVICES: "{fix_ids}", NPROC_PER_NODE: {nproc}}} '
                     f'or NPROC_PER_NODE: {p.visible_count}', 'swift/utils/env.py::is_mp')]
+
+
+def _trl_devices(ctx: Context, vis: list[int]) -> list[Finding]:
+    """TRL: one plain process seeing several GPUs is wrapped in DataParallel by the HF Trainer; accelerate
+    gives process i the GPU cuda:i of those it sees (extra visible GPUs stay idle, no device_map)."""
+    p, cfg = ctx.plan, ctx.cfg
+    launcher = ctx.launch.trl.get('launcher')
+    if p.nproc_per_node is None or launcher not in ('accelerate', 'torchrun', 'trl', 'deepspeed'):
+        if p.visible_count < 2 or launcher in ('accelerate', 'trl', 'torchrun', 'deepspeed'):
+            return []
+        msg = (f'`{launcher} {ctx.launch.trl.get("script")}` is one process that sees {p.visible_count} GPUs '
+               f'({_ids(vis)}): the HF Trainer wraps the model in nn.DataParallel ("if self.args.n_gpu > 1: model = '
+               f'nn.DataParallel(model)", transformers/trainer.py _wrap_model), so forward and log-prob passes '
+               f'replicate onto every visible GPU')
+        if cfg.use_vllm:
+            msg += ', including the one meant for vLLM, whose memory then grows until CUDA OOM'
+        return [Finding(ERROR if cfg.use_vllm else WARNING, 'device.data-parallel', ['CUDA_VISIBLE_DEVICES'], msg,
+                        f'CUDA_VISIBLE_DEVICES={vis[0]} {launcher} ... for one training GPU (and the vLLM server on '
+                        f'another: CUDA_VISIBLE_DEVICES={vis[-1]} trl vllm-serve ...), or accelerate launch '
+                        f'--num_processes {p.visible_count} ...', 'transformers/trainer.py::_wrap_model')]
+    if p.visible_count < p.processes_per_node:
+        gids = ctx.launch.trl.get('gpu_ids')
+        return [Finding(ERROR, 'device.nproc-exceeds-visible', ['num_processes', 'gpu_ids'],
+                        f'accelerate starts {p.processes_per_node} process(es) per node but only {p.visible_count} '
+                        f'GPU(s) are visible ({_ids(vis)}{", from --gpu_ids" if gids else ""}): the extra processes '
+                        f'have no GPU', f'--num_processes {p.visible_count}, or --gpu_ids with '
+                        f'{p.processes_per_node} ids', 'accelerate/utils/launch.py::prepare_multi_gpu_env')]
+    return []
+
+
+@rule
+def trl_ds3_gather_whole_model(ctx: Context) -> list[Finding]:
+    """TRL under ZeRO-3 gathers the whole model on every GPU for generation (unwrap_model_for_generation
+    with ds3_gather_for_generation), and with PEFT for the vLLM weight sync too (it merges the adapter)."""
+    cfg = ctx.cfg
+    if ctx.launch.framework != 'trl' or cfg.zero_stage != 3 or not ctx.model:
+        return []
+    from .arch import Arch
+    from .gpus import lookup
+    found = lookup(ctx.hw.gpu_type)
+    cap = ctx.hw.gpu_mem_gib or (found[1] if found else None)
+    try:
+        whole = Arch.from_config(ctx.model).weight_bytes() / 2 ** 30
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return []
+    gathers = (not cfg.use_vllm and cfg.ds3_gather_for_generation) or (cfg.use_vllm and cfg.is_lora)
+    if not cap or not gathers or whole < 0.9 * cap:
+        return []
+    why = ('generation gathers every ZeRO-3 shard (unwrap_model_for_generation, ds3_gather_for_generation true)'
+           if not cfg.use_vllm else 'the vLLM weight sync gathers the whole model to merge the LoRA adapter')
+    return [Finding(ERROR, 'trl.ds3-gather', ['ds3_gather_for_generation'],
+                    f'{why}: {whole:.1f} GiB of weights on each {cap:.1f} GiB GPU',
+                    '--ds3_gather_for_generation false (HF generate only; slower), or --use_vllm --vllm_mode '
+                    'server without PEFT, or larger GPUs', 'trl/models/utils.py::unwrap_model_for_generation; '
+                    'trl GRPOConfig ds3_gather_for_generation')]
 
 
 @rule
@@ -507,7 +574,7 @@ def length_rules(ctx: Context) -> list[Finding]:
                            f'(max_position_embeddings={model_max} in model\'s config.json) [vLLM, at engine start]',
                            f'vllm_max_model_len: {model_max} or less', 'vllm/config/model.py'))
     if cfg.use_vllm and cfg.vllm_mode == 'colocate' and vllm_len is None:
-        msg = 'vllm_max_model_len is unset: ms-swift passes the model\'s full context'
+        msg = f'{ctx.launch.name("vllm_max_model_len")} is unset: the trainer passes the model\'s full context'
         if model_max:
             msg += f' ({model_max} tokens)'
             kvb = kv_bytes_per_token(ctx.model or {})
@@ -560,7 +627,7 @@ def length_rules(ctx: Context) -> list[Finding]:
                                f'max_length: {room} to keep every completion whole, or vllm_max_model_len: '
                                f'{longest + C}' if longest + C <= (model_max or longest + C) else
                                f'max_length: {room}', src))
-    if cfg.max_length is None and cfg.rlhf_type == 'grpo':
+    if cfg.max_length is None and cfg.rlhf_type == 'grpo' and ctx.launch.framework != 'trl':
         out.append(Finding(INFO, 'length.max-length-unset', ['max_length'],
                            f'max_length (the GRPO prompt limit) is unset, so it is the model context'
                            f'{f" ({model_max})" if model_max else ""}; over-long prompts are not caught',
@@ -709,6 +776,8 @@ def ref_model_with_lora(ctx: Context) -> list[Finding]:
 @rule
 def reward_rules(ctx: Context) -> list[Finding]:
     cfg = ctx.cfg
+    if ctx.launch.framework == 'trl':
+        return []  # TRL scripts pass their reward functions in code
     out = []
     if cfg.rlhf_type == 'grpo' and not cfg.reward_funcs and not cfg.reward_model:
         out.append(Finding(ERROR, 'reward.none', ['reward_funcs'], 'You must specify reward_funcs or reward_model',
@@ -765,6 +834,8 @@ def _column_renames(columns: str | None) -> dict:
 def package_rules(ctx: Context) -> list[Finding]:
     pk = ctx.packages
     out = []
+    if ctx.launch.framework == 'trl':
+        return []
     swift_v = version_tuple(pk.get('ms-swift'))
     if 'ms-swift' in pk and swift_v is None:
         out.append(Finding(ERROR, 'version.swift-missing', ['ms-swift'], 'ms-swift is not installed here',

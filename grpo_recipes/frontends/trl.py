@@ -1,0 +1,391 @@
+"""TRL front end: ``accelerate launch [opts] SCRIPT [args]``, ``python SCRIPT [args]``, ``torchrun ...``,
+``trl grpo [--config file.yaml] [args]``, and ``trl vllm-serve`` rollout servers.
+
+Script arguments are read as TRL's own CLI reads them (``TrlParser`` over GRPOConfig, ModelConfig and
+ScriptArguments), from a snapshot of the installed TRL's fields (``trl_args_snapshot.json``, written by
+scripts/gen_trl_snapshot.py; a test fails when it drifts). accelerate's options and its config file
+are read as ``accelerate launch`` applies them (accelerate/commands/launch.py: command-line options win
+over the config file; ``--gpu_ids`` becomes the processes' CUDA_VISIBLE_DEVICES). Nothing is imported
+from TRL, accelerate or torch here; nothing is run.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..config import GRPOConfig
+from ..errors import GuardError
+from ..launch import Launch, Rollout
+
+# accelerate launch options that take a value (accelerate/commands/launch.py launch_command_parser);
+# every other option of it is a flag.
+ACCELERATE_VALUE_OPTIONS = {
+    'config_file', 'num_processes', 'num_machines', 'machine_rank', 'main_process_ip', 'main_process_port',
+    'gpu_ids', 'mixed_precision', 'dynamo_backend', 'dynamo_mode', 'num_cpu_threads_per_process', 'zero_stage',
+    'offload_optimizer_device', 'offload_param_device', 'offload_optimizer_nvme_path', 'offload_param_nvme_path',
+    'gradient_accumulation_steps', 'gradient_clipping', 'zero3_init_flag', 'zero3_save_16bit_model',
+    'deepspeed_config_file', 'deepspeed_hostfile', 'deepspeed_exclusion_filter', 'deepspeed_inclusion_filter',
+    'deepspeed_multinode_launcher', 'fsdp_version', 'fsdp_sharding_strategy', 'fsdp_reshard_after_forward',
+    'fsdp_offload_params', 'fsdp_auto_wrap_policy', 'fsdp_transformer_layer_cls_to_wrap', 'fsdp_state_dict_type',
+    'fsdp_activation_checkpointing', 'rdzv_backend', 'rdzv_conf', 'max_restarts', 'monitor_interval',
+    'log_dir', 'role', 'tee', 'main_training_function', 'downcast_bf16', 'tpu_cluster', 'tpu_vm', 'env',
+    'parallelism_config_dp_replicate_size', 'parallelism_config_dp_shard_size', 'parallelism_config_tp_size',
+    'parallelism_config_cp_size', 'fsdp_min_num_params', 'fsdp_backward_prefetch', 'fsdp_forward_prefetch',
+    'fsdp_use_orig_params', 'fsdp_cpu_ram_efficient_loading', 'fsdp_sync_module_states', 'mpirun_hostfile',
+    'mpirun_ccl', 'same_network', 'dynamo_use_fullgraph', 'dynamo_use_dynamic', 'dynamo_use_regional_compilation',
+}
+TORCHRUN_VALUE_OPTIONS = {'nproc_per_node', 'nproc-per-node', 'nnodes', 'node_rank', 'node-rank', 'master_addr',
+                          'master-addr', 'master_port', 'master-port', 'rdzv_backend', 'rdzv-backend', 'rdzv_endpoint',
+                          'rdzv-endpoint', 'rdzv_id', 'rdzv-id', 'max_restarts', 'max-restarts', 'log_dir', 'log-dir'}
+
+# Names older TRL releases had and the installed TRL does not, with the current equivalent.
+STALE = {
+    'vllm_device': ('TRL <= 0.17 ran vLLM on one spare GPU of the trainer\'s (vllm_device); from 0.18 use '
+                    '--vllm_mode server with `trl vllm-serve` on GPUs of its own, or --vllm_mode colocate'),
+    'vllm_dtype': ('removed with vllm_device (TRL 0.18): the server\'s dtype is `trl vllm-serve --dtype`'),
+    'vllm_max_model_len': ('TRL\'s name is vllm_max_model_length (colocate); for a server, '
+                           '`trl vllm-serve --max_model_len`'),
+    'max_prompt_length': ('the installed TRL no longer truncates prompts (no max_prompt_length): filter the '
+                          'data to the prompt length you plan for (grpo-data filter)'),
+}
+
+
+@lru_cache(maxsize=1)
+def snapshot() -> dict:
+    return json.loads(resources.files('grpo_recipes').joinpath('trl_args_snapshot.json').read_text('utf-8'))
+
+
+def _fields(*classes: str) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for cls in classes:
+        for f in snapshot()[cls]:
+            out.setdefault(f['name'], {**f, 'class': cls})
+    return out
+
+
+def _cast(value: str | None, spec: dict) -> Any:
+    typ = spec['type']
+    if value is None:
+        return True if 'bool' in typ else None
+    if 'bool' in typ and value.lower() in ('true', 'false', '1', '0', 'yes', 'no'):
+        return value.lower() in ('true', '1', 'yes')
+    for cast in ((int,) if 'int' in typ and 'float' not in typ else ()) + ((float,) if 'float' in typ else ()):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
+def parse_args(args: list[str], classes: tuple[str, ...]) -> tuple[dict[str, Any], list[str], list[str]]:
+    """``--name value`` / ``--name=value`` / ``--flag`` (dashes or underscores, as HfArgumentParser accepts)
+    -> (values, unknown flags, positional words)."""
+    fields = _fields(*classes)
+    values: dict[str, Any] = {}
+    unknown: list[str] = []
+    positional: list[str] = []
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        if not tok.startswith('--'):
+            positional.append(tok)
+            i += 1
+            continue
+        name, eq, val = tok[2:].partition('=')
+        key = name.replace('-', '_')
+        nxt = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith('--') else None
+        spec = fields.get(key)
+        if spec is None:
+            unknown.append(f'--{name}')
+            i += 1 if eq or nxt is None else 2
+            if not eq and nxt is not None:
+                values.setdefault('_unknown_values', {})[key] = nxt
+            continue
+        if eq:
+            values[key] = _cast(val, spec)
+            i += 1
+        elif 'list' in spec['type']:
+            j = i + 1
+            items = []
+            while j < len(args) and not args[j].startswith('--'):
+                items.append(args[j])
+                j += 1
+            values[key] = items
+            i = j
+        elif 'bool' in spec['type'] and (nxt is None or nxt.lower() not in ('true', 'false', '1', '0', 'yes', 'no')):
+            values[key] = True
+            i += 1
+        else:
+            values[key] = _cast(nxt, spec)
+            i += 2
+    return values, unknown, positional
+
+
+def describe_unknown(flag: str, classes: tuple[str, ...]) -> tuple[str, bool]:
+    """(message, fatal): a stale TRL name is fatal (TrlParser rejects it); anything else may be the
+    script's own argument."""
+    key = flag.lstrip('-').replace('-', '_')
+    version = snapshot()['trl_version']
+    if key in STALE:
+        return f'{flag}: not an argument of the installed TRL {version}; {STALE[key]}', True
+    close = difflib.get_close_matches(key, list(_fields(*classes)), n=1, cutoff=0.75)
+    hint = f'; did you mean --{close[0]}?' if close else ''
+    return (f'{flag}: not an argument of TRL {version}\'s GRPOConfig, ModelConfig or ScriptArguments (your script '
+            f'may define it){hint}'), False
+
+
+def _accelerate_options(args: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """accelerate launch's own options -> (options, the script and its args)."""
+    opts: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        if not tok.startswith('-'):
+            return opts, args[i:]
+        if tok in ('-m', '--module'):
+            opts['module'] = True
+            i += 1
+            continue
+        name, eq, val = tok.lstrip('-').partition('=')
+        key = name.replace('-', '_')
+        if key in ACCELERATE_VALUE_OPTIONS:
+            if eq:
+                opts[key] = val
+                i += 1
+            else:
+                opts[key] = args[i + 1] if i + 1 < len(args) else None
+                i += 2
+        else:
+            opts[key] = True
+            i += 1
+    return opts, []
+
+
+def _read_yaml(path: Path, what: str) -> dict:
+    import yaml
+    try:
+        data = yaml.safe_load(path.read_text(encoding='utf-8')) or {}
+    except FileNotFoundError:
+        raise GuardError(f'{what} {path}: no such file') from None
+    except (OSError, yaml.YAMLError) as e:
+        raise GuardError(f'{what} {path}: cannot read it as YAML ({str(e).splitlines()[0]})') from None
+    if not isinstance(data, dict):
+        raise GuardError(f'{what} {path}: the top level must be a mapping')
+    return data
+
+
+def default_accelerate_config(environ: Mapping[str, str]) -> Path:
+    """accelerate's default config file (accelerate/commands/config/config_args.py: HF_HOME or
+    ~/.cache/huggingface, then accelerate/default_config.yaml)."""
+    home = environ.get('HF_HOME') or os.path.join(os.path.expanduser('~'), '.cache', 'huggingface')
+    return Path(home) / 'accelerate' / 'default_config.yaml'
+
+
+def accelerate_settings(opts: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """The launch settings accelerate applies: its config file (given or default), then command-line options."""
+    cfg_path = opts.get('config_file')
+    source = None
+    conf: dict = {}
+    if cfg_path:
+        conf, source = _read_yaml(Path(cfg_path), '--config_file'), str(cfg_path)
+    else:
+        default = default_accelerate_config(environ)
+        if default.is_file():
+            conf, source = _read_yaml(default, 'accelerate default config'), str(default)
+    ds = conf.get('deepspeed_config') or {}
+    out: dict[str, Any] = {
+        'config_source': source,
+        'distributed_type': conf.get('distributed_type'),
+        'num_processes': conf.get('num_processes'),
+        'num_machines': conf.get('num_machines', 1),
+        'machine_rank': conf.get('machine_rank', 0),
+        'main_process_ip': conf.get('main_process_ip'),
+        'gpu_ids': conf.get('gpu_ids'),
+        'mixed_precision': conf.get('mixed_precision'),
+        'zero_stage': ds.get('zero_stage') if conf.get('distributed_type') == 'DEEPSPEED' else None,
+        'offload_optimizer_device': ds.get('offload_optimizer_device'),
+        'offload_param_device': ds.get('offload_param_device'),
+        'fsdp': conf.get('distributed_type') == 'FSDP',
+    }
+    for key in ('num_processes', 'num_machines', 'machine_rank', 'main_process_ip', 'gpu_ids', 'mixed_precision',
+                'zero_stage', 'offload_optimizer_device', 'offload_param_device'):
+        if opts.get(key) is not None:
+            out[key] = opts[key]
+    if opts.get('use_deepspeed') and out['zero_stage'] is None:
+        out['zero_stage'] = 2  # accelerate's --zero_stage default
+    if opts.get('use_fsdp'):
+        out['fsdp'] = True
+    if opts.get('multi_gpu') and out['num_processes'] is None:
+        out['num_processes_missing'] = True
+    for key in ('num_processes', 'num_machines', 'machine_rank', 'zero_stage'):
+        v = out.get(key)
+        if v is not None:
+            try:
+                out[key] = int(v)
+            except (TypeError, ValueError):
+                raise GuardError(f'accelerate launch --{key} {v!r}: must be an integer') from None
+    return out
+
+
+def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
+    """A TRL training launch -> Launch (framework 'trl'); the GRPO settings are read by :func:`to_config`."""
+    head = os.path.basename(argv[0])
+    env = dict(env)
+    info: dict[str, Any] = {'launcher': head}
+    launch_env: dict[str, str] = {k: env[k] for k in ('CUDA_VISIBLE_DEVICES', 'NNODES', 'NODE_RANK', 'MASTER_ADDR')
+                                  if k in env}
+    script_args: list[str]
+    if head == 'accelerate' or (head == 'trl' and argv[1:2] == ['grpo']):
+        if head == 'accelerate':
+            opts, rest = _accelerate_options(argv[2:])
+            script = rest[0] if rest else None
+            script_args = rest[1:]
+        else:
+            opts, script, script_args = {}, 'trl grpo', argv[2:]
+        acc = accelerate_settings(opts, env)
+        info.update(accelerate=acc, script=script)
+        n = acc.get('num_processes') or 1
+        machines = max(1, acc.get('num_machines') or 1)
+        launch_env['NPROC_PER_NODE'] = str(max(1, n // machines))
+        if machines > 1:
+            launch_env.update(NNODES=str(machines), NODE_RANK=str(acc.get('machine_rank') or 0))
+            if acc.get('main_process_ip'):
+                launch_env['MASTER_ADDR'] = str(acc['main_process_ip'])
+        gpu_ids = acc.get('gpu_ids')
+        if gpu_ids not in (None, 'all', ''):
+            launch_env['CUDA_VISIBLE_DEVICES'] = str(gpu_ids)  # accelerate: prepare_multi_gpu_env
+            info['gpu_ids'] = str(gpu_ids)
+    elif head in ('torchrun', 'deepspeed'):
+        i, opts = 1, {}
+        while i < len(argv) and argv[i].startswith('-'):
+            name, eq, val = argv[i].lstrip('-').partition('=')
+            if name in TORCHRUN_VALUE_OPTIONS or name in ('num_gpus', 'num_nodes', 'include'):
+                opts[name.replace('-', '_')] = val if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+                i += 1 if eq else 2
+            else:
+                i += 1
+        script, script_args = (argv[i] if i < len(argv) else None), argv[i + 1:]
+        info.update(script=script, torchrun=opts)
+        per_node = opts.get('nproc_per_node') or opts.get('num_gpus') or '1'
+        launch_env['NPROC_PER_NODE'] = str(per_node)
+        if opts.get('nnodes') or opts.get('num_nodes'):
+            launch_env['NNODES'] = str(opts.get('nnodes') or opts.get('num_nodes'))
+    else:  # python SCRIPT / python -m module
+        rest = argv[1:]
+        while rest and rest[0].startswith('-') and rest[0] != '-m':
+            rest = rest[1:]
+        if rest[:1] == ['-m']:
+            script, script_args = ' '.join(rest[:2]), rest[2:]
+        else:
+            script, script_args = (rest[0] if rest else None), rest[1:]
+        info.update(script=script)
+    config_file = None
+    if script_args[:1] and script_args[0] == '--config' or any(a.startswith('--config=') for a in script_args[:1]):
+        pass
+    if '--config' in script_args:  # TrlParser: a YAML whose keys are defaults, command line wins
+        i = script_args.index('--config')
+        if i + 1 >= len(script_args):
+            raise GuardError(f'{source}: --config needs a YAML file')
+        config_file = script_args[i + 1]
+        data = _read_yaml(Path(config_file), '--config')
+        file_args: list[str] = []
+        for k, v in data.items():
+            if k == 'env' and isinstance(v, dict):
+                continue
+            file_args += [f'--{k}'] + ([str(x) for x in v] if isinstance(v, list) else [json.dumps(v) if isinstance(
+                v, dict) else str(v)])
+        script_args = file_args + script_args[:i] + script_args[i + 2:]
+        info['trl_config'] = config_file
+    names = {'max_length': 'max_prompt_length', 'vllm_max_model_len': 'vllm_max_model_length',
+             'tuner_type': 'use_peft', 'lora_rank': 'lora_r', 'model': 'model_name_or_path',
+             'sleep_level': 'vllm_enable_sleep_mode', 'NPROC_PER_NODE': 'accelerate launch --num_processes',
+             'deepspeed': 'accelerate --config_file (deepspeed_config.zero_stage)'}
+    return Launch(argv=script_args, env=launch_env, config_file=config_file or source, framework='trl', names=names,
+                  trl=info, command=list(argv))
+
+
+CLASSES = ('GRPOConfig', 'ModelConfig', 'ScriptArguments')
+
+
+def to_config(launch: Launch) -> tuple[GRPOConfig, list[str]]:
+    """TRL's settings in the framework-neutral GRPOConfig (TRL's defaults where the user set nothing)."""
+    values, unknown, _ = parse_args(launch.argv, CLASSES)
+    d = {f['name']: f['default'] for f in snapshot()['GRPOConfig']}
+    m = {f['name']: f['default'] for f in snapshot()['ModelConfig']}
+    d.update({k: v for k, v in values.items() if k in d})
+    m.update({k: v for k, v in values.items() if k in m})
+    acc = launch.trl.get('accelerate') or {}
+    stage = acc.get('zero_stage')
+    deepspeed = None
+    if stage is not None:
+        deepspeed = f'zero{stage}'
+        if stage == 3 and acc.get('offload_param_device') in ('cpu', 'nvme'):
+            deepspeed = 'zero3_offload'
+        elif acc.get('offload_optimizer_device') in ('cpu', 'nvme'):
+            deepspeed = f'zero{stage}_offload'
+    peft = bool(m.get('use_peft'))
+    targets = m.get('lora_target_modules') or ['q_proj', 'v_proj']  # PEFT's default for Qwen2/Llama
+    if isinstance(targets, str):
+        targets = [targets]
+    host = d.get('vllm_server_host')
+    cfg = GRPOConfig(
+        model=m.get('model_name_or_path'), rlhf_type='grpo', tuner_type='lora' if peft else 'full',
+        torch_dtype={'bfloat16': 'bfloat16', 'float16': 'float16', 'float32': 'float32'}.get(str(m.get('dtype')),
+                                                                                               None),
+        quant_method='bnb' if (m.get('load_in_4bit') or m.get('load_in_8bit')) else None,
+        quant_bits=4 if m.get('load_in_4bit') else (8 if m.get('load_in_8bit') else None),
+        lora_rank=int(m.get('lora_r') or 16), lora_alpha=float(m.get('lora_alpha') or 32), target_modules=targets,
+        beta=float(d.get('beta') or 0.0),
+        per_device_train_batch_size=int(d['per_device_train_batch_size']),
+        gradient_accumulation_steps=int(d.get('gradient_accumulation_steps') or 1),
+        steps_per_generation=d.get('steps_per_generation'), generation_batch_size=d.get('generation_batch_size'),
+        num_generations=int(d['num_generations']), num_iterations=int(d.get('num_iterations') or 1),
+        max_length=d.get('max_prompt_length'), max_completion_length=int(d['max_completion_length']),
+        use_vllm=bool(d.get('use_vllm')), vllm_mode=d.get('vllm_mode') if d.get('use_vllm') else None,
+        vllm_gpu_memory_utilization=float(d.get('vllm_gpu_memory_utilization') or 0.3),
+        vllm_tensor_parallel_size=int(d.get('vllm_tensor_parallel_size') or 1),
+        vllm_max_model_len=d.get('vllm_max_model_length'),
+        sleep_level=1 if d.get('vllm_enable_sleep_mode') else 0,
+        vllm_server_host=[host] if isinstance(host, str) else host,
+        vllm_server_port=[int(d.get('vllm_server_port') or 8000)],
+        vllm_server_base_url=[d['vllm_server_base_url']] if d.get('vllm_server_base_url') else None,
+        deepspeed=deepspeed, fsdp='full_shard' if acc.get('fsdp') else None,
+        gradient_checkpointing=bool(d.get('gradient_checkpointing')),
+        use_liger_kernel=bool(d.get('use_liger_loss') or d.get('use_liger_kernel')),
+        ds3_gather_for_generation=bool(d.get('ds3_gather_for_generation', True)),
+        reward_funcs=['(script)'],
+        explicit=frozenset(values),
+    )
+    if cfg.vllm_server_host == ['0.0.0.0']:
+        cfg.vllm_server_host = ['127.0.0.1']  # TRL's client default host is where the server listens
+    return cfg, unknown
+
+
+def read_vllm_serve(argv: list[str], env: Mapping[str, str], source: str) -> Rollout:
+    """``trl vllm-serve ARGS`` -> Rollout (trl/scripts/vllm_serve.py ScriptArguments)."""
+    args = list(argv)
+    if os.path.basename(args[0]) == 'trl' and args[1:2] == ['vllm-serve']:
+        args = args[2:]
+    elif args[1:3] == ['-m', 'trl.scripts.vllm_serve']:
+        args = args[3:]
+    values, unknown, _ = parse_args(args, ('VllmServeArguments',))
+    d = {f['name']: f['default'] for f in snapshot()['VllmServeArguments']}
+    d.update(values)
+    descr = []
+    for u in unknown:
+        close = difflib.get_close_matches(u.lstrip('-').replace('-', '_'), list(d), n=1, cutoff=0.75)
+        descr.append(f'{u}: not an argument of trl vllm-serve {snapshot()["trl_version"]}'
+                     + (f'; did you mean --{close[0]}?' if close else ''))
+    return Rollout(framework='trl', argv=args, env=dict(env), source=source, model=d.get('model'),
+                   tensor_parallel_size=int(d.get('tensor_parallel_size') or 1),
+                   data_parallel_size=int(d.get('data_parallel_size') or 1),
+                   max_model_len=d.get('max_model_len'),
+                   gpu_memory_utilization=float(d.get('gpu_memory_utilization') or 0.9),
+                   enforce_eager=bool(d.get('enforce_eager')), unknown=descr,
+                   engine_kwargs=json.dumps({'kv_cache_dtype': d['kv_cache_dtype']}) if d.get('kv_cache_dtype')
+                   else None)

@@ -1,0 +1,94 @@
+"""TRL launches, written as the users in the failure reports typed them (installed TRL, no GPU needed:
+the guard reads the launch; nothing runs)."""
+import json
+import sys
+
+from conftest import run_cli
+
+HW40 = ['--gpus', '2', '--gpu-type', 'A100-40G']
+HW80 = ['--gpus', '6', '--gpu-type', 'A100-80G']
+INT4 = 'Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4'
+
+
+def check(*args, env=None):
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', *args, env=env)
+    out = json.loads(proc.stdout) if proc.stdout.strip().startswith('{') else None
+    return proc, out
+
+
+def rules(out, severity='error'):
+    return {f['rule'] for f in out['findings'] if f['severity'] == severity}
+
+
+def test_python_with_two_visible_gpus_is_data_parallel():
+    # Reported: 32B int4 LoRA, 2xA100-40G, `python train_grpo.py` with both GPUs visible: the HF Trainer
+    # wraps the model in nn.DataParallel and the log-prob pass grows on the GPU meant for vLLM.
+    proc, out = check(*HW40, '--', 'CUDA_VISIBLE_DEVICES=0,1', 'python', 'train_grpo.py', '--model_name_or_path',
+                      INT4, '--use_peft', '--use_vllm', '--vllm_mode', 'server', '--max_completion_length', '512',
+                      '--per_device_train_batch_size', '4', '--num_generations', '4')
+    assert proc.returncode == 1 and 'device.data-parallel' in rules(out)
+    f = next(f for f in out['findings'] if f['rule'] == 'device.data-parallel')
+    assert 'nn.DataParallel' in f['message'] and 'CUDA_VISIBLE_DEVICES=0 python' in f['fix']
+    fixed, out = check(*HW40, '--rollout', f'CUDA_VISIBLE_DEVICES=1 trl vllm-serve --model {INT4} --max-model-len 4096',
+                       '--', 'CUDA_VISIBLE_DEVICES=0', 'python', 'train_grpo.py', '--model_name_or_path', INT4,
+                       '--use_peft', '--use_vllm', '--vllm_mode', 'server', '--max_completion_length', '512',
+                       '--per_device_train_batch_size', '4', '--num_generations', '4')
+    assert fixed.returncode == 0, [f['message'] for f in out['findings'] if f['severity'] == 'error']
+    assert out['launch']['rollout']['gpus'] == [1] and out['memory']
+
+
+def test_vllm_device_of_old_trl_is_rejected_with_the_current_equivalent():
+    # Reported: accelerate launch --num_processes 4 --gpu_ids 0,2,3,4,5 ... --vllm_device auto
+    proc, out = check(*HW80, '--', 'accelerate', 'launch', '--num_processes', '4', '--gpu_ids', '0,2,3,4,5',
+                      '--use_deepspeed', '--zero_stage', '3', 'train_grpo.py', '--model_name_or_path',
+                      'Qwen/Qwen2.5-7B-Instruct', '--use_vllm', '--vllm_device', 'auto')
+    assert proc.returncode == 1
+    f = next(f for f in out['findings'] if f['rule'] == 'args.unknown')
+    assert '--vllm_device' in f['message'] and '--vllm_mode server' in f['message'] and 'trl vllm-serve' in f['message']
+    assert out['plan']['world_size'] == 4 and out['plan']['visible_gpus'] == [0, 2, 3, 4, 5]
+    fixed, out = check(*HW80, '--rollout', 'CUDA_VISIBLE_DEVICES=5 trl vllm-serve --model Qwen/Qwen2.5-7B-Instruct '
+                       '--max-model-len 4096', '--', 'accelerate', 'launch', '--num_processes', '4', '--gpu_ids',
+                       '0,2,3,4', '--use_deepspeed', '--zero_stage', '3', 'train_grpo.py', '--model_name_or_path',
+                       'Qwen/Qwen2.5-7B-Instruct', '--use_vllm', '--vllm_mode', 'server')
+    assert fixed.returncode == 0, [f['message'] for f in out['findings'] if f['severity'] == 'error']
+    assert out['config']['deepspeed'] == 'zero3'
+
+
+def test_rollout_gpus_overlapping_training_in_trl_server_mode():
+    proc, out = check(*HW80, '--rollout', 'CUDA_VISIBLE_DEVICES=3 trl vllm-serve --model Qwen/Qwen2.5-7B-Instruct',
+                      '--', 'accelerate', 'launch', '--num_processes', '4', '--gpu_ids', '0,1,2,3', 'train_grpo.py',
+                      '--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct', '--use_vllm', '--vllm_mode', 'server')
+    assert proc.returncode == 1 and 'device.rollout-overlap' in rules(out)
+
+
+def test_num_generations_must_divide_the_generation_batch_as_grpoconfig_checks():
+    proc, out = check(*HW80, '--', 'accelerate', 'launch', '--num_processes', '2', '--gpu_ids', '0,1',
+                      'train_grpo.py', '--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct',
+                      '--per_device_train_batch_size', '3', '--num_generations', '4')
+    assert proc.returncode == 1 and 'batch.num-generations-divides' in rules(out)
+
+
+def test_script_argument_unknown_to_trl_is_a_warning_with_a_suggestion():
+    proc, out = check(*HW80, '--', 'accelerate', 'launch', '--num_processes', '1', 'train_grpo.py',
+                      '--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct', '--num_generation', '8')
+    f = next(f for f in out['findings'] if f['rule'] == 'args.unknown')
+    assert f['severity'] == 'warning' and 'your script may define it' in f['message']
+    assert 'did you mean --num_generations' in f['message']
+
+
+def test_trl_grpo_config_yaml_is_read_as_trlparser_reads_it(tmp_path):
+    cfg = tmp_path / 'grpo.yaml'
+    cfg.write_text('model_name_or_path: Qwen/Qwen2.5-7B-Instruct\nper_device_train_batch_size: 4\n'
+                   'num_generations: 8\nuse_vllm: true\nvllm_mode: colocate\nvllm_max_model_length: 2048\n')
+    proc, out = check('--gpus', '1', '--gpu-type', 'A100-80G', '--', 'trl', 'grpo', '--config', str(cfg),
+                      '--per_device_train_batch_size', '8')
+    assert out['config']['per_device_train_batch_size'] == 8  # the command line wins over the file
+    assert out['config']['vllm_max_model_len'] == 2048 and out['config']['vllm_mode'] == 'colocate'
+
+
+def test_trl_snapshot_matches_the_installed_trl():
+    sys.path.insert(0, 'scripts')
+    import importlib
+    gen = importlib.import_module('gen_trl_snapshot')
+    from grpo_recipes.frontends.trl import snapshot
+    assert gen.build() == snapshot(), 'TRL changed: run `python scripts/gen_trl_snapshot.py` and review the diff'
