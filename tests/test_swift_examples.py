@@ -108,3 +108,22 @@ def test_text_output_reads_whole_at_80_columns_when_piped():
     wide = run_cli('grpo_recipes.cli.guard', 'check', str(path), '--gpus', '4', '--gpu-type', 'A100-80G',
                    '--model-config', str(CORPUS / 'models' / 'Qwen2.5-Math-7B'), env={'COLUMNS': '132'})
     assert max(len(ln) for ln in wide.stdout.splitlines()) > 100  # COLUMNS is honoured when piped too
+
+
+def test_near_the_limit_is_a_tight_warning_not_a_plain_fit():
+    from helpers import make
+    from grpo_recipes.hardware import Hardware
+    # grow the micro-batch until the single training GPU is just under its capacity
+    last = None
+    for bs in range(2, 128, 2):
+        _, report = make({'per_device_train_batch_size': bs, 'num_generations': 2},
+                         hw=Hardware(gpus=8, gpu_type='A100-80G', source='flags'))
+        assert report.memory, report.memory_unchecked
+        m = report.memory[0]
+        if not m.fits:
+            break
+        last = (m, report)
+    m, report = last
+    tight = [f for f in report.findings if f.rule == 'memory.tight']
+    assert m.peak_fraction > 0.88 and tight and tight[0].severity == 'warning'
+    assert f'{m.peak_fraction:.1%}' in tight[0].message
