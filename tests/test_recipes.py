@@ -100,7 +100,7 @@ def test_dry_run_prints_every_step_in_order_and_runs_nothing(tmp_path):
                                               ['grpo-guard', 'check'], ['env', 'CUDA_VISIBLE_DEVICES=1'],
                                               ['swift', 'rlhf']]
     assert '--max-length 256' in cmds[1]
-    assert '--rollout-gpus 1' in cmds[2]
+    assert '--rollout CUDA_VISIBLE_DEVICES=1\\ ' in cmds[2]
     assert 'rollout --model Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4' in cmds[3]
     assert '--vllm_enable_lora true' in cmds[3] and '--vllm_gpu_memory_utilization 0.84' in cmds[3]
     assert cmds[4].endswith('--max_steps 5')
