@@ -144,6 +144,24 @@ def apply_rollout(cfg: GRPOConfig, launch: Launch) -> list[str]:
     return []
 
 
+def model_config_for(model: str | None, given: dict | None) -> tuple[dict | None, str | None]:
+    """(config.json, None), or (None, why memory cannot be checked): the one lookup a trainer check and a
+    rollout-server check share."""
+    if given is not None:
+        return given, None
+    try:
+        return load_model_config(model), None
+    except GuardError:
+        return None, f'no config.json for {model}: pass --model-config DIR or a local model dir'
+
+
+def with_rollout_gpus(hw: Hardware, rollout) -> Hardware:
+    """The rollout server's CUDA_VISIBLE_DEVICES as its GPUs, unless --rollout-gpus said otherwise."""
+    if hw.rollout_gpus is None and rollout is not None and rollout.gpus is not None:
+        return replace(hw, rollout_gpus=tuple(rollout.gpus))
+    return hw
+
+
 def _config_from(launch: Launch) -> tuple[GRPOConfig, list[str]]:
     if launch.framework == 'trl':
         from .frontends.trl import to_config
@@ -162,15 +180,9 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         return check_rollout(launch, hw, packages=packages, model_config=model_config)
     cfg, remaining = _config_from(launch)
     assumptions = apply_rollout(cfg, launch)
-    if hw.rollout_gpus is None and launch.rollout is not None and launch.rollout.gpus is not None:
-        hw = replace(hw, rollout_gpus=tuple(launch.rollout.gpus))
+    hw = with_rollout_gpus(hw, launch.rollout)
     plan = build_plan(cfg, launch.env, hw)
-    unchecked = None
-    if model_config is None:
-        try:
-            model_config = load_model_config(cfg.model)
-        except GuardError as e:
-            unchecked = f'no config.json for {cfg.model}: pass --model-config DIR or a local model dir'
+    model_config, unchecked = model_config_for(cfg.model, model_config)
     base = Path(launch.config_file).parent if launch.config_file and os.path.isfile(launch.config_file) else None
     packages = installed_packages() if packages is None else packages
     ctx = Context(cfg=cfg, launch=launch, plan=plan, hw=hw, model=model_config, remaining=remaining,

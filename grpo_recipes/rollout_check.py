@@ -4,10 +4,8 @@ Imports neither torch nor the frameworks."""
 from __future__ import annotations
 
 from .config import GRPOConfig
-from .errors import GuardError
 from .hardware import Hardware
 from .launch import Launch
-from .models import load_model_config
 from .plan import build_plan
 from .rules import ERROR, WARNING, Finding, _model_max_len
 
@@ -68,22 +66,15 @@ def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> lis
 
 
 def check_rollout(launch: Launch, hw: Hardware, packages: dict | None = None, model_config: dict | None = None):
-    from .check import CheckReport, installed_packages
+    from .check import CheckReport, installed_packages, model_config_for, with_rollout_gpus
     from .memplan import memory_inputs
     from .memory import estimate
     r = launch.rollout
     cfg = rollout_config(launch)
-    if r.gpus is not None and hw.rollout_gpus is None:
-        from dataclasses import replace
-        hw = replace(hw, rollout_gpus=tuple(r.gpus))
+    hw = with_rollout_gpus(hw, r)
     plan = build_plan(cfg, {}, hw)
     plan.visible_gpus, plan.visible_count, plan.processes = [], 0, []
-    unchecked = None
-    if model_config is None:
-        try:
-            model_config = load_model_config(r.model)
-        except GuardError as e:
-            unchecked = f'no config.json for {r.model}: pass --model-config DIR or a local model dir'
+    model_config, unchecked = model_config_for(r.model, model_config)
     report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw,
                          findings=rollout_findings(r, hw, model_config, as_error=True),
                          packages=installed_packages() if packages is None else packages, memory_unchecked=unchecked)

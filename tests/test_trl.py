@@ -87,8 +87,11 @@ def test_trl_grpo_config_yaml_is_read_as_trlparser_reads_it(tmp_path):
 
 
 def test_trl_snapshot_matches_the_installed_trl():
-    sys.path.insert(0, 'scripts')
-    import importlib
-    gen = importlib.import_module('gen_trl_snapshot')
+    # a fresh process, as tests/test_snapshot.py does for ms-swift: other tests' imports must not matter
+    import subprocess
+    from conftest import ROOT
+    proc = subprocess.run([sys.executable, 'scripts/gen_trl_snapshot.py', '--print'], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
     from grpo_recipes.frontends.trl import snapshot
-    assert gen.build() == snapshot(), 'TRL changed: run `python scripts/gen_trl_snapshot.py` and review the diff'
+    assert json.loads(proc.stdout) == snapshot(), 'TRL changed: run `python scripts/gen_trl_snapshot.py` and review the diff'

@@ -58,25 +58,17 @@ def recipe_report(recipe, environ: dict | None = None, extra: list[str] | None =
     launch = load_launch([str(recipe.path), *(extra or [])], environ=environ if environ is not None else {})
     rollout = parse_gpu_ids(recipe.rollout_gpus, '@rollout_gpus') if recipe.rollout_gpus else None
     hw = Hardware(gpus=recipe.gpus or None, gpu_type=recipe.gpu_type, source='recipe header', rollout_gpus=rollout)
-    args = rollout_argv(recipe)
+    from ..config import GRPOConfig
+    cfg, _ = GRPOConfig.from_argv(launch.argv)
+    args = rollout_argv(cfg)
     if args is not None:  # server mode: the `swift rollout` command the launcher runs, as the guard reads it
         env = {'CUDA_VISIBLE_DEVICES': recipe.rollout_gpus} if recipe.rollout_gpus else {}
-        launch.rollout = read_rollout(['--model', recipe_model(recipe), *args], env, f'{recipe.name} (rollout-args)')
+        launch.rollout = read_rollout(['--model', cfg.model, *args], env, f'{recipe.name} (rollout-args)')
     return check_launch(launch, hw)
 
 
-def recipe_model(recipe) -> str:
-    from ..config import GRPOConfig
-    from ..launch import load_launch
-    cfg, _ = GRPOConfig.from_argv(load_launch([str(recipe.path)], environ={}).argv)
-    return cfg.model
-
-
-def rollout_argv(recipe) -> list[str] | None:
+def rollout_argv(cfg) -> list[str] | None:
     """`swift rollout` arguments that mirror a server-mode recipe's vLLM settings (None: not server mode)."""
-    from ..config import GRPOConfig
-    from ..launch import load_launch
-    cfg, _ = GRPOConfig.from_argv(load_launch([str(recipe.path)], environ={}).argv)
     if not (cfg.use_vllm and cfg.vllm_mode == 'server'):
         return None
     args = ['--vllm_tensor_parallel_size', str(cfg.vllm_tensor_parallel_size),
@@ -239,8 +231,11 @@ def cmd_arg(opts) -> int:
 def cmd_rollout_args(opts) -> int:
     """`swift rollout` arguments that mirror the recipe's vLLM settings (single source of truth)."""
     from ..recipes import find
+    from ..config import GRPOConfig
+    from ..launch import load_launch
     recipe = find(opts.recipe)
-    args = rollout_argv(recipe)
+    cfg, _ = GRPOConfig.from_argv(load_launch([str(recipe.path)], environ={}).argv)
+    args = rollout_argv(cfg)
     if args is None:
         raise GuardError(f'{recipe.name}: not a server-mode recipe')
     print('\n'.join(args))

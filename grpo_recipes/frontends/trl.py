@@ -285,8 +285,6 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
             script, script_args = (rest[0] if rest else None), rest[1:]
         info.update(script=script)
     config_file = None
-    if script_args[:1] and script_args[0] == '--config' or any(a.startswith('--config=') for a in script_args[:1]):
-        pass
     if '--config' in script_args:  # TrlParser: a YAML whose keys are defaults, command line wins
         i = script_args.index('--config')
         if i + 1 >= len(script_args):
