@@ -198,4 +198,9 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         plan_memory(report, model_config, want_fixes=fixes, data_stats=data_stats)
     elif not memory:
         report.memory_unchecked = 'memory planning was turned off'
+    if launch.framework == 'trl':
+        from .frontends.trl import in_trl_terms
+        from .frontends.trl import trl_terms
+        report.findings = [in_trl_terms(f) for f in report.findings]
+        report.assumptions = [trl_terms(a) for a in report.assumptions]
     return report

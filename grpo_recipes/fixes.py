@@ -37,6 +37,13 @@ class Fix:
             lines.append(f'+ {k}: {_yaml(new)}')
         return '\n'.join(lines)
 
+    def cli(self) -> str:
+        """The change as TRL/accelerate flags (a TRL launch): the script's flags, then accelerate's."""
+        from .frontends.trl import trl_terms
+        parts = [trl_terms(f'{k}: {_yaml(new)}') for k, (_, new) in self.changes.items()]
+        return 'add ' + ' '.join(p for p in parts if not p.startswith('accelerate')) + ''.join(
+            f'; {p}' for p in parts if p.startswith('accelerate'))
+
     def argv(self) -> list[str]:
         out = []
         for k, (_, new) in self.changes.items():
@@ -57,8 +64,18 @@ def _yaml(v) -> str:
     return str(v)
 
 
-def _knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int) -> list[list[dict]]:
-    """Each knob: a list of alternative change dicts (argument -> new value)."""
+def _knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int, framework: str = 'swift') -> list[list[dict]]:
+    """Each knob: a list of alternative change dicts (argument -> new value). A TRL launch gets only the knobs
+    TRL or accelerate has a setting for."""
+    knobs = _all_knobs(cfg, world, heads, prompt_len)
+    if framework == 'trl':
+        from .frontends.trl import SWIFT_ONLY
+        knobs = [[c for c in alts if not set(c) & set(SWIFT_ONLY)] for alts in knobs]
+        knobs = [alts for alts in knobs if alts]
+    return knobs
+
+
+def _all_knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int) -> list[list[dict]]:
     knobs: list[list[dict]] = []
     colocate = cfg.use_vllm and cfg.vllm_mode == 'colocate'
     if colocate:  # in server mode the trainer's vLLM settings are ignored: they cannot move a training GPU
@@ -115,7 +132,7 @@ def _apply(cfg: GRPOConfig, change: dict) -> GRPOConfig:
 def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
     cfg, plan = report.cfg, report.plan
     prompt_len = inp.prompt_len or cfg.max_length or 0
-    knobs = _knobs(cfg, plan.world_size, inp.arch.heads, prompt_len)
+    knobs = _knobs(cfg, plan.world_size, inp.arch.heads, prompt_len, report.launch.framework)
     found: list[tuple[tuple, Fix]] = []
     for n in range(1, MAX_CHANGES + 1):
         for idxs in itertools.combinations(range(len(knobs)), n):

@@ -169,7 +169,8 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
                     f.fix = 'the proposed fix (memory.fix) below'
             report.findings.append(Finding(INFO, 'memory.fix', sorted(best.changes),
                                            f'a config that fits (peak {best.peak_fraction:.0%} of the GPU, same '
-                                           f'num_generations and prompts per optimizer step)', best.yaml_diff()))
+                                           f'num_generations and prompts per optimizer step)',
+                                           best.cli() if report.launch.framework == 'trl' else best.yaml_diff()))
         else:
             report.findings.append(Finding(WARNING, 'memory.no-fix', [],
                                            'no change within the searched knobs (vLLM length and utilisation, sleep, '

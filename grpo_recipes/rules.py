@@ -101,7 +101,9 @@ def unknown_arguments(ctx: Context) -> list[Finding]:
         from .frontends.trl import CLASSES, describe_unknown
         out = []
         for flag in ctx.remaining:
-            msg, fatal = describe_unknown(flag, CLASSES)
+            msg, fatal = describe_unknown(flag, CLASSES, ctx.packages.get('trl'))
+            if not msg:
+                continue
             out.append(Finding(ERROR if fatal else WARNING, 'args.unknown', [flag.lstrip('-')],
                                msg + ('. TrlParser stops with "Some specified arguments are not used by the '
                                       'HfArgumentParser"' if fatal else ''),
@@ -458,7 +460,9 @@ def server_endpoints(ctx: Context) -> list[Finding]:
 @rule
 def batch_rules(ctx: Context) -> list[Finding]:
     cfg, p = ctx.cfg, ctx.plan
-    src = 'swift/rlhf_trainers/args_mixin.py::_init_generation_batch_params'
+    trl = ctx.launch.framework == 'trl'
+    src = ('trl/trainer/grpo_config.py::GRPOConfig.__post_init__' if trl else
+           'swift/rlhf_trainers/args_mixin.py::_init_generation_batch_params')
     world = p.world_size
     bs = cfg.per_device_train_batch_size
     out = []
@@ -471,8 +475,10 @@ def batch_rules(ctx: Context) -> list[Finding]:
     G = cfg.num_generations
     if G <= 1 and cfg.rlhf_type == 'grpo':
         out.append(Finding(ERROR, 'batch.num-generations', ['num_generations'],
+                           'GRPO requires at least 2 generations per prompt to calculate the advantages. You provided '
+                           f'{G}, which is less than the minimum required.' if trl else
                            'num_generations must be greater than 1 for GRPO', 'num_generations: 8',
-                           'swift/arguments/rlhf_args.py::_check_teacher'))
+                           src if trl else 'swift/arguments/rlhf_args.py::_check_teacher'))
     global_bs = bs * world
     gbs, spg = cfg.generation_batch_size, cfg.steps_per_generation
     if gbs is not None and spg is None and gbs % global_bs:
@@ -480,6 +486,11 @@ def batch_rules(ctx: Context) -> list[Finding]:
                            f'generation_batch_size ({gbs}) must be divisible by the global batch size ({global_bs}).',
                            f'generation_batch_size: {max(1, round(gbs / global_bs)) * global_bs} '
                            f'(a multiple of per_device_train_batch_size × world = {global_bs})', src))
+        return out
+    if trl and gbs is not None and spg is not None:
+        out.append(Finding(ERROR, 'batch.generation-batch', ['generation_batch_size', 'steps_per_generation'],
+                           "'generation_batch_size' and 'steps_per_generation' can not be both configured at the "
+                           "same time", 'set only one of generation_batch_size and steps_per_generation', src))
         return out
     if gbs is not None and spg is not None and gbs != global_bs * spg:
         out.append(Finding(ERROR, 'batch.generation-batch', ['generation_batch_size', 'steps_per_generation'],
@@ -501,8 +512,10 @@ def batch_rules(ctx: Context) -> list[Finding]:
             fix += f', or per_device_train_batch_size: {fix_bs}'
         out.append(Finding(ERROR, 'batch.num-generations-divides', ['num_generations', 'per_device_train_batch_size',
                                                                      'gradient_accumulation_steps'],
-                           f'generation_batch_size ({gen}) must be evenly divisible by num_generations ({G}). '
-                           f'Valid values: {valid}.', fix, src))
+                           (f'generation_batch_size ({gen}) must be divisible by num_generations ({G}). (valid: '
+                            f'{valid})' if trl else
+                            f'generation_batch_size ({gen}) must be evenly divisible by num_generations ({G}). '
+                            f'Valid values: {valid}.'), fix, src))
     if G > 1 and cfg.eval_strategy not in (None, 'no'):
         Ge = cfg.num_generations_eval or G
         geb = cfg.per_device_eval_batch_size * world
@@ -618,15 +631,21 @@ def length_rules(ctx: Context) -> list[Finding]:
             stop = (f'; a prompt of {limit}+ tokens would stop the rollout ("Input length (N) leaves no room for '
                     f'generation")' if longest >= limit else '')
             known = stats is not None or cfg.max_length is not None  # else only the model context admits them
-            out.append(Finding(WARNING if known else INFO, 'length.completion-capped', ['max_length',
-                                                                                         'max_completion_length',
-                                                                      'vllm_max_model_len'],
+            trl = ctx.launch.framework == 'trl'
+            if trl:  # TRL has no prompt limit: vLLM stops at max_model_len, and rejects a longer prompt
+                stop = (f'; a prompt of more than {limit} tokens stops the rollout ("The decoder prompt (length N) '
+                        f'is longer than the maximum model length of {limit}")' if longest > limit else '')
+                trim = f'filter the data to prompts of <= {room} tokens (grpo-data filter --max-length {room})'
+            else:
+                trim = f'max_length: {room}'
+            out.append(Finding(WARNING if known else INFO, 'length.completion-capped',
+                               ([] if trl else ['max_length']) + ['max_completion_length', 'vllm_max_model_len'],
                                f'{what} are allowed but {which} is {limit}: a prompt longer than {room} tokens gets '
-                               f'its completion capped at {limit} - prompt tokens (ms-swift logs "max_model_len - '
-                               f'num_tokens < max_tokens"){stop}',
-                               f'max_length: {room} to keep every completion whole, or vllm_max_model_len: '
-                               f'{longest + C}' if longest + C <= (model_max or longest + C) else
-                               f'max_length: {room}', src))
+                               f'its completion capped at {limit} - prompt tokens'
+                               + ('' if trl else ' (ms-swift logs "max_model_len - num_tokens < max_tokens")') + stop,
+                               f'{trim} to keep every completion whole, or vllm_max_model_len: '
+                               f'{longest + C}' if longest + C <= (model_max or longest + C) else trim,
+                               'vllm/v1/engine/processor.py (prompt length check)' if trl else src))
     if cfg.max_length is None and cfg.rlhf_type == 'grpo' and ctx.launch.framework != 'trl':
         out.append(Finding(INFO, 'length.max-length-unset', ['max_length'],
                            f'max_length (the GRPO prompt limit) is unset, so it is the model context'

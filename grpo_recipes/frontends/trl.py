@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -43,16 +44,32 @@ TORCHRUN_VALUE_OPTIONS = {'nproc_per_node', 'nproc-per-node', 'nnodes', 'node_ra
                           'master-addr', 'master_port', 'master-port', 'rdzv_backend', 'rdzv-backend', 'rdzv_endpoint',
                           'rdzv-endpoint', 'rdzv_id', 'rdzv-id', 'max_restarts', 'max-restarts', 'log_dir', 'log-dir'}
 
-# Names older TRL releases had and the installed TRL does not, with the current equivalent.
+# Names older TRL releases had and the installed TRL does not: (the release that removed it, or None where
+# that release is not pinned down here, and the current equivalent).
+# vllm_device/vllm_dtype: TRL 0.14-0.15 started vLLM inside the trainer on one spare GPU; 0.16 replaced
+# that with `trl vllm-serve` (huggingface/trl PR #3094), and 0.18 added --vllm_mode colocate.
 STALE = {
-    'vllm_device': ('TRL <= 0.17 ran vLLM on one spare GPU of the trainer\'s (vllm_device); from 0.18 use '
-                    '--vllm_mode server with `trl vllm-serve` on GPUs of its own, or --vllm_mode colocate'),
-    'vllm_dtype': ('removed with vllm_device (TRL 0.18): the server\'s dtype is `trl vllm-serve --dtype`'),
-    'vllm_max_model_len': ('TRL\'s name is vllm_max_model_length (colocate); for a server, '
-                           '`trl vllm-serve --max_model_len`'),
-    'max_prompt_length': ('the installed TRL no longer truncates prompts (no max_prompt_length): filter the '
-                          'data to the prompt length you plan for (grpo-data filter)'),
+    'vllm_device': ((0, 16), 'TRL 0.14-0.15 ran vLLM on one spare GPU of the trainer\'s (vllm_device); from 0.16 use '
+                             '--vllm_mode server with `trl vllm-serve` on GPUs of its own, or (0.18+) --vllm_mode '
+                             'colocate'),
+    'vllm_dtype': ((0, 16), 'removed with vllm_device (TRL 0.16): the server\'s dtype is `trl vllm-serve --dtype`'),
+    'vllm_max_model_len': (None, 'TRL\'s name is vllm_max_model_length (colocate); for a server, '
+                                 '`trl vllm-serve --max_model_len`'),
+    'max_prompt_length': (None, 'the installed TRL no longer truncates prompts (no max_prompt_length): filter the '
+                                'data to the prompt length you plan for (grpo-data filter)'),
 }
+
+# Framework-neutral field (GRPOConfig of this package, ms-swift's names) -> TRL's flag, where they differ.
+TRL_FLAGS = {
+    'vllm_max_model_len': 'vllm_max_model_length', 'tuner_type': 'use_peft', 'lora_rank': 'lora_r',
+    'model': 'model_name_or_path', 'sleep_level': 'vllm_enable_sleep_mode', 'target_modules': 'lora_target_modules',
+    'torch_dtype': 'dtype',
+}
+# Launch settings that accelerate, not the script, holds.
+ACCELERATE_FLAGS = {'NPROC_PER_NODE': 'num_processes', 'NNODES': 'num_machines', 'NODE_RANK': 'machine_rank',
+                    'MASTER_ADDR': 'main_process_ip', 'MASTER_PORT': 'main_process_port'}
+# ms-swift settings with no TRL equivalent: the fix search leaves them alone for a TRL launch.
+SWIFT_ONLY = ('offload_model', 'offload_optimizer', 'move_model_batches', 'max_length', 'truncation_strategy')
 
 
 @lru_cache(maxsize=1)
@@ -126,17 +143,78 @@ def parse_args(args: list[str], classes: tuple[str, ...]) -> tuple[dict[str, Any
     return values, unknown, positional
 
 
-def describe_unknown(flag: str, classes: tuple[str, ...]) -> tuple[str, bool]:
-    """(message, fatal): a stale TRL name is fatal (TrlParser rejects it); anything else may be the
-    script's own argument."""
+def describe_unknown(flag: str, classes: tuple[str, ...], trl_version: str | None = None) -> tuple[str, bool]:
+    """(message, fatal) for an argument the snapshot's TRL does not define. A name an older TRL had is fatal
+    for the TRL in question when that TRL is at or past the release that removed it (TrlParser rejects it);
+    anything else may be the script's own argument. ``trl_version``: the TRL the launch runs (default: the
+    snapshot's, which is the installed one)."""
     key = flag.lstrip('-').replace('-', '_')
-    version = snapshot()['trl_version']
+    snap = snapshot()['trl_version']
+    version = trl_version or snap
+    vt, st = _vt(version), _vt(snap)
     if key in STALE:
-        return f'{flag}: not an argument of the installed TRL {version}; {STALE[key]}', True
+        removed, equivalent = STALE[key]
+        if vt is not None and ((removed is not None and vt < removed) or (removed is None and st and vt < st)):
+            return '', False  # that TRL still had it (or this package cannot tell): not a finding
+        return f'{flag}: not an argument of TRL {version}; {equivalent}', True
     close = difflib.get_close_matches(key, list(_fields(*classes)), n=1, cutoff=0.75)
     hint = f'; did you mean --{close[0]}?' if close else ''
+    older = (f' (fields read from TRL {snap}; TRL {version} may differ)' if vt and st and vt != st else '')
     return (f'{flag}: not an argument of TRL {version}\'s GRPOConfig, ModelConfig or ScriptArguments (your script '
-            f'may define it){hint}'), False
+            f'may define it){hint}{older}'), False
+
+
+def in_trl_terms(finding):
+    """A finding of a TRL launch with TRL's and accelerate's names in its arguments, message and fix."""
+    from dataclasses import replace
+    args = [TRL_FLAGS.get(a, ACCELERATE_FLAGS.get(a, a)) for a in finding.arguments]
+    return replace(finding, arguments=args, message=trl_terms(finding.message), fix=trl_terms(finding.fix))
+
+
+def _vt(v) -> tuple[int, ...] | None:
+    from ..rules import version_tuple
+    return version_tuple(v)
+
+
+def trl_terms(text: str | None) -> str | None:
+    """A message or fix written in the neutral (ms-swift) names, in TRL's and accelerate's terms: ``key: value``
+    becomes ``--trl_flag value``, ``ENV: {NPROC_PER_NODE: 4}`` becomes ``accelerate launch --num_processes 4``,
+    a ZeRO stage becomes accelerate's DeepSpeed options. The one place where a TRL launch's wording is made."""
+    if not text:
+        return text
+
+    def env_block(m: re.Match) -> str:
+        parts = []
+        prefix = []
+        for key, val in re.findall(r'(\w+):\s*("[^"]*"|[^,}]+)', m.group(1)):
+            val = val.strip().strip('"')
+            if key == 'CUDA_VISIBLE_DEVICES':
+                prefix.append(f'CUDA_VISIBLE_DEVICES={val}')
+            elif key in ACCELERATE_FLAGS:
+                parts.append(f'--{ACCELERATE_FLAGS[key]} {val}')
+        return ' '.join(prefix + ['accelerate launch'] + parts) if parts else ' '.join(prefix)
+
+    text = re.sub(r'ENV:\s*\{([^}]*)\}', env_block, text)
+    text = re.sub(r'\bCUDA_VISIBLE_DEVICES: "([^"]*)"', r'CUDA_VISIBLE_DEVICES=\1', text)
+    text = re.sub(r'\bsleep_level: [1-9]', '--vllm_enable_sleep_mode true', text)
+    text = re.sub(r'\bsleep_level: 0', '--vllm_enable_sleep_mode false', text)
+
+    def zero(m: re.Match) -> str:
+        stage, offload = m.group(1), m.group(2)
+        out = f'accelerate launch --use_deepspeed --zero_stage {stage}'
+        if offload:
+            out += ' --offload_optimizer_device cpu' + (' --offload_param_device cpu' if stage == '3' else '')
+        return out
+
+    text = re.sub(r'\bdeepspeed: zero(\d)(_offload)?', zero, text)
+    for key, flag in ACCELERATE_FLAGS.items():
+        text = re.sub(rf'\b{key}\b', f'accelerate\'s --{flag}', text)
+    flags = {f['name'] for cls in CLASSES for f in snapshot()[cls]} | set(TRL_FLAGS)
+    text = re.sub(r'(?<![\w-])(\w+): (?=\S)',
+                  lambda m: f'--{TRL_FLAGS.get(m.group(1), m.group(1))} ' if m.group(1) in flags else m.group(0), text)
+    for key, flag in TRL_FLAGS.items():
+        text = re.sub(rf'(?<![\w-]){key}\b', flag, text)
+    return text
 
 
 def _accelerate_options(args: list[str]) -> tuple[dict[str, Any], list[str]]:
