@@ -162,10 +162,10 @@ def with_rollout_gpus(hw: Hardware, rollout) -> Hardware:
     return hw
 
 
-def _config_from(launch: Launch) -> tuple[GRPOConfig, list[str]]:
+def _config_from(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfig, list[str]]:
     if launch.framework == 'trl':
         from .frontends.trl import to_config
-        return to_config(launch)
+        return to_config(launch, trl_version)
     try:
         return GRPOConfig.from_argv(launch.argv)
     except ArgumentError as e:
@@ -178,13 +178,18 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     if launch.kind == 'rollout':
         from .rollout_check import check_rollout
         return check_rollout(launch, hw, packages=packages, model_config=model_config)
-    cfg, remaining = _config_from(launch)
+    packages = installed_packages() if packages is None else packages
+    cfg, remaining = _config_from(launch, packages.get('trl'))
     assumptions = apply_rollout(cfg, launch)
+    if launch.framework == 'trl':
+        from .frontends.trl import old_vllm_device
+        assumptions += old_vllm_device(cfg, launch, packages.get('trl'))
     hw = with_rollout_gpus(hw, launch.rollout)
+    if launch.trl.get('vllm_device_gpu') is not None and hw.rollout_gpus is None:
+        hw = replace(hw, rollout_gpus=(launch.trl['vllm_device_gpu'],))  # TRL 0.14-0.15's in-trainer vLLM GPU
     plan = build_plan(cfg, launch.env, hw)
     model_config, unchecked = model_config_for(cfg.model, model_config)
     base = Path(launch.config_file).parent if launch.config_file and os.path.isfile(launch.config_file) else None
-    packages = installed_packages() if packages is None else packages
     ctx = Context(cfg=cfg, launch=launch, plan=plan, hw=hw, model=model_config, remaining=remaining,
                   packages=packages,
                   dataset_columns=dataset_columns(cfg.dataset, base),

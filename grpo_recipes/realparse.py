@@ -50,6 +50,8 @@ class RealParseResult:
     world_size: int = 1
     parse_s: float | None = None
     total_s: float | None = None
+    parser: str = 'ms-swift RLHFArguments'
+    """Whose parser ran (ms-swift's RLHFArguments, or TRL's TrlParser and its version)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -109,5 +111,77 @@ def validate_many(launches: list[Launch], timeout: float = 900.0, python: str | 
     return results
 
 
-def validate(launch: Launch, timeout: float = 900.0, python: str | None = None) -> RealParseResult:
+def validate(launch: Launch, timeout: float = 900.0, python: str | None = None,
+             trl_version: str | None = None) -> RealParseResult:
+    """The framework's own parser on the launch: ms-swift's for ``swift rlhf``, the installed TRL's for a TRL
+    launch (``trl_version``, when given, must be the installed one: a parse cannot run another release)."""
+    if launch.framework == 'trl':
+        return validate_trl(launch, timeout=timeout, python=python, trl_version=trl_version)
     return validate_many([launch], timeout=timeout, python=python)[0]
+
+
+def installed_trl() -> str | None:
+    import importlib.metadata as md
+    try:
+        return md.version('trl')
+    except md.PackageNotFoundError:
+        return None
+
+
+def validate_trl(launch: Launch, timeout: float = 900.0, python: str | None = None,
+                 trl_version: str | None = None) -> RealParseResult:
+    return validate_trl_many([launch], timeout=timeout, python=python, trl_version=trl_version)[0]
+
+
+def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: str | None = None,
+                      trl_version: str | None = None) -> list[RealParseResult]:
+    """TRL's ``TrlParser`` on TRL launches' script arguments (or on ``trl vllm-serve``'s), in one subprocess
+    (:mod:`grpo_recipes._trl_worker`, one TRL import); world size from accelerate's/torchrun's process count."""
+    have = installed_trl() if python is None else None
+    if python is None and have is None:
+        raise GuardError('TRL is not installed here: `pip install trl` (this package was tested with the version in '
+                         'constraints.txt), then validate again')
+    if trl_version and have and trl_version != have:
+        raise GuardError(f'--trl-version {trl_version}: validate runs the installed TRL\'s own parser, and TRL {have} '
+                         f'is installed; install trl=={trl_version} (e.g. in a venv) and run grpo-guard from there, '
+                         f'or drop --trl-version')
+    t0 = time.time()
+    requests = []
+    for launch in launches:
+        if launch.kind == 'rollout' and launch.rollout is not None:
+            requests.append({'what': 'rollout', 'argv': list(launch.rollout.argv), 'world_size': 1})
+        else:
+            requests.append({'what': 'train', 'argv': list(launch.trl.get('script_args', launch.argv)),
+                             'world_size': world_size_of(launch)})
+    child_env = dict(os.environ)
+    child_env.setdefault('PYTHONWARNINGS', 'ignore')
+    child_env['CUDA_VISIBLE_DEVICES'] = ''
+    try:  # run where the user is: a relative --config path is theirs
+        proc = subprocess.run([python or sys.executable, '-m', 'grpo_recipes._trl_worker'],
+                              input=json.dumps(requests), capture_output=True, text=True, timeout=timeout,
+                              env=child_env)
+    except subprocess.TimeoutExpired:
+        raise GuardError(f'TRL parser did not finish in {timeout:.0f}s') from None
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARK)]
+    if len(lines) != len(requests):
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise GuardError('TRL parser crashed before giving a result: ' + ' | '.join(tail))
+    results = []
+    for request, line in zip(requests, lines):
+        raw = json.loads(line[len(RESULT_MARK):])
+        if raw.get('crashed'):
+            raise GuardError(f'cannot run TRL\'s parser here ({raw["error_type"]}: {raw["message"]})')
+        unknown = []
+        if not raw['ok'] and 'not used by the HfArgumentParser' in (raw.get('message') or ''):
+            from .frontends.trl import CLASSES, describe_unknown, parse_args
+            classes = CLASSES if request['what'] == 'train' else ('VllmServeArguments',)
+            _, flags, _ = parse_args(request['argv'], classes)
+            for flag in flags:
+                msg, _ = describe_unknown(flag, classes, raw.get('trl_version'))
+                unknown.append({'flag': flag, 'describe': msg or flag})
+        results.append(RealParseResult(
+            ok=bool(raw['ok']), error_type=raw.get('error_type'), message=raw.get('message'), where=raw.get('where'),
+            unknown=unknown, resolved=raw.get('resolved', {}), simulated=raw.get('simulated', []), overrides=[],
+            world_size=request['world_size'], parse_s=raw.get('parse_s'), total_s=round(time.time() - t0, 3),
+            parser=f'TRL {raw.get("trl_version")} TrlParser'))
+    return results

@@ -264,6 +264,8 @@ def visible_gpus_exist(ctx: Context) -> list[Finding]:
 def rollout_gpus(ctx: Context) -> list[Finding]:
     """Server mode: `swift rollout` runs on its own GPUs (its own CUDA_VISIBLE_DEVICES)."""
     cfg, p, hw = ctx.cfg, ctx.plan, ctx.hw
+    if ctx.launch.trl.get('vllm_device_gpu') is not None:
+        return []  # TRL 0.14-0.15's in-trainer vLLM: trl.vllm-device checks its GPU as TRL did
     if not (cfg.use_vllm and cfg.vllm_mode == 'server'):
         if p.rollout_gpus:
             return [Finding(WARNING, 'device.rollout-gpus-unused', ['--rollout-gpus'],
@@ -278,6 +280,8 @@ def rollout_gpus(ctx: Context) -> list[Finding]:
     need = max(1, cfg.vllm_tensor_parallel_size) * max(1, cfg.vllm_data_parallel_size)
     have = len(p.rollout_gpus)
     train = set(p.visible_gpus or [])
+    if ctx.launch.framework == 'trl' and ctx.launch.trl.get('launcher') != 'python':
+        train = set((p.visible_gpus or [])[:p.processes_per_node])  # accelerate/torchrun: process i on cuda:i
     overlap = sorted(train & set(p.rollout_gpus))
     if overlap and p.nnodes == 1:
         out.append(Finding(ERROR, 'device.rollout-overlap', ['CUDA_VISIBLE_DEVICES', '--rollout-gpus'],
@@ -402,9 +406,36 @@ _HOST_RE = re.compile(r'^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9\-\.]*[A-Za-z0-9])?$
 
 
 @rule
+def trl_old_vllm_device(ctx: Context) -> list[Finding]:
+    """TRL 0.14-0.15 started vLLM inside the trainer on ``vllm_device`` and checked it the way quoted here
+    (trl v0.15 trl/trainer/grpo_trainer.py, GRPOTrainer.__init__)."""
+    idx = ctx.launch.trl.get('vllm_device_index')
+    if idx is None:
+        return []
+    p = ctx.plan
+    count = p.visible_count
+    nproc = p.processes_per_node * max(1, p.nnodes)
+    src = 'trl v0.15 trl/trainer/grpo_trainer.py (GRPOTrainer.__init__)'
+    if count is not None and idx >= count:
+        return [Finding(ERROR, 'trl.vllm-device', ['vllm_device', 'NPROC_PER_NODE'],
+                        f'The requested device for vllm (cuda:{idx}) is not available. You are likely using vLLM '
+                        f'without restricting the number of GPUs for training. [{count} GPU(s) visible, {nproc} '
+                        f'training process(es)]',
+                        f'ENV: {{NPROC_PER_NODE: {max(1, count - 1)}}} (one visible GPU left for vLLM), or upgrade '
+                        f'TRL and run vLLM as a server: --vllm_mode server with `trl vllm-serve` on its own GPU', src)]
+    if idx < nproc and count != 1:
+        return [Finding(WARNING, 'trl.vllm-device', ['vllm_device'],
+                        f'The requested device cuda:{idx} is also being used for training: vLLM reserves '
+                        f'{ctx.cfg.vllm_gpu_memory_utilization:.0%} of it beside a training process',
+                        f'ENV: {{NPROC_PER_NODE: {max(1, nproc)}}} with one more visible GPU, and --vllm_device '
+                        f'cuda:{nproc}', src)]
+    return []
+
+
+@rule
 def server_endpoints(ctx: Context) -> list[Finding]:
     cfg = ctx.cfg
-    if not cfg.use_vllm or cfg.vllm_mode != 'server':
+    if not cfg.use_vllm or cfg.vllm_mode != 'server' or ctx.launch.trl.get('vllm_device_gpu') is not None:
         return []
     out = []
     if not cfg.vllm_server_host and not cfg.vllm_server_base_url:

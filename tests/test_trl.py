@@ -95,3 +95,40 @@ def test_trl_snapshot_matches_the_installed_trl():
     assert proc.returncode == 0, proc.stderr[-2000:]
     from grpo_recipes.frontends.trl import snapshot
     assert json.loads(proc.stdout) == snapshot(), 'TRL changed: run `python scripts/gen_trl_snapshot.py` and review the diff'
+
+
+def test_vllm_device_on_trl_0_15_is_checked_as_that_trl_did():
+    # Reported: `accelerate launch --num_processes 4 ... --vllm_device auto` with training on every visible GPU:
+    # "ValueError: The requested device for vllm (cuda:4) is not available" (TRL 0.14-0.15 GRPOTrainer).
+    base = ['accelerate', 'launch', '--use_deepspeed', '--zero_stage', '3', 'train_grpo.py', '--model_name_or_path',
+            'Qwen/Qwen2.5-7B-Instruct', '--use_vllm', '--vllm_device', 'auto', '--dtype', 'bfloat16',
+            '--per_device_train_batch_size', '4', '--num_generations', '6']
+    hw = ['--trl-version', '0.15.2', '--gpus', '4', '--gpu-type', 'A100-80G']
+    proc, out = check(*hw, '--', 'CUDA_VISIBLE_DEVICES=0,1,2,3', base[0], base[1], '--num_processes', '4', *base[2:])
+    assert proc.returncode == 1
+    f = next(f for f in out['findings'] if f['rule'] == 'trl.vllm-device')
+    assert 'The requested device for vllm (cuda:4) is not available' in f['message']
+    assert '--num_processes 3' in f['fix'] and 'args.unknown' not in rules(out, 'warning') | rules(out)
+    fixed, out = check(*hw, '--', 'CUDA_VISIBLE_DEVICES=0,1,2,3', base[0], base[1], '--num_processes', '3', *base[2:])
+    assert fixed.returncode == 0, [f['message'] for f in out['findings'] if f['severity'] == 'error']
+    roles = {m['role'] for m in out['memory']}
+    assert roles == {'train', 'rollout'}  # vLLM on GPU 3 alone, at TRL 0.15's default utilisation 0.9
+    assert out['config']['vllm_gpu_memory_utilization'] == 0.9
+
+
+def test_findings_and_fixes_of_a_trl_launch_use_trl_flags():
+    # the reported logits case as a TRL colocate launch: the fix must be TRL/accelerate flags, not ms-swift YAML
+    proc, out = check('--gpus', '4', '--gpu-type', 'A100-80G', '--', 'accelerate', 'launch', '--num_processes', '4',
+                      '--use_deepspeed', '--zero_stage', '3', 'train_grpo.py', '--model_name_or_path',
+                      'Qwen/Qwen2.5-7B-Instruct', '--dtype', 'bfloat16', '--use_vllm', '--vllm_mode', 'colocate',
+                      '--per_device_train_batch_size', '8', '--gradient_accumulation_steps', '8', '--num_generations',
+                      '8', '--max_completion_length', '2048', '--vllm_gpu_memory_utilization', '0.6',
+                      '--vllm_max_model_length', '2304')
+    assert proc.returncode == 1 and 'memory.oom' in rules(out)
+    fix = next(f for f in out['findings'] if f['rule'] == 'memory.fix')
+    assert fix['fix'].startswith('add --') and 'sleep_level' not in fix['fix']
+    text = json.dumps(out['findings'])
+    import re
+    for swift_only in ('sleep_level:', r'vllm_max_model_len\b', 'ENV:', 'move_model_batches', 'offload_model',
+                       'ms-swift logs'):
+        assert not re.search(swift_only, text), swift_only

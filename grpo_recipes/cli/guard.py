@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument('config', nargs='?', help='swift rlhf YAML/JSON config (omit and use `-- swift rlhf ...`)')
     v.add_argument('--json', action='store_true', help='print one JSON object')
     v.add_argument('--timeout', type=float, default=900.0, help='seconds to wait for the parser (default 900)')
+    for c in (v, sub.choices['check'], sub.choices['run']):
+        c.add_argument('--trl-version', metavar='V', help='TRL launches: the TRL release the launch will run (default: '
+                       'the installed one); older releases keep the names they had (e.g. --vllm_device before 0.16)')
     return p
 
 
@@ -108,12 +111,13 @@ def _model_config(path: str | None) -> dict | None:
 def cmd_validate(opts, extra: list[str]) -> int:
     from ..launch import load_launch
     from ..realparse import validate
-    launch = load_launch(_launch_args(opts.config, extra))
-    result = validate(launch, timeout=opts.timeout)
+    launch = load_launch(_launch_args(opts.config, extra), rollout=None)
+    result = validate(launch, timeout=opts.timeout, trl_version=opts.trl_version)
     if opts.json:
         print_json({'ok': result.ok, 'launch': launch.to_dict(), 'parser': result.to_dict()})
         return 0 if result.ok else 1
     from rich.console import Console
+    from rich.markup import escape
     out = Console(highlight=False, soft_wrap=True)
     out.print(f'[bold]config[/]   {launch.config_file}')
     if launch.env:
@@ -121,10 +125,17 @@ def cmd_validate(opts, extra: list[str]) -> int:
     for note in launch.notes:
         out.print(f'[yellow]note[/]     {note}')
     sim = f', simulated: {", ".join(result.simulated)}' if result.simulated else ''
-    out.print(f'[bold]parser[/]   ms-swift RLHFArguments, world_size {result.world_size}{sim} '
+    out.print(f'[bold]parser[/]   {result.parser}, world_size {result.world_size}{sim} '
               f'({result.total_s:.1f}s)')
     for u in result.unknown:
         out.print(f'[red]unknown[/]  {u["describe"]}')
+    if result.ok and launch.framework == 'trl':
+        r = result.resolved
+        keys = (('model', 'tensor_parallel_size', 'data_parallel_size', 'gpu_memory_utilization', 'max_model_len')
+                if launch.kind == 'rollout' else ('generation_batch_size', 'steps_per_generation', 'num_generations',
+                                                  'use_vllm', 'vllm_mode', 'dtype', 'use_peft'))
+        out.print('[green bold]VALID[/]    ' + escape(', '.join(f'{k}={r[k]}' for k in keys if k in r)))
+        return 0
     if result.ok:
         r = result.resolved
         out.print(f'[green bold]VALID[/]    model_type={r.get("model_type")} template={r.get("template")} '
@@ -146,7 +157,15 @@ def _check(opts, extra):
     hw = detect(opts.gpus, opts.gpu_type, opts.rollout_gpus, opts.gpu_mem)
     from ..check import load_data_stats
     stats = load_data_stats(opts.data_stats) if opts.data_stats else None
-    report = check_launch(launch, hw, data_stats=stats, model_config=_model_config(opts.model_config))
+    packages = None
+    if getattr(opts, 'trl_version', None):
+        from ..check import installed_packages
+        from ..rules import version_tuple
+        if version_tuple(opts.trl_version) is None:
+            raise GuardError(f'--trl-version {opts.trl_version!r}: not a version (e.g. 0.15.2)')
+        packages = {**installed_packages(), 'trl': opts.trl_version}
+    report = check_launch(launch, hw, packages=packages, data_stats=stats,
+                          model_config=_model_config(opts.model_config))
     if getattr(opts, 'verify', False) and report.fixes:
         from ..realparse import validate
         from ..launch import Launch

@@ -362,6 +362,7 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
         else:
             script, script_args = (rest[0] if rest else None), rest[1:]
         info.update(script=script)
+    info['script_args'] = list(script_args)  # as typed (TRL's own parser reads --config itself)
     config_file = None
     if '--config' in script_args:  # TrlParser: a YAML whose keys are defaults, command line wins
         i = script_args.index('--config')
@@ -388,13 +389,37 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
 CLASSES = ('GRPOConfig', 'ModelConfig', 'ScriptArguments')
 
 
-def to_config(launch: Launch) -> tuple[GRPOConfig, list[str]]:
-    """TRL's settings in the framework-neutral GRPOConfig (TRL's defaults where the user set nothing)."""
+# TRL 0.14-0.15 (vLLM inside the trainer): the defaults that differ from the snapshot's TRL, from
+# trl v0.15.2 trl/trainer/grpo_config.py (vllm_device "auto", vllm_gpu_memory_utilization 0.9,
+# max_prompt_length 512, vllm_max_model_len None: the model's context).
+OLD_VLLM_DEFAULTS = {'vllm_device': 'auto', 'vllm_gpu_memory_utilization': 0.9, 'max_prompt_length': 512}
+
+
+def is_in_trainer_vllm(trl_version: str | None) -> bool:
+    """True for the TRL releases that started vLLM inside the trainer on ``vllm_device`` (0.14-0.15)."""
+    v = _vt(trl_version)
+    return v is not None and v < (0, 16)
+
+
+def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfig, list[str]]:
+    """TRL's settings in the framework-neutral GRPOConfig (TRL's defaults where the user set nothing).
+    ``trl_version``: the TRL the launch runs, when older than the snapshot's (names it still had are read)."""
     values, unknown, _ = parse_args(launch.argv, CLASSES)
     d = {f['name']: f['default'] for f in snapshot()['GRPOConfig']}
     m = {f['name']: f['default'] for f in snapshot()['ModelConfig']}
     d.update({k: v for k, v in values.items() if k in d})
     m.update({k: v for k, v in values.items() if k in m})
+    old = values.get('_unknown_values', {})
+    if is_in_trainer_vllm(trl_version):
+        for k, default in OLD_VLLM_DEFAULTS.items():
+            d[k] = values[k] if k in values else old.get(k, default)
+        if str(old.get('vllm_max_model_len', '')).isdigit():
+            d['vllm_max_model_length'] = int(old['vllm_max_model_len'])
+        d['vllm_mode'] = 'colocate'  # replaced by old_vllm_device once the device is known
+        launch.trl['vllm_device'] = str(d['vllm_device']) if d.get('use_vllm') else None
+    unknown = [u for u in unknown if u.lstrip('-').replace('-', '_') not in old or not is_in_trainer_vllm(trl_version)
+               or u.lstrip('-').replace('-', '_') not in ('vllm_device', 'vllm_max_model_len', 'max_prompt_length',
+                                                        'vllm_dtype')]
     acc = launch.trl.get('accelerate') or {}
     stage = acc.get('zero_stage')
     deepspeed = None
@@ -421,12 +446,14 @@ def to_config(launch: Launch) -> tuple[GRPOConfig, list[str]]:
         gradient_accumulation_steps=int(d.get('gradient_accumulation_steps') or 1),
         steps_per_generation=d.get('steps_per_generation'), generation_batch_size=d.get('generation_batch_size'),
         num_generations=int(d['num_generations']), num_iterations=int(d.get('num_iterations') or 1),
-        max_length=d.get('max_prompt_length'), max_completion_length=int(d['max_completion_length']),
+        max_length=int(d['max_prompt_length']) if d.get('max_prompt_length') is not None else None,
+        max_completion_length=int(d['max_completion_length']),
         use_vllm=bool(d.get('use_vllm')), vllm_mode=d.get('vllm_mode') if d.get('use_vllm') else None,
         vllm_gpu_memory_utilization=float(d.get('vllm_gpu_memory_utilization') or 0.3),
         vllm_tensor_parallel_size=int(d.get('vllm_tensor_parallel_size') or 1),
         vllm_max_model_len=d.get('vllm_max_model_length'),
-        sleep_level=1 if d.get('vllm_enable_sleep_mode') else 0,
+        # TRL puts vLLM to sleep at level 2 (weights and KV cache freed): trl/generation/vllm_generation.py
+        sleep_level=2 if d.get('vllm_enable_sleep_mode') else 0,
         vllm_server_host=[host] if isinstance(host, str) else host,
         vllm_server_port=[int(d.get('vllm_server_port') or 8000)],
         vllm_server_base_url=[d['vllm_server_base_url']] if d.get('vllm_server_base_url') else None,
@@ -440,6 +467,40 @@ def to_config(launch: Launch) -> tuple[GRPOConfig, list[str]]:
     if cfg.vllm_server_host == ['0.0.0.0']:
         cfg.vllm_server_host = ['127.0.0.1']  # TRL's client default host is where the server listens
     return cfg, unknown
+
+
+def old_vllm_device(cfg: GRPOConfig, launch: Launch, trl_version: str | None) -> list[str]:
+    """TRL 0.14-0.15: where ``vllm_device`` puts vLLM, as GRPOTrainer resolves it ("auto": cuda:0 when one GPU
+    is visible, else cuda:<num_processes>, the GPU after the training ones). A dedicated device is planned like a
+    rollout server on that GPU; one shared with training like colocate. Returns the assumptions made."""
+    dev = launch.trl.get('vllm_device')
+    if not (cfg.use_vllm and dev and is_in_trainer_vllm(trl_version)):
+        return []
+    from ..plan import _layout
+    env = launch.env
+    vis = [int(x) for x in env['CUDA_VISIBLE_DEVICES'].split(',')] if env.get('CUDA_VISIBLE_DEVICES', '').strip(
+        ).replace(',', '').isdigit() else None
+    count = len(vis) if vis is not None else None
+    nproc = _layout(env)[2] * max(1, _layout(env)[0])
+    if dev == 'auto':
+        idx = 0 if count == 1 else nproc
+    elif dev.startswith('cuda:') and dev[5:].isdigit():
+        idx = int(dev[5:])
+    else:
+        return [f'vllm_device {dev!r}: not a cuda:N device; vLLM planned beside rank 0']
+    launch.trl['vllm_device_index'] = idx
+    cfg.vllm_tensor_parallel_size = 1
+    if idx < nproc:
+        cfg.vllm_mode = 'colocate'
+        return [f'TRL {trl_version}: vLLM runs in the training process on cuda:{idx} (vllm_device {dev}), beside '
+                f'the trainer on that GPU; planned as colocate']
+    cfg.vllm_mode = 'server'
+    cfg.vllm_server_host = ['(in-trainer)']
+    physical = vis[idx] if vis is not None and idx < len(vis) else idx
+    launch.trl['vllm_device_gpu'] = physical
+    return [f'TRL {trl_version}: vLLM runs in the training process of rank 0 on its own GPU (vllm_device {dev} = '
+            f'cuda:{idx}, physical GPU {physical}) at vllm_gpu_memory_utilization '
+            f'{cfg.vllm_gpu_memory_utilization}; that GPU is planned like a rollout server\'s']
 
 
 def read_vllm_serve(argv: list[str], env: Mapping[str, str], source: str) -> Rollout:
