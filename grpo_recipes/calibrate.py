@@ -12,6 +12,7 @@ comments are compared with the full total. Nothing here is fitted per case.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -70,6 +71,47 @@ ARCH_COUNTS = ('moe_intermediate_size', 'num_experts', 'num_local_experts', 'num
 
 def _is_num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+
+
+DTYPE_ALIASES = {'bf16': 'bfloat16', 'fp16': 'float16', 'half': 'float16', 'fp32': 'float32', 'float': 'float32'}
+
+
+def normalise(case: dict) -> tuple[dict, list[str]]:
+    """What a source states in another form, read as the scorer needs it (a copy; notes say what was read):
+    - a list of per-GPU figures: the peak is the largest (the guard predicts the fullest GPU), the KV cache the
+      smallest (vLLM sizes the cache by its smallest worker), the weights the largest;
+    - a negative KV figure is vLLM's failing start-up log ("No available memory for the cache blocks"): the
+      start-up failed, and there is no KV size to compare;
+    - ``torch_dtype`` ``auto`` is the checkpoint's dtype (model_config), ``bf16``/``fp16``/``fp32`` their names."""
+    case = json.loads(json.dumps(case))
+    notes: list[str] = []
+    out = case.get('outcome')
+    if isinstance(out, dict):
+        for key, pick in (('peak_gib_per_gpu', max), ('kv_cache_gib_per_gpu', min), ('kv_cache_gib', min),
+                          ('model_load_gib_per_gpu', max), ('kv_cache_tokens', min)):
+            v = out.get(key)
+            if isinstance(v, list) and v and all(_is_num(x) for x in v):
+                out[key] = pick(v)
+                notes.append(f'outcome.{key}: {pick.__name__} of {len(v)} per-GPU figures')
+        for key in ('kv_cache_gib_per_gpu', 'kv_cache_gib'):
+            v = out.get(key)
+            if _is_num(v) and v < 0:
+                out.pop(key)
+                out['startup_failed'] = True
+                notes.append(f'outcome.{key} {v} < 0: vLLM had no memory for the KV cache (a failed start-up)')
+    cfg = case.get('config')
+    mc = case.get('model_config') if isinstance(case.get('model_config'), dict) else {}
+    if isinstance(cfg, dict) and isinstance(cfg.get('torch_dtype'), str):
+        d = cfg['torch_dtype'].lower()
+        if d == 'auto':
+            if mc.get('torch_dtype', mc.get('dtype')):
+                cfg['torch_dtype'] = str(mc.get('torch_dtype', mc.get('dtype')))
+                notes.append(f'config.torch_dtype auto: the checkpoint\'s {cfg["torch_dtype"]}')
+            else:
+                cfg.pop('torch_dtype')
+        else:
+            cfg['torch_dtype'] = DTYPE_ALIASES.get(d, d)
+    return case, notes
 
 
 def _check_shape(case: dict) -> None:
@@ -135,6 +177,60 @@ def _config(case: dict, extra: dict | None = None, renames: dict | None = None) 
     except Exception as e:  # noqa: BLE001 - a case whose stated values ms-swift would not parse
         raise CannotPredict(f'config ({e})') from None
     return cfg, env
+
+
+def is_legacy(case: dict) -> bool:
+    """A 2023-era table (ms-swift 1.x/2.x benchmarks, LLaMA-Factory's wiki): its allocator, kernels and
+    defaults differ from the stack the guard plans for, so its peak errors are reported apart."""
+    fw = str(case.get('framework', '')).lower()
+    ver = str(case.get('framework_version', '')).lower()
+    return 'llama-factory' in fw or 'llamafactory' in fw or bool(re.search(r'(^|[^\d.])[12]\.(x|\d)', ver))
+
+
+def _is_trl(case: dict) -> bool:
+    return str(case.get('framework', '')).lower().startswith('trl')
+
+
+# Case keys (ms-swift names, per the schema) -> TRL's flags; the rest are taken as TRL's own names.
+TRL_CASE_FLAGS = {'lora_rank': 'lora_r', 'target_modules': 'lora_target_modules', 'torch_dtype': 'dtype',
+                  'vllm_max_model_len': 'vllm_max_model_length'}
+
+
+def _trl_config(case: dict) -> tuple[GRPOConfig, dict]:
+    """A TRL case read by the TRL front end, as `accelerate launch train.py ...` with the stated settings:
+    what the source leaves out takes the TRL defaults (of ``framework_version`` where it predates the
+    snapshot's TRL and changes them, else of the snapshot's TRL, which the row says)."""
+    from .frontends.trl import load_trl, snapshot, to_config
+    c = dict(case.get('config') or {})
+    known = {f['name'] for cls in ('GRPOConfig', 'ModelConfig') for f in snapshot()[cls]}
+    n = str(c.pop('NPROC_PER_NODE', case.get('num_gpus') or 1))
+    acc = ['accelerate', 'launch', '--num_processes', n]
+    ds = str(c.pop('deepspeed', '') or '')
+    if ds.startswith('zero'):
+        acc += ['--use_deepspeed', '--zero_stage', ds[4]]
+        if 'offload' in ds:
+            acc += ['--offload_optimizer_device', 'cpu'] + (['--offload_param_device', 'cpu'] if ds[4] == '3' else [])
+    args: list[str] = []
+    tuner = str(c.pop('tuner_type', c.pop('train_type', 'full')) or 'full')
+    if tuner in ('lora', 'qlora'):
+        args += ['--use_peft', 'true'] + (['--load_in_4bit', 'true'] if tuner == 'qlora' else [])
+    if c.get('sleep_level'):
+        args += ['--vllm_enable_sleep_mode', 'true']
+    for k, v in c.items():
+        k = TRL_CASE_FLAGS.get(k, k)
+        if k not in known or v is None or isinstance(v, dict):
+            continue
+        args += [f'--{k}'] + ([str(x) for x in v] if isinstance(v, list) else [str(v).lower() if isinstance(v, bool)
+                                                                               else str(v)])
+    env = {'CUDA_VISIBLE_DEVICES': ','.join(str(i) for i in range(int(n) if n.isdigit() else 1))}
+    try:
+        launch = load_trl([*acc, 'train.py', *args], env, case['id'])
+        cfg, _ = to_config(launch, case.get('framework_version'))
+        if c.get('max_prompt_length') is not None:  # the source's TRL truncated prompts there
+            cfg.max_length = int(c['max_prompt_length'])
+    except (TypeError, ValueError, GuardError) as e:
+        raise CannotPredict(f'config ({e})') from None
+    return cfg, dict(launch.env)
 
 
 def predict(case: dict) -> dict:
@@ -228,12 +324,10 @@ def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool) -> d
     extra: dict = {'rlhf_type': 'grpo'}
     if sft:
         extra.update(max_completion_length=c['max_length'], beta=0.0, use_vllm=False)
-    if str(case.get('framework', '')).lower().startswith('trl'):
-        # TRL trains all weights unless given a peft_config, and (before model_init_kwargs dtype "auto")
-        # loads the policy in float32; bf16=True is autocast only.
-        extra.setdefault('tuner_type', c.get('train_type') or 'full')
-        extra.setdefault('torch_dtype', c.get('torch_dtype') or 'float32')
-    cfg, env = _config(case, extra)
+    if _is_trl(case) and not sft:
+        cfg, env = _trl_config(case)
+    else:
+        cfg, env = _config(case, extra)
     if sft:
         cfg.use_vllm = False
         cfg.vllm_mode = None
@@ -279,6 +373,8 @@ def score(cases: list[dict]) -> dict:
     rows = []
     fit_right = fit_n = 0
     peak_errs: list[float] = []
+    current_errs: list[float] = []
+    legacy_errs: list[float] = []
     w_errs: list[float] = []
     kv_errs: list[float] = []
     sf_total = sf_pred = 0
@@ -287,6 +383,10 @@ def score(cases: list[dict]) -> dict:
         out = case.get('outcome') or {}
         row = {'id': case['id'], 'kind': case['kind']}
         try:
+            case, notes = normalise(case)
+            out = case.get('outcome') or {}
+            if notes:
+                row['read_as'] = notes
             pred = predict(case)
         except CannotPredict as e:
             row['cannot_predict'] = str(e)
@@ -314,6 +414,7 @@ def score(cases: list[dict]) -> dict:
             predicted = pred['peak_torch_gib'] if 'memory(GiB)' in measure else pred['peak_gib']
             err = _rel(predicted, peak)
             peak_errs.append(err)
+            (legacy_errs if is_legacy(case) else current_errs).append(err)
             row['peak'] = {'predicted': predicted, 'observed': peak, 'rel_error': round(err, 3), 'measure': measure}
         w_obs = out.get('model_load_gib_per_gpu', out.get('model_load_gib'))
         if w_obs is not None and 'weights_gib' in pred:
@@ -336,6 +437,10 @@ def score(cases: list[dict]) -> dict:
         'fit_cases': fit_n,
         'peak_median_rel_error': round(statistics.median(peak_errs), 3) if peak_errs else None,
         'peak_cases': len(peak_errs),
+        'peak_median_rel_error_current': round(statistics.median(current_errs), 3) if current_errs else None,
+        'peak_cases_current': len(current_errs),
+        'peak_median_rel_error_legacy': round(statistics.median(legacy_errs), 3) if legacy_errs else None,
+        'peak_cases_legacy': len(legacy_errs),
         'vllm_weights_max_rel_error': round(max(w_errs), 3) if w_errs else None,
         'vllm_weights_cases': len(w_errs),
         'vllm_kv_max_rel_error': round(max(kv_errs), 3) if kv_errs else None,

@@ -393,3 +393,41 @@ def test_a_verdict_over_unstated_card_sizes_counts_only_when_unanimous():
     assert predict(variant(0.4))['fits'] is True  # fits on both A100 sizes
     with pytest.raises(CannotPredict, match='depends on which card'):
         predict(variant(0.2))  # vLLM's KV cache is too small on the 40 GB card only
+
+
+def test_scorer_reads_per_gpu_lists_negative_kv_and_auto_dtype():
+    """Forms a source states its figures in, read rather than refused (calibrate.normalise)."""
+    import copy
+    from grpo_recipes.calibrate import load_cases, score
+    cases = {c['id']: c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')}
+    tp2 = copy.deepcopy(cases['vllm-llmd-qwen3-32b-h100-tp2'])
+    tp2['outcome']['kv_cache_gib_per_gpu'] = [34.49, 34.9]  # two workers' logs: vLLM keeps the smaller
+    starved = copy.deepcopy(cases['vllm-llmd-qwen3-32b-h100-tp1'])
+    starved['id'] = 'starved'
+    starved['config']['vllm_gpu_memory_utilization'] = 0.75  # 59.4 GiB < 61 GiB of weights
+    starved['outcome'] = {'kv_cache_gib': -1.6}  # what vLLM logs when nothing is left for the cache
+    lora = copy.deepcopy(cases['sft-msswift-ex-qwen25-7b-lora-1gpu'])
+    lora['config']['torch_dtype'] = 'auto'
+    lora['outcome']['peak_gib_per_gpu'] = [21.0, 22.0]
+    rows = {r['id']: r for r in score([tp2, starved, lora])['per_case']}
+    assert rows[tp2['id']]['vllm_kv']['observed'] < 34.6 and 'min of 2' in rows[tp2['id']]['read_as'][0]
+    assert rows['starved']['predicted']['startup_failed'] and 'a failed start-up' in rows['starved']['read_as'][0]
+    assert rows[lora['id']]['peak']['observed'] == 22.0 and 'cannot_predict' not in rows[lora['id']]
+    assert any('bfloat16' in n for n in rows[lora['id']]['read_as'])
+
+
+def test_trl_case_is_read_by_the_trl_front_end_with_trl_defaults():
+    """A TRL case: unstated settings are TRL's defaults (full fine-tuning in float32, no vLLM), stated ones its
+    flags (use_peft from a LoRA tuner, ZeRO stage from deepspeed)."""
+    import copy
+    from grpo_recipes.calibrate import _trl_config, load_cases
+    case = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl') if c['id'].startswith('grpo-trl'))
+    cfg, env = _trl_config(case)
+    assert (cfg.tuner_type, cfg.torch_dtype, cfg.use_vllm, cfg.max_length) == ('full', 'float32', False, 256)
+    assert env['NPROC_PER_NODE'] == '4'
+    lora = copy.deepcopy(case)
+    lora['config'].update(train_type='lora', deepspeed='zero3', torch_dtype='bfloat16', use_vllm=True,
+                          vllm_mode='colocate')
+    cfg, _ = _trl_config(lora)
+    assert (cfg.tuner_type, cfg.deepspeed, cfg.torch_dtype, cfg.vllm_gpu_memory_utilization) == \
+        ('lora', 'zero3', 'bfloat16', 0.5)

@@ -202,7 +202,9 @@ def print_calibration(result: dict, console: Console | None = None) -> None:
     def pct(x):
         return '-' if x is None else f'{x:.1%}'
     out.print(f'fit/OOM right: {pct(result["fit_accuracy"])} of {result["fit_cases"]} cases that state an outcome')
-    out.print(f'peak: median |relative error| {pct(result["peak_median_rel_error"])} over {result["peak_cases"]} cases')
+    out.print(f'peak: median |relative error| {pct(result["peak_median_rel_error"])} over {result["peak_cases"]} cases'
+              f' (current stacks {pct(result["peak_median_rel_error_current"])} over {result["peak_cases_current"]}; '
+              f'2023-era tables {pct(result["peak_median_rel_error_legacy"])} over {result["peak_cases_legacy"]})')
     out.print(f'vLLM weights: max error {pct(result["vllm_weights_max_rel_error"])} over '
               f'{result["vllm_weights_cases"]} cases; KV cache: max {pct(result["vllm_kv_max_rel_error"])}, '
               f'median {pct(result["vllm_kv_median_rel_error"])} over {result["vllm_kv_cases"]} cases')
