@@ -25,8 +25,19 @@ max_length in GRPO. --mode full measures the whole conversation including the an
 Without --tokenizer the bundled Qwen2.5 tokenizer is used.'''
 
 
+def _dataset_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument('input', nargs='+', metavar='DATASET', help='what `swift rlhf --dataset` takes: a local .jsonl, '
+                   '.json, .csv, .parquet or saved HF datasets dir (fast path), or a hub id, `id:subset`, `path#N` '
+                   '(N rows sampled as ms-swift samples them), several at once (read by ms-swift\'s loader)')
+    p.add_argument('--use-hf', action='store_true', default=None, help='hub ids are Hugging Face ids (default: '
+                   'ModelScope, or USE_HF=1, as in ms-swift)')
+    p.add_argument('--dataset-num-proc', type=int, default=1, help='processes for ms-swift\'s dataset preprocessing')
+    p.add_argument('--streaming', action='store_true', help='read hub/syntax datasets row by row (ms-swift '
+                   '--streaming): memory stays flat for datasets larger than RAM')
+
+
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument('input', type=Path, help='.jsonl, .json, .csv, .parquet or a saved HF datasets dir')
+    _dataset_args(p)
     p.add_argument('--tokenizer', help='tokenizer/model dir or a hub id in the local cache (default: bundled Qwen2.5)')
     p.add_argument('--mode', choices=('prompt', 'full'), default='prompt',
                    help='prompt: GRPO prompt length (default); full: prompt + answer')
@@ -56,10 +67,32 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument('--plot', type=Path, help='write a histogram PNG here')
     g = sub.add_parser('prepare-gsm8k', help='GSM8K question/answer rows -> ms-swift messages + `solution` for '
                        'the accuracy reward')
-    g.add_argument('input', type=Path)
+    _dataset_args(g)
     g.add_argument('-o', '--output', type=Path, required=True)
     g.add_argument('--json', action='store_true')
     return p
+
+
+def resolve_input(opts, scratch: Path) -> Path:
+    """One plain local path: itself (fast path). Otherwise ms-swift's loader writes its rows to ``scratch``."""
+    from .swift_datasets import is_plain_path, looks_local, materialise
+    opts.input_label = ' '.join(opts.input)
+    if len(opts.input) == 1 and is_plain_path(opts.input[0]):
+        return Path(opts.input[0])
+    for spec in opts.input:
+        if looks_local(spec):
+            from .formats import InputError
+            raise InputError(f'{spec}: no such file or directory')
+    from .pipeline import parse_columns
+    columns = parse_columns(getattr(opts, 'columns', None))
+    info = materialise(opts.input, scratch, use_hf=opts.use_hf, num_proc=opts.dataset_num_proc,
+                       streaming=opts.streaming, columns=columns)
+    if not getattr(opts, 'json', False) and not getattr(opts, 'quiet', False):
+        print(f'grpo-data: {info["rows"]:,} rows from {", ".join(opts.input)} via ms-swift\'s load_dataset',
+              file=sys.stderr)
+    if columns:
+        opts.columns = None  # ms-swift's loader already renamed them
+    return scratch
 
 
 def cmd_prepare_gsm8k(opts) -> int:
@@ -98,6 +131,7 @@ def cmd_filter(opts) -> int:
     s = _run_with_progress(run_filter, opts.input, opts.quiet, input_path=opts.input, output=opts.output, tok=tok,
                            max_length=opts.max_length, mode=opts.mode, columns=parse_columns(opts.columns),
                            system=opts.system, rejects=opts.rejects, chunk_rows=opts.chunk_rows)
+    s.input = opts.input_label
     if opts.json:
         print(json.dumps(s.to_dict(), indent=2))
         return 0
@@ -126,6 +160,7 @@ def cmd_stats(opts) -> int:
                                      mode=opts.mode, columns=parse_columns(opts.columns), system=opts.system,
                                      coverage=opts.coverage, max_completion_length=opts.max_completion_length,
                                      chunk_rows=opts.chunk_rows)
+    st.input = opts.input_label
     if opts.plot:
         plot_histogram(lengths, st, opts.plot)
     if opts.json:
@@ -160,13 +195,16 @@ def main(argv: list[str] | None = None) -> int:
         return opts
     from .formats import InputError
     from .tokenize import TokenizerError
+    import tempfile
     try:
-        if opts.cmd == 'prepare-gsm8k':
-            return cmd_prepare_gsm8k(opts)
-        return cmd_filter(opts) if opts.cmd == 'filter' else cmd_stats(opts)
+        with tempfile.TemporaryDirectory(prefix='grpo-data-') as tmp:
+            opts.input = resolve_input(opts, Path(tmp) / 'dataset.jsonl')
+            if opts.cmd == 'prepare-gsm8k':
+                return cmd_prepare_gsm8k(opts)
+            return cmd_filter(opts) if opts.cmd == 'filter' else cmd_stats(opts)
     except (InputError, TokenizerError) as e:
         print(f'error: {e}', file=sys.stderr)
-        return 1
+        return getattr(e, 'exit_code', 1)
     except KeyboardInterrupt:
         print('error: interrupted; no output was written', file=sys.stderr)
         return 130

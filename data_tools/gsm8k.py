@@ -23,6 +23,15 @@ def final_answer(answer: str) -> str | None:
     return m.group(1).replace(',', '').rstrip('.') if m else None
 
 
+def _question_answer(row: dict) -> tuple:
+    """GSM8K's own columns, or the user/assistant turns ms-swift's loader makes of them (a hub id read by
+    swift.dataset.load_dataset arrives as ``messages``)."""
+    if 'question' in row or 'messages' not in row:
+        return row['question'], row['answer']
+    turns = {m.get('role'): m.get('content') for m in row['messages'] if isinstance(m, dict)}
+    return turns['user'], turns['assistant']
+
+
 def prepare(src: Path, dst: Path, rejects: Path | None = None) -> dict:
     if not src.is_file():
         raise InputError(f'{src}: no such file')
@@ -38,7 +47,7 @@ def prepare(src: Path, dst: Path, rejects: Path | None = None) -> dict:
                 counts['input_rows'] += 1
                 try:
                     row = json.loads(line)
-                    question, answer = row['question'], row['answer']
+                    question, answer = _question_answer(row)
                     solution = final_answer(answer)
                     if not isinstance(question, str) or solution is None:
                         raise ValueError('no "#### <number>" final answer')
