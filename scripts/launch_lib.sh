@@ -12,10 +12,13 @@
 #
 # Environment (all optional):
 #   MODEL          model id or local dir (default: the recipe's `model`)
-#   DATASET        input data (default: the bundled GSM8K sample data_tools/sample/gsm8k_train_300.jsonl)
+#   DATASET        what `swift rlhf --dataset` takes: a local file, a hub id, id:subset, path#N (default: the
+#                  full GSM8K train split, modelscope/gsm8k:main, or openai/gsm8k:main with USE_HF=1)
 #   PREPARE        gsm8k (default) or none (DATASET is already ms-swift GRPO data with a `solution`)
-#   TOKENIZER      tokenizer dir for the length filter (default: MODEL if it is a local dir, else the
-#                  bundled Qwen2.5 tokenizer)
+#   TOKENIZER      tokenizer for the length filter (default: MODEL, a local dir or a hub id in the local
+#                  cache, so lengths are measured with the model's own chat template)
+#   DEMO=1         the bundled 300-row GSM8K sample and the bundled Qwen2.5 tokenizer (offline demo, not a
+#                  training run: about 37 optimizer steps)
 #   OUTPUT_DIR     run directory (default: output/<model>/<variant>)
 #   TRAIN_GPUS     training GPU ids, e.g. 0,2,3 (sets CUDA_VISIBLE_DEVICES and NPROC_PER_NODE)
 #   ROLLOUT_GPUS   server mode: GPU ids of `swift rollout` (default: the recipe's @rollout_gpus)
@@ -133,7 +136,14 @@ grpo_launch() {
   local -a v
   mapfile -t v <<< "$values"
   local model="${MODEL:-${v[0]:-}}"
-  local dataset="${DATASET:-$_grpo_root/data_tools/sample/gsm8k_train_300.jsonl}"
+  local dataset="${DATASET:-}"
+  if [[ -z "$dataset" && "${DEMO:-0}" == "1" ]]; then
+    dataset="$_grpo_root/data_tools/sample/gsm8k_train_300.jsonl"
+  elif [[ -z "$dataset" && "${USE_HF:-0}" =~ ^(1|true|True)$ ]]; then
+    dataset="openai/gsm8k:main"
+  elif [[ -z "$dataset" ]]; then
+    dataset="modelscope/gsm8k:main"
+  fi
   local output_dir="${OUTPUT_DIR:-output/$name}"
   local max_length="${v[1]:-}" mode="${v[2]:-}"
   [[ "${v[3]:-}" == "true" ]] || mode=""
@@ -170,24 +180,23 @@ grpo_launch() {
   # 1. data
   local data_dir="$output_dir/data" train_file
   local tokenizer="${TOKENIZER:-}"
-  if [[ -z "$tokenizer" && -f "$model/tokenizer.json" ]]; then
-    tokenizer="$model"
-  fi
   local -a tok_args=()
-  if [[ -n "$tokenizer" ]]; then
-    tok_args=(--tokenizer "$tokenizer")
+  if [[ -z "$tokenizer" && "${DEMO:-0}" == "1" ]]; then
+    grpo_log "DEMO=1: the bundled 300-row GSM8K sample, lengths measured with the bundled Qwen2.5 tokenizer and" \
+      "chat template (a demo, not a training run; unset DEMO for the full dataset and the model's own template)"
   else
-    grpo_log "measuring lengths with the bundled Qwen2.5 tokenizer and chat template (MODEL is not a local dir;" \
-      "set TOKENIZER=<model dir> for another tokenizer or template)"
+    tok_args=(--tokenizer "${tokenizer:-$model}")
   fi
   [[ "${DRY_RUN:-0}" == "1" ]] || mkdir -p "$data_dir"
+  local fix="offline or not cached? set DATASET=/path/to/train.jsonl and TOKENIZER=/path/to/model (or DEMO=1 for the bundled sample)"
   local prepared="$dataset"
   if [[ "${PREPARE:-gsm8k}" == "gsm8k" ]]; then
     prepared="$data_dir/prepared.jsonl"
-    grpo_run grpo-data prepare-gsm8k "$dataset" -o "$prepared"
+    grpo_run grpo-data prepare-gsm8k "$dataset" -o "$prepared" || grpo_die "reading $dataset failed (above); $fix"
   fi
   train_file="$data_dir/train.jsonl"
-  grpo_run grpo-data filter "$prepared" -o "$train_file" --max-length "$max_length" --quiet "${tok_args[@]}"
+  grpo_run grpo-data filter "$prepared" -o "$train_file" --max-length "$max_length" --quiet "${tok_args[@]}" ||
+    grpo_die "the length filter failed (above); $fix"
 
   # 2. guard
   local -a swift_args=(--model "$model" --dataset "$train_file" --output_dir "$output_dir")

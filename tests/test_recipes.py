@@ -4,6 +4,7 @@ import shutil
 import subprocess
 
 import pytest
+import yaml
 
 from conftest import ROOT, run_cli
 from grpo_recipes.cli.recipes import recipe_report
@@ -86,7 +87,8 @@ def test_unknown_recipe_is_a_clear_error():
 
 def dry_run(recipe, env=None, *args):
     import os
-    full = {**os.environ, 'DRY_RUN': '1', **(env or {})}
+    inherited = {k: v for k, v in os.environ.items() if k not in ('DATASET', 'DEMO', 'TOKENIZER', 'USE_HF', 'PREPARE')}
+    full = {**inherited, 'DRY_RUN': '1', **(env or {})}
     return subprocess.run(['bash', str(recipe.launcher), *args], capture_output=True, text=True, env=full,
                           cwd=ROOT, timeout=120)
 
@@ -125,3 +127,23 @@ def test_launchers_are_shellcheck_clean():
     files = [str(p) for p in sorted((ROOT / 'recipes').glob('*/*.sh'))] + [str(ROOT / 'scripts' / 'launch_lib.sh')]
     proc = subprocess.run(['shellcheck', '-x', '-S', 'style', *files], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.parametrize('recipe', RECIPES, ids=[r.name for r in RECIPES])
+def test_launcher_trains_on_the_full_dataset_with_the_models_own_tokenizer(recipe, tmp_path):
+    env = {'OUTPUT_DIR': str(tmp_path / 'out'), 'NODE_RANK': '0', 'MASTER_ADDR': '10.0.0.1', 'USE_HF': '0'}
+    proc = dry_run(recipe, env)
+    assert proc.returncode == 0, proc.stderr
+    cmds = [l[2:] for l in proc.stderr.splitlines() if l.startswith('+ ')]
+    assert cmds[0].startswith('grpo-data prepare-gsm8k modelscope/gsm8k:main ')
+    model = yaml.safe_load(recipe.path.read_text())['model']
+    assert f'--tokenizer {model}' in cmds[1] and 'gsm8k_train_300' not in proc.stderr
+
+
+def test_demo_uses_the_bundled_sample_and_says_so(tmp_path):
+    recipe = next(r for r in RECIPES if r.name == 'qwen2.5-7b-instruct/lora-2xa100-40g')
+    proc = dry_run(recipe, {'OUTPUT_DIR': str(tmp_path / 'out'), 'DEMO': '1'})
+    assert proc.returncode == 0, proc.stderr
+    cmds = [l[2:] for l in proc.stderr.splitlines() if l.startswith('+ ')]
+    assert 'data_tools/sample/gsm8k_train_300.jsonl' in cmds[0] and '--tokenizer' not in cmds[1]
+    assert 'DEMO=1: the bundled 300-row GSM8K sample' in proc.stderr
