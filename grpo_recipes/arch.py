@@ -171,6 +171,19 @@ class Arch:
         """K and V for one token over all layers (peers-and-memory.md §E.7); divide by TP per rank."""
         return 2 * self.layers * self.kv_dim * kv_dtype_bytes
 
+    def lora_inputs(self, target_modules: list[str] | None) -> tuple[int, int]:
+        """(Σ d_in, count) over one layer's adapted linears (q, k and v each count: PEFT casts the shared input
+        once per module), for the activations the adapters keep."""
+        h, q = self.hidden, self.q_dim
+        inter = self.intermediate if not self.experts else self.moe_intermediate
+        d_in = {'q_proj': h, 'k_proj': h, 'v_proj': h, 'o_proj': q, 'gate_proj': h, 'up_proj': h, 'down_proj': inter}
+        targets = target_modules or ['all-linear']
+        if any(t in ('all-linear', 'all') for t in targets):
+            chosen = list(d_in)
+        else:
+            chosen = [name for name in d_in if any(t == name or t.endswith(name) for t in targets)]
+        return sum(d_in[n] for n in chosen), len(chosen)
+
     def lora_params(self, rank: int, target_modules: list[str] | None) -> int:
         """Σ r × (d_in + d_out) over the adapted linears (peers-and-memory.md §E.3)."""
         h, q, kv = self.hidden, self.q_dim, self.kv_dim

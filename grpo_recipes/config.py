@@ -38,6 +38,8 @@ class GRPOConfig:
     lora_rank: int = 8
     """LoRA rank; also vLLM's ``max_lora_rank`` in colocate mode with ``vllm_enable_lora``."""
     lora_alpha: float = 32
+    lora_dropout: float = 0.05
+    """ms-swift's default (swift/arguments/tuner_args.py); PEFT then keeps a dropout mask per adapted linear."""
     target_modules: list[str] = field(default_factory=lambda: ['all-linear'])
     """Modules that get LoRA adapters; ``all-linear`` is every linear layer but ``lm_head``."""
     ref_model: str | None = None

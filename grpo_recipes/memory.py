@@ -201,7 +201,20 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
     C = math.ceil(cfg.max_completion_length / sp)
     tokens = bs * math.ceil((prompt + cfg.max_completion_length) / sp)
     h, L, I = a.hidden, a.layers, a.token_mlp_width
-    per_layer_token = 16 * h + 8 * I  # one layer's saved tensors, bf16 (§E.5 estimate for SwiGLU)
+    # One decoder layer's saved tensors per token, 16-bit weights, as `grpo-guard trace` counts them on the
+    # real model class (grpo_recipes/trace.py; Qwen2.5-7B: 239,736 B traced vs 239,616 B here):
+    #   RMSNorm x2 (transformers Qwen2RMSNorm: fp32 upcast 4h, the 16-bit normalised copy 2h, the output 2h);
+    #   attention (SDPA flash: q 2h, k and v 2kv each, output 2h, fp32 logsumexp; the o_proj input 2h);
+    #   SwiGLU MLP (gate, silu(gate), up, their product: 8I).  -> 24h + 4kv + 8I
+    kv = a.kv_dim
+    per_layer_token = 24 * h + 4 * kv + 8 * I
+    if cfg.is_lora:
+        # frozen linears keep no input and frozen norms no normalised copy (-(10h + 2I)); each adapted linear
+        # keeps its input cast to the adapters' fp32 (peft/tuners/lora/layer.py Linear.forward,
+        # _cast_input_dtype), or with lora_dropout > 0 the dropout's fp32 output and its bool mask (CUDA
+        # native_dropout), plus lora_A's fp32 output (4r)
+        sum_in, n_mod = a.lora_inputs(cfg.target_modules)
+        per_layer_token += -(10 * h + 2 * I) + (5 if cfg.lora_dropout > 0 else 4) * sum_in + 4 * cfg.lora_rank * n_mod
     if cfg.gradient_checkpointing or cfg.fsdp_sharding:  # fsdp2.json turns activation_checkpointing on
         # layer inputs (2h bytes/token/layer) + one layer recomputed during backward
         act = tokens * (2 * h * L + per_layer_token)
@@ -209,8 +222,11 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
         act = tokens * per_layer_token * L
     t['activations'] = act * FRAGMENTATION
     # logits over completion tokens (ms-swift computes log-probs for completion positions only,
-    # logits_to_keep): bf16 logits, the temperature-scaled copy and their gradient (3 x 2 B), plus one
-    # sequence's fp32 log_softmax and its gradient (TRL selective_log_softmax loops per row; §E.6).
+    # logits_to_keep, swift grpo_trainer _get_logps_via_local_forward): the mixed-precision wrapper's fp32 copy
+    # (accelerate convert_outputs_to_fp32), divided by the temperature in place, is kept by TRL's
+    # selective_log_softmax (its fp32 path: gather - per-row logsumexp, which saves its input); in backward it
+    # meets its fp32 gradient and logsumexp's fp32 product (grad x exp(x - lse)): 12 B per element (traced
+    # peak: backward, aten.div), plus one row's fp32 temporaries in the logsumexp loop.
     V = a.vocab
     if cfg.use_liger_kernel:
         # Liger's fused linear + loss never holds the full logits: chunks of ceil(n / ceil(V / h)) tokens
@@ -222,7 +238,12 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
         # log-softmax over every token: 2 + 4 + 4 bytes per element
         t['logits'] = bs * C * V * 10 * FRAGMENTATION
     else:
-        t['logits'] = (bs * C * V * 6 + C * V * 8) * FRAGMENTATION
+        t['logits'] = (bs * C * V * 12 + C * V * 8) * FRAGMENTATION
+    if not cfg.is_lora and stage is None and fsdp is None:
+        # full training without ZeRO/FSDP: the 16-bit gradients (pb x P, inside grads+optimizer) appear layer by
+        # layer as backward frees that layer's saved tensors, so the two do not add up (traced: Qwen2.5-7B full,
+        # the peak is in the embedding's backward with every gradient present and the activations gone)
+        t['grads_overlap'] = -min(pb * T, t['activations'] + t['logits'])
     t['cuda_context'] = CUDA_CONTEXT
     groups = 1 if N > 1 else 0
     if cfg.use_vllm and cfg.vllm_mode == 'colocate' and cfg.vllm_tensor_parallel_size > 1:
@@ -350,7 +371,7 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     train_ids = [str(p['gpu']) if p['gpu'] is not None else f'rank{p["local_rank"]}' for p in plan.processes]
 
     resident_keys = ['weights', 'lora_params', 'grads+optimizer', 'ref_model', 'cuda_context', 'nccl']
-    dynamic_keys = ['activations', 'logits', 'zero3_live_params']
+    dynamic_keys = ['activations', 'logits', 'grads_overlap', 'zero3_live_params']
 
     def resident(offload_model=False, offload_optimizer=False) -> dict[str, float]:
         out = {}

@@ -84,6 +84,28 @@ def _largest_prompt_that_fits(cfg, plan, inp: Inputs, hi: int) -> int | None:
     return lo
 
 
+def _largest_completion_that_fits(cfg, plan, inp: Inputs) -> int | None:
+    """Binary search the completion length (every row of a micro-batch padded to it) at which every training GPU
+    still fits (None: not even 1 token)."""
+    def fits(n: int) -> bool:
+        mem = estimate(replace(cfg, max_completion_length=n), plan, replace(inp))
+        return all(m.peak_fraction <= 1.0 for m in mem if m.role != 'rollout')
+    if not fits(1):
+        return None
+    lo, hi = 1, cfg.max_completion_length
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+# An OOM that needs a micro-batch padded to more than this share of max_completion_length is a warning, not a
+# refusal: GRPO pads each micro-batch to its longest completion, and a completion reaches the limit only when
+# the policy runs on to it (ms-swift logs the share as completions/clipped_ratio). Within this share of the limit
+# the OOM is expected on ordinary batches and the launch is refused. A stated policy, not a measurement.
+LONG_COMPLETION_SHARE = 0.5
+
+
 def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data_stats: dict | None = None) -> None:
     inp = memory_inputs(report, model_config)
     if inp is None:
@@ -113,6 +135,11 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
     if train_oom and not bounded:
         # the launch sets no prompt limit: the OOM happens only if the data has prompts that long
         conditional = _largest_prompt_that_fits(cfg, report.plan, inp, inp.prompt_len)
+    long_completion = None
+    if train_oom and conditional is None:
+        n = _largest_completion_that_fits(cfg, report.plan, inp)
+        if n is not None and n >= LONG_COMPLETION_SHARE * cfg.max_completion_length:
+            long_completion = n
     for m in report.memory:
         for p in m.problems:
             key = (p['check'], m.role)
@@ -144,6 +171,22 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
                     (f'grpo-data filter DATA --max-length {conditional}, ' if trl else
                      f'max_length: {conditional} (with truncation_strategy: delete after `grpo-data filter`), ') +
                     'or --data-stats to plan with the data\'s real lengths'))
+                continue
+            if m.role != 'rollout' and long_completion is not None:
+                bs = cfg.per_device_train_batch_size
+                report.findings.append(Finding(
+                    WARNING, 'memory.oom-if-long-completions', ['max_completion_length',
+                                                                'per_device_train_batch_size'],
+                    f'{msg} when a micro-batch holds a completion of {cfg.max_completion_length:,} tokens (GRPO pads '
+                    f'the micro-batch to its longest); it fits while every completion stays under '
+                    f'{long_completion:,} tokens ({long_completion / cfg.max_completion_length:.0%} of the limit)',
+                    f'max_completion_length: {long_completion}, or a smaller micro-batch with more accumulation'
+                    + (f' (per_device_train_batch_size: {bs // 2}, gradient_accumulation_steps: '
+                       f'{(cfg.gradient_accumulation_steps or 1) * 2})' if bs > 1 and bs % 2 == 0 else ''),
+                    'swift/rlhf_trainers/grpo_trainer.py (completions padded per micro-batch); README, Memory'))
+                report.assumptions.append(
+                    f'an OOM only at completions over {LONG_COMPLETION_SHARE:.0%} of max_completion_length is a '
+                    f'warning (memplan.LONG_COMPLETION_SHARE), not a refusal')
                 continue
             report.findings.append(Finding(ERROR, 'memory.oom', [term.split(' ')[0]], msg, None))
         elif m.fits and m.total_gib + MODEL_ERROR * _uncertain_gib(m) > m.capacity_gib and \

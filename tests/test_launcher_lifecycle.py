@@ -58,7 +58,7 @@ def setup(tmp_path):
     pids = tmp_path / 'pids'
     pids.mkdir()
     env = {**os.environ, 'RECIPE': str(recipe), 'SWIFT': str(FAKE), 'FAKE_PID_DIR': str(pids),
-           'OUTPUT_DIR': str(tmp_path / 'out'), 'HEALTH_TIMEOUT': '30'}
+           'OUTPUT_DIR': str(tmp_path / 'out'), 'HEALTH_TIMEOUT': '30', 'DEMO': '1'}  # the bundled sample: offline
     return env, pids, port
 
 

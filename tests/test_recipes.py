@@ -31,7 +31,10 @@ def test_guard_plan_in_band(recipe):
     assert not [f.message for f in report.findings if f.severity == 'warning']
     assert report.memory, 'no memory plan'
     for m in report.memory:
-        assert 0.75 <= m.peak_fraction <= 0.90, (m.gpu, m.role, m.peak_fraction)
+        # a server-mode training GPU has no vLLM share to fill it: only the micro-batch moves it, in steps, so
+        # it only has to stay under 90%; every colocated and every rollout GPU is planned into 75-90%
+        low = 0.0 if m.role == 'train' else 0.75
+        assert low <= m.peak_fraction <= 0.90, (m.gpu, m.role, m.peak_fraction)
         if m.vllm.get('rollout_tokens'):
             assert m.vllm['kv_tokens'] >= m.vllm['rollout_tokens']
     assert recipe.launcher.is_file()

@@ -1,0 +1,305 @@
+"""Trace one GRPO training step of a launch on fake tensors and count the bytes it keeps alive (`grpo-guard trace`).
+
+The model is the real Hugging Face class built from the launch's ``config.json`` (no weights: the meta device,
+then ``to_empty`` under ``FakeTensorMode``), LoRA added with peft as the launch asks, gradient checkpointing on
+when the launch has it. The step is what ms-swift 4.6's GRPO trainer runs on one training GPU for one
+micro-batch: forward over prompt + completion tokens with logits kept for the completion only
+(``logits_to_keep``), the mixed-precision wrapper's fp32 upcast of the logits (accelerate
+``convert_outputs_to_fp32``), TRL's ``selective_log_softmax`` per row, the GRPO policy loss, backward, and the
+optimizer transformers 5 picks by default (``adamw_torch_fused``), twice: the AdamW state exists only from the
+first step on, so the second step is the steady-state peak. A reference pass runs first when ``beta > 0``
+(the adapter disabled under LoRA, a frozen copy for full training).
+
+Counting: a ``TorchDispatchMode`` sees every aten op; each output's storage is counted once and released by a
+weakref finalizer on the storage object, which PyTorch keeps alive as long as any tensor (autograd's saved
+tensors included) holds it. Only CPU fake tensors are used (fake CUDA tensors abort on a CPU-only torch);
+attention then dispatches to ``_scaled_dot_product_flash_attention_for_cpu``, which saves what
+flash-attention 2 saves (q, k, v, output, fp32 logsumexp).
+
+Not traced, and said so: quantised matmuls (GPTQ/AWQ/bnb kernels have no fake implementation here: the base
+is traced at 16 bits and the report names the difference), DeepSpeed/FSDP (sharding is applied to the traced
+per-parameter terms afterwards, with the accounting ``check`` uses), vLLM (its memory is not the trainer's).
+Imports torch, transformers and peft: never on the fast ``check`` path.
+"""
+from __future__ import annotations
+
+import time
+import weakref
+from dataclasses import asdict, dataclass, field
+
+GiB = 2 ** 30
+
+
+class LiveBytes:
+    """Live storage bytes under a dispatch mode: current total, peak, and which storages were live at the peak."""
+
+    def __init__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        counter = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                counter.after(func, out)
+                return out
+
+        self.mode = _Mode()
+        self.live: dict[int, tuple[int, int]] = {}
+        """id(storage) -> (serial, bytes) for every live storage (the serial tells apart two storages that had
+        the same id at different times)."""
+        self.serial = 0
+        self.total = 0
+        self.peak = 0
+        self.peak_live: dict[int, tuple[int, int]] = {}
+        self.peak_at = ''
+        self.stage = ''
+
+    def _release(self, key: int, serial: int) -> None:
+        entry = self.live.get(key)
+        if entry is not None and entry[0] == serial:
+            del self.live[key]
+            self.total -= entry[1]
+
+    def track(self, t) -> None:
+        st = t.untyped_storage()
+        key = id(st)
+        if key in self.live:
+            return
+        n = st.nbytes()
+        self.serial += 1
+        self.live[key] = (self.serial, n)
+        self.total += n
+        weakref.finalize(st, self._release, key, self.serial)
+
+    def after(self, func, out) -> None:
+        import torch
+        from torch.utils._pytree import tree_flatten
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                self.track(t)
+        if self.total > self.peak:
+            self.peak = self.total
+            self.peak_live = dict(self.live)
+            self.peak_at = f'{self.stage}: {func}'
+
+    def keys_of(self, tensors) -> set[tuple[int, int]]:
+        """(id, serial) of the storages of ``tensors`` (alive now, so tracked now)."""
+        out = set()
+        for t in tensors:
+            if t is not None:
+                key = id(t.untyped_storage())
+                if key in self.live:
+                    out.add((key, self.live[key][0]))
+        return out
+
+
+@dataclass
+class TraceResult:
+    model: str
+    shape: str
+    """micro-batch x tokens (prompt + completion) and the completion length."""
+    traced_peak_gib: float
+    """Allocated peak of the trainer on one training GPU, as traced (steady state: the second step)."""
+    model_peak_gib: float | None
+    """The analytic memory model's figure for the same quantity (trainer terms, no CUDA context/NCCL/vLLM)."""
+    categories_gib: dict = field(default_factory=dict)
+    """The traced peak split into parameters, gradients, optimizer state, activations and temporaries."""
+    peak_at: str = ''
+    """The step stage and aten op at which the peak happened."""
+    notes: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _build_model(model_config: dict, dtype: str, cfg):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    mc = {k: v for k, v in model_config.items() if k not in ('quantization_config',)}
+    hf_cfg = AutoConfig.for_model(mc.pop('model_type'), **mc)
+    hf_cfg._attn_implementation = 'sdpa'
+    with torch.device('meta'):
+        model = AutoModelForCausalLM.from_config(hf_cfg, dtype=getattr(torch, dtype))
+    if cfg.is_lora:
+        from peft import LoraConfig, get_peft_model
+        targets = cfg.target_modules
+        if targets in (['all-linear'], 'all-linear', None):
+            targets = 'all-linear'
+        model = get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=int(cfg.lora_alpha),
+                                                 lora_dropout=getattr(cfg, 'lora_dropout', 0.05),
+                                                 target_modules=targets, task_type='CAUSAL_LM'))
+    return model
+
+
+def _cuda_like_dropout(model) -> None:
+    """Replace LoRA's dropout modules with one that keeps what CUDA's ``native_dropout`` keeps for backward: a
+    bool mask (aten/src/ATen/native/cuda/Dropout.cu). The CPU decomposition keeps a float mask (4 bytes per
+    element instead of 1), which would make the trace describe a CPU run rather than the GPU run it stands for."""
+    import torch
+
+    class _Drop(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, p):
+            keep = torch.rand_like(x) >= p
+            ctx.save_for_backward(keep)
+            ctx.scale = 1.0 / (1.0 - p)
+            return x * keep * ctx.scale
+
+        @staticmethod
+        def backward(ctx, g):
+            (keep,) = ctx.saved_tensors
+            return g * keep * ctx.scale, None
+
+    class CudaLikeDropout(torch.nn.Module):
+        def __init__(self, p):
+            super().__init__()
+            self.p = p
+
+        def forward(self, x):
+            return _Drop.apply(x, self.p) if self.training and self.p > 0 else x
+
+    for module in model.modules():
+        drops = getattr(module, 'lora_dropout', None)
+        if isinstance(drops, torch.nn.ModuleDict):
+            for k, d in list(drops.items()):
+                if isinstance(d, torch.nn.Dropout):
+                    drops[k] = CudaLikeDropout(d.p)
+
+
+def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2) -> tuple[LiveBytes, dict, list[str]]:
+    """Run ``steps`` GRPO optimizer steps of one micro-batch on fake tensors; returns the counter, the storage
+    keys by category, and notes."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    notes: list[str] = []
+    dtype = (cfg.torch_dtype or model_config.get('torch_dtype') or 'bfloat16').replace('torch.', '')
+    if dtype == 'auto':
+        dtype = model_config.get('torch_dtype') or 'bfloat16'
+    if model_config.get('quantization_config') or cfg.quant_method:
+        notes.append('quantised base traced at 16 bits (no fake kernel for the int4 matmul); the analytic model '
+                     'counts its packed int4 weights')
+        dtype = 'bfloat16'
+    bs = cfg.per_device_train_batch_size
+    C = cfg.max_completion_length
+    T = prompt_len + C
+    counter = LiveBytes()
+    model = _build_model(model_config, dtype, cfg)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        with counter.mode:
+            counter.stage = 'load'
+            model = model.to_empty(device='cpu')
+            if cfg.is_lora:  # PEFT keeps adapters in fp32 (autocast_adapter_dtype)
+                for n, p in model.named_parameters():
+                    if 'lora_' in n:
+                        p.data = p.data.float()
+                _cuda_like_dropout(model)
+            if cfg.gradient_checkpointing:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})
+                if cfg.is_lora:
+                    model.enable_input_require_grads()
+            model.train()
+            params = [p for p in model.parameters() if p.requires_grad]
+            # transformers 5 TrainingArguments default optim: adamw_torch_fused
+            opt = torch.optim.AdamW(params, lr=1e-6, fused=True)
+            vocab = model_config['vocab_size']
+            ids = torch.randint(0, vocab, (bs, T))
+            mask = torch.ones(bs, T, dtype=torch.long)
+            comp = ids[:, prompt_len:]
+            adv = torch.randn(bs)
+
+            from trl.trainer.utils import selective_log_softmax  # what ms-swift's GRPO trainer imports
+
+            def logps(m, grad: bool):
+                # swift/rlhf_trainers/grpo_trainer.py _get_logps_via_local_forward
+                with torch.set_grad_enabled(grad):
+                    out = m(input_ids=ids, attention_mask=mask, logits_to_keep=C + 1, use_cache=False)
+                    logits = out.logits.float()  # accelerate convert_outputs_to_fp32 (bf16 mixed precision)
+                    del out
+                    logits = logits[:, -(C + 1):-1, :]
+                    logits.div_(1.0)  # temperature, in place
+                    return selective_log_softmax(logits, comp)
+
+            for step in range(steps):
+                ref = None
+                if cfg.beta:
+                    counter.stage = f'step {step + 1} reference pass'
+                    if cfg.is_lora:
+                        with model.disable_adapter():
+                            ref = logps(model, False)
+                    else:
+                        ref = logps(model, False)  # a frozen copy would add its weights: counted analytically
+                counter.stage = f'step {step + 1} forward'
+                lp = logps(model, True)
+                ratio = torch.exp(lp - lp.detach())
+                loss = -(ratio * adv.unsqueeze(1))
+                if ref is not None:
+                    d = ref - lp
+                    loss = loss + cfg.beta * (torch.exp(d) - d - 1)
+                loss = loss.mean()
+                counter.stage = f'step {step + 1} backward'
+                loss.backward()
+                del lp, ratio, loss, ref
+                counter.stage = f'step {step + 1} optimizer'
+                opt.step()
+                opt.zero_grad(set_to_none=(step + 1 < steps))
+    keys = {
+        'parameters': counter.keys_of(list(model.parameters()) + list(model.buffers())),
+        'gradients': counter.keys_of([p.grad for p in params]),
+        'optimizer state': counter.keys_of([v for s in opt.state.values() for v in s.values()
+                                            if isinstance(v, torch.Tensor)]),
+    }
+    if not cfg.is_lora and cfg.beta:
+        notes.append('full training with beta > 0: the frozen reference copy is added from the analytic model')
+    return counter, keys, notes
+
+
+def categorise(counter: LiveBytes, keys: dict) -> dict:
+    out = {k: 0 for k in ('parameters', 'gradients', 'optimizer state', 'activations and temporaries')}
+    for key, (serial, n) in counter.peak_live.items():
+        cat = next((c for c, ks in keys.items() if (key, serial) in ks), 'activations and temporaries')
+        out[cat] += n
+    return {k: round(v / GiB, 3) for k, v in out.items()}
+
+
+def analytic_peak(cfg, plan, arch, prompt_len: int) -> float:
+    """The memory model's trainer terms for one training GPU (what the trace measures): no CUDA context, NCCL
+    buffers or vLLM, and without the allocator's fragmentation allowance (the trace counts allocated bytes)."""
+    from . import memory
+    from .memory import Inputs, trainer_terms
+    t = trainer_terms(cfg, plan, Inputs(arch=arch, capacity_gib=1e9, prompt_len=prompt_len))
+    frag = memory.FRAGMENTATION
+    total = 0.0
+    for k, v in t.items():
+        if k in ('cuda_context', 'nccl', 'zero3_sync_gather'):
+            continue
+        total += v / frag if k in ('activations', 'logits', 'grads_overlap') else v
+    return total / GiB
+
+
+def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str) -> TraceResult:
+    from .arch import Arch
+    t0 = time.time()
+    counter, keys, notes = trace_step(cfg, model_config, prompt_len)
+    cats = categorise(counter, keys)
+    traced = counter.peak / GiB
+    stage = cfg.zero_stage if cfg.deepspeed else None
+    world = max(1, plan.world_size)
+    if stage in (1, 2, 3) and world > 1:
+        shard = cats['optimizer state'] * (1 - 1 / world) + (cats['gradients'] * (1 - 1 / world) if stage >= 2
+                                                            else 0)
+        if stage == 3:
+            shard += cats['parameters'] * (1 - 1 / world)
+        traced -= shard
+        notes.append(f'ZeRO-{stage} over {world} processes applied to the traced per-parameter terms')
+    if not cfg.is_lora and cfg.beta:
+        traced += Arch.from_config(model_config).weight_bytes() / GiB
+    try:
+        model_peak = round(analytic_peak(cfg, plan, Arch.from_config(model_config), prompt_len), 3)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        model_peak = None
+    return TraceResult(model=name, shape=f'{cfg.per_device_train_batch_size} x {prompt_len + cfg.max_completion_length}'
+                       f' tokens (completion {cfg.max_completion_length})', traced_peak_gib=round(traced, 3),
+                       model_peak_gib=model_peak, categories_gib=cats, peak_at=counter.peak_at, notes=notes,
+                       seconds=round(time.time() - t0, 2))
