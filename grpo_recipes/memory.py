@@ -215,9 +215,11 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
         # native_dropout), plus lora_A's fp32 output (4r)
         sum_in, n_mod = a.lora_inputs(cfg.target_modules)
         per_layer_token += -(10 * h + 2 * I) + (5 if cfg.lora_dropout > 0 else 4) * sum_in + 4 * cfg.lora_rank * n_mod
-    if cfg.gradient_checkpointing or cfg.fsdp_sharding:  # fsdp2.json turns activation_checkpointing on
+    checkpointed = bool(cfg.gradient_checkpointing or cfg.fsdp_sharding)  # fsdp2.json turns it on
+    if checkpointed:
         # layer inputs (2h bytes/token/layer) + one layer recomputed during backward
-        act = tokens * (2 * h * L + per_layer_token)
+        recompute = tokens * per_layer_token
+        act = tokens * 2 * h * L + recompute
     else:
         act = tokens * per_layer_token * L
     t['activations'] = act * FRAGMENTATION
@@ -225,8 +227,9 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
     # logits_to_keep, swift grpo_trainer _get_logps_via_local_forward): the mixed-precision wrapper's fp32 copy
     # (accelerate convert_outputs_to_fp32), divided by the temperature in place, is kept by TRL's
     # selective_log_softmax (its fp32 path: gather - per-row logsumexp, which saves its input); in backward it
-    # meets its fp32 gradient and logsumexp's fp32 product (grad x exp(x - lse)): 12 B per element (traced
-    # peak: backward, aten.div), plus one row's fp32 temporaries in the logsumexp loop.
+    # meets the fp32 gradients of its two branches (gather's scatter and the per-row logsumexp's select
+    # backward, each full size) and their sum: 16 B per element at the traced peak (backward, aten.div;
+    # Qwen2.5-7B at micro-batch 1, 8 and 16 alike).
     V = a.vocab
     if cfg.use_liger_kernel:
         # Liger's fused linear + loss never holds the full logits: chunks of ceil(n / ceil(V / h)) tokens
@@ -238,12 +241,18 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
         # log-softmax over every token: 2 + 4 + 4 bytes per element
         t['logits'] = bs * C * V * 10 * FRAGMENTATION
     else:
-        t['logits'] = (bs * C * V * 12 + C * V * 8) * FRAGMENTATION
+        t['logits'] = bs * C * V * 16 * FRAGMENTATION
+    # Terms that never coexist (traced, grpo_recipes/trace.py). In full training
+    # without ZeRO/FSDP the 16-bit gradients (pb x P, inside grads+optimizer) appear layer by layer as backward
+    # frees that layer's saved tensors (Qwen2.5-7B full: the peak is in the embedding's backward, every gradient
+    # present, the activations gone).
+    # with checkpointing the logits' backward runs before any layer is recomputed and frees its buffers first
+    overlap = min(recompute * FRAGMENTATION, t['logits']) if checkpointed and not cfg.use_liger_kernel else 0.0
+    dynamic = t['activations'] + t['logits'] - overlap
     if not cfg.is_lora and stage is None and fsdp is None:
-        # full training without ZeRO/FSDP: the 16-bit gradients (pb x P, inside grads+optimizer) appear layer by
-        # layer as backward frees that layer's saved tensors, so the two do not add up (traced: Qwen2.5-7B full,
-        # the peak is in the embedding's backward with every gradient present and the activations gone)
-        t['grads_overlap'] = -min(pb * T, t['activations'] + t['logits'])
+        overlap += min(pb * T, dynamic)
+    if overlap:
+        t['overlap'] = -overlap
     t['cuda_context'] = CUDA_CONTEXT
     groups = 1 if N > 1 else 0
     if cfg.use_vllm and cfg.vllm_mode == 'colocate' and cfg.vllm_tensor_parallel_size > 1:
@@ -371,7 +380,7 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     train_ids = [str(p['gpu']) if p['gpu'] is not None else f'rank{p["local_rank"]}' for p in plan.processes]
 
     resident_keys = ['weights', 'lora_params', 'grads+optimizer', 'ref_model', 'cuda_context', 'nccl']
-    dynamic_keys = ['activations', 'logits', 'grads_overlap', 'zero3_live_params']
+    dynamic_keys = ['activations', 'logits', 'overlap', 'zero3_live_params']
 
     def resident(offload_model=False, offload_optimizer=False) -> dict[str, float]:
         out = {}

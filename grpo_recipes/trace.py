@@ -168,9 +168,12 @@ def _cuda_like_dropout(model) -> None:
                     drops[k] = CudaLikeDropout(d.p)
 
 
-def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2) -> tuple[LiveBytes, dict, list[str]]:
-    """Run ``steps`` GRPO optimizer steps of one micro-batch on fake tensors; returns the counter, the storage
-    keys by category, and notes."""
+def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2,
+               fake: bool = True) -> tuple[LiveBytes, dict, list[str]]:
+    """Run ``steps`` GRPO optimizer steps of one micro-batch on fake tensors (``fake=False``: on real CPU tensors,
+    for small models: the check that the fake run counts what a real run allocates); returns the counter, the
+    storage keys by category, and notes."""
+    import contextlib
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     notes: list[str] = []
@@ -186,10 +189,13 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2) -> tupl
     T = prompt_len + C
     counter = LiveBytes()
     model = _build_model(model_config, dtype, cfg)
-    with FakeTensorMode(allow_non_fake_inputs=True):
+    with (FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()):
         with counter.mode:
             counter.stage = 'load'
             model = model.to_empty(device='cpu')
+            if not fake:
+                for p in model.parameters():
+                    p.data.normal_(0, 0.02)
             if cfg.is_lora:  # PEFT keeps adapters in fp32 (autocast_adapter_dtype)
                 for n, p in model.named_parameters():
                     if 'lora_' in n:
@@ -250,8 +256,6 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2) -> tupl
         'optimizer state': counter.keys_of([v for s in opt.state.values() for v in s.values()
                                             if isinstance(v, torch.Tensor)]),
     }
-    if not cfg.is_lora and cfg.beta:
-        notes.append('full training with beta > 0: the frozen reference copy is added from the analytic model')
     return counter, keys, notes
 
 
@@ -274,29 +278,39 @@ def analytic_peak(cfg, plan, arch, prompt_len: int) -> float:
     for k, v in t.items():
         if k in ('cuda_context', 'nccl', 'zero3_sync_gather'):
             continue
-        total += v / frag if k in ('activations', 'logits', 'grads_overlap') else v
+        total += v / frag if k in ('activations', 'logits', 'overlap') else v
     return total / GiB
+
+
+PER_PARAMETER_TERMS = ('weights', 'lora_params', 'grads+optimizer', 'zero3_live_params', 'ref_model')
 
 
 def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str) -> TraceResult:
     from .arch import Arch
+    from .memory import Inputs, trainer_terms
     t0 = time.time()
     counter, keys, notes = trace_step(cfg, model_config, prompt_len)
     cats = categorise(counter, keys)
     traced = counter.peak / GiB
-    stage = cfg.zero_stage if cfg.deepspeed else None
-    world = max(1, plan.world_size)
-    if stage in (1, 2, 3) and world > 1:
-        shard = cats['optimizer state'] * (1 - 1 / world) + (cats['gradients'] * (1 - 1 / world) if stage >= 2
-                                                            else 0)
-        if stage == 3:
-            shard += cats['parameters'] * (1 - 1 / world)
-        traced -= shard
-        notes.append(f'ZeRO-{stage} over {world} processes applied to the traced per-parameter terms')
-    if not cfg.is_lora and cfg.beta:
-        traced += Arch.from_config(model_config).weight_bytes() / GiB
+    arch = Arch.from_config(model_config)
+    terms = trainer_terms(cfg, plan, Inputs(arch=arch, capacity_gib=1e9, prompt_len=prompt_len))
+    per_param = sum(terms.get(k, 0.0) for k in PER_PARAMETER_TERMS) / GiB
+    if cfg.deepspeed or cfg.fsdp_sharding:
+        # DeepSpeed keeps fp32 master weights, gradients and AdamW states partitioned over the processes, which a
+        # single-process torch step cannot show: the per-parameter terms are DeepSpeed's/FSDP's accounting, the
+        # same check uses (memory.trainer_terms), and the rest is traced
+        traced = cats['activations and temporaries'] + per_param
+        notes.append(f'{cfg.deepspeed or "FSDP " + str(cfg.fsdp_sharding)}: parameters, gradients and optimizer '
+                     f'state from DeepSpeed\'s/FSDP\'s accounting ({per_param:.2f} GiB); activations traced')
+    elif model_config.get('quantization_config') or cfg.quant_method:
+        # the base was traced at 16 bits: swap its bytes for the packed int4 checkpoint's (arch.weight_bytes)
+        traced += (terms.get('weights', 0.0) / GiB) - cats['parameters'] + (terms.get('lora_params', 0.0) / GiB)
+        notes.append('quantised base: its traced 16-bit bytes replaced by the int4 weights the analytic model counts')
+    elif not cfg.is_lora and cfg.beta:
+        traced += terms.get('ref_model', 0.0) / GiB
+        notes.append('full training with beta > 0: the frozen reference copy added from the analytic model')
     try:
-        model_peak = round(analytic_peak(cfg, plan, Arch.from_config(model_config), prompt_len), 3)
+        model_peak = round(analytic_peak(cfg, plan, arch, prompt_len), 3)
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         model_peak = None
     return TraceResult(model=name, shape=f'{cfg.per_device_train_batch_size} x {prompt_len + cfg.max_completion_length}'

@@ -50,6 +50,16 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument('--json', action='store_true', help='print one JSON object (ok, findings, plan, ...)')
         if name == 'run':
             c.add_argument('--force', action='store_true', help='launch even if the check finds errors')
+    t = sub.add_parser('trace', help='trace one training step of the launch on fake tensors: the trainer\'s '
+                       'memory per category, from the real model code (imports torch; about 10 s for a 7B model)',
+                       description='Build the model class from config.json (no weights), add LoRA as the launch '
+                       'does, and run forward, the GRPO loss, backward and two AdamW steps on fake tensors, '
+                       'counting the bytes autograd and the optimizer keep alive. Prints the traced peak next to '
+                       'the analytic memory model\'s figure for the same quantity.')
+    t.add_argument('config', nargs='?', help='swift rlhf YAML/JSON config or launcher .sh (or `-- swift rlhf ...`)')
+    t.add_argument('--model-config', metavar='DIR', help='a dir holding the model\'s config.json (or the file)')
+    t.add_argument('--gpus', type=int, metavar='N', help='physical GPUs per node (for the plan)')
+    t.add_argument('--json', action='store_true', help='print one JSON object (traced_peak_gib, model_peak_gib, ...)')
     cal = sub.add_parser('calibrate', help='score the memory model on published measurements (JSON lines)',
                          description='Predict every case of a calibration file (schema: '
                          '../shared/calibration/README.md) and compare with what was observed.')
@@ -191,6 +201,42 @@ def cmd_check(opts, extra: list[str]) -> int:
     return _checked(opts, extra).exit_code(opts.allow_unchecked)
 
 
+def cmd_trace(opts, extra: list[str]) -> int:
+    from ..check import check_launch, model_config_for
+    from ..hardware import Hardware
+    from ..launch import load_launch
+    launch = load_launch(_launch_args(opts.config, extra))
+    if launch.kind != 'train':
+        raise GuardError('trace needs a training launch (a rollout server has no trainer step)')
+    report = check_launch(launch, Hardware(gpus=opts.gpus), memory=False)
+    mc, why = model_config_for(report.cfg.model, _model_config(opts.model_config))
+    if mc is None:
+        raise GuardError(why)
+    from ..arch import Arch
+    from ..memplan import prompt_bound
+    prompt_len, why_prompt, _ = prompt_bound(report, Arch.from_config(mc), None)
+    try:
+        from ..trace import trace_launch
+    except ImportError as e:
+        raise GuardError(f'trace needs torch, transformers and peft ({e}); pip install -e .[test]') from None
+    result = trace_launch(report.cfg, report.plan, mc, prompt_len, str(report.cfg.model))
+    if opts.json:
+        print_json({**result.to_dict(), 'prompt_len': prompt_len, 'prompt_basis': why_prompt})
+        return 0
+    print(f'model      {result.model}, {result.shape}, prompts from {why_prompt}')
+    print(f'traced     {result.traced_peak_gib:.2f} GiB allocated at the peak ({result.peak_at})')
+    for k, v in result.categories_gib.items():
+        print(f'  {k:<28} {v:8.2f} GiB')
+    if result.model_peak_gib is not None:
+        diff = result.model_peak_gib / result.traced_peak_gib - 1 if result.traced_peak_gib else 0.0
+        print(f'analytic   {result.model_peak_gib:.2f} GiB (the memory model\'s trainer terms; {diff:+.1%})')
+    for n in result.notes:
+        print(f'note       {n}')
+    print(f'({result.seconds:.1f} s; allocated bytes: the CUDA context, NCCL and the allocator\'s reserve are not '
+          f'in it)')
+    return 0
+
+
 def cmd_calibrate(opts) -> int:
     from ..calibrate import load_cases, score
     result = score(load_cases(opts.cases))
@@ -230,7 +276,7 @@ def cmd_run(opts, extra: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = ('check', 'run', 'validate', 'calibrate')
+    commands = ('check', 'run', 'validate', 'calibrate', 'trace')
     first = next((a for a in argv if not a.startswith('-') or a == '--'), None)
     if argv and first == '--' and not any(a in ('-h', '--help') for a in argv[:argv.index('--')]):
         argv = ['run', *argv]  # grpo-guard [options] -- swift rlhf ...: check and run a bare command line
@@ -249,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(opts, extra)
         if opts.cmd == 'calibrate':
             return cmd_calibrate(opts)
+        if opts.cmd == 'trace':
+            return cmd_trace(opts, extra)
     except GuardError as e:
         return fail(str(e), e.exit_code)
     except KeyboardInterrupt:

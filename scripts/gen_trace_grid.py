@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Trace the trainer step over a grid of models and shapes and write tests/data/trace_grid.json, the oracle that
+tests/test_trace.py holds the analytic memory model to (within 5%). About 15 s per point on the 2-core CI machine.
+
+    python scripts/gen_trace_grid.py            # regenerate after changing grpo_recipes/trace.py
+"""
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+OUT = ROOT / 'tests' / 'data' / 'trace_grid.json'
+
+# config.json fields of public checkpoints (Qwen/Qwen3-8B, meta-llama/Llama-3.1-8B-Instruct) beside the bundled ones
+MODELS = {
+    'Qwen2.5-7B-Instruct': json.loads((ROOT / 'grpo_recipes/model_configs/Qwen2.5-7B-Instruct.json').read_text()),
+    'Qwen2.5-32B-Instruct': json.loads((ROOT / 'grpo_recipes/model_configs/DeepSeek-R1-Distill-Qwen-32B.json')
+                                       .read_text()),
+    'Qwen3-8B': {'architectures': ['Qwen3ForCausalLM'], 'model_type': 'qwen3', 'hidden_size': 4096,
+                 'intermediate_size': 12288, 'num_hidden_layers': 36, 'num_attention_heads': 32,
+                 'num_key_value_heads': 8, 'head_dim': 128, 'vocab_size': 151936, 'tie_word_embeddings': False,
+                 'max_position_embeddings': 40960, 'rms_norm_eps': 1e-6, 'torch_dtype': 'bfloat16'},
+    'Llama-3.1-8B-Instruct': {'architectures': ['LlamaForCausalLM'], 'model_type': 'llama', 'hidden_size': 4096,
+                              'intermediate_size': 14336, 'num_hidden_layers': 32, 'num_attention_heads': 32,
+                              'num_key_value_heads': 8, 'vocab_size': 128256, 'tie_word_embeddings': False,
+                              'max_position_embeddings': 131072, 'rms_norm_eps': 1e-5, 'torch_dtype': 'bfloat16'},
+}
+# (model, tuner, gradient checkpointing, micro-batch, prompt, completion)
+GRID = [
+    ('Qwen2.5-7B-Instruct', 'lora', True, 8, 256, 1024), ('Qwen2.5-7B-Instruct', 'lora', False, 1, 256, 1024),
+    ('Qwen2.5-7B-Instruct', 'lora', True, 16, 512, 512), ('Qwen2.5-7B-Instruct', 'lora', False, 4, 1024, 2048),
+    ('Qwen2.5-7B-Instruct', 'full', True, 2, 256, 1024), ('Qwen2.5-7B-Instruct', 'full', False, 1, 512, 4096),
+    ('Qwen2.5-7B-Instruct', 'lora', True, 1, 512, 8192),
+    ('Qwen2.5-32B-Instruct', 'lora', True, 4, 256, 2048), ('Qwen2.5-32B-Instruct', 'lora', False, 1, 256, 1024),
+    ('Qwen3-8B', 'lora', True, 8, 256, 1024), ('Qwen3-8B', 'full', True, 2, 512, 2048),
+    ('Llama-3.1-8B-Instruct', 'lora', True, 4, 512, 2048), ('Llama-3.1-8B-Instruct', 'full', False, 1, 256, 1024),
+]
+
+
+def launch_argv(tuner, gc, bs, completion):
+    return ['--rlhf_type', 'grpo', '--tuner_type', tuner, '--per_device_train_batch_size', str(bs),
+            '--max_completion_length', str(completion), '--gradient_checkpointing', str(gc).lower(),
+            '--torch_dtype', 'bfloat16', '--beta', '0']
+
+
+def main() -> int:
+    from grpo_recipes.config import GRPOConfig
+    from grpo_recipes.hardware import Hardware
+    from grpo_recipes.plan import build_plan
+    from grpo_recipes.trace import trace_launch
+    import torch
+    import transformers
+    points = []
+    for model, tuner, gc, bs, prompt, completion in GRID:
+        cfg, _ = GRPOConfig.from_argv(launch_argv(tuner, gc, bs, completion))
+        plan = build_plan(cfg, {}, Hardware(gpus=1))
+        r = trace_launch(cfg, plan, MODELS[model], prompt, model)
+        points.append({'model': model, 'tuner': tuner, 'gradient_checkpointing': gc, 'batch': bs, 'prompt': prompt,
+                       'completion': completion, 'traced_peak_gib': r.traced_peak_gib,
+                       'categories_gib': r.categories_gib, 'peak_at': r.peak_at})
+        print(f'{model:24} {tuner:4} gc={gc!s:5} bs={bs:<2} {prompt}+{completion}: traced {r.traced_peak_gib:7.2f} '
+              f'GiB, analytic {r.model_peak_gib:7.2f} ({r.model_peak_gib / r.traced_peak_gib - 1:+.1%}) '
+              f'[{r.seconds:.0f} s]', flush=True)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps({'generated_by': 'scripts/gen_trace_grid.py', 'date': time.strftime('%Y-%m-%d'),
+                               'torch': torch.__version__, 'transformers': transformers.__version__,
+                               'models': MODELS, 'points': points}, indent=1) + '\n')
+    print(f'wrote {OUT}')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
