@@ -54,6 +54,11 @@ class LiveBytes:
         self.peak_live: dict[int, tuple[int, int]] = {}
         self.peak_at = ''
         self.stage = ''
+        self.window_base: int | None = None
+        self.window_peak = 0
+        self.step_peak = 0
+        """Largest rise over the live bytes at the start of a loss computation, through its backward (what the
+        trainer step allocates on top of the weights, gradients and optimizer state already there)."""
 
     def _release(self, key: int, serial: int) -> None:
         entry = self.live.get(key)
@@ -78,10 +83,20 @@ class LiveBytes:
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
                 self.track(t)
+        if self.window_base is not None and self.total > self.window_peak:
+            self.window_peak = self.total
         if self.total > self.peak:
             self.peak = self.total
             self.peak_live = dict(self.live)
             self.peak_at = f'{self.stage}: {func}'
+
+    def open_window(self) -> None:
+        self.window_base = self.window_peak = self.total
+
+    def close_window(self) -> None:
+        if self.window_base is not None:
+            self.step_peak = max(self.step_peak, self.window_peak - self.window_base)
+        self.window_base = None
 
     def keys_of(self, tensors) -> set[tuple[int, int]]:
         """(id, serial) of the storages of ``tensors`` (alive now, so tracked now)."""
@@ -168,8 +183,8 @@ def _cuda_like_dropout(model) -> None:
                     drops[k] = CudaLikeDropout(d.p)
 
 
-def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2,
-               fake: bool = True) -> tuple[LiveBytes, dict, list[str]]:
+def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: bool = True,
+               cuda_dropout: bool = True) -> tuple[LiveBytes, dict, list[str]]:
     """Run ``steps`` GRPO optimizer steps of one micro-batch on fake tensors (``fake=False``: on real CPU tensors,
     for small models: the check that the fake run counts what a real run allocates); returns the counter, the
     storage keys by category, and notes."""
@@ -200,7 +215,8 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2,
                 for n, p in model.named_parameters():
                     if 'lora_' in n:
                         p.data = p.data.float()
-                _cuda_like_dropout(model)
+                if cuda_dropout:
+                    _cuda_like_dropout(model)
             if cfg.gradient_checkpointing:
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})
                 if cfg.is_lora:
@@ -228,6 +244,7 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2,
                     return selective_log_softmax(logits, comp)
 
             for step in range(steps):
+                counter.open_window()
                 ref = None
                 if cfg.beta:
                     counter.stage = f'step {step + 1} reference pass'
@@ -247,6 +264,7 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2,
                 counter.stage = f'step {step + 1} backward'
                 loss.backward()
                 del lp, ratio, loss, ref
+                counter.close_window()
                 counter.stage = f'step {step + 1} optimizer'
                 opt.step()
                 opt.zero_grad(set_to_none=(step + 1 < steps))

@@ -59,3 +59,43 @@ def test_trace_cli_on_a_recipe():
     out = json.loads(proc.stdout)
     assert out['traced_peak_gib'] > 14 and abs(out['model_peak_gib'] / out['traced_peak_gib'] - 1) <= 0.05
     assert set(out['categories_gib']) == {'parameters', 'gradients', 'optimizer state', 'activations and temporaries'}
+
+
+@pytest.mark.slow
+def test_trace_matches_the_real_swift_rlhf_step(tmp_path):
+    """Parity with ms-swift itself: `swift rlhf` trains the tiny Qwen2 for 2 GRPO steps on CPU with a plugin
+    (tests/standins/measure_step.py) that runs its compute_loss + backward under the same live-bytes counter,
+    on real tensors; the fake-tensor trace of the same micro-batch shape must allocate within 5% of it. CPU
+    means fp32 and CPU dropout here (the trace's CUDA-like bool-mask dropout is turned off for the comparison)."""
+    import os
+    import subprocess
+    from tiny_model import build
+    from grpo_recipes.trace import trace_step
+    tiny = build(tmp_path / 'tiny')
+    data = tmp_path / 'data.jsonl'
+    data.write_text(''.join(json.dumps({'messages': [{'role': 'user', 'content': f'What is {a} + {b}?'}],
+                                        'solution': str(a + b)}) + '\n' for a, b in [(1, 2), (3, 4), (5, 6), (7, 8)]))
+    out = tmp_path / 'measure.jsonl'
+    env = {**os.environ, 'GRPO_MEASURE_OUT': str(out), 'HF_HUB_OFFLINE': '1', 'PYTHONPATH': str(ROOT)}
+    for k in ('NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES', 'NNODES'):
+        env.pop(k, None)
+    argv = ['swift', 'rlhf', '--rlhf_type', 'grpo', '--model', str(tiny), '--model_type', 'qwen2', '--template',
+            'qwen2_5', '--dataset', str(data), '--tuner_type', 'lora', '--use_vllm', 'false', '--max_steps', '2',
+            '--per_device_train_batch_size', '2', '--gradient_accumulation_steps', '1', '--num_generations', '2',
+            '--max_completion_length', '16', '--max_length', '64', '--external_plugins',
+            str(ROOT / 'tests' / 'standins' / 'toy_reward.py'), str(ROOT / 'tests' / 'standins' / 'measure_step.py'),
+            '--reward_funcs', 'toy_distinct', '--check_model', 'false', '--report_to', 'none', '--save_strategy', 'no',
+            '--dataloader_num_workers', '0', '--output_dir', str(tmp_path / 'run'), '--use_cpu', 'true',
+            '--torch_dtype', 'float32', '--beta', '0', '--gradient_checkpointing', 'false']
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(steps) == 2
+    real = steps[-1]
+    bs, total = real['shape']
+    C = real['completion']
+    cfg = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--tuner_type', 'lora', '--per_device_train_batch_size',
+                                str(bs), '--max_completion_length', str(C), '--gradient_checkpointing', 'false',
+                                '--torch_dtype', 'float32', '--beta', '0'])[0]
+    counter, _, _ = trace_step(cfg, json.loads((tiny / 'config.json').read_text()), total - C, cuda_dropout=False)
+    assert abs(counter.step_peak / real['peak_bytes'] - 1) <= 0.05, (counter.step_peak, real)
