@@ -132,3 +132,16 @@ def test_findings_and_fixes_of_a_trl_launch_use_trl_flags():
     for swift_only in ('sleep_level:', r'vllm_max_model_len\b', 'ENV:', 'move_model_batches', 'offload_model',
                        'ms-swift logs'):
         assert not re.search(swift_only, text), swift_only
+
+
+def test_trls_documented_server_layout_is_accepted():
+    # TRL's vLLM guide: the server on GPUs 0-3 (TP 2 x DP 2), training on 4-7; prompts unbounded (TRL has no
+    # prompt limit) may make a warning, never a refusal, and every message keeps TRL's words
+    proc, out = check('--gpus', '8', '--gpu-type', 'H100', '--rollout', 'CUDA_VISIBLE_DEVICES=0,1,2,3 trl vllm-serve '
+                      '--model Qwen/Qwen2.5-7B-Instruct --tensor-parallel-size 2 --data-parallel-size 2', '--',
+                      'CUDA_VISIBLE_DEVICES=4,5,6,7', 'accelerate', 'launch', '--multi_gpu', '--num_processes', '4',
+                      'train.py', '--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct', '--use_vllm', '--vllm_mode',
+                      'server', '--bf16', '--dtype', 'bfloat16')
+    assert proc.returncode == 0, [f['message'] for f in out['findings'] if f['severity'] == 'error']
+    assert out['launch']['rollout']['gpus'] == [0, 1, 2, 3] and out['plan']['world_size'] == 4
+    assert 'model_name_or_path context' not in json.dumps(out['assumptions'])

@@ -213,7 +213,8 @@ def trl_terms(text: str | None) -> str | None:
     text = re.sub(r'(?<![\w-])(\w+): (?=\S)',
                   lambda m: f'--{TRL_FLAGS.get(m.group(1), m.group(1))} ' if m.group(1) in flags else m.group(0), text)
     for key, flag in TRL_FLAGS.items():
-        text = re.sub(rf'(?<![\w-]){key}\b', flag, text)
+        if '_' in key:  # a bare word like "model" is prose, not a flag
+            text = re.sub(rf'(?<![\w-]){key}\b', flag, text)
     return text
 
 
