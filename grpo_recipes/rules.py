@@ -629,7 +629,9 @@ def length_rules(ctx: Context) -> list[Finding]:
         need = (cfg.max_length or 0) + (cfg.max_completion_length or 0)
         out.append(Finding(WARNING, 'length.vllm-unset', ['vllm_max_model_len'], msg,
                            f'vllm_max_model_len: {need}' if cfg.max_length else
-                           'vllm_max_model_len: max_length + max_completion_length'))
+                           (f'vllm_max_model_len: <your longest prompt> + {cfg.max_completion_length} (grpo-data stats '
+                            f'gives the prompt length)' if ctx.launch.framework == 'trl' else
+                            'vllm_max_model_len: max_length + max_completion_length')))
     if cfg.use_vllm and cfg.max_model_len is not None and vllm_len is None:
         out.append(Finding(WARNING, 'length.max-model-len', ['max_model_len'],
                            f'max_model_len ({cfg.max_model_len}) is a model argument (context/RoPE override), not '
