@@ -182,8 +182,15 @@ def _trl_devices(ctx: Context, vis: list[int]) -> list[Finding]:
     gives process i the GPU cuda:i of those it sees (extra visible GPUs stay idle, no device_map)."""
     p, cfg = ctx.plan, ctx.cfg
     launcher = ctx.launch.trl.get('launcher')
-    if p.nproc_per_node is None or launcher not in ('accelerate', 'torchrun', 'trl', 'deepspeed'):
-        if p.visible_count < 2 or launcher in ('accelerate', 'trl', 'torchrun', 'deepspeed'):
+    # One process without a distributed launcher (python, or accelerate/trl grpo with one process: accelerate's
+    # simple launcher sets no LOCAL_RANK) is DistributedType.NO, where TrainingArguments sets n_gpu to every
+    # visible GPU (transformers/training_args.py _setup_devices); torchrun/deepspeed make even one process
+    # distributed, with one GPU.
+    acc = ctx.launch.trl.get('accelerate') or {}
+    distributed = launcher in ('torchrun', 'deepspeed') or acc.get('zero_stage') is not None or acc.get('fsdp')
+    single = p.processes_per_node == 1 and p.nnodes == 1 and not distributed
+    if single:
+        if p.visible_count < 2:
             return []
         msg = (f'`{launcher} {ctx.launch.trl.get("script")}` is one process that sees {p.visible_count} GPUs '
                f'({_ids(vis)}): the HF Trainer wraps the model in nn.DataParallel ("if self.args.n_gpu > 1: model = '
@@ -194,7 +201,8 @@ def _trl_devices(ctx: Context, vis: list[int]) -> list[Finding]:
         return [Finding(ERROR if cfg.use_vllm else WARNING, 'device.data-parallel', ['CUDA_VISIBLE_DEVICES'], msg,
                         f'CUDA_VISIBLE_DEVICES={vis[0]} {launcher} ... for one training GPU (and the vLLM server on '
                         f'another: CUDA_VISIBLE_DEVICES={vis[-1]} trl vllm-serve ...), or accelerate launch '
-                        f'--num_processes {p.visible_count} ...', 'transformers/trainer.py::_wrap_model')]
+                        f'--multi_gpu --num_processes {p.visible_count} ...',
+                        'transformers/trainer.py::_wrap_model; transformers/training_args.py::_setup_devices')]
     if p.visible_count < p.processes_per_node:
         gids = ctx.launch.trl.get('gpu_ids')
         return [Finding(ERROR, 'device.nproc-exceeds-visible', ['num_processes', 'gpu_ids'],

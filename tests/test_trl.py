@@ -145,3 +145,13 @@ def test_trls_documented_server_layout_is_accepted():
     assert proc.returncode == 0, [f['message'] for f in out['findings'] if f['severity'] == 'error']
     assert out['launch']['rollout']['gpus'] == [0, 1, 2, 3] and out['plan']['world_size'] == 4
     assert 'model_name_or_path context' not in json.dumps(out['assumptions'])
+
+
+def test_one_accelerate_process_seeing_two_gpus_is_data_parallel_too():
+    # accelerate's simple launcher (one process, no --multi_gpu) leaves the run undistributed, and TrainingArguments
+    # then counts every visible GPU (transformers/training_args.py _setup_devices): DataParallel, as with python
+    args = ['train_grpo.py', '--model_name_or_path', INT4, '--use_peft', '--use_vllm', '--vllm_mode', 'server']
+    proc, out = check(*HW40, '--', 'CUDA_VISIBLE_DEVICES=0,1', 'accelerate', 'launch', *args)
+    assert proc.returncode == 1 and 'device.data-parallel' in rules(out)
+    proc, out = check(*HW40, '--', 'CUDA_VISIBLE_DEVICES=0,1', 'torchrun', '--nproc_per_node', '1', *args)
+    assert 'device.data-parallel' not in rules(out) | rules(out, 'warning')  # torchrun: distributed, one GPU
