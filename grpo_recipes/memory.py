@@ -124,6 +124,9 @@ class Inputs:
     """Top-k/top-p sampler of vLLM's profiling run, ``native`` or ``flashinfer`` (see resolve_sampler)."""
     vllm_sampler_why: str = ''
     """Why that sampler was assumed (shown with the vLLM accounting)."""
+    vllm_version: str | None = None
+    """The vLLM that runs the rollouts, when known (installed, or a calibration case's): before 0.8 the V0
+    engine's scheduler defaults apply (see ``vllm_terms``)."""
 
 
 def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
@@ -346,9 +349,20 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
     weights = a.weight_bytes(bnb_bits=bnb_bits) / tp
     offline = inp.vllm_entry == 'offline'
     opts = vllm_engine_options(cfg)
-    tb = _positive_int(opts.get('max_num_batched_tokens')) or \
-        vllm_default_batched_tokens(inp.capacity_gib, inp.gpu_name, offline=offline)
+    tb = _positive_int(opts.get('max_num_batched_tokens'))
+    v = version_tuple(inp.vllm_version)
+    v0 = v is not None and v < (0, 8, 0)  # V1 became the default engine in vLLM 0.8.0
+    max_len = _max_model_len(cfg, a)
+    if not tb and v0 and max_len <= 32768:
+        # V0 without chunked prefill (its default up to a 32K context; longer contexts turn chunked prefill
+        # on, vllm/engine/arg_utils.py): SchedulerConfig max_num_batched_tokens = max(max_model_len, 2048)
+        # (vllm/config.py), and the profiling run fills that many tokens
+        tb = max(max_len, 2048)
+    if not tb:
+        tb = vllm_default_batched_tokens(inp.capacity_gib, inp.gpu_name, offline=offline)
     seqs = cfg.vllm_max_num_seqs or _positive_int(opts.get('max_num_seqs'))
+    if not seqs and v0:
+        seqs = 256  # V0 EngineArgs max_num_seqs default
     if not seqs and cfg.vllm_mode == 'colocate' and offline:
         # ms-swift colocate: per_device_train_batch_size x TP x steps_per_generation (rollout_mixin)
         spg = cfg.steps_per_generation or cfg.gradient_accumulation_steps or 1

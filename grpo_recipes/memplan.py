@@ -30,7 +30,8 @@ def memory_inputs(report, model_config: dict | None) -> Inputs | None:
     pk = report.packages
     fi = None if 'flashinfer-python' not in pk else pk['flashinfer-python'] is not None
     sampler, why = resolve_sampler(env_sampler, pk.get('vllm'), fi)
-    return Inputs(arch=arch, capacity_gib=cap, gpu_name=name, vllm_sampler=sampler, vllm_sampler_why=why)
+    return Inputs(arch=arch, capacity_gib=cap, gpu_name=name, vllm_sampler=sampler, vllm_sampler_why=why,
+                  vllm_version=pk.get('vllm'))
 
 
 def _structurally_ok(report) -> bool:
