@@ -79,23 +79,30 @@ def _request(launch: Launch, workdir: Path, index: int) -> tuple[dict, list[str]
     return request, remaining, overrides
 
 
+def _run_worker(module: str, requests: list[dict], what: str, timeout: float, python: str | None,
+                cwd: str | None = None, env_updates: dict | None = None) -> list[str]:
+    """Run a parser worker on JSON requests in a subprocess; its result lines, one per request."""
+    child_env = {**os.environ, **(env_updates or {})}
+    child_env.setdefault('PYTHONWARNINGS', 'ignore')
+    try:
+        proc = subprocess.run([python or sys.executable, '-m', module], input=json.dumps(requests),
+                              capture_output=True, text=True, timeout=timeout, cwd=cwd, env=child_env)
+    except subprocess.TimeoutExpired:
+        raise GuardError(f'{what} did not finish in {timeout:.0f}s') from None
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARK)]
+    if len(lines) != len(requests):
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        raise GuardError(f'{what} crashed before giving a result: ' + ' | '.join(tail))
+    return lines
+
+
 def validate_many(launches: list[Launch], timeout: float = 900.0, python: str | None = None) -> list[RealParseResult]:
     """Parse several launches with one ms-swift import (one subprocess, one parse per launch)."""
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix='grpo-guard-') as tmp:
         prepared = [_request(launch, Path(tmp), i) for i, launch in enumerate(launches)]
-        child_env = dict(os.environ)
-        child_env.setdefault('PYTHONWARNINGS', 'ignore')
-        try:
-            proc = subprocess.run([python or sys.executable, '-m', 'grpo_recipes._swift_worker'],
-                                  input=json.dumps([p[0] for p in prepared]), capture_output=True, text=True,
-                                  timeout=timeout, cwd=tmp, env=child_env)
-        except subprocess.TimeoutExpired:
-            raise GuardError(f'ms-swift parser did not finish in {timeout:.0f}s') from None
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARK)]
-    if len(lines) != len(launches):
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        raise GuardError('ms-swift parser crashed before giving a result: ' + ' | '.join(tail))
+        lines = _run_worker('grpo_recipes._swift_worker', [p[0] for p in prepared], 'ms-swift parser', timeout,
+                            python, cwd=tmp)
     results = []
     for (request, remaining, overrides), line in zip(prepared, lines):
         raw = json.loads(line[len(RESULT_MARK):])
@@ -153,19 +160,9 @@ def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: st
         else:
             requests.append({'what': 'train', 'argv': list(launch.trl.get('script_args', launch.argv)),
                              'world_size': world_size_of(launch)})
-    child_env = dict(os.environ)
-    child_env.setdefault('PYTHONWARNINGS', 'ignore')
-    child_env['CUDA_VISIBLE_DEVICES'] = ''
-    try:  # run where the user is: a relative --config path is theirs
-        proc = subprocess.run([python or sys.executable, '-m', 'grpo_recipes._trl_worker'],
-                              input=json.dumps(requests), capture_output=True, text=True, timeout=timeout,
-                              env=child_env)
-    except subprocess.TimeoutExpired:
-        raise GuardError(f'TRL parser did not finish in {timeout:.0f}s') from None
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARK)]
-    if len(lines) != len(requests):
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
-        raise GuardError('TRL parser crashed before giving a result: ' + ' | '.join(tail))
+    # run where the user is (cwd None): a relative --config path is theirs
+    lines = _run_worker('grpo_recipes._trl_worker', requests, 'TRL parser', timeout, python,
+                        env_updates={'CUDA_VISIBLE_DEVICES': ''})
     results = []
     for request, line in zip(requests, lines):
         raw = json.loads(line[len(RESULT_MARK):])
