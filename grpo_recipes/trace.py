@@ -143,7 +143,7 @@ def _build_model(model_config: dict, dtype: str, cfg):
         if targets in (['all-linear'], 'all-linear', None):
             targets = 'all-linear'
         model = get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=int(cfg.lora_alpha),
-                                                 lora_dropout=getattr(cfg, 'lora_dropout', 0.05),
+                                                 lora_dropout=cfg.lora_dropout,
                                                  target_modules=targets, task_type='CAUSAL_LM'))
     return model
 

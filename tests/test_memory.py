@@ -437,23 +437,16 @@ def test_v0_engine_profiles_a_whole_max_model_len_batch():
     """vLLM before 0.8 runs the V0 engine: without chunked prefill (its default up to a 32K context) the
     scheduler's max_num_batched_tokens is max(max_model_len, 2048) and the profiling forward fills it, so the
     activation reservation grows with the context; V1 (0.8+) profiles its fixed default (8192 on an A100)."""
-    import json as _json
-    from grpo_recipes.arch import Arch
-    from grpo_recipes.config import GRPOConfig
-    from grpo_recipes.memory import Inputs, vllm_terms
     from conftest import ROOT
-    arch = Arch.from_config(_json.loads((ROOT / 'grpo_recipes/model_configs/Qwen2.5-7B-Instruct.json').read_text()))
-    cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--use_vllm', 'true', '--vllm_mode', 'colocate',
-                                   '--vllm_max_model_len', '16384', '--vllm_max_num_seqs', '256'])
-    v0 = vllm_terms(cfg, Inputs(arch=arch, capacity_gib=79.2, gpu_name='A100-80G', vllm_entry='server',
-                                vllm_version='0.6.3'))
-    v1 = vllm_terms(cfg, Inputs(arch=arch, capacity_gib=79.2, gpu_name='A100-80G', vllm_entry='server',
-                                vllm_version='0.10.1'))
+    from grpo_recipes.memory import vllm_terms
+    arch = Arch.from_config(json.loads((ROOT / 'grpo_recipes/model_configs/Qwen2.5-7B-Instruct.json').read_text()))
+
+    def terms(max_len, version):
+        cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--use_vllm', 'true', '--vllm_mode', 'colocate',
+                                       '--vllm_max_model_len', str(max_len), '--vllm_max_num_seqs', '256'])
+        return vllm_terms(cfg, Inputs(arch=arch, capacity_gib=79.2, gpu_name='A100-80G', vllm_entry='server',
+                                      vllm_version=version))
+    v0, v1 = terms(16384, '0.6.3'), terms(16384, '0.10.1')
     assert v0['activation'] > v1['activation'] and v0['kv_cache'] < v1['kv_cache']
-    short, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--use_vllm', 'true', '--vllm_mode', 'colocate',
-                                     '--vllm_max_model_len', '1024', '--vllm_max_num_seqs', '256'])
-    s0 = vllm_terms(short, Inputs(arch=arch, capacity_gib=79.2, gpu_name='A100-80G', vllm_entry='server',
-                                  vllm_version='0.6.3'))
-    s1 = vllm_terms(short, Inputs(arch=arch, capacity_gib=79.2, gpu_name='A100-80G', vllm_entry='server',
-                                  vllm_version='0.10.1'))
+    s0, s1 = terms(1024, '0.6.3'), terms(1024, '0.10.1')
     assert s0['activation'] == s1['activation']  # V0: max(1024, 2048) tokens; V1 API server: 2048 on an A100

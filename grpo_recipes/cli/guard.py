@@ -121,7 +121,7 @@ def _model_config(path: str | None) -> dict | None:
 def cmd_validate(opts, extra: list[str]) -> int:
     from ..launch import load_launch
     from ..realparse import validate
-    launch = load_launch(_launch_args(opts.config, extra), rollout=None)
+    launch = load_launch(_launch_args(opts.config, extra))
     result = validate(launch, timeout=opts.timeout, trl_version=opts.trl_version)
     if opts.json:
         print_json({'ok': result.ok, 'launch': launch.to_dict(), 'parser': result.to_dict()})

@@ -418,9 +418,6 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
             d['vllm_max_model_length'] = int(old['vllm_max_model_len'])
         d['vllm_mode'] = 'colocate'  # replaced by old_vllm_device once the device is known
         launch.trl['vllm_device'] = str(d['vllm_device']) if d.get('use_vllm') else None
-    unknown = [u for u in unknown if u.lstrip('-').replace('-', '_') not in old or not is_in_trainer_vllm(trl_version)
-               or u.lstrip('-').replace('-', '_') not in ('vllm_device', 'vllm_max_model_len', 'max_prompt_length',
-                                                        'vllm_dtype')]
     acc = launch.trl.get('accelerate') or {}
     stage = acc.get('zero_stage')
     deepspeed = None
@@ -477,12 +474,12 @@ def old_vllm_device(cfg: GRPOConfig, launch: Launch, trl_version: str | None) ->
     dev = launch.trl.get('vllm_device')
     if not (cfg.use_vllm and dev and is_in_trainer_vllm(trl_version)):
         return []
-    from ..plan import _layout
+    from ..plan import world_size
     env = launch.env
     vis = [int(x) for x in env['CUDA_VISIBLE_DEVICES'].split(',')] if env.get('CUDA_VISIBLE_DEVICES', '').strip(
         ).replace(',', '').isdigit() else None
     count = len(vis) if vis is not None else None
-    nproc = _layout(env)[2] * max(1, _layout(env)[0])
+    nproc = world_size(env)  # accelerator.num_processes
     if dev == 'auto':
         idx = 0 if count == 1 else nproc
     elif dev.startswith('cuda:') and dev[5:].isdigit():
