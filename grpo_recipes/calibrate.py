@@ -22,8 +22,8 @@ from .config import GRPOConfig
 from .errors import GuardError
 from .gpus import candidates
 from .hardware import Hardware
-from .memory import (CUDA_CONTEXT, GiB, Inputs, _vllm_checks, estimate, resolve_sampler, vllm_kv_bytes_per_token,
-                     vllm_terms)
+from .memory import (CUDA_CONTEXT, GiB, Inputs, _vllm_checks, estimate, resolve_adamw, resolve_sampler,
+                     vllm_kv_bytes_per_token, vllm_terms)
 from .plan import build_plan
 from .swift_args import snapshot
 
@@ -318,6 +318,18 @@ def _predict_over_cards(case: dict, arch: Arch, cards: list[tuple[str, float]], 
     return out
 
 
+def stated_version(case: dict, package: str) -> str | None:
+    """A package version the case states in its text fields (``config.env`` such as "torch 2.1.1", or
+    ``framework_version``), else None."""
+    c = case.get('config') or {}
+    for text in (c.get('env'), c.get('versions'), case.get('framework_version')):
+        if isinstance(text, str):
+            m = re.search(rf'\b{re.escape(package)}\s*(?:==|=|\s)\s*v?(\d+\.\d+(?:\.\d+)?)', text, re.I)
+            if m:
+                return m.group(1)
+    return None
+
+
 def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict:
     c = case.get('config') or {}
     use_vllm = bool(c.get('use_vllm'))
@@ -340,7 +352,8 @@ def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool) -> d
     env['CUDA_VISIBLE_DEVICES'] = ','.join(str(i) for i in range(int(env['NPROC_PER_NODE'])))
     plan = build_plan(cfg, env, Hardware(gpus=n))
     prompt = 0 if sft else (cfg.max_length or 0)
-    inp = Inputs(arch=arch, capacity_gib=cap or 1e9, gpu_name=_gpu(case), prompt_len=prompt, sft=sft)
+    adamw, _ = resolve_adamw(cfg.optim, stated_version(case, 'torch'), stated_version(case, 'transformers'))
+    inp = Inputs(arch=arch, capacity_gib=cap or 1e9, gpu_name=_gpu(case), prompt_len=prompt, sft=sft, adamw=adamw)
     mem = estimate(cfg, plan, inp)
     m = max(mem, key=lambda x: x.total_gib)
     torch_only = m.total_gib - (CUDA_CONTEXT + m.components.get('nccl', 0) * GiB + (

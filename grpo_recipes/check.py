@@ -17,7 +17,8 @@ from .models import load_model_config
 from .plan import Plan, build_plan
 from .rules import ERROR, INFO, WARNING, Context, Finding, run_rules
 
-PACKAGES = ('ms-swift', 'trl', 'math-verify', 'msgspec', 'deepspeed', 'vllm', 'flashinfer-python')
+PACKAGES = ('ms-swift', 'trl', 'math-verify', 'msgspec', 'deepspeed', 'vllm', 'flashinfer-python', 'torch',
+            'transformers')
 
 
 def installed_packages() -> dict[str, str | None]:

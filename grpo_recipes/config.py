@@ -122,6 +122,9 @@ class GRPOConfig:
     gradient_checkpointing: bool = True
     use_liger_kernel: bool = False
     """Liger kernels: the fused linear + loss never materialises the full-vocabulary logits."""
+    optim: str | None = None
+    """``--optim`` as the user set it; None leaves it to transformers, whose default depends on the installed torch
+    (``adamw_torch_fused`` on torch >= 2.8, else ``adamw_torch``; see ``memory.resolve_adamw``)."""
     ds3_gather_for_generation: bool = True
 
     # --- rewards and data ---
@@ -146,6 +149,8 @@ class GRPOConfig:
             if f.name == 'explicit' or f.name not in values:
                 continue
             kwargs[f.name] = values[f.name]
+        if 'optim' not in explicit:
+            kwargs.pop('optim', None)  # the snapshot's default is the torch it was taken with, not the user's
         cfg = cls(**kwargs, explicit=frozenset(explicit))
         cfg._apply_grpo_defaults(values)
         return cfg, remaining

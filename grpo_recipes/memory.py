@@ -59,6 +59,9 @@ VLLM_CUDA_GRAPHS = 0.5 * GiB
 FRAGMENTATION = 1.05
 # KV cache block size (vLLM default 16 tokens); a sequence needs ceil(len/16) blocks.
 KV_BLOCK = 16
+# ZeRO-3 steps the optimizer one sub-group of at most this many fp32 elements at a time (ms-swift's
+# swift/config/zero3.json and zero3_offload.json: "sub_group_size": 1e9; deepspeed stage3.py _optimizer_step).
+ZERO3_SUB_GROUP = 10 ** 9
 
 
 def _vllm_large_card(capacity_gib: float, gpu_name: str | None) -> bool:
@@ -127,10 +130,47 @@ class Inputs:
     vllm_version: str | None = None
     """The vLLM that runs the rollouts, when known (installed, or a calibration case's): before 0.8 the V0
     engine's scheduler defaults apply (see ``vllm_terms``)."""
+    adamw: str = 'fused'
+    """How the trainer's AdamW steps: ``fused`` (one kernel, no temporaries) or ``foreach`` (holds a copy of the
+    second moments during the step); see ``resolve_adamw``."""
+    adamw_why: str = ''
+    """Why that AdamW was assumed (shown with the assumptions)."""
 
 
-def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
-    """Per-rank training memory terms in bytes."""
+def resolve_adamw(optim: str | None, torch_version: str | None,
+                  transformers_version: str | None) -> tuple[str, str]:
+    """(``fused`` | ``foreach`` | ``other``, why) for the trainer's optimizer.
+
+    - ``--optim adamw_torch_fused`` is fused; ``--optim adamw_torch`` is torch's AdamW with neither flag, which runs
+      the foreach implementation on CUDA (torch/optim/optimizer.py ``_default_to_fused_or_foreach``; fused was
+      never the default, pytorch PR #95415).
+    - Unset, transformers picks: ``adamw_torch_fused`` from transformers 4.54 when torch >= 2.8
+      (transformers/training_args.py ``default_optim``, PR #37358), else ``adamw_torch``.
+    - Versions unknown: fused, the stack ms-swift 4.x recommends (torch 2.8+), and said so.
+    Other optimizers keep the AdamW state accounting and are named as such."""
+    if optim and optim not in ('adamw_torch', 'adamw_torch_fused'):
+        return 'other', f'--optim {optim}: its state is counted as AdamW\'s (16-bit model: 2 x params)'
+    if optim == 'adamw_torch_fused':
+        return 'fused', '--optim adamw_torch_fused'
+    if optim == 'adamw_torch':
+        return 'foreach', '--optim adamw_torch: torch\'s AdamW runs its foreach implementation on CUDA'
+    tv, hv = version_tuple(torch_version), version_tuple(transformers_version)
+    if tv is not None and tv < (2, 8):
+        return 'foreach', (f'torch {torch_version} < 2.8: transformers\' default optim is adamw_torch, whose '
+                           f'foreach step holds a copy of the second moments')
+    if hv is not None and hv < (4, 54):
+        return 'foreach', (f'transformers {transformers_version} < 4.54 defaults to adamw_torch, whose foreach step '
+                           f'holds a copy of the second moments')
+    if tv is not None and hv is not None:
+        return 'fused', f'torch {torch_version} and transformers {transformers_version}: adamw_torch_fused'
+    return 'fused', ('torch/transformers versions not known: transformers\' default on torch >= 2.8 '
+                     '(adamw_torch_fused) assumed; on older torch, foreach AdamW needs a copy of the second moments '
+                     'more at the optimizer step')
+
+
+def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float = FRAGMENTATION) -> dict[str, float]:
+    """Per-rank training memory terms in bytes (``fragmentation``: the allowance on the dynamic terms; 1.0 gives
+    the allocated bytes `grpo-guard trace` counts)."""
     a = inp.arch
     N = max(1, plan.world_size)
     P = a.param_count()
@@ -225,7 +265,7 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
         act = tokens * 2 * h * L + recompute
     else:
         act = tokens * per_layer_token * L
-    t['activations'] = act * FRAGMENTATION
+    t['activations'] = act * fragmentation
     # logits over completion tokens (ms-swift computes log-probs for completion positions only,
     # logits_to_keep, swift grpo_trainer _get_logps_via_local_forward): the mixed-precision wrapper's fp32 copy
     # (accelerate convert_outputs_to_fp32), divided by the temperature in place, is kept by TRL's
@@ -240,20 +280,37 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
         chunk = max(1, math.ceil(n / math.ceil(V / h)))
         t['logits'] = chunk * V * 4 * 2
     elif inp.sft:
-        # SFT loss (transformers ForCausalLMLoss): bf16 logits, their fp32 upcast and cross_entropy's fp32
-        # log-softmax over every token: 2 + 4 + 4 bytes per element
-        t['logits'] = bs * C * V * 10 * FRAGMENTATION
+        # ms-swift's default SFT loss (swift/template/base.py compute_sft_loss -> transformers ForCausalLMLoss:
+        # fp32 upcast, cross_entropy = log_softmax + nll_loss) peaks in log_softmax's backward: its saved fp32
+        # output, the fp32 gradient nll_loss hands it and the fp32 gradient it returns, 12 B per element
+        # (`grpo-guard trace` in SFT mode, trace_step(sft=True): Qwen2.5-7B LoRA 1 x 2048, peak at
+        # aten._log_softmax_backward_data)
+        t['logits'] = bs * C * V * 12 * fragmentation
     else:
-        t['logits'] = bs * C * V * 16 * FRAGMENTATION
+        t['logits'] = bs * C * V * 16 * fragmentation
     # Terms that never coexist (traced, grpo_recipes/trace.py). In full training
     # without ZeRO/FSDP the 16-bit gradients (pb x P, inside grads+optimizer) appear layer by layer as backward
     # frees that layer's saved tensors (Qwen2.5-7B full: the peak is in the embedding's backward, every gradient
     # present, the activations gone).
     # with checkpointing the logits' backward runs before any layer is recomputed and frees its buffers first
-    overlap = min(recompute * FRAGMENTATION, t['logits']) if checkpointed and not cfg.use_liger_kernel else 0.0
+    overlap = min(recompute * fragmentation, t['logits']) if checkpointed and not cfg.use_liger_kernel else 0.0
     dynamic = t['activations'] + t['logits'] - overlap
     if not cfg.is_lora and stage is None and fsdp is None:
         overlap += min(pb * T, dynamic)
+        dynamic -= min(pb * T, dynamic)
+    if inp.adamw == 'foreach' and not offload_opt:
+        # foreach AdamW: torch._foreach_sqrt(exp_avg_sqs) makes a full copy of the second moments, live until the
+        # parameters are updated (torch/optim/adam.py _multi_tensor_adam; traced: trace_step(adamw='foreach')).
+        # The step runs after backward freed the activations and logits, so the larger of the two counts.
+        # DeepSpeed steps its fp32 flat partitions through the same torch optimizer (ZeRO-3: one sub-group at a
+        # time), FSDP2 its fp32 shards; without them the moments are in the parameter dtype.
+        sharded = stage in (1, 2, 3) or fsdp is not None
+        elems = T / N if sharded else T
+        if stage == 3:
+            elems = min(elems, ZERO3_SUB_GROUP)
+        temp = elems * (4 if (cfg.is_lora or sharded) else pb)
+        t['adamw_foreach_temp'] = temp
+        overlap += min(temp, dynamic)
     if overlap:
         t['overlap'] = -overlap
     t['cuda_context'] = CUDA_CONTEXT
@@ -394,7 +451,7 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     train_ids = [str(p['gpu']) if p['gpu'] is not None else f'rank{p["local_rank"]}' for p in plan.processes]
 
     resident_keys = ['weights', 'lora_params', 'grads+optimizer', 'ref_model', 'cuda_context', 'nccl']
-    dynamic_keys = ['activations', 'logits', 'overlap', 'zero3_live_params']
+    dynamic_keys = ['activations', 'logits', 'adamw_foreach_temp', 'overlap', 'zero3_live_params']
 
     def resident(offload_model=False, offload_optimizer=False) -> dict[str, float]:
         out = {}

@@ -6,7 +6,7 @@ import os
 from dataclasses import replace
 
 from .arch import Arch
-from .memory import Inputs, dominant_term, estimate, resolve_sampler
+from .memory import Inputs, dominant_term, estimate, resolve_adamw, resolve_sampler
 from .rules import ERROR, INFO, WARNING, Finding
 
 SAMPLER_ENV = 'VLLM_USE_FLASHINFER_SAMPLER'
@@ -30,8 +30,9 @@ def memory_inputs(report, model_config: dict | None) -> Inputs | None:
     pk = report.packages
     fi = None if 'flashinfer-python' not in pk else pk['flashinfer-python'] is not None
     sampler, why = resolve_sampler(env_sampler, pk.get('vllm'), fi)
+    adamw, adamw_why = resolve_adamw(report.cfg.optim, pk.get('torch'), pk.get('transformers'))
     return Inputs(arch=arch, capacity_gib=cap, gpu_name=name, vllm_sampler=sampler, vllm_sampler_why=why,
-                  vllm_version=pk.get('vllm'))
+                  vllm_version=pk.get('vllm'), adamw=adamw, adamw_why=adamw_why)
 
 
 def _structurally_ok(report) -> bool:
@@ -127,6 +128,8 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
         report.memory_unchecked = 'a batch, length or vLLM setting is out of range (see the errors)'
         return
     report.memory = estimate(cfg, report.plan, replace(inp))
+    if not (cfg.deepspeed or '').endswith('offload'):
+        report.assumptions.append(f'optimizer: {inp.adamw_why}')
     if cfg.use_vllm:
         report.assumptions.append(f'vLLM\'s profiling run samples with the {inp.vllm_sampler} top-k/top-p sampler '
                                   f'({inp.vllm_sampler_why})')

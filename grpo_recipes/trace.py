@@ -184,10 +184,17 @@ def _cuda_like_dropout(model) -> None:
 
 
 def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: bool = True,
-               cuda_dropout: bool = True) -> tuple[LiveBytes, dict, list[str]]:
+               cuda_dropout: bool = True, sft: bool = False,
+               adamw: str = 'fused') -> tuple[LiveBytes, dict, list[str]]:
     """Run ``steps`` GRPO optimizer steps of one micro-batch on fake tensors (``fake=False``: on real CPU tensors,
     for small models: the check that the fake run counts what a real run allocates); returns the counter, the
-    storage keys by category, and notes."""
+    storage keys by category, and notes.
+
+    ``sft``: the loss is ms-swift's default SFT loss instead (swift/template/base.py ``compute_sft_loss``: the
+    model's own forward with ``labels``, transformers ``ForCausalLMLoss``), over the last
+    ``max_completion_length`` tokens (ms-swift ``prepare_logits_to_keep`` keeps logits from the first label on).
+    ``adamw``: ``fused`` (``adamw_torch_fused``) or ``foreach`` (``adamw_torch``: torch's AdamW with neither flag
+    runs the foreach implementation on CUDA, torch/optim/optimizer.py ``_default_to_fused_or_foreach``)."""
     import contextlib
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -223,8 +230,8 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
                     model.enable_input_require_grads()
             model.train()
             params = [p for p in model.parameters() if p.requires_grad]
-            # transformers 5 TrainingArguments default optim: adamw_torch_fused
-            opt = torch.optim.AdamW(params, lr=1e-6, fused=True)
+            # transformers >= 4.54 with torch >= 2.8: adamw_torch_fused; else adamw_torch (foreach on CUDA)
+            opt = torch.optim.AdamW(params, lr=1e-6, **({'fused': True} if adamw == 'fused' else {'foreach': True}))
             vocab = model_config['vocab_size']
             ids = torch.randint(0, vocab, (bs, T))
             mask = torch.ones(bs, T, dtype=torch.long)
@@ -243,8 +250,32 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
                     logits.div_(1.0)  # temperature, in place
                     return selective_log_softmax(logits, comp)
 
+            def sft_loss(m):
+                # swift compute_sft_loss -> model(**inputs) with labels (ForCausalLMLoss: fp32 upcast, cross
+                # entropy); the mixed-precision wrapper then returns the logits in fp32 (convert_outputs_to_fp32),
+                # and the outputs die with compute_loss, before backward
+                keep = min(T, C + 1)
+                labels = torch.full((bs, keep), -100, dtype=torch.long)
+                labels[:, keep - C:] = comp
+                out = m(input_ids=ids, attention_mask=mask, labels=labels, logits_to_keep=keep, use_cache=False)
+                logits32 = out.logits.float()
+                loss = out.loss
+                del out, logits32
+                return loss
+
             for step in range(steps):
                 counter.open_window()
+                if sft:
+                    counter.stage = f'step {step + 1} forward'
+                    loss = sft_loss(model)
+                    counter.stage = f'step {step + 1} backward'
+                    loss.backward()
+                    del loss
+                    counter.close_window()
+                    counter.stage = f'step {step + 1} optimizer'
+                    opt.step()
+                    opt.zero_grad(set_to_none=(step + 1 < steps))
+                    continue
                 ref = None
                 if cfg.beta:
                     counter.stage = f'step {step + 1} reference pass'
@@ -285,39 +316,42 @@ def categorise(counter: LiveBytes, keys: dict) -> dict:
     return {k: round(v / GiB, 3) for k, v in out.items()}
 
 
-def analytic_peak(cfg, plan, arch, prompt_len: int) -> float:
+def analytic_peak(cfg, plan, arch, prompt_len: int, sft: bool = False, adamw: str = 'fused') -> float:
     """The memory model's trainer terms for one training GPU (what the trace measures): no CUDA context, NCCL
     buffers or vLLM, and without the allocator's fragmentation allowance (the trace counts allocated bytes)."""
-    from . import memory
     from .memory import Inputs, trainer_terms
-    t = trainer_terms(cfg, plan, Inputs(arch=arch, capacity_gib=1e9, prompt_len=prompt_len))
-    frag = memory.FRAGMENTATION
-    total = 0.0
-    for k, v in t.items():
-        if k in ('cuda_context', 'nccl', 'zero3_sync_gather'):
-            continue
-        total += v / frag if k in ('activations', 'logits', 'overlap') else v
-    return total / GiB
+    t = trainer_terms(cfg, plan, Inputs(arch=arch, capacity_gib=1e9, prompt_len=prompt_len, sft=sft, adamw=adamw),
+                      fragmentation=1.0)
+    return sum(v for k, v in t.items() if k not in ('cuda_context', 'nccl', 'zero3_sync_gather')) / GiB
 
 
 PER_PARAMETER_TERMS = ('weights', 'lora_params', 'grads+optimizer', 'zero3_live_params', 'ref_model')
 
 
-def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str) -> TraceResult:
+def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adamw: str = 'fused',
+                 adamw_why: str = '') -> TraceResult:
+    """Trace the launch's step; ``adamw`` (``memory.resolve_adamw``) picks the optimizer implementation."""
     from .arch import Arch
     from .memory import Inputs, trainer_terms
     t0 = time.time()
-    counter, keys, notes = trace_step(cfg, model_config, prompt_len)
+    sharded = bool(cfg.deepspeed or cfg.fsdp_sharding)
+    # under DeepSpeed/FSDP the optimizer steps sharded state the single process cannot show: trace with the fused
+    # step and take the optimizer's temporaries from the same accounting as the states
+    counter, keys, notes = trace_step(cfg, model_config, prompt_len, adamw='fused' if sharded else
+                                      ('foreach' if adamw == 'foreach' else 'fused'))
+    if adamw_why:
+        notes.append(f'optimizer: {adamw_why}')
     cats = categorise(counter, keys)
     traced = counter.peak / GiB
     arch = Arch.from_config(model_config)
-    terms = trainer_terms(cfg, plan, Inputs(arch=arch, capacity_gib=1e9, prompt_len=prompt_len))
+    terms = trainer_terms(cfg, plan, Inputs(arch=arch, capacity_gib=1e9, prompt_len=prompt_len, adamw=adamw))
     per_param = sum(terms.get(k, 0.0) for k in PER_PARAMETER_TERMS) / GiB
-    if cfg.deepspeed or cfg.fsdp_sharding:
+    if sharded:
         # DeepSpeed keeps fp32 master weights, gradients and AdamW states partitioned over the processes, which a
         # single-process torch step cannot show: the per-parameter terms are DeepSpeed's/FSDP's accounting, the
-        # same check uses (memory.trainer_terms), and the rest is traced
-        traced = cats['activations and temporaries'] + per_param
+        # same check uses (memory.trainer_terms), and the rest is traced; a foreach step's copy of the second
+        # moments comes after backward, so the larger of it and the traced activations counts
+        traced = max(cats['activations and temporaries'], terms.get('adamw_foreach_temp', 0.0) / GiB) + per_param
         notes.append(f'{cfg.deepspeed or "FSDP " + str(cfg.fsdp_sharding)}: parameters, gradients and optimizer '
                      f'state from DeepSpeed\'s/FSDP\'s accounting ({per_param:.2f} GiB); activations traced')
     elif model_config.get('quantization_config') or cfg.quant_method:
@@ -328,7 +362,7 @@ def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str) -> T
         traced += terms.get('ref_model', 0.0) / GiB
         notes.append('full training with beta > 0: the frozen reference copy added from the analytic model')
     try:
-        model_peak = round(analytic_peak(cfg, plan, arch, prompt_len), 3)
+        model_peak = round(analytic_peak(cfg, plan, arch, prompt_len, adamw=adamw), 3)
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         model_peak = None
     return TraceResult(model=name, shape=f'{cfg.per_device_train_batch_size} x {prompt_len + cfg.max_completion_length}'

@@ -37,6 +37,18 @@ GRID = [
     ('Qwen3-8B', 'lora', True, 8, 256, 1024), ('Qwen3-8B', 'full', True, 2, 512, 2048),
     ('Llama-3.1-8B-Instruct', 'lora', True, 4, 512, 2048), ('Llama-3.1-8B-Instruct', 'full', False, 1, 256, 1024),
 ]
+# the same, with the loss or the optimizer changed: (..., loss, adamw). SFT points trace ms-swift's default SFT
+# loss over the whole sequence (what the calibration's SFT cases ran); foreach is transformers' default AdamW
+# on torch < 2.8
+VARIANTS = [
+    ('Qwen2.5-7B-Instruct', 'lora', True, 1, 0, 2048, 'sft', 'fused'),
+    ('Qwen2.5-7B-Instruct', 'lora', False, 2, 0, 1024, 'sft', 'fused'),
+    ('Qwen3-8B', 'lora', True, 4, 0, 4096, 'sft', 'fused'),
+    ('Qwen2.5-7B-Instruct', 'full', True, 1, 0, 2048, 'sft', 'foreach'),
+    ('Qwen2.5-7B-Instruct', 'full', True, 2, 256, 1024, 'grpo', 'foreach'),
+    ('Llama-3.1-8B-Instruct', 'full', False, 1, 256, 1024, 'grpo', 'foreach'),
+    ('Qwen2.5-7B-Instruct', 'lora', True, 8, 256, 1024, 'grpo', 'foreach'),
+]
 
 
 def launch_argv(tuner, gc, bs, completion):
@@ -49,20 +61,25 @@ def main() -> int:
     from grpo_recipes.config import GRPOConfig
     from grpo_recipes.hardware import Hardware
     from grpo_recipes.plan import build_plan
-    from grpo_recipes.trace import trace_launch
     import torch
     import transformers
     points = []
-    for model, tuner, gc, bs, prompt, completion in GRID:
+    from grpo_recipes.arch import Arch
+    from grpo_recipes.trace import analytic_peak, categorise, trace_step
+    for model, tuner, gc, bs, prompt, completion, loss, adamw in [g + ('grpo', 'fused') for g in GRID] + VARIANTS:
         cfg, _ = GRPOConfig.from_argv(launch_argv(tuner, gc, bs, completion))
         plan = build_plan(cfg, {}, Hardware(gpus=1))
-        r = trace_launch(cfg, plan, MODELS[model], prompt, model)
+        t0 = time.time()
+        counter, keys, _ = trace_step(cfg, MODELS[model], prompt, sft=(loss == 'sft'), adamw=adamw)
+        traced = round(counter.peak / 2 ** 30, 3)
+        analytic = analytic_peak(cfg, plan, Arch.from_config(MODELS[model]), prompt, sft=(loss == 'sft'),
+                                 adamw=adamw)
         points.append({'model': model, 'tuner': tuner, 'gradient_checkpointing': gc, 'batch': bs, 'prompt': prompt,
-                       'completion': completion, 'traced_peak_gib': r.traced_peak_gib,
-                       'categories_gib': r.categories_gib, 'peak_at': r.peak_at})
-        print(f'{model:24} {tuner:4} gc={gc!s:5} bs={bs:<2} {prompt}+{completion}: traced {r.traced_peak_gib:7.2f} '
-              f'GiB, analytic {r.model_peak_gib:7.2f} ({r.model_peak_gib / r.traced_peak_gib - 1:+.1%}) '
-              f'[{r.seconds:.0f} s]', flush=True)
+                       'completion': completion, 'loss': loss, 'adamw': adamw, 'traced_peak_gib': traced,
+                       'categories_gib': categorise(counter, keys), 'peak_at': counter.peak_at})
+        print(f'{model:24} {tuner:4} gc={gc!s:5} bs={bs:<2} {prompt}+{completion} {loss} {adamw}: traced '
+              f'{traced:7.2f} GiB, analytic {analytic:7.2f} ({analytic / traced - 1:+.1%}) '
+              f'[{time.time() - t0:.0f} s]', flush=True)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps({'generated_by': 'scripts/gen_trace_grid.py', 'date': time.strftime('%Y-%m-%d'),
                                'torch': torch.__version__, 'transformers': transformers.__version__,

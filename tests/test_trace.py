@@ -25,12 +25,13 @@ def _cfg(p):
 
 
 @pytest.mark.parametrize('point', GRID['points'], ids=lambda p: f"{p['model']}-{p['tuner']}-gc{int(p['gradient_checkpointing'])}"
-                         f"-bs{p['batch']}-{p['prompt']}+{p['completion']}")
+                         f"-bs{p['batch']}-{p['prompt']}+{p['completion']}-{p['loss']}-{p['adamw']}")
 def test_analytic_trainer_peak_within_5pct_of_the_trace(point):
     from grpo_recipes.trace import analytic_peak
     cfg = _cfg(point)
     arch = Arch.from_config(GRID['models'][point['model']])
-    model = analytic_peak(cfg, build_plan(cfg, {}, Hardware(gpus=1)), arch, point['prompt'])
+    model = analytic_peak(cfg, build_plan(cfg, {}, Hardware(gpus=1)), arch, point['prompt'],
+                          sft=point['loss'] == 'sft', adamw=point['adamw'])
     assert abs(model / point['traced_peak_gib'] - 1) <= 0.05, (model, point['traced_peak_gib'], point['peak_at'])
 
 

@@ -219,7 +219,10 @@ def cmd_trace(opts, extra: list[str]) -> int:
         from ..trace import trace_launch
     except ImportError as e:
         raise GuardError(f'trace needs torch, transformers and peft ({e}); pip install -e .[test]') from None
-    result = trace_launch(report.cfg, report.plan, mc, prompt_len, str(report.cfg.model))
+    from ..memory import resolve_adamw
+    adamw, adamw_why = resolve_adamw(report.cfg.optim, report.packages.get('torch'),
+                                     report.packages.get('transformers'))
+    result = trace_launch(report.cfg, report.plan, mc, prompt_len, str(report.cfg.model), adamw, adamw_why)
     if opts.json:
         print_json({**result.to_dict(), 'prompt_len': prompt_len, 'prompt_basis': why_prompt})
         return 0

@@ -458,6 +458,7 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
         deepspeed=deepspeed, fsdp='full_shard' if acc.get('fsdp') else None,
         gradient_checkpointing=bool(d.get('gradient_checkpointing')),
         use_liger_kernel=bool(d.get('use_liger_loss') or d.get('use_liger_kernel')),
+        optim=str(values['optim']) if 'optim' in values else None,
         ds3_gather_for_generation=bool(d.get('ds3_gather_for_generation', True)),
         reward_funcs=['(script)'],
         explicit=frozenset(values),
