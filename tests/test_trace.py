@@ -100,3 +100,43 @@ def test_trace_matches_the_real_swift_rlhf_step(tmp_path):
                                 '--torch_dtype', 'float32', '--beta', '0'])[0]
     counter, _, _ = trace_step(cfg, json.loads((tiny / 'config.json').read_text()), total - C, cuda_dropout=False)
     assert abs(counter.step_peak / real['peak_bytes'] - 1) <= 0.05, (counter.step_peak, real)
+
+
+@pytest.mark.slow
+def test_sft_trace_matches_the_real_swift_sft_step(tmp_path):
+    """The SFT loss path the calibration's SFT cases ran: `swift sft` trains the tiny Qwen2 with LoRA for 2 steps
+    on CPU under the measuring plugin; the fake-tensor trace of the same micro-batch in SFT mode
+    (trace_step(sft=True): the model's own loss over the kept positions) must allocate within 5% of it."""
+    import os
+    import subprocess
+    from tiny_model import build
+    from grpo_recipes.trace import trace_step
+    tiny = build(tmp_path / 'tiny')
+    data = tmp_path / 'data.jsonl'
+    data.write_text(''.join(json.dumps({'messages': [
+        {'role': 'user', 'content': f'What is {a} + {b}?'},
+        {'role': 'assistant', 'content': f'{a} + {b} = {a + b}. The answer is \\boxed{{{a + b}}}. ' * 3}]}) + '\n'
+        for a, b in [(1, 2), (3, 4), (5, 6), (7, 8)]))
+    out = tmp_path / 'measure.jsonl'
+    env = {**os.environ, 'GRPO_MEASURE_OUT': str(out), 'HF_HUB_OFFLINE': '1', 'PYTHONPATH': str(ROOT)}
+    for k in ('NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES', 'NNODES'):
+        env.pop(k, None)
+    argv = ['swift', 'sft', '--model', str(tiny), '--model_type', 'qwen2', '--template', 'qwen2_5', '--dataset',
+            str(data), '--tuner_type', 'lora', '--max_steps', '2', '--per_device_train_batch_size', '2',
+            '--gradient_accumulation_steps', '1', '--max_length', '512', '--external_plugins',
+            str(ROOT / 'tests' / 'standins' / 'measure_step.py'), '--check_model', 'false', '--report_to', 'none',
+            '--save_strategy', 'no', '--dataloader_num_workers', '0', '--output_dir', str(tmp_path / 'run'),
+            '--use_cpu', 'true', '--torch_dtype', 'float32', '--gradient_checkpointing', 'false']
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(steps) == 2
+    real = steps[-1]
+    bs, total = real['shape']
+    C = real['completion'] - 1  # logits_to_keep = the labelled positions + 1
+    cfg = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--tuner_type', 'lora', '--per_device_train_batch_size',
+                                str(bs), '--max_completion_length', str(C), '--gradient_checkpointing', 'false',
+                                '--torch_dtype', 'float32', '--beta', '0'])[0]
+    counter, _, _ = trace_step(cfg, json.loads((tiny / 'config.json').read_text()), total - C, cuda_dropout=False,
+                               sft=True)
+    assert abs(counter.step_peak / real['peak_bytes'] - 1) <= 0.05, (counter.step_peak, real)
