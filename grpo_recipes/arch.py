@@ -37,6 +37,9 @@ class Arch:
     moe_intermediate: int = 0
     shared_expert_intermediate: int = 0
     quant: dict = field(default_factory=dict)
+    vision: int = 0
+    """Parameters of the vision tower and its merger (Qwen2-VL / Qwen2.5-VL ``vision_config``; see
+    ``vision_params``), kept at 16 bits and frozen by ms-swift's default ``freeze_vit``."""
 
     @classmethod
     def from_config(cls, cfg: dict) -> 'Arch':
@@ -63,7 +66,7 @@ class Arch:
             moe_intermediate=int(cfg.get('moe_intermediate_size') or (cfg.get('intermediate_size') if experts and
                                                                     mt == 'mixtral' else 0) or 0),
             shared_expert_intermediate=int(cfg.get('shared_expert_intermediate_size') or 0),
-            quant=quant)
+            quant=quant, vision=vision_params(mt, cfg.get('vision_config'), hidden))
 
     # ---- parameter counts ----
     @property
@@ -120,7 +123,8 @@ class Arch:
         return self.layers * (self.attention_linear_params() + self.mlp_linear_params())
 
     def param_count(self) -> int:
-        return self.linear_params() + self.layers * self.layer_small_params() + self.embedding_params() + self.hidden
+        return self.linear_params() + self.layers * self.layer_small_params() + self.embedding_params() + \
+            self.hidden + self.vision
 
     def largest_layer_params(self) -> int:
         """The biggest single module ZeRO-3 gathers at once (embedding or one decoder layer)."""
@@ -161,7 +165,7 @@ class Arch:
     def weight_bytes(self, bnb_bits: int | None = None, dtype_bytes: int | None = None) -> float:
         """Bytes of the model's weights as loaded (16-bit unless quantised)."""
         db = dtype_bytes or (2 if self.quant_method() in ('gptq', 'awq', 'fp8') else self.dtype_bytes)
-        small = self.layers * self.layer_small_params() + self.embedding_params() + self.hidden
+        small = self.layers * self.layer_small_params() + self.embedding_params() + self.hidden + self.vision
         lin = self.linear_params()
         if self.quant_method() or bnb_bits:
             return lin * self.linear_bytes_per_weight(bnb_bits) + small * db
@@ -201,3 +205,39 @@ class Arch:
             mult = self.experts if self.experts and name in ('gate_proj', 'up_proj', 'down_proj') else 1
             per_layer += rank * (d_in + d_out) * mult
         return per_layer * self.layers
+
+
+# transformers' defaults for the vision fields a saved config may leave out (Qwen2VLVisionConfig,
+# Qwen2_5_VLVisionConfig); Qwen2.5-VL checkpoints state hidden_size 1280 and out_hidden_size = the LLM's width
+VISION_DEFAULTS = {
+    'qwen2_vl': {'depth': 32, 'embed_dim': 1280, 'mlp_ratio': 4, 'in_channels': 3, 'patch_size': 14,
+                 'temporal_patch_size': 2, 'spatial_merge_size': 2},
+    'qwen2_5_vl': {'depth': 32, 'hidden_size': 1280, 'intermediate_size': 3420, 'in_channels': 3, 'patch_size': 14,
+                   'temporal_patch_size': 2, 'spatial_merge_size': 2},
+}
+
+
+def vision_params(model_type: str, vision_config: dict | None, llm_hidden: int) -> int:
+    """Parameters of a Qwen2-VL / Qwen2.5-VL vision tower with its patch merger, from ``vision_config`` (transformers
+    modeling_qwen2_vl / modeling_qwen2_5_vl: a bias-free Conv3d patch embedding; per block two norms, qkv and proj
+    with biases, and an MLP; the merger's norm and two biased linears from 4 x width to the LLM's width). 0 for other
+    families or without a vision config. tests/test_memory.py checks the count against transformers' own classes."""
+    mt = model_type.lower()
+    if mt not in VISION_DEFAULTS or not isinstance(vision_config, dict):
+        return 0
+    v = {**VISION_DEFAULTS[mt], **{k: x for k, x in vision_config.items() if x is not None}}
+    patch = v['in_channels'] * v['temporal_patch_size'] * v['patch_size'] ** 2
+    merged = v['spatial_merge_size'] ** 2
+    if mt == 'qwen2_vl':
+        e = int(v['embed_dim'])
+        m = int(e * v['mlp_ratio'])
+        out = int(v.get('hidden_size') or llm_hidden)
+        block = 4 * e + (3 * e * e + 3 * e) + (e * e + e) + (e * m + m) + (m * e + e)  # LayerNorms, qkv, proj, fc1/2
+        merger = 2 * e + (merged * e) ** 2 + merged * e + merged * e * out + out
+    else:
+        e = int(v['hidden_size'])
+        i = int(v['intermediate_size'])
+        out = int(v.get('out_hidden_size') or llm_hidden)
+        block = 2 * e + (3 * e * e + 3 * e) + (e * e + e) + 2 * (e * i + i) + (i * e + e)  # RMSNorms, qkv, proj, SwiGLU
+        merger = e + (merged * e) ** 2 + merged * e + merged * e * out + out
+    return patch * e + int(v['depth']) * block + merger

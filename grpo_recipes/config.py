@@ -122,6 +122,8 @@ class GRPOConfig:
     gradient_checkpointing: bool = True
     use_liger_kernel: bool = False
     """Liger kernels: the fused linear + loss never materialises the full-vocabulary logits."""
+    freeze_vit: bool = True
+    """Multimodal models: keep the vision tower frozen (ms-swift's default); full training then trains the LLM only."""
     optim: str | None = None
     """``--optim`` as the user set it; None leaves it to transformers, whose default depends on the installed torch
     (``adamw_torch_fused`` on torch >= 2.8, else ``adamw_torch``; see ``memory.resolve_adamw``)."""

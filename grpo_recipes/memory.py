@@ -191,7 +191,7 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
         # frozen base; ZeRO-3 partitions it (and offloads it with zero3_offload)
         t['weights'] = 0.0 if offload_param else (base_bytes / N if stage == 3 else base_bytes)
     else:
-        T = P
+        T = P - (a.vision if cfg.freeze_vit else 0)  # a frozen vision tower has no gradients or optimizer state
         t['weights'] = 0.0 if offload_param else (pb * P / N if stage == 3 else pb * P)
 
     # gradients + optimizer (AdamW). Without DeepSpeed ms-swift trains bf16 params with bf16 grads

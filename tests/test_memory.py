@@ -450,3 +450,22 @@ def test_v0_engine_profiles_a_whole_max_model_len_batch():
     assert v0['activation'] > v1['activation'] and v0['kv_cache'] < v1['kv_cache']
     s0, s1 = terms(1024, '0.6.3'), terms(1024, '0.10.1')
     assert s0['activation'] == s1['activation']  # V0: max(1024, 2048) tokens; V1 API server: 2048 on an A100
+
+
+@pytest.mark.parametrize('model_type,vision', [('qwen2_5_vl', {'hidden_size': 1280, 'out_hidden_size': 2048}),
+                                               ('qwen2_vl', {'hidden_size': 1536})])
+def test_vision_tower_count_matches_transformers(model_type, vision):
+    """The vision tower and merger, counted from vision_config, against transformers' own classes on meta."""
+    import torch
+    from grpo_recipes.arch import vision_params
+    if model_type == 'qwen2_5_vl':
+        from transformers import Qwen2_5_VLConfig as Config
+        from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import \
+            Qwen2_5_VisionTransformerPretrainedModel as Tower
+    else:
+        from transformers import Qwen2VLConfig as Config
+        from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VisionTransformerPretrainedModel as Tower
+    with torch.device('meta'):
+        tower = Tower._from_config(Config(vision_config=vision).vision_config)
+    assert vision_params(model_type, vision, 2048) == sum(p.numel() for p in tower.parameters())
+    assert vision_params('qwen2', vision, 2048) == 0
