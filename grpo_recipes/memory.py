@@ -554,10 +554,20 @@ def _vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_star
         need = math.ceil(mml / KV_BLOCK) * KV_BLOCK * kv_per_token
         if need > v['kv_cache']:
             est = int(v['kv_cache'] // kv_per_token)
-            problems.append({'check': 'vllm.kv-one-sequence', 'phase': 'startup', 'message': (
-                f"To serve at least one request with the models's max seq len ({mml}), ({need / GiB:.2f} GiB KV "
-                f"cache is needed, which is larger than the available KV cache memory ({v['kv_cache'] / GiB:.2f} "
-                f"GiB). Based on the available memory, the estimated maximum model length is {est}. [vLLM]")})
+            ver = version_tuple(inp.vllm_version)
+            if ver is not None and ver < (0, 8, 0):
+                # the V0 worker (vllm/worker/worker.py raise_if_cache_size_invalid): block_size x num_gpu_blocks
+                held = KV_BLOCK * int(v['kv_cache'] // (KV_BLOCK * kv_per_token))
+                message = (f"The model's max seq len ({mml}) is larger than the maximum number of tokens that can be "
+                           f"stored in KV cache ({held}). Try increasing `gpu_memory_utilization` or decreasing "
+                           f"`max_model_len` when initializing the engine. [vLLM {inp.vllm_version}]")
+            else:
+                # V1 (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory)
+                message = (f"To serve at least one request with the models's max seq len ({mml}), ({need / GiB:.2f} "
+                           f"GiB KV cache is needed, which is larger than the available KV cache memory "
+                           f"({v['kv_cache'] / GiB:.2f} GiB). Based on the available memory, the estimated maximum "
+                           f"model length is {est}. [vLLM]")
+            problems.append({'check': 'vllm.kv-one-sequence', 'phase': 'startup', 'message': message})
     conc = plan.rollout_concurrency_per_engine
     if conc:
         seq = min(mml, (inp.prompt_len or 0) + cfg.max_completion_length)

@@ -121,6 +121,24 @@ def test_kv_must_hold_one_sequence():
     assert 'vllm.kv-one-sequence' in rules_of(report)
 
 
+def test_kv_one_sequence_speaks_the_v0_engines_words_and_numbers():
+    """Before 0.8 the V0 worker refuses with its own message, naming block_size x num_gpu_blocks tokens."""
+    import re
+    from helpers import PACKAGES_OK
+    # V0 profiles max(max_model_len, 2048) tokens and 256 sequences, so a larger share than V1 needs
+    over = {'vllm_gpu_memory_utilization': 0.25, 'vllm_max_model_len': 32768, 'max_length': 1024}
+    _, report = make(over, hw=Hardware(gpus=1, gpu_type='A100-80G'), packages={**PACKAGES_OK, 'vllm': '0.6.3'})
+    f = next(f for f in report.findings if f.rule == 'vllm.kv-one-sequence')
+    m = re.search(r"The model's max seq len \(32768\) is larger than the maximum number of tokens that can be stored "
+                  r'in KV cache \((\d+)\)', f.message)
+    assert m, f.message
+    kv_gib = next(x for x in report.memory if x.role == 'train+vllm').components['vllm_kv_cache']
+    per_token = 2 * 28 * 4 * 128 * 2  # Qwen2.5-7B: K and V, 28 layers, 4 KV heads of 128, bf16
+    held = int(m.group(1))
+    # the components are rounded to 0.01 GiB
+    assert held % 16 == 0 and abs(held - kv_gib * 2 ** 30 / per_token) <= 16 + 0.005 * 2 ** 30 / per_token
+
+
 def test_server_mode_plans_rollout_gpus_alone():
     over = {'vllm_mode': 'server', 'vllm_server_host': ['127.0.0.1'], 'vllm_server_port': [8000]}
     _, report = make(over, env={'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1},
