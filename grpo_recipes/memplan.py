@@ -40,8 +40,8 @@ def _structurally_ok(report) -> bool:
                    for f in report.findings)
 
 
-# The memory model's median error on published training peaks (README, "Calibration": 12.0% over 7
-# cases). It applies to the trainer's terms; vLLM's reservation is bounded by vLLM itself
+# The memory model's median error on published training peaks (README, "Calibration": 11.2% over 7
+# cases on 2026-11-23, rounded up). It applies to the trainer's terms; vLLM's reservation is bounded by vLLM itself
 # (gpu_memory_utilization x total), so a GPU is "tight" when peak + MODEL_ERROR x (trainer part) > capacity.
 MODEL_ERROR = 0.12
 
