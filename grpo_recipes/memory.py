@@ -258,6 +258,13 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
         # native_dropout), plus lora_A's fp32 output (4r)
         sum_in, n_mod = a.lora_inputs(cfg.target_modules)
         per_layer_token += -(10 * h + 2 * I) + (5 if cfg.lora_dropout > 0 else 4) * sum_in + 4 * cfg.lora_rank * n_mod
+    if cfg.use_liger_kernel:
+        # transformers applies Liger's kernels with their defaults (rope, rms_norm, swiglu, fused linear loss;
+        # liger_kernel/transformers/monkey_patch.py): each RMSNorm keeps its 16-bit input and a per-row fp32 rstd
+        # instead of the fp32 upcast and the normalised copy (liger ops/rms_norm.py save_for_backward(X, W, RSTD):
+        # -4h per norm), and SwiGLU keeps gate and up only, recomputing silu in backward (ops/swiglu.py: -2I).
+        # Not traced (Triton kernels have no CPU/fake implementation); read from Liger's code.
+        per_layer_token -= 8 * h + 2 * I
     checkpointed = bool(cfg.gradient_checkpointing or cfg.fsdp_sharding)  # fsdp2.json turns it on
     if checkpointed:
         # layer inputs (2h bytes/token/layer) + one layer recomputed during backward
