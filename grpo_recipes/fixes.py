@@ -64,10 +64,14 @@ def _yaml(v) -> str:
     return str(v)
 
 
-def _knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int, framework: str = 'swift') -> list[list[dict]]:
+def _knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int, framework: str = 'swift',
+           adamw: str = 'fused') -> list[list[dict]]:
     """Each knob: a list of alternative change dicts (argument -> new value). A TRL launch gets only the knobs
-    TRL or accelerate has a setting for."""
+    TRL or accelerate has a setting for. A foreach AdamW step gets the fused one first: the same update
+    (torch.optim.AdamW fused=True), without the step's copy of the second moments."""
     knobs = _all_knobs(cfg, world, heads, prompt_len)
+    if adamw == 'foreach':
+        knobs.insert(0, [{'optim': 'adamw_torch_fused'}])
     if framework == 'trl':
         from .frontends.trl import SWIFT_ONLY
         knobs = [[c for c in alts if not set(c) & set(SWIFT_ONLY)] for alts in knobs]
@@ -132,7 +136,7 @@ def _apply(cfg: GRPOConfig, change: dict) -> GRPOConfig:
 def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
     cfg, plan = report.cfg, report.plan
     prompt_len = inp.prompt_len or cfg.max_length or 0
-    knobs = _knobs(cfg, plan.world_size, inp.arch.heads, prompt_len, report.launch.framework)
+    knobs = _knobs(cfg, plan.world_size, inp.arch.heads, prompt_len, report.launch.framework, inp.adamw)
     found: list[tuple[tuple, Fix]] = []
     for n in range(1, MAX_CHANGES + 1):
         for idxs in itertools.combinations(range(len(knobs)), n):
@@ -142,7 +146,8 @@ def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
                     change.update(c)
                 new = _apply(cfg, change)
                 new_plan = build_plan(new, report.launch.env, report.hardware)
-                mem = estimate(new, new_plan, replace(inp))  # a copy: estimate fills in prompt_len
+                # a copy: estimate fills in prompt_len
+                mem = estimate(new, new_plan, replace(inp, adamw='fused') if 'optim' in change else replace(inp))
                 # only the training GPUs: no trainer setting moves a rollout server's GPU
                 if not all(m.fits and not m.problems for m in mem if m.role != 'rollout'):
                     continue  # a fix must also leave vLLM's KV cache room for the whole rollout

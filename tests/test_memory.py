@@ -487,3 +487,22 @@ def test_vision_tower_count_matches_transformers(model_type, vision):
         tower = Tower._from_config(Config(vision_config=vision).vision_config)
     assert vision_params(model_type, vision, 2048) == sum(p.numel() for p in tower.parameters())
     assert vision_params('qwen2', vision, 2048) == 0
+
+
+def test_foreach_adamw_on_older_torch_is_planned_and_fixed_with_the_fused_step():
+    """transformers picks adamw_torch (foreach on CUDA) below torch 2.8; its step copies the second moments. A full
+    7B step that fits with the fused AdamW then does not, and the fix is the fused optimizer, nothing else."""
+    from helpers import PACKAGES_OK
+    over = {'tuner_type': 'full', 'use_vllm': False, 'per_device_train_batch_size': 2, 'num_generations': 2,
+            'max_completion_length': 512, 'beta': 0}
+    drop = ('vllm_mode', 'vllm_max_model_len', 'vllm_gpu_memory_utilization')
+    hw = Hardware(gpus=1, gpu_type='A100-80G', gpu_mem_gib=70)
+    _, new = make(over, drop=drop, hw=hw, packages={**PACKAGES_OK, 'torch': '2.9.0', 'transformers': '5.19.0'})
+    _, old = make(over, drop=drop, hw=hw, packages={**PACKAGES_OK, 'torch': '2.6.0', 'transformers': '4.51.3'})
+    assert new.fits and 'memory.oom' not in rules_of(new)
+    assert 'memory.oom' in rules_of(old)
+    assert old.fixes[0].changes == {'optim': (None, 'adamw_torch_fused')}
+    assert any('torch 2.6.0 < 2.8' in a for a in old.assumptions)
+    _, explicit = make({**over, 'optim': 'adamw_torch'}, drop=drop, hw=hw,
+                       packages={**PACKAGES_OK, 'torch': '2.9.0', 'transformers': '5.19.0'})
+    assert 'memory.oom' in rules_of(explicit)
