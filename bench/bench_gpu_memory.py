@@ -7,7 +7,8 @@ differences are the allocator's reserve and the CUDA context, measured instead o
 Runs with torch, transformers, peft and accelerate only (what the lent GPU machine has): the step is written
 here as ms-swift's GRPO trainer runs it (bf16 weights, PEFT LoRA with fp32 adapters, gradient checkpointing,
 accelerate's fp32 upcast of the logits, logits_to_keep, in-place temperature, the fp32 gather - per-row logsumexp
-log-probs, the GRPO loss, backward, fused AdamW, two steps). Asserts nothing; prints a table and, with --json,
+log-probs, the GRPO loss, backward, AdamW (fused, or foreach with --adamw foreach: transformers' default below
+torch 2.8), two steps). Asserts nothing; prints a table and, with --json,
 one JSON line per shape.
 
     python bench/bench_gpu_memory.py                           # the recipes' training shapes on Qwen2.5-7B
@@ -57,7 +58,7 @@ def torch_device_index() -> int:
     return torch.cuda.current_device()
 
 
-def run_shape(config: dict, shape: str) -> dict:
+def run_shape(config: dict, shape: str, adamw: str = 'fused') -> dict:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
     tuner, gc, bs, prompt, C = shape.split(':')
@@ -82,7 +83,8 @@ def run_shape(config: dict, shape: str) -> dict:
         if tuner == 'lora':
             model.enable_input_require_grads()
     model.train()
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-6, fused=True)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-6,
+                            **({'fused': True} if adamw == 'fused' else {'foreach': True}))
     ids = torch.randint(0, config['vocab_size'], (bs, prompt + C), device='cuda')
     adv = torch.randn(bs, device='cuda')
     t0 = time.time()
@@ -103,7 +105,7 @@ def run_shape(config: dict, shape: str) -> dict:
     return out
 
 
-def traced(config: dict, shape: str) -> float | None:
+def traced(config: dict, shape: str, adamw: str = 'fused') -> float | None:
     """grpo-guard trace's figure for the same shape (None where this package or TRL is not importable)."""
     try:
         sys.path.insert(0, str(ROOT))
@@ -116,9 +118,11 @@ def traced(config: dict, shape: str) -> float | None:
     tuner, gc, bs, prompt, C = shape.split(':')
     cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--tuner_type', tuner, '--per_device_train_batch_size',
                                    bs, '--max_completion_length', C, '--gradient_checkpointing',
-                                   'true' if gc == '1' else 'false', '--torch_dtype', 'bfloat16', '--beta', '0'])
+                                   'true' if gc == '1' else 'false', '--torch_dtype', 'bfloat16', '--beta', '0',
+                                   '--lora_rank', '16'])  # the rank run_shape uses
     try:
-        return trace_launch(cfg, build_plan(cfg, {}, Hardware(gpus=1)), config, int(prompt), 'bench').traced_peak_gib
+        return trace_launch(cfg, build_plan(cfg, {}, Hardware(gpus=1)), config, int(prompt), 'bench',
+                            adamw).traced_peak_gib
     except ImportError:
         return None
 
@@ -128,6 +132,7 @@ def main() -> int:
     ap.add_argument('--config', default=str(ROOT / 'grpo_recipes' / 'model_configs' / 'Qwen2.5-7B-Instruct.json'))
     ap.add_argument('--shapes', nargs='+', default=DEFAULT_SHAPES)
     ap.add_argument('--json', action='store_true')
+    ap.add_argument('--adamw', choices=('fused', 'foreach'), default='fused')
     args = ap.parse_args()
     import torch
     if not torch.cuda.is_available():
@@ -139,12 +144,13 @@ def main() -> int:
     print(f'{"shape":<22} {"traced":>8} {"allocated":>10} {"reserved":>9} {"device":>8}  (GiB)')
     for shape in args.shapes:
         try:
-            r = run_shape(config, shape)
+            r = run_shape(config, shape, args.adamw)
         except torch.cuda.OutOfMemoryError:
             print(f'{shape:<22} OOM on {name}')
             torch.cuda.empty_cache()
             continue
-        r['traced_gib'] = traced(config, shape)
+        r['traced_gib'] = traced(config, shape, args.adamw)
+        r['adamw'] = args.adamw
         r['device'] = name
         tr = f'{r["traced_gib"]:.2f}' if r['traced_gib'] is not None else '-'
         print(f'{shape:<22} {tr:>8} {r["allocated_peak_gib"]:>10.2f} {r["reserved_peak_gib"]:>9.2f} '
