@@ -264,8 +264,10 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     # the sampler: a stated VLLM_USE_FLASHINFER_SAMPLER decides; whether FlashInfer was installed is not
     # a field of the schema, so otherwise vLLM's native sampler (the larger reservation) is assumed
     sampler, why = resolve_sampler(c.get('VLLM_USE_FLASHINFER_SAMPLER'), case.get('framework_version'), None)
+    graphs_env = c.get('VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS')
     inp = Inputs(arch=arch, capacity_gib=cap, gpu_name=_gpu(case), prompt_len=0, vllm_entry='server',
-                 vllm_sampler=sampler, vllm_sampler_why=why, vllm_version=case.get('framework_version'))
+                 vllm_sampler=sampler, vllm_sampler_why=why, vllm_version=case.get('framework_version'),
+                 vllm_graphs_env=None if graphs_env is None else str(graphs_env))
     v = vllm_terms(cfg, inp)
     problems: list[dict] = []
     plan = build_plan(cfg, {}, Hardware())

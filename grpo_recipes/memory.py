@@ -53,8 +53,14 @@ VLLM_NON_TORCH_TP = 0.55 * GiB
 # states are taken off, for Qwen3-0.6B, Qwen3-32B, Llama-3.1-8B, Llama-3.3-70B and gpt-oss-20b.
 SAMPLER_BUFFERS = {'native': 9.5, 'flashinfer': 3.5}
 # CUDA-graph pools, kept even when vLLM sleeps (verl note, §D.3); enforce_eager removes them.
-# Public vLLM logs show "Graph capturing finished ... took 0.3-1.0 GiB"; we take 0.5 GiB.
+# Public vLLM logs show "Graph capturing finished ... took 0.3-1.0 GiB" and, from the profiler, "Estimated CUDA
+# graph memory: 0.36 GiB total" (vLLM 0.27.1, gpustack/runner PR #251); we take 0.5 GiB.
 VLLM_CUDA_GRAPHS = 0.5 * GiB
+# From this vLLM on, the memory profiler captures graphs against a dummy KV cache and takes their memory out of
+# the KV budget (vllm PR #30515, off by default when merged; the log says "CUDA graph memory profiling is enabled
+# (default since v0.21.0)"; VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 turns it off). Before it, graphs are
+# captured after the KV cache is allocated and come on top of gpu_memory_utilization.
+VLLM_GRAPHS_PROFILED_FROM = (0, 21, 0)
 # Allocator fragmentation on the dynamic terms (activations, logits): Megatron's x1.05 (§E.10).
 FRAGMENTATION = 1.05
 # KV cache block size (vLLM default 16 tokens); a sequence needs ceil(len/16) blocks.
@@ -130,6 +136,8 @@ class Inputs:
     vllm_version: str | None = None
     """The vLLM that runs the rollouts, when known (installed, or a calibration case's): before 0.8 the V0
     engine's scheduler defaults apply (see ``vllm_terms``)."""
+    vllm_graphs_env: str | None = None
+    """``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` as the launch sets it (see ``graphs_profiled``)."""
     adamw: str = 'fused'
     """How the trainer's AdamW steps: ``fused`` (one kernel, no temporaries) or ``foreach`` (holds a copy of the
     second moments during the step); see ``resolve_adamw``."""
@@ -367,6 +375,16 @@ def resolve_sampler(env_value: str | None, vllm_version: str | None,
     return 'native', 'vLLM version not known; assumed native, the larger profiling reservation'
 
 
+def graphs_profiled(vllm_version: str | None, env_value: str | None) -> bool:
+    """Whether vLLM's memory profiler counts CUDA graphs inside ``gpu_memory_utilization`` (then the KV cache is
+    smaller by them and nothing comes on top): the variable decides when set, else the version
+    (``VLLM_GRAPHS_PROFILED_FROM``); an unknown version means on top, the larger footprint."""
+    if env_value is not None and env_value.strip() != '':
+        return env_value.strip().lower() in ('1', 'true', 'yes', 'on')
+    v = version_tuple(vllm_version)
+    return v is not None and v >= VLLM_GRAPHS_PROFILED_FROM
+
+
 def _positive_int(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
@@ -436,11 +454,13 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
     act = vllm_profile_peak(a, tp, tb, seqs, inp.vllm_sampler)
     non_torch = VLLM_NON_TORCH_TP if tp > 1 else VLLM_NON_TORCH_TP1
     graphs = 0.0 if cfg.vllm_enforce_eager else VLLM_CUDA_GRAPHS
-    # V1 sizes the KV cache from what the profile left: requested - weights - peak activation -
-    # non-torch; CUDA graphs are captured afterwards and come on top (unless the profiler estimates them).
-    kv = requested - weights - act - non_torch
+    # V1 sizes the KV cache from what the profile left: requested - weights - peak activation - non-torch; CUDA
+    # graphs are captured afterwards and come on top, unless the profiler estimates them (graphs_profiled): then
+    # they come out of the KV budget and stay inside the reservation
+    inside = bool(graphs) and graphs_profiled(inp.vllm_version, inp.vllm_graphs_env)
+    kv = requested - weights - act - non_torch - (graphs if inside else 0.0)
     return {'requested': requested, 'weights': weights, 'activation': act, 'non_torch': non_torch,
-            'cuda_graphs': graphs, 'kv_cache': kv}
+            'cuda_graphs': graphs, 'kv_cache': kv, 'graphs_outside': 0.0 if inside else graphs}
 
 
 def _max_model_len(cfg: GRPOConfig, a: Arch) -> int:
@@ -483,21 +503,22 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         parts['train'] = train_parts
     elif colocate:
         v = vllm_terms(cfg, inp)
-        components.update({f'vllm_{k}': _g(x) for k, x in v.items() if k != 'requested'})
+        components.update({f'vllm_{k}': _g(x) for k, x in v.items() if k not in ('requested', 'graphs_outside')})
         components['vllm_reserved'] = _g(v['requested'])
         sleep = cfg.effective_sleep_level
         off = resident(cfg.offload_model, cfg.offload_optimizer)
         # start-up: the trainer holds its weights (no optimizer state yet) when vLLM initialises
         at_start = {k: tr[k] for k in ('weights', 'lora_params', 'ref_model', 'cuda_context', 'nccl') if tr.get(k)}
         parts['startup'] = {**at_start, 'vllm_reserved': v['requested']}
-        parts['rollout'] = {**off, 'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['cuda_graphs']}
+        # awake, the graphs sit inside the reservation when the profiler counted them (graphs_outside = 0)
+        parts['rollout'] = {**off, 'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['graphs_outside']}
         # awake (sleep 0) vLLM holds its whole reservation (the profile's activation blocks stay cached
         # in this process); after sleep, ms-swift wakes only the weights for the sync
-        sync_vllm = {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['cuda_graphs']} if sleep == 0 else \
+        sync_vllm = {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['graphs_outside']} if sleep == 0 else \
             {'vllm_weights': v['weights'], 'vllm_cuda_graphs': v['cuda_graphs'], 'vllm_non_torch': v['non_torch']}
         parts['sync'] = {**off, **({'zero3_sync_gather': tr['zero3_sync_gather']} if tr.get('zero3_sync_gather')
                                    else {}), **sync_vllm}
-        residue = {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['cuda_graphs']} if sleep == 0 else \
+        residue = {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['graphs_outside']} if sleep == 0 else \
             {'vllm_cuda_graphs': v['cuda_graphs'], 'vllm_non_torch': v['non_torch']}
         parts['train'] = {**train_parts, **residue}
         vinfo = _vllm_checks(cfg, plan, inp, v, cap * GiB - sum(at_start.values()), problems)
@@ -519,9 +540,9 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         rprob: list[dict] = []
         nccl = NCCL_PER_GROUP * (2 if cfg.vllm_tensor_parallel_size > 1 else 1)
         rinfo = _vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT - nccl, rprob)
-        comps = {f'vllm_{k}': _g(x) for k, x in v.items() if k != 'requested'}
+        comps = {f'vllm_{k}': _g(x) for k, x in v.items() if k not in ('requested', 'graphs_outside')}
         comps.update(vllm_reserved=_g(v['requested']), cuda_context=_g(CUDA_CONTEXT), nccl=_g(nccl))
-        rparts = {'rollout': {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['cuda_graphs'],
+        rparts = {'rollout': {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['graphs_outside'],
                               'cuda_context': CUDA_CONTEXT, 'nccl': nccl}}
         rids = [str(i) for i in (plan.rollout_gpus or [])] or \
             [f'rollout{i}' for i in range(max(1, cfg.vllm_tensor_parallel_size * cfg.vllm_data_parallel_size))]
@@ -543,6 +564,7 @@ def _vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_star
             'activation_gib': _g(v['activation']), 'non_torch_gib': _g(v['non_torch']),
             'sampler': inp.vllm_sampler, 'sampler_basis': inp.vllm_sampler_why,
             'kv_cache_gib': _g(max(0.0, v['kv_cache'])),
+            'cuda_graphs_in_budget_gib': _g(v['cuda_graphs'] - v['graphs_outside']),
             'kv_tokens': kv_tokens, 'max_model_len': mml}
     if v['weights'] > cap:
         problems.append({'check': 'vllm.weights-exceed-gpu', 'phase': 'startup', 'message': (

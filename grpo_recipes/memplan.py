@@ -10,6 +10,7 @@ from .memory import Inputs, dominant_term, estimate, resolve_adamw, resolve_samp
 from .rules import ERROR, INFO, WARNING, Finding
 
 SAMPLER_ENV = 'VLLM_USE_FLASHINFER_SAMPLER'
+GRAPHS_ENV = 'VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS'
 
 
 def memory_inputs(report, model_config: dict | None) -> Inputs | None:
@@ -31,8 +32,10 @@ def memory_inputs(report, model_config: dict | None) -> Inputs | None:
     fi = None if 'flashinfer-python' not in pk else pk['flashinfer-python'] is not None
     sampler, why = resolve_sampler(env_sampler, pk.get('vllm'), fi)
     adamw, adamw_why = resolve_adamw(report.cfg.optim, pk.get('torch'), pk.get('transformers'))
+    env_graphs = os.environ.get(GRAPHS_ENV, report.launch.file_env.get(GRAPHS_ENV))
     return Inputs(arch=arch, capacity_gib=cap, gpu_name=name, vllm_sampler=sampler, vllm_sampler_why=why,
-                  vllm_version=pk.get('vllm'), adamw=adamw, adamw_why=adamw_why)
+                  vllm_version=pk.get('vllm'), adamw=adamw, adamw_why=adamw_why,
+                  vllm_graphs_env=None if env_graphs is None else str(env_graphs))
 
 
 def _structurally_ok(report) -> bool:
@@ -130,6 +133,12 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
     report.memory = estimate(cfg, report.plan, replace(inp))
     if not (cfg.deepspeed or '').endswith('offload'):
         report.assumptions.append(f'optimizer: {inp.adamw_why}')
+    if cfg.use_vllm and not cfg.vllm_enforce_eager:
+        from .memory import VLLM_CUDA_GRAPHS, graphs_profiled
+        where = ('inside gpu_memory_utilization (vLLM >= 0.21 profiles them)'
+                 if graphs_profiled(inp.vllm_version, inp.vllm_graphs_env) else
+                 'on top of gpu_memory_utilization (captured after the KV cache; vLLM before 0.21 or not known)')
+        report.assumptions.append(f'vLLM\'s CUDA graphs: {VLLM_CUDA_GRAPHS / 2 ** 30:.1f} GiB {where}')
     if cfg.use_vllm:
         report.assumptions.append(f'vLLM\'s profiling run samples with the {inp.vllm_sampler} top-k/top-p sampler '
                                   f'({inp.vllm_sampler_why})')

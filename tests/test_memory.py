@@ -506,3 +506,33 @@ def test_foreach_adamw_on_older_torch_is_planned_and_fixed_with_the_fused_step()
     _, explicit = make({**over, 'optim': 'adamw_torch'}, drop=drop, hw=hw,
                        packages={**PACKAGES_OK, 'torch': '2.9.0', 'transformers': '5.19.0'})
     assert 'memory.oom' in rules_of(explicit)
+
+
+def test_cuda_graphs_move_inside_the_reservation_from_vllm_0_21():
+    """vLLM >= 0.21 profiles its CUDA graphs before sizing the KV cache (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS on
+    by default): the cache is smaller by them and nothing comes on top of gpu_memory_utilization; the variable
+    set to 0 restores the older accounting."""
+    import os
+    from helpers import PACKAGES_OK
+    hw = Hardware(gpus=1, gpu_type='A100-80G')
+
+    def engine(version, env=None):
+        old = os.environ.pop('VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS', None)
+        try:
+            if env is not None:
+                os.environ['VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS'] = env
+            _, report = make(hw=hw, packages={**PACKAGES_OK, 'vllm': version})
+        finally:
+            os.environ.pop('VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS', None)
+            if old is not None:
+                os.environ['VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS'] = old
+        m = next(x for x in report.memory if x.role == 'train+vllm')
+        return m.vllm['kv_cache_gib'], m.phases['rollout'], report.assumptions
+
+    kv_old, rollout_old, said_old = engine('0.20.2')
+    kv_new, rollout_new, said_new = engine('0.21.0')
+    kv_off, rollout_off, _ = engine('0.21.0', env='0')
+    assert abs((kv_old - kv_new) - 0.5) <= 0.011 and abs((rollout_old - rollout_new) - 0.5) <= 0.011
+    assert (kv_off, rollout_off) == (kv_old, rollout_old)
+    assert any('inside gpu_memory_utilization' in a for a in said_new)
+    assert any('on top of gpu_memory_utilization' in a for a in said_old)

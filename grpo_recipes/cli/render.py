@@ -125,7 +125,9 @@ def print_report(report: CheckReport, console: Console | None = None, allow_unch
         if kv:
             line = (f'vLLM per engine: {kv["requested_gib"]} GiB reserved = weights {kv["weights_gib"]} + profiling '
                     f'peak {kv["activation_gib"]} ({kv.get("sampler", "native")} sampler) + non-torch '
-                    f'{kv.get("non_torch_gib", 0)} + KV {kv["kv_cache_gib"]} ({kv["kv_tokens"]:,} tokens)')
+                    f'{kv.get("non_torch_gib", 0)} + '
+                    + (f'CUDA graphs {kv["cuda_graphs_in_budget_gib"]} + ' if kv.get('cuda_graphs_in_budget_gib') else '')
+                    + f'KV {kv["kv_cache_gib"]} ({kv["kv_tokens"]:,} tokens)')
             if 'rollout_tokens' in kv:
                 line += f'; a rollout needs {kv["rollout_tokens"]:,} tokens'
             out.print(escape(line))
