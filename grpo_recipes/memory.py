@@ -65,6 +65,9 @@ VLLM_GRAPHS_PROFILED_FROM = (0, 21, 0)
 FRAGMENTATION = 1.05
 # KV cache block size (vLLM default 16 tokens); a sequence needs ceil(len/16) blocks.
 KV_BLOCK = 16
+# bitsandbytes' 8-bit AdamW: two uint8 moments and two fp32 absmax per block of 256 values, per parameter
+# (bitsandbytes/optim/optimizer.py Optimizer2State.init_state, block_wise)
+EIGHT_BIT_MOMENTS = 2 + 8 / 256
 # ZeRO-3 steps the optimizer one sub-group of at most this many fp32 elements at a time (ms-swift's
 # swift/config/zero3.json and zero3_offload.json: "sub_group_size": 1e9; deepspeed stage3.py _optimizer_step).
 ZERO3_SUB_GROUP = 10 ** 9
@@ -145,9 +148,14 @@ class Inputs:
     """Why that AdamW was assumed (shown with the assumptions)."""
 
 
+# transformers' names for bitsandbytes' 8-bit AdamW (training_args.py OptimizerNames; trainer.py maps them to
+# bnb.optim.AdamW with optim_bits 8, paged for the paged_ one)
+EIGHT_BIT_ADAMW = ('adamw_bnb_8bit', 'adamw_8bit', 'paged_adamw_8bit')
+
+
 def resolve_adamw(optim: str | None, torch_version: str | None,
                   transformers_version: str | None) -> tuple[str, str]:
-    """(``fused`` | ``foreach`` | ``other``, why) for the trainer's optimizer.
+    """(``fused`` | ``foreach`` | ``8bit`` | ``other``, why) for the trainer's optimizer.
 
     - ``--optim adamw_torch_fused`` is fused; ``--optim adamw_torch`` is torch's AdamW with neither flag, which runs
       the foreach implementation on CUDA (torch/optim/optimizer.py ``_default_to_fused_or_foreach``; fused was
@@ -156,8 +164,10 @@ def resolve_adamw(optim: str | None, torch_version: str | None,
       (transformers/training_args.py ``default_optim``, PR #37358), else ``adamw_torch``.
     - Versions unknown: fused, the stack ms-swift 4.x recommends (torch 2.8+), and said so.
     Other optimizers keep the AdamW state accounting and are named as such."""
+    if optim in EIGHT_BIT_ADAMW:
+        return '8bit', f'--optim {optim}: bitsandbytes\' 8-bit AdamW (moments at 1 byte each)'
     if optim and optim not in ('adamw_torch', 'adamw_torch_fused'):
-        return 'other', f'--optim {optim}: its state is counted as AdamW\'s (16-bit model: 2 x params)'
+        return 'other', f'--optim {optim}: its state is counted as AdamW\'s'
     if optim == 'adamw_torch_fused':
         return 'fused', '--optim adamw_torch_fused'
     if optim == 'adamw_torch':
@@ -216,23 +226,28 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
     # bytes sharded over N, plus the gathered largest layer as under ZeRO-3; shard_grad_op keeps the
     # fp32 params whole.
     fsdp = cfg.fsdp_sharding if not cfg.deepspeed else None
+    # AdamW's two moments per trainable parameter: fp32 (8 B) where the optimizer steps fp32 values (adapters,
+    # DeepSpeed's/FSDP's master copies); bitsandbytes' 8-bit AdamW keeps each as uint8 plus an fp32 absmax per
+    # block of 256 (bitsandbytes/optim/optimizer.py Optimizer2State.init_state): 2 + 8/256 B
+    moments = EIGHT_BIT_MOMENTS if inp.adamw == '8bit' else 8
     if cfg.is_lora:
-        # LoRA adapters are kept in fp32 by PEFT: 4 (param) + 4 (grad) + 8 (m, v)
+        # LoRA adapters are kept in fp32 by PEFT: 4 (param) + 4 (grad) + the moments (AdamW: 8)
         t['lora_params'] = 4 * T / (N if stage == 3 or fsdp == 'full_shard' else 1)
-        states = 12 * T
+        states = (4 + moments) * T
         t['grads+optimizer'] = 0.0 if offload_opt else (states / N if stage in (1, 2, 3) or fsdp else states)
         if fsdp == 'full_shard':
             t['weights'] = base_bytes / N
     elif fsdp is not None:
         t['weights'] = 4 * P / N if fsdp == 'full_shard' else 4 * P
-        t['grads+optimizer'] = 12 * T / N
+        t['grads+optimizer'] = (4 + moments) * T / N
     elif stage is None:
-        t['grads+optimizer'] = 3 * pb * T  # grads + AdamW m, v in the parameter dtype
+        # grads + AdamW m, v in the parameter dtype (or 8-bit)
+        t['grads+optimizer'] = pb * T + (EIGHT_BIT_MOMENTS if inp.adamw == '8bit' else 2 * pb) * T
     elif stage == 3:
-        t['grads+optimizer'] = 0.0 if offload_opt else 16 * T / N
+        t['grads+optimizer'] = 0.0 if offload_opt else (8 + moments) * T / N
     else:
         grads16 = 2 * T / N if stage >= 2 else 2 * T
-        fp32_states = 16 * T / N
+        fp32_states = (8 + moments) * T / N
         if offload_opt:
             grads16, fp32_states = 0.0, 0.0
         t['grads+optimizer'] = grads16 + fp32_states

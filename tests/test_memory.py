@@ -536,3 +536,20 @@ def test_cuda_graphs_move_inside_the_reservation_from_vllm_0_21():
     assert (kv_off, rollout_off) == (kv_old, rollout_old)
     assert any('inside gpu_memory_utilization' in a for a in said_new)
     assert any('on top of gpu_memory_utilization' in a for a in said_old)
+
+
+def test_eight_bit_adamw_keeps_one_byte_per_moment():
+    """--optim adamw_bnb_8bit (and its aliases): bitsandbytes keeps each AdamW moment as uint8 with an fp32 absmax
+    per 256 values, so a full bf16 7B step holds (2 x 2 - 2 - 8/256) bytes per parameter less than AdamW's bf16
+    moments; Qwen2.5-7B has 7,615,616,512 parameters."""
+    from helpers import PACKAGES_OK
+    over = {'tuner_type': 'full', 'use_vllm': False, 'per_device_train_batch_size': 2, 'num_generations': 2,
+            'max_completion_length': 512, 'beta': 0}
+    drop = ('vllm_mode', 'vllm_max_model_len', 'vllm_gpu_memory_utilization')
+    pk = {**PACKAGES_OK, 'torch': '2.9.0', 'transformers': '5.19.0'}
+    _, plain = make(over, drop=drop, packages=pk)
+    for name in ('adamw_bnb_8bit', 'adamw_8bit', 'paged_adamw_8bit'):
+        _, eight = make({**over, 'optim': name}, drop=drop, packages=pk)
+        saved = plain.memory[0].components['grads+optimizer'] - eight.memory[0].components['grads+optimizer']
+        assert abs(saved - (4 - 2 - 8 / 256) * 7_615_616_512 / 2 ** 30) <= 0.02, (name, saved)
+        assert any('8-bit AdamW' in a for a in eight.assumptions)
