@@ -328,19 +328,27 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
     if not cfg.is_lora and stage is None and fsdp is None:
         overlap += min(pb * T, dynamic)
         dynamic -= min(pb * T, dynamic)
+    # Transients after the activations and logits are freed; the largest of them and what is left of the dynamic
+    # terms counts (they happen at different times).
+    late: dict[str, float] = {}
     if inp.adamw == 'foreach' and not offload_opt:
         # foreach AdamW: torch._foreach_sqrt(exp_avg_sqs) makes a full copy of the second moments, live until the
         # parameters are updated (torch/optim/adam.py _multi_tensor_adam; traced: trace_step(adamw='foreach')).
-        # The step runs after backward freed the activations and logits, so the larger of the two counts.
         # DeepSpeed steps its fp32 flat partitions through the same torch optimizer (ZeRO-3: one sub-group at a
         # time), FSDP2 its fp32 shards; without them the moments are in the parameter dtype.
         sharded = stage in (1, 2, 3) or fsdp is not None
         elems = T / N if sharded else T
         if stage == 3:
             elems = min(elems, ZERO3_SUB_GROUP)
-        temp = elems * (4 if (cfg.is_lora or sharded) else pb)
-        t['adamw_foreach_temp'] = temp
-        overlap += min(temp, dynamic)
+        late['adamw_foreach_temp'] = elems * (4 if (cfg.is_lora or sharded) else pb)
+    if not cfg.is_lora and a.tied:
+        # a tied, trained embedding gets two gradients, lm_head's and the embedding's (embedding_dense_backward);
+        # autograd sums them out of place before accumulating, so two more vocab x hidden gradients are live at
+        # the end of backward (traced: Qwen3-4B full, peak at aten.add in backward)
+        late['tied_embedding_grad_temp'] = 2 * a.vocab * a.hidden * pb
+    if late:
+        t.update(late)
+        overlap += dynamic + sum(late.values()) - max(dynamic, *late.values())
     if overlap:
         t['overlap'] = -overlap
     t['cuda_context'] = CUDA_CONTEXT
@@ -493,7 +501,8 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     train_ids = [str(p['gpu']) if p['gpu'] is not None else f'rank{p["local_rank"]}' for p in plan.processes]
 
     resident_keys = ['weights', 'lora_params', 'grads+optimizer', 'ref_model', 'cuda_context', 'nccl']
-    dynamic_keys = ['activations', 'logits', 'adamw_foreach_temp', 'overlap', 'zero3_live_params']
+    dynamic_keys = ['activations', 'logits', 'adamw_foreach_temp', 'tied_embedding_grad_temp', 'overlap',
+                    'zero3_live_params']
 
     def resident(offload_model=False, offload_optimizer=False) -> dict[str, float]:
         out = {}

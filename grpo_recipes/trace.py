@@ -136,12 +136,28 @@ def _build_model(model_config: dict, dtype: str, cfg):
     hf_cfg = AutoConfig.for_model(mc.pop('model_type'), **mc)
     hf_cfg._attn_implementation = 'sdpa'
     with torch.device('meta'):
-        model = AutoModelForCausalLM.from_config(hf_cfg, dtype=getattr(torch, dtype))
+        try:
+            model = AutoModelForCausalLM.from_config(hf_cfg, dtype=getattr(torch, dtype))
+        except ValueError:
+            # a multimodal model (Qwen2-VL, Qwen2.5-VL): its own class; the step is traced on text tokens
+            import transformers
+            arch = (model_config.get('architectures') or [''])[0]
+            if not hasattr(transformers, arch):
+                raise
+            model = getattr(transformers, arch)._from_config(hf_cfg, dtype=getattr(torch, dtype))
+    visual = [n for n, _ in model.named_modules() if n.split('.')[-1] == 'visual']
+    if visual and getattr(cfg, 'freeze_vit', True):
+        for n, prm in model.named_parameters():
+            if '.visual.' in f'.{n}':
+                prm.requires_grad_(False)  # ms-swift's freeze_vit (its default)
     if cfg.is_lora:
         from peft import LoraConfig, get_peft_model
         targets = cfg.target_modules
         if targets in (['all-linear'], 'all-linear', None):
-            targets = 'all-linear'
+            # ms-swift's all-linear on a multimodal model adapts the language model's linears only while the vision
+            # tower is frozen (swift's multimodal target regex); PEFT's own all-linear would take the tower's too
+            targets = (r'^(?!.*visual).*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)$' if visual
+                       else 'all-linear')
         model = get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=int(cfg.lora_alpha),
                                                  lora_dropout=cfg.lora_dropout,
                                                  target_modules=targets, task_type='CAUSAL_LM'))
@@ -155,17 +171,19 @@ def _cuda_like_dropout(model) -> None:
     import torch
 
     class _Drop(torch.autograd.Function):
+        # one output each way, as the fused CUDA kernels allocate (native_dropout, native_dropout_backward): the
+        # scale is applied in place
         @staticmethod
         def forward(ctx, x, p):
             keep = torch.rand_like(x) >= p
             ctx.save_for_backward(keep)
             ctx.scale = 1.0 / (1.0 - p)
-            return x * keep * ctx.scale
+            return x.mul(keep).mul_(ctx.scale)
 
         @staticmethod
         def backward(ctx, g):
             (keep,) = ctx.saved_tensors
-            return g * keep * ctx.scale, None
+            return g.mul(keep).mul_(ctx.scale), None
 
     class CudaLikeDropout(torch.nn.Module):
         def __init__(self, p):
@@ -215,6 +233,12 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
         with counter.mode:
             counter.stage = 'load'
             model = model.to_empty(device='cpu')
+            # to_empty replaces each module's parameters one by one, which unties a shared embedding: tie it again
+            # as from_pretrained leaves it (transformers PreTrainedModel.tie_weights)
+            base = model.get_base_model() if hasattr(model, 'get_base_model') else model
+            if getattr(base.config, 'tie_word_embeddings', False) or \
+                    getattr(getattr(base.config, 'get_text_config', lambda: None)(), 'tie_word_embeddings', False):
+                base.tie_weights()
             if not fake:
                 for p in model.parameters():
                     p.data.normal_(0, 0.02)

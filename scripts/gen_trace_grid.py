@@ -26,6 +26,31 @@ MODELS = {
                               'intermediate_size': 14336, 'num_hidden_layers': 32, 'num_attention_heads': 32,
                               'num_key_value_heads': 8, 'vocab_size': 128256, 'tie_word_embeddings': False,
                               'max_position_embeddings': 131072, 'rms_norm_eps': 1e-5, 'torch_dtype': 'bfloat16'},
+    # tied embeddings, a small vocabulary, a vision tower and experts (config.json fields of Qwen/Qwen3-4B,
+    # mistralai/Mistral-7B-v0.3, Qwen/Qwen2.5-VL-7B-Instruct, Qwen/Qwen3-30B-A3B)
+    'Qwen3-4B': {'architectures': ['Qwen3ForCausalLM'], 'model_type': 'qwen3', 'hidden_size': 2560,
+                 'intermediate_size': 9728, 'num_hidden_layers': 36, 'num_attention_heads': 32,
+                 'num_key_value_heads': 8, 'head_dim': 128, 'vocab_size': 151936, 'tie_word_embeddings': True,
+                 'max_position_embeddings': 40960, 'torch_dtype': 'bfloat16'},
+    'Mistral-7B-v0.3': {'architectures': ['MistralForCausalLM'], 'model_type': 'mistral', 'hidden_size': 4096,
+                        'intermediate_size': 14336, 'num_hidden_layers': 32, 'num_attention_heads': 32,
+                        'num_key_value_heads': 8, 'vocab_size': 32768, 'tie_word_embeddings': False,
+                        'max_position_embeddings': 32768, 'torch_dtype': 'bfloat16'},
+    'Qwen2.5-VL-7B-Instruct': {'architectures': ['Qwen2_5_VLForConditionalGeneration'], 'model_type': 'qwen2_5_vl',
+                               'hidden_size': 3584, 'intermediate_size': 18944, 'num_hidden_layers': 28,
+                               'num_attention_heads': 28, 'num_key_value_heads': 4, 'vocab_size': 152064,
+                               'tie_word_embeddings': False, 'max_position_embeddings': 128000,
+                               'torch_dtype': 'bfloat16', 'rms_norm_eps': 1e-06,
+                               'vision_config': {'depth': 32, 'hidden_act': 'silu', 'hidden_size': 1280,
+                                                 'intermediate_size': 3420, 'num_heads': 16, 'in_chans': 3,
+                                                 'out_hidden_size': 3584, 'patch_size': 14, 'spatial_merge_size': 2,
+                                                 'window_size': 112, 'fullatt_block_indexes': [7, 15, 23, 31],
+                                                 'temporal_patch_size': 2}},
+    'Qwen3-30B-A3B': {'architectures': ['Qwen3MoeForCausalLM'], 'model_type': 'qwen3_moe', 'hidden_size': 2048,
+                      'intermediate_size': 6144, 'moe_intermediate_size': 768, 'num_experts': 128,
+                      'num_experts_per_tok': 8, 'num_hidden_layers': 48, 'num_attention_heads': 32,
+                      'num_key_value_heads': 4, 'head_dim': 128, 'vocab_size': 151936, 'tie_word_embeddings': False,
+                      'max_position_embeddings': 40960, 'torch_dtype': 'bfloat16', 'norm_topk_prob': True},
 }
 # (model, tuner, gradient checkpointing, micro-batch, prompt, completion)
 GRID = [
@@ -48,6 +73,13 @@ VARIANTS = [
     ('Qwen2.5-7B-Instruct', 'full', True, 2, 256, 1024, 'grpo', 'foreach'),
     ('Llama-3.1-8B-Instruct', 'full', False, 1, 256, 1024, 'grpo', 'foreach'),
     ('Qwen2.5-7B-Instruct', 'lora', True, 8, 256, 1024, 'grpo', 'foreach'),
+    ('Qwen3-4B', 'lora', True, 4, 256, 1024, 'grpo', 'fused'),
+    ('Qwen3-4B', 'full', True, 2, 256, 1024, 'grpo', 'fused'),
+    ('Mistral-7B-v0.3', 'lora', True, 4, 256, 1024, 'grpo', 'fused'),
+    ('Mistral-7B-v0.3', 'full', True, 2, 256, 1024, 'grpo', 'fused'),
+    ('Qwen2.5-VL-7B-Instruct', 'lora', True, 4, 256, 1024, 'grpo', 'fused'),
+    ('Qwen2.5-VL-7B-Instruct', 'full', True, 2, 256, 1024, 'grpo', 'fused'),
+    ('Qwen3-30B-A3B', 'full', True, 2, 256, 1024, 'grpo', 'fused'),
 ]
 
 

@@ -222,7 +222,10 @@ def cmd_trace(opts, extra: list[str]) -> int:
     from ..memory import resolve_adamw
     adamw, adamw_why = resolve_adamw(report.cfg.optim, report.packages.get('torch'),
                                      report.packages.get('transformers'))
-    result = trace_launch(report.cfg, report.plan, mc, prompt_len, str(report.cfg.model), adamw, adamw_why)
+    try:
+        result = trace_launch(report.cfg, report.plan, mc, prompt_len, str(report.cfg.model), adamw, adamw_why)
+    except ValueError as e:  # transformers or PEFT cannot build this model or tuner
+        raise GuardError(f'trace: cannot build the model as the launch asks ({e})') from None
     if opts.json:
         print_json({**result.to_dict(), 'prompt_len': prompt_len, 'prompt_basis': why_prompt})
         return 0
