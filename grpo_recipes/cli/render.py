@@ -92,7 +92,9 @@ def memory_table(report: CheckReport) -> Table:
         ids = _id_ranges([x.gpu for x in ms])
         model = _col(m, 'weights', 'ref_model', 'lora_params', 'zero3_live_params', 'zero3_sync_gather')
         optim = _col(m, 'grads+optimizer')
-        act = _col(m, 'activations', 'logits', 'overlap', 'hf_generate_kv')
+        # activations and the other transients of the step (its net: the largest of them at the peak)
+        act = _col(m, 'activations', 'logits', 'overlap', 'hf_generate_kv', 'adamw_foreach_temp',
+                   'tied_embedding_grad_temp')
         vllm = sum(v for k, v in m.phase_terms.items() if k.startswith('vllm_'))
         other = m.total_gib - model - optim - act - vllm
         verdict = '[green]fits[/]' if m.fits else '[bold red]OOM[/]'
