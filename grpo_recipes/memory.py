@@ -299,10 +299,11 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
     # logits over completion tokens (ms-swift computes log-probs for completion positions only,
     # logits_to_keep, swift grpo_trainer _get_logps_via_local_forward): the mixed-precision wrapper's fp32 copy
     # (accelerate convert_outputs_to_fp32), divided by the temperature in place, is kept by TRL's
-    # selective_log_softmax (its fp32 path: gather - per-row logsumexp, which saves its input); in backward it
-    # meets the fp32 gradients of its two branches (gather's scatter and the per-row logsumexp's select
-    # backward, each full size) and their sum: 16 B per element at the traced peak (backward, aten.div;
-    # Qwen2.5-7B at micro-batch 1, 8 and 16 alike).
+    # selective_log_softmax (its fp32 path: gather - per-row logsumexp, which saves its input). Its backward
+    # frees that copy but builds four full-size fp32 buffers of its own (the gradients of the two branches, their
+    # sum, and the slice's and the in-place division's backward): 16 B per element at the traced peak (backward,
+    # aten.div; all four are temporaries in `grpo-guard trace`'s split; Qwen2.5-7B at micro-batch 1, 8 and 16
+    # alike).
     V = a.vocab
     if cfg.use_liger_kernel:
         # Liger's fused linear + loss never holds the full logits: chunks of ceil(n / ceil(V / h)) tokens

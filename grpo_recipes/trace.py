@@ -45,9 +45,12 @@ class LiveBytes:
                 return out
 
         self.mode = _Mode()
-        self.live: dict[int, tuple[int, int]] = {}
-        """id(storage) -> (serial, bytes) for every live storage (the serial tells apart two storages that had
-        the same id at different times)."""
+        self.live: dict[int, tuple[int, int, bool]] = {}
+        """id(storage) -> (serial, bytes, made with grad enabled) for every live storage (the serial tells apart two
+        storages that had the same id at different times). Grad mode tells an activation from a temporary: forward
+        passes that build the graph (the step's forward, and a checkpointed layer's recompute, which
+        torch.utils.checkpoint runs under enable_grad inside backward) run with it on; backward kernels, no-grad
+        passes (the reference pass) and the optimizer with it off."""
         self.serial = 0
         self.total = 0
         self.peak = 0
@@ -67,13 +70,14 @@ class LiveBytes:
             self.total -= entry[1]
 
     def track(self, t) -> None:
+        import torch
         st = t.untyped_storage()
         key = id(st)
         if key in self.live:
             return
         n = st.nbytes()
         self.serial += 1
-        self.live[key] = (self.serial, n)
+        self.live[key] = (self.serial, n, torch.is_grad_enabled())
         self.total += n
         weakref.finalize(st, self._release, key, self.serial)
 
@@ -119,7 +123,7 @@ class TraceResult:
     model_peak_gib: float | None
     """The analytic memory model's figure for the same quantity (trainer terms, no CUDA context/NCCL/vLLM)."""
     categories_gib: dict = field(default_factory=dict)
-    """The traced peak split into parameters, gradients, optimizer state, activations and temporaries."""
+    """The traced peak split into parameters, gradients, optimizer state, activations and temporaries (``categorise``)."""
     peak_at: str = ''
     """The step stage and aten op at which the peak happened."""
     notes: list = field(default_factory=list)
@@ -332,10 +336,16 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
     return counter, keys, notes
 
 
+CATEGORIES = ('parameters', 'gradients', 'optimizer state', 'activations', 'temporaries')
+
+
 def categorise(counter: LiveBytes, keys: dict) -> dict:
-    out = {k: 0 for k in ('parameters', 'gradients', 'optimizer state', 'activations and temporaries')}
-    for key, (serial, n) in counter.peak_live.items():
-        cat = next((c for c, ks in keys.items() if (key, serial) in ks), 'activations and temporaries')
+    """The peak's live bytes per category: parameters, gradients and optimizer state by identity; the rest is an
+    activation when a graph-building forward made it (saved for backward, or the logits it returned) and a
+    temporary otherwise (backward's own buffers, no-grad passes, the optimizer step)."""
+    out = {k: 0 for k in CATEGORIES}
+    for key, (serial, n, with_grad) in counter.peak_live.items():
+        cat = next((c for c, ks in keys.items() if (key, serial) in ks), 'activations' if with_grad else 'temporaries')
         out[cat] += n
     return {k: round(v / GiB, 3) for k, v in out.items()}
 
@@ -375,7 +385,8 @@ def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adam
         # single-process torch step cannot show: the per-parameter terms are DeepSpeed's/FSDP's accounting, the
         # same check uses (memory.trainer_terms), and the rest is traced; a foreach step's copy of the second
         # moments comes after backward, so the larger of it and the traced activations counts
-        traced = max(cats['activations and temporaries'], terms.get('adamw_foreach_temp', 0.0) / GiB) + per_param
+        dynamic = cats['activations'] + cats['temporaries']
+        traced = max(dynamic, terms.get('adamw_foreach_temp', 0.0) / GiB) + per_param
         notes.append(f'{cfg.deepspeed or "FSDP " + str(cfg.fsdp_sharding)}: parameters, gradients and optimizer '
                      f'state from DeepSpeed\'s/FSDP\'s accounting ({per_param:.2f} GiB); activations traced')
     elif model_config.get('quantization_config') or cfg.quant_method:

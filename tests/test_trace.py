@@ -59,7 +59,11 @@ def test_trace_cli_on_a_recipe():
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
     assert out['traced_peak_gib'] > 14 and abs(out['model_peak_gib'] / out['traced_peak_gib'] - 1) <= 0.05
-    assert set(out['categories_gib']) == {'parameters', 'gradients', 'optimizer state', 'activations and temporaries'}
+    cats = out['categories_gib']
+    assert set(cats) == {'parameters', 'gradients', 'optimizer state', 'activations', 'temporaries'}
+    # LoRA, checkpointing, micro-batch 16 x 1280: the peak is in the logits' backward, where the fp32 logits kept
+    # from forward (activations) meet their gradients (temporaries); both are gigabytes
+    assert cats['activations'] > 1 and cats['temporaries'] > 1
 
 
 @pytest.mark.slow
