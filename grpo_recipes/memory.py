@@ -607,7 +607,9 @@ def _vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_star
     else:
         need = math.ceil(mml / KV_BLOCK) * KV_BLOCK * kv_per_token
         if need > v['kv_cache']:
-            est = int(v['kv_cache'] // kv_per_token)
+            # vLLM's estimate is the longest length whose whole blocks fit (estimate_max_model_len binary-searches
+            # cdiv(len, block_size) x page size against the available memory): a multiple of the block size
+            est = KV_BLOCK * int(v['kv_cache'] // (KV_BLOCK * kv_per_token))
             ver = version_tuple(inp.vllm_version)
             if ver is not None and ver < (0, 8, 0):
                 # the V0 worker (vllm/worker/worker.py raise_if_cache_size_invalid): block_size x num_gpu_blocks
