@@ -142,8 +142,9 @@ class Inputs:
     vllm_graphs_env: str | None = None
     """``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` as the launch sets it (see ``graphs_profiled``)."""
     adamw: str = 'fused'
-    """How the trainer's AdamW steps: ``fused`` (one kernel, no temporaries) or ``foreach`` (holds a copy of the
-    second moments during the step); see ``resolve_adamw``."""
+    """How the trainer's AdamW steps: ``fused`` (one kernel, no temporaries), ``foreach`` (holds a copy of the
+    second moments during the step), ``8bit`` (bitsandbytes: 1-byte moments) or ``other`` (counted as AdamW); see
+    ``resolve_adamw``."""
     adamw_why: str = ''
     """Why that AdamW was assumed (shown with the assumptions)."""
 
