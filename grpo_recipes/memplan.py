@@ -6,11 +6,17 @@ import os
 from dataclasses import replace
 
 from .arch import Arch
-from .memory import Inputs, dominant_term, estimate, resolve_adamw, resolve_sampler
+from .memory import VLLM_CUDA_GRAPHS, Inputs, dominant_term, estimate, graphs_profiled, resolve_adamw, resolve_sampler
 from .rules import ERROR, INFO, WARNING, Finding
 
 SAMPLER_ENV = 'VLLM_USE_FLASHINFER_SAMPLER'
 GRAPHS_ENV = 'VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS'
+
+
+def launch_adamw(report) -> tuple[str, str]:
+    """The AdamW the launch's trainer steps with, and why (``memory.resolve_adamw`` on its ``--optim`` and the
+    installed torch and transformers)."""
+    return resolve_adamw(report.cfg.optim, report.packages.get('torch'), report.packages.get('transformers'))
 
 
 def memory_inputs(report, model_config: dict | None) -> Inputs | None:
@@ -31,7 +37,7 @@ def memory_inputs(report, model_config: dict | None) -> Inputs | None:
     pk = report.packages
     fi = None if 'flashinfer-python' not in pk else pk['flashinfer-python'] is not None
     sampler, why = resolve_sampler(env_sampler, pk.get('vllm'), fi)
-    adamw, adamw_why = resolve_adamw(report.cfg.optim, pk.get('torch'), pk.get('transformers'))
+    adamw, adamw_why = launch_adamw(report)
     env_graphs = os.environ.get(GRAPHS_ENV, report.launch.file_env.get(GRAPHS_ENV))
     return Inputs(arch=arch, capacity_gib=cap, gpu_name=name, vllm_sampler=sampler, vllm_sampler_why=why,
                   vllm_version=pk.get('vllm'), adamw=adamw, adamw_why=adamw_why,
@@ -134,7 +140,6 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
     if not (cfg.deepspeed or '').endswith('offload'):
         report.assumptions.append(f'optimizer: {inp.adamw_why}')
     if cfg.use_vllm and not cfg.vllm_enforce_eager:
-        from .memory import VLLM_CUDA_GRAPHS, graphs_profiled
         where = ('inside gpu_memory_utilization (vLLM >= 0.21 profiles them)'
                  if graphs_profiled(inp.vllm_version, inp.vllm_graphs_env) else
                  'on top of gpu_memory_utilization (captured after the KV cache; vLLM before 0.21 or not known)')

@@ -150,7 +150,7 @@ def _build_model(model_config: dict, dtype: str, cfg):
                 raise
             model = getattr(transformers, arch)._from_config(hf_cfg, dtype=getattr(torch, dtype))
     visual = [n for n, _ in model.named_modules() if n.split('.')[-1] == 'visual']
-    if visual and getattr(cfg, 'freeze_vit', True):
+    if visual and cfg.freeze_vit:
         for n, prm in model.named_parameters():
             if '.visual.' in f'.{n}':
                 prm.requires_grad_(False)  # ms-swift's freeze_vit (its default)
@@ -238,11 +238,8 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
             counter.stage = 'load'
             model = model.to_empty(device='cpu')
             # to_empty replaces each module's parameters one by one, which unties a shared embedding: tie it again
-            # as from_pretrained leaves it (transformers PreTrainedModel.tie_weights)
-            base = model.get_base_model() if hasattr(model, 'get_base_model') else model
-            if getattr(base.config, 'tie_word_embeddings', False) or \
-                    getattr(getattr(base.config, 'get_text_config', lambda: None)(), 'tie_word_embeddings', False):
-                base.tie_weights()
+            # as from_pretrained leaves it (transformers PreTrainedModel.tie_weights ties only what the config ties)
+            (model.get_base_model() if hasattr(model, 'get_base_model') else model).tie_weights()
             if not fake:
                 for p in model.parameters():
                     p.data.normal_(0, 0.02)
@@ -278,10 +275,12 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
                     logits.div_(1.0)  # temperature, in place
                     return selective_log_softmax(logits, comp)
 
-            def sft_loss(m):
+            def sft_loss(m, step):
+                """ms-swift's SFT loss, and what the trainer still holds during backward (nothing)."""
                 # swift compute_sft_loss -> model(**inputs) with labels (ForCausalLMLoss: fp32 upcast, cross
                 # entropy); the mixed-precision wrapper then returns the logits in fp32 (convert_outputs_to_fp32),
                 # and the outputs die with compute_loss, before backward
+                counter.stage = f'step {step + 1} forward'
                 keep = min(T, C + 1)
                 labels = torch.full((bs, keep), -100, dtype=torch.long)
                 labels[:, keep - C:] = comp
@@ -289,40 +288,36 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
                 logits32 = out.logits.float()
                 loss = out.loss
                 del out, logits32
-                return loss
+                return loss, ()
 
-            for step in range(steps):
-                counter.open_window()
-                if sft:
-                    counter.stage = f'step {step + 1} forward'
-                    loss = sft_loss(model)
-                    counter.stage = f'step {step + 1} backward'
-                    loss.backward()
-                    del loss
-                    counter.close_window()
-                    counter.stage = f'step {step + 1} optimizer'
-                    opt.step()
-                    opt.zero_grad(set_to_none=(step + 1 < steps))
-                    continue
+            def grpo_loss(m, step):
+                """The GRPO loss (after a reference pass when beta > 0), and the log-probs the trainer still holds
+                during backward."""
                 ref = None
                 if cfg.beta:
                     counter.stage = f'step {step + 1} reference pass'
                     if cfg.is_lora:
-                        with model.disable_adapter():
-                            ref = logps(model, False)
+                        with m.disable_adapter():
+                            ref = logps(m, False)
                     else:
-                        ref = logps(model, False)  # a frozen copy would add its weights: counted analytically
+                        ref = logps(m, False)  # a frozen copy would add its weights: counted analytically
                 counter.stage = f'step {step + 1} forward'
-                lp = logps(model, True)
+                lp = logps(m, True)
                 ratio = torch.exp(lp - lp.detach())
                 loss = -(ratio * adv.unsqueeze(1))
+                held = (lp, ratio, ref)
                 if ref is not None:
                     d = ref - lp
                     loss = loss + cfg.beta * (torch.exp(d) - d - 1)
-                loss = loss.mean()
+                    held += (d,)
+                return loss.mean(), held
+
+            for step in range(steps):
+                counter.open_window()
+                loss, held = (sft_loss if sft else grpo_loss)(model, step)
                 counter.stage = f'step {step + 1} backward'
                 loss.backward()
-                del lp, ratio, loss, ref
+                del loss, held
                 counter.close_window()
                 counter.stage = f'step {step + 1} optimizer'
                 opt.step()

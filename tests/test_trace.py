@@ -61,9 +61,44 @@ def test_trace_cli_on_a_recipe():
     assert out['traced_peak_gib'] > 14 and abs(out['model_peak_gib'] / out['traced_peak_gib'] - 1) <= 0.05
     cats = out['categories_gib']
     assert set(cats) == {'parameters', 'gradients', 'optimizer state', 'activations', 'temporaries'}
-    # LoRA, checkpointing, micro-batch 16 x 1280: the peak is in the logits' backward, where the fp32 logits kept
-    # from forward (activations) meet their gradients (temporaries); both are gigabytes
+    # LoRA, checkpointing, micro-batch 16 x 1280: the peak is in the logits' backward, where the checkpointed layer
+    # inputs kept from forward (activations) meet backward's fp32 buffers over the logits (temporaries); both are
+    # gigabytes
     assert cats['activations'] > 1 and cats['temporaries'] > 1
+
+
+def _measured_swift_step(tmp_path, command: str, rows: list[dict], args: list[str], plugins: tuple = ()):
+    """Build the tiny Qwen2, run `swift <command>` on ``rows`` for 2 steps on CPU with the measuring plugin
+    (tests/standins/measure_step.py, after ``plugins``) and return (the tiny model's dir, the last step's measurement:
+    peak bytes, input shape, kept positions)."""
+    import os
+    import subprocess
+    from tiny_model import build
+    tiny = build(tmp_path / 'tiny')
+    data = tmp_path / 'data.jsonl'
+    data.write_text(''.join(json.dumps(row) + '\n' for row in rows))
+    out = tmp_path / 'measure.jsonl'
+    env = {**os.environ, 'GRPO_MEASURE_OUT': str(out), 'HF_HUB_OFFLINE': '1', 'PYTHONPATH': str(ROOT)}
+    for k in ('NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES', 'NNODES'):
+        env.pop(k, None)
+    argv = ['swift', command, '--model', str(tiny), '--model_type', 'qwen2', '--template', 'qwen2_5', '--dataset',
+            str(data), '--tuner_type', 'lora', '--max_steps', '2', '--per_device_train_batch_size', '2',
+            '--gradient_accumulation_steps', '1', '--external_plugins',
+            *[str(ROOT / 'tests' / 'standins' / p) for p in (*plugins, 'measure_step.py')], '--check_model', 'false',
+            '--report_to', 'none', '--save_strategy', 'no', '--dataloader_num_workers', '0', '--output_dir',
+            str(tmp_path / 'run'), '--use_cpu', 'true', '--torch_dtype', 'float32', '--gradient_checkpointing',
+            'false', *args]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(steps) == 2
+    return tiny, steps[-1]
+
+
+def _lora_fp32(bs: int, completion: int) -> GRPOConfig:
+    return GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--tuner_type', 'lora', '--per_device_train_batch_size',
+                                 str(bs), '--max_completion_length', str(completion), '--gradient_checkpointing',
+                                 'false', '--torch_dtype', 'float32', '--beta', '0'])[0]
 
 
 @pytest.mark.slow
@@ -72,37 +107,16 @@ def test_trace_matches_the_real_swift_rlhf_step(tmp_path):
     (tests/standins/measure_step.py) that runs its compute_loss + backward under the same live-bytes counter,
     on real tensors; the fake-tensor trace of the same micro-batch shape must allocate within 5% of it. CPU
     means fp32 and CPU dropout here (the trace's CUDA-like bool-mask dropout is turned off for the comparison)."""
-    import os
-    import subprocess
-    from tiny_model import build
     from grpo_recipes.trace import trace_step
-    tiny = build(tmp_path / 'tiny')
-    data = tmp_path / 'data.jsonl'
-    data.write_text(''.join(json.dumps({'messages': [{'role': 'user', 'content': f'What is {a} + {b}?'}],
-                                        'solution': str(a + b)}) + '\n' for a, b in [(1, 2), (3, 4), (5, 6), (7, 8)]))
-    out = tmp_path / 'measure.jsonl'
-    env = {**os.environ, 'GRPO_MEASURE_OUT': str(out), 'HF_HUB_OFFLINE': '1', 'PYTHONPATH': str(ROOT)}
-    for k in ('NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES', 'NNODES'):
-        env.pop(k, None)
-    argv = ['swift', 'rlhf', '--rlhf_type', 'grpo', '--model', str(tiny), '--model_type', 'qwen2', '--template',
-            'qwen2_5', '--dataset', str(data), '--tuner_type', 'lora', '--use_vllm', 'false', '--max_steps', '2',
-            '--per_device_train_batch_size', '2', '--gradient_accumulation_steps', '1', '--num_generations', '2',
-            '--max_completion_length', '16', '--max_length', '64', '--external_plugins',
-            str(ROOT / 'tests' / 'standins' / 'toy_reward.py'), str(ROOT / 'tests' / 'standins' / 'measure_step.py'),
-            '--reward_funcs', 'toy_distinct', '--check_model', 'false', '--report_to', 'none', '--save_strategy', 'no',
-            '--dataloader_num_workers', '0', '--output_dir', str(tmp_path / 'run'), '--use_cpu', 'true',
-            '--torch_dtype', 'float32', '--beta', '0', '--gradient_checkpointing', 'false']
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    steps = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(steps) == 2
-    real = steps[-1]
+    rows = [{'messages': [{'role': 'user', 'content': f'What is {a} + {b}?'}], 'solution': str(a + b)}
+            for a, b in [(1, 2), (3, 4), (5, 6), (7, 8)]]
+    tiny, real = _measured_swift_step(tmp_path, 'rlhf', rows, [
+        '--rlhf_type', 'grpo', '--use_vllm', 'false', '--num_generations', '2', '--max_completion_length', '16',
+        '--max_length', '64', '--reward_funcs', 'toy_distinct', '--beta', '0'], plugins=('toy_reward.py',))
     bs, total = real['shape']
     C = real['completion']
-    cfg = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--tuner_type', 'lora', '--per_device_train_batch_size',
-                                str(bs), '--max_completion_length', str(C), '--gradient_checkpointing', 'false',
-                                '--torch_dtype', 'float32', '--beta', '0'])[0]
-    counter, _, _ = trace_step(cfg, json.loads((tiny / 'config.json').read_text()), total - C, cuda_dropout=False)
+    counter, _, _ = trace_step(_lora_fp32(bs, C), json.loads((tiny / 'config.json').read_text()), total - C,
+                               cuda_dropout=False)
     assert abs(counter.step_peak / real['peak_bytes'] - 1) <= 0.05, (counter.step_peak, real)
 
 
@@ -111,36 +125,14 @@ def test_sft_trace_matches_the_real_swift_sft_step(tmp_path):
     """The SFT loss path the calibration's SFT cases ran: `swift sft` trains the tiny Qwen2 with LoRA for 2 steps
     on CPU under the measuring plugin; the fake-tensor trace of the same micro-batch in SFT mode
     (trace_step(sft=True): the model's own loss over the kept positions) must allocate within 5% of it."""
-    import os
-    import subprocess
-    from tiny_model import build
     from grpo_recipes.trace import trace_step
-    tiny = build(tmp_path / 'tiny')
-    data = tmp_path / 'data.jsonl'
-    data.write_text(''.join(json.dumps({'messages': [
-        {'role': 'user', 'content': f'What is {a} + {b}?'},
-        {'role': 'assistant', 'content': f'{a} + {b} = {a + b}. The answer is \\boxed{{{a + b}}}. ' * 3}]}) + '\n'
-        for a, b in [(1, 2), (3, 4), (5, 6), (7, 8)]))
-    out = tmp_path / 'measure.jsonl'
-    env = {**os.environ, 'GRPO_MEASURE_OUT': str(out), 'HF_HUB_OFFLINE': '1', 'PYTHONPATH': str(ROOT)}
-    for k in ('NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES', 'NNODES'):
-        env.pop(k, None)
-    argv = ['swift', 'sft', '--model', str(tiny), '--model_type', 'qwen2', '--template', 'qwen2_5', '--dataset',
-            str(data), '--tuner_type', 'lora', '--max_steps', '2', '--per_device_train_batch_size', '2',
-            '--gradient_accumulation_steps', '1', '--max_length', '512', '--external_plugins',
-            str(ROOT / 'tests' / 'standins' / 'measure_step.py'), '--check_model', 'false', '--report_to', 'none',
-            '--save_strategy', 'no', '--dataloader_num_workers', '0', '--output_dir', str(tmp_path / 'run'),
-            '--use_cpu', 'true', '--torch_dtype', 'float32', '--gradient_checkpointing', 'false']
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    steps = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(steps) == 2
-    real = steps[-1]
+    answer = '{a} + {b} = {s}. The answer is \\boxed{{{s}}}. ' * 3
+    rows = [{'messages': [{'role': 'user', 'content': f'What is {a} + {b}?'},
+                          {'role': 'assistant', 'content': answer.format(a=a, b=b, s=a + b)}]}
+            for a, b in [(1, 2), (3, 4), (5, 6), (7, 8)]]
+    tiny, real = _measured_swift_step(tmp_path, 'sft', rows, ['--max_length', '512'])
     bs, total = real['shape']
     C = real['completion'] - 1  # logits_to_keep = the labelled positions + 1
-    cfg = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--tuner_type', 'lora', '--per_device_train_batch_size',
-                                str(bs), '--max_completion_length', str(C), '--gradient_checkpointing', 'false',
-                                '--torch_dtype', 'float32', '--beta', '0'])[0]
-    counter, _, _ = trace_step(cfg, json.loads((tiny / 'config.json').read_text()), total - C, cuda_dropout=False,
-                               sft=True)
+    counter, _, _ = trace_step(_lora_fp32(bs, C), json.loads((tiny / 'config.json').read_text()), total - C,
+                               cuda_dropout=False, sft=True)
     assert abs(counter.step_peak / real['peak_bytes'] - 1) <= 0.05, (counter.step_peak, real)

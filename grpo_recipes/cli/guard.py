@@ -213,15 +213,13 @@ def cmd_trace(opts, extra: list[str]) -> int:
     if mc is None:
         raise GuardError(why)
     from ..arch import Arch
-    from ..memplan import prompt_bound
+    from ..memplan import launch_adamw, prompt_bound
     prompt_len, why_prompt, _ = prompt_bound(report, Arch.from_config(mc), None)
     try:
         from ..trace import trace_launch
     except ImportError as e:
         raise GuardError(f'trace needs torch, transformers and peft ({e}); pip install -e .[test]') from None
-    from ..memory import resolve_adamw
-    adamw, adamw_why = resolve_adamw(report.cfg.optim, report.packages.get('torch'),
-                                     report.packages.get('transformers'))
+    adamw, adamw_why = launch_adamw(report)
     try:
         result = trace_launch(report.cfg, report.plan, mc, prompt_len, str(report.cfg.model), adamw, adamw_why)
     except ValueError as e:  # transformers or PEFT cannot build this model or tuner
