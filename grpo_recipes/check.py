@@ -163,6 +163,26 @@ def with_rollout_gpus(hw: Hardware, rollout) -> Hardware:
     return hw
 
 
+# Addresses of the machine the trainer runs on; any other vllm_server_host is taken as another machine.
+LOCAL_HOSTS = ('127.0.0.1', 'localhost', '0.0.0.0', '::1', '')
+
+
+def rollout_remote(cfg: GRPOConfig, launch: Launch) -> str | None:
+    """Server mode: why the rollout server runs on another machine than this trainer, else None. The trainer's
+    own vllm_server_host / vllm_server_base_url decides where a non-local address is given; else the script's
+    comment above the rollout command (Rollout.remote)."""
+    if not (cfg.use_vllm and cfg.vllm_mode == 'server'):
+        return None
+    from urllib.parse import urlparse
+    hosts = list(cfg.vllm_server_host or [])
+    hosts += [urlparse(u if '//' in u else f'//{u}').hostname or '' for u in (cfg.vllm_server_base_url or [])]
+    far = [h for h in hosts if h.strip().lower() not in LOCAL_HOSTS]
+    if far:
+        name = 'vllm_server_base_url' if not cfg.vllm_server_host else 'vllm_server_host'
+        return f'{name} {far[0]} is not this machine'
+    return launch.rollout.remote if launch.rollout is not None else None
+
+
 def _config_from(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfig, list[str]]:
     if launch.framework == 'trl':
         from .frontends.trl import to_config
@@ -186,6 +206,11 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         from .frontends.trl import old_vllm_device
         assumptions += old_vllm_device(cfg, launch, packages.get('trl'))
     hw = with_rollout_gpus(hw, launch.rollout)
+    remote = rollout_remote(cfg, launch)
+    if remote:
+        hw = replace(hw, rollout_remote=remote)
+        assumptions.append(f'the rollout server runs on another machine ({remote}): its GPUs are that machine\'s, '
+                           f'not checked against the training GPUs, and planned on the same card type')
     if launch.trl.get('vllm_device_gpu') is not None and hw.rollout_gpus is None:
         hw = replace(hw, rollout_gpus=(launch.trl['vllm_device_gpu'],))  # TRL 0.14-0.15's in-trainer vLLM GPU
     plan = build_plan(cfg, launch.env, hw)

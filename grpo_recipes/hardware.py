@@ -21,6 +21,9 @@ class Hardware:
     """Server mode: GPU ids of the ``swift rollout`` process (``--rollout-gpus``, launchers' ROLLOUT_GPUS)."""
     gpu_mem_gib: float | None = None
     """Capacity override (``--gpu-mem``), GiB as torch reports it."""
+    rollout_remote: str | None = None
+    """Server mode: why the rollout server is taken to run on another machine (None: this node), so its GPU ids
+    are that machine's and are not checked against the training GPUs."""
 
     def capacity(self) -> tuple[str | None, float | None]:
         """(card name, GiB): the override, else the catalogue entry for gpu_type."""

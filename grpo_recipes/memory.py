@@ -570,7 +570,8 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         comps.update(vllm_reserved=_g(v['requested']), cuda_context=_g(CUDA_CONTEXT), nccl=_g(nccl))
         rparts = {'rollout': {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['graphs_outside'],
                               'cuda_context': CUDA_CONTEXT, 'nccl': nccl}}
-        rids = [str(i) for i in (plan.rollout_gpus or [])] or \
+        where = 'remote:' if plan.rollout_remote else ''  # another machine's GPU ids
+        rids = [f'{where}{i}' for i in (plan.rollout_gpus or [])] or \
             [f'rollout{i}' for i in range(max(1, cfg.vllm_tensor_parallel_size * cfg.vllm_data_parallel_size))]
         for gid in rids:
             out.append(_finish(GPUMemory(gpu=gid, role='rollout', capacity_gib=cap, components=dict(comps),

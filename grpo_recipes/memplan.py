@@ -155,7 +155,8 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
         conditional = _largest_prompt_that_fits(cfg, report.plan, inp, inp.prompt_len)
     long_completion = None
     if train_oom and conditional is None:
-        n = _largest_completion_that_fits(cfg, report.plan, inp)
+        # nothing in the launch bounds the prompts: ask at the shortest prompt whether the completions decide it
+        n = _largest_completion_that_fits(cfg, report.plan, inp if bounded else replace(inp, prompt_len=1))
         if n is not None and n >= LONG_COMPLETION_SHARE * cfg.max_completion_length:
             long_completion = n
     for m in report.memory:
@@ -180,6 +181,13 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
             term, gib = dominant_term(m)
             msg = (f'GPU {m.gpu} ({m.role}) needs {m.total_gib:.1f} GiB in the {m.phase} phase, more than its '
                    f'{m.capacity_gib:.1f} GiB; the largest term is {term} ({gib:.1f} GiB)')
+            if m.role != 'rollout' and not bounded and conditional is None:
+                # it OOMs even with the shortest prompts: quote that figure, not the one at the model context
+                short = next(x for x in estimate(cfg, report.plan, replace(inp, prompt_len=1)) if x.gpu == m.gpu)
+                term, gib = dominant_term(short)
+                msg = (f'GPU {m.gpu} ({m.role}) needs {short.total_gib:.1f} GiB in the {short.phase} phase even with '
+                       f'the shortest prompts, more than its {m.capacity_gib:.1f} GiB; the largest term is {term} '
+                       f'({gib:.1f} GiB)')
             if m.role != 'rollout' and conditional is not None:
                 trl = report.launch.framework == 'trl'
                 report.findings.append(Finding(
@@ -197,7 +205,8 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
                                                                 'per_device_train_batch_size'],
                     f'{msg} when a micro-batch holds a completion of {cfg.max_completion_length:,} tokens (GRPO pads '
                     f'the micro-batch to its longest); it fits while every completion stays under '
-                    f'{long_completion:,} tokens ({long_completion / cfg.max_completion_length:.0%} of the limit)',
+                    f'{long_completion:,} tokens ({long_completion / cfg.max_completion_length:.0%} of the limit)'
+                    + ('' if bounded else ' and the prompts are short (nothing in the launch limits them)'),
                     f'max_completion_length: {long_completion}, or a smaller micro-batch with more accumulation'
                     + (f' (per_device_train_batch_size: {bs // 2}, gradient_accumulation_steps: '
                        f'{(cfg.gradient_accumulation_steps or 1) * 2})' if bs > 1 and bs % 2 == 0 else ''),

@@ -54,6 +54,8 @@ class Plan:
     """Training GPU ids on this node, from CUDA_VISIBLE_DEVICES (None: unset, so all GPUs present)."""
     visible_count: int | None
     rollout_gpus: list[int] | None
+    rollout_remote: str | None = None
+    """Why the rollout server runs on another machine (Hardware.rollout_remote); None: this node."""
     processes: list[dict] = field(default_factory=list)
     """One row per local process: rank, local_rank and the GPU it drives."""
     optimizer_batch: int = 0
@@ -117,7 +119,8 @@ def build_plan(cfg: GRPOConfig, env: dict[str, str], hw: Hardware) -> Plan:
     plan = Plan(
         nnodes=nnodes, node_rank=node_rank, nproc_per_node=nproc, processes_per_node=per_node, world_size=world,
         visible_gpus=visible, visible_count=visible_count,
-        rollout_gpus=list(hw.rollout_gpus) if hw.rollout_gpus is not None else None, processes=processes,
+        rollout_gpus=list(hw.rollout_gpus) if hw.rollout_gpus is not None else None,
+        rollout_remote=hw.rollout_remote, processes=processes,
         optimizer_batch=world * bs * ga, global_micro_batch=global_micro, generation_batch=gbs,
         steps_per_generation=spg, completions_per_process_per_step=bs * ga,
     )

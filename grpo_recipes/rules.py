@@ -291,7 +291,8 @@ def rollout_gpus(ctx: Context) -> list[Finding]:
     if ctx.launch.framework == 'trl' and ctx.launch.trl.get('launcher') != 'python':
         train = set((p.visible_gpus or [])[:p.processes_per_node])  # accelerate/torchrun: process i on cuda:i
     overlap = sorted(train & set(p.rollout_gpus))
-    if overlap and p.nnodes == 1:
+    here = p.nnodes == 1 and not p.rollout_remote  # the server shares this node's GPUs
+    if overlap and here:
         out.append(Finding(ERROR, 'device.rollout-overlap', ['CUDA_VISIBLE_DEVICES', '--rollout-gpus'],
                            f'GPU(s) {_ids(overlap)} are given to both training ({_ids(p.visible_gpus or [])}) and '
                            f'the rollout server ({_ids(p.rollout_gpus)}): vLLM reserves '
@@ -311,7 +312,7 @@ def rollout_gpus(ctx: Context) -> list[Finding]:
         out.append(Finding(WARNING, 'device.rollout-count', ['--rollout-gpus'],
                            f'the rollout server gets {have} GPUs but uses only dp×tp = {need}; the rest idle',
                            f'--rollout-gpus {_ids(p.rollout_gpus[:need])}'))
-    if ctx.hw.gpus is not None and p.nnodes == 1:
+    if ctx.hw.gpus is not None and here:
         used = train | set(p.rollout_gpus)
         if len(used) > hw.gpus or any(i >= hw.gpus for i in used):
             out.append(Finding(ERROR, 'device.total', ['CUDA_VISIBLE_DEVICES', '--rollout-gpus'],

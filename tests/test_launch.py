@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from conftest import run_cli
 from grpo_recipes.errors import GuardError
 from grpo_recipes.launch import load_launch
 
@@ -107,3 +108,41 @@ def test_invalid_json_names_line(tmp_path):
     p.write_text('{"rlhf_type": "grpo",\n "beta": }')
     with pytest.raises(GuardError, match=r'c\.json:2:'):
         load_launch([str(p)], environ={})
+
+
+ROLLOUT_IN_COMMENT = '''{note}# CUDA_VISIBLE_DEVICES=0,1 \\
+# swift rollout \\
+#     --model Qwen/Qwen2.5-7B-Instruct \\
+#     --vllm_tensor_parallel_size 2
+
+CUDA_VISIBLE_DEVICES=0,1,2,3 \\
+NPROC_PER_NODE=4 \\
+swift rlhf \\
+    --rlhf_type grpo \\
+    --model Qwen/Qwen2.5-7B-Instruct \\
+    --reward_funcs accuracy \\
+    --use_vllm true \\
+    --vllm_mode server \\
+    --vllm_server_host 127.0.0.1 \\
+    --vllm_server_port 8000 \\
+    --tuner_type lora \\
+    --dataset AI-MO/NuminaMath-TIR#1000 \\
+    --max_length 1024 \\
+    --max_completion_length 1024 \\
+    --per_device_train_batch_size 2 \\
+    --num_generations 8
+'''
+
+
+@pytest.mark.parametrize('note, remote', [('# run in another node\n', True), ('# NODE1 for vLLM Server\n', True),
+                                          ('# start the server first\n', False), ('', False)])
+def test_a_comment_that_puts_the_rollout_on_another_node(tmp_path, note, remote):
+    # ms-swift's external/grpo_32b_full.sh writes "# run in another node" above its commented `swift rollout`
+    script = tmp_path / 'train.sh'
+    script.write_text(ROLLOUT_IN_COMMENT.format(note=note))
+    proc = run_cli('grpo_recipes.cli.guard', 'check', str(script), '--gpus', '4', '--gpu-type', 'A100-80G', '--json')
+    report = json.loads(proc.stdout)
+    rules = {f['rule'] for f in report['findings'] if f['severity'] == 'error'}
+    assert bool(report['launch']['rollout']['remote']) == remote
+    assert ('device.rollout-overlap' in rules) == (not remote), rules
+    assert proc.returncode == (0 if remote else 1), rules

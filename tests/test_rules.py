@@ -48,6 +48,22 @@ def test_rollout_gpu_overlapping_training():
     assert fixed.ok
 
 
+def test_rollout_server_at_another_address_runs_on_another_machine():
+    # ms-swift's multi_node/Qwen2_5_32B_full.sh: `swift rollout` on CUDA_VISIBLE_DEVICES=0,1 of a second node,
+    # reached by its address; the trainer uses 0-7 of its own node
+    env = {'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2}
+    _, here = make(SERVER, env=env, hw=Hardware(gpus=2, rollout_gpus=(0, 1)))
+    assert 'device.rollout-overlap' in rules_of(here)
+    _, there = make({**SERVER, 'vllm_server_host': ['10.0.0.2']}, env=env, hw=Hardware(gpus=2, rollout_gpus=(0, 1)))
+    assert not {'device.rollout-overlap', 'device.total'} & rules_of(there), rules_of(there)
+    assert any('vllm_server_host 10.0.0.2 is not this machine' in a for a in there.assumptions)
+    assert there.plan.rollout_remote
+    # the server's own GPU count is still its start-up check
+    _, short = make({**SERVER, 'vllm_server_host': ['10.0.0.2'], 'vllm_tensor_parallel_size': 4}, env=env,
+                    hw=Hardware(gpus=2, rollout_gpus=(0, 1)))
+    assert 'device.rollout-count' in rules_of(short)
+
+
 @pytest.mark.parametrize('gpus, rollout', [(6, (5,)), (5, (1,))])
 def test_non_contiguous_training_ids_pass(gpus, rollout):
     _, report = make(SERVER, env={'CUDA_VISIBLE_DEVICES': '0,2,3,4', 'NPROC_PER_NODE': 4},

@@ -21,6 +21,9 @@ def _ids(ids) -> str:
 
 def _id_ranges(ids: list[str]) -> str:
     """'0,1,2,3,5' -> '0-3,5' so a GPU column stays narrow."""
+    prefix = ids[0].rstrip('0123456789') if ids else ''
+    if prefix and all(i.startswith(prefix) for i in ids):
+        return prefix + _id_ranges([i[len(prefix):] for i in ids])  # 'remote:0,remote:1' -> 'remote:0-1'
     if not ids or not all(i.isdigit() for i in ids):
         return ','.join(ids)
     nums, out = sorted(int(i) for i in ids), []
@@ -56,7 +59,8 @@ def plan_table(report: CheckReport) -> Table:
         t.add_row('vLLM', f'{mode}, TP {cfg.vllm_tensor_parallel_size}, {eng}, util {cfg.vllm_gpu_memory_utilization}, '
                   f'max_model_len {cfg.vllm_max_model_len or "model default"}, sleep {cfg.effective_sleep_level}')
         if cfg.vllm_mode == 'server':
-            t.add_row('rollout GPUs', _ids(p.rollout_gpus) if p.rollout_gpus is not None else 'unknown')
+            t.add_row('rollout GPUs', (_ids(p.rollout_gpus) if p.rollout_gpus is not None else 'unknown') +
+                      (' on another machine' if p.rollout_remote else ''))
     else:
         t.add_row('vLLM', 'off (HF generate)')
     G = cfg.num_generations

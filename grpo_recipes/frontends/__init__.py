@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Mapping
 
@@ -70,6 +71,12 @@ def _train_launch(framework: str, argv: list[str], env: Mapping[str, str], sourc
     return load_trl(argv, env, source)
 
 
+# A comment above a rollout command that puts it on another machine: ms-swift's examples write
+# "# run in another node" (external/grpo_32b_full.sh) and "# NODE1 for vLLM Server" (multi_node/Qwen2_5_32B_full.sh).
+_OTHER_MACHINE = re.compile(r'\b(?:another|other|separate|different|remote|second)\s+(?:node|machine|host|server)s?\b'
+                            r'|\bnode\s*\d+\b', re.I)
+
+
 def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, Rollout | None]:
     p = Path(path)
     try:
@@ -87,6 +94,10 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
     if roll is not None:
         where = f'{p}:{roll.line}' + (' (comment)' if roll.commented else '')
         rollout = read_rollout_command(roll, environ, where)
+        said = _OTHER_MACHINE.search(roll.above)
+        if said:
+            line = next(x for x in roll.above.splitlines() if _OTHER_MACHINE.search(x))
+            rollout.remote = f'the script says "{line.strip()[:80]}" above it ({where})'
     if train is None:
         if rollout is None:
             raise GuardError(f'{p}: no `swift rlhf`, `swift rollout`, `accelerate launch`, `trl` or `python` command '

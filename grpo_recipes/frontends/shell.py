@@ -28,6 +28,8 @@ class Command:
     """1-based line of a script where the command starts (0 for a command line)."""
     commented: bool = False
     """The command was written in a comment (ms-swift's examples show ``swift rollout`` that way)."""
+    above: str = ''
+    """The comment lines directly above the command (no blank line between), e.g. ``# run in another node``."""
 
 
 def split_env(argv: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -117,7 +119,16 @@ def read_script(text: str, environ: Mapping[str, str] | None = None, source: str
     scope: dict[str, str] = dict(environ or {})
     exported: dict[str, str] = {}
     out: list[Command] = []
+    above: list[str] = []  # comment lines since the last blank line or command
     for line, text_, commented in _logical_lines(text):
+        if not text_.strip():
+            above.clear()
+            continue
+        note = '\n'.join(above)
+        if commented:
+            above.append(text_)
+        else:
+            above.clear()
         try:
             words = shlex.split(text_, comments=True)
         except ValueError:
@@ -141,5 +152,5 @@ def read_script(text: str, environ: Mapping[str, str] | None = None, source: str
             if not commented:
                 scope.update(env)  # plain assignments: shell variables, not exported
             continue
-        out.append(Command(env={**exported, **env}, argv=argv, line=line, commented=commented))
+        out.append(Command(env={**exported, **env}, argv=argv, line=line, commented=commented, above=note))
     return out
