@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata as md
 import json
 import os
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -190,7 +191,10 @@ def _config_from(launch: Launch, trl_version: str | None = None) -> tuple[GRPOCo
     try:
         return GRPOConfig.from_argv(launch.argv)
     except ArgumentError as e:
-        raise InvalidLaunch(f'{launch.config_file}: swift rlhf rejects the arguments: {e}') from None
+        hint = ''
+        if re.search(r"'<[^'>]*>'", str(e)):
+            hint = ' (a <...> placeholder left from an example script: put the real value there)'
+        raise InvalidLaunch(f'{launch.config_file}: swift rlhf rejects the arguments: {e}{hint}') from None
 
 
 def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,

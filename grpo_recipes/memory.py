@@ -633,9 +633,11 @@ def _vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_star
         info['rollout_tokens'] = int(want)
         info['rollout_concurrency'] = conc
         if kv_tokens and want > kv_tokens:
-            problems.append({'check': 'vllm.kv-concurrency', 'phase': 'rollout', 'severity': 'warning', 'message': (
-                f'a rollout sends {conc:g} sequences of up to {seq} tokens to each engine ({int(want):,} tokens) '
-                f'but the KV cache holds {kv_tokens:,}: vLLM preempts and recomputes (slower, same memory)')})
+            # throughput, not memory: an info (it would fire on most long-completion launches at their limits)
+            problems.append({'check': 'vllm.kv-concurrency', 'phase': 'rollout', 'severity': 'info', 'message': (
+                f'a rollout sends {conc:g} sequences of up to {seq} tokens to each engine ({int(want):,} tokens at '
+                f'the longest) but the KV cache holds {kv_tokens:,}: vLLM queues or preempts and recomputes the '
+                f'rest (slower, same memory)')})
     return info
 
 

@@ -173,7 +173,7 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
             fix = None if sev != 'error' else (
                 'change the rollout server\'s command (no trainer setting moves this GPU)' if m.role == 'rollout'
                 else None)
-            report.findings.append(Finding(ERROR if sev == 'error' else WARNING, p['check'], names,
+            report.findings.append(Finding({'error': ERROR, 'info': INFO}.get(sev, WARNING), p['check'], names,
                                            f'GPU {m.gpu} ({m.role}): {p["message"]}', fix if sev == 'error' else
                                            'raise vllm_gpu_memory_utilization or lower the rollout batch'))
         if m.peak_fraction > 1.0 and ('oom', m.role) not in seen:

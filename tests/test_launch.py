@@ -146,3 +146,12 @@ def test_a_comment_that_puts_the_rollout_on_another_node(tmp_path, note, remote)
     assert bool(report['launch']['rollout']['remote']) == remote
     assert ('device.rollout-overlap' in rules) == (not remote), rules
     assert proc.returncode == (0 if remote else 1), rules
+
+
+def test_a_placeholder_left_in_an_example_is_named(tmp_path):
+    # ms-swift's multi_node/server_multi_node.sh writes `--vllm_server_port <node1_port>`; swift rlhf rejects it
+    script = tmp_path / 'train.sh'
+    script.write_text(ROLLOUT_IN_COMMENT.format(note='').replace('--vllm_server_port 8000', "--vllm_server_port '<port>'"))
+    proc = run_cli('grpo_recipes.cli.guard', 'check', str(script), '--gpus', '4')
+    assert proc.returncode != 0
+    assert "invalid int value: '<port>'" in proc.stderr and 'placeholder' in proc.stderr
