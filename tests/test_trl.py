@@ -155,3 +155,34 @@ def test_one_accelerate_process_seeing_two_gpus_is_data_parallel_too():
     assert proc.returncode == 1 and 'device.data-parallel' in rules(out)
     proc, out = check(*HW40, '--', 'CUDA_VISIBLE_DEVICES=0,1', 'torchrun', '--nproc_per_node', '1', *args)
     assert 'device.data-parallel' not in rules(out) | rules(out, 'warning')  # torchrun: distributed, one GPU
+
+
+def test_trl_cli_accelerate_config_by_name():
+    # `trl grpo --accelerate_config zero3`: TRL's CLI resolves the name to the config it ships
+    # (trl/cli/accelerate_config.py); without it, the launch is one process
+    args = ['trl', 'grpo', '--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct', '--dataset_name', 'trl-lib/DeepMath-103K',
+            '--use_vllm', '--vllm_mode', 'colocate', '--dtype', 'bfloat16', '--vllm_max_model_length', '2048']
+    proc, out = check(*HW80, '--', *args[:2], '--accelerate_config', 'zero3', *args[2:])
+    assert out['plan']['world_size'] == 8 and out['config']['deepspeed'] == 'zero3'
+    assert 'accelerate_config' not in {n for f in out['findings'] for n in f['arguments']}
+    assert any('trl/accelerate_configs/zero3.yaml' in a for a in out['assumptions'])
+    _, one = check(*HW80, '--', *args)
+    assert one['plan']['world_size'] == 1 and one['config']['deepspeed'] is None
+    bad, _ = check(*HW80, '--', *args[:2], '--accelerate_config', 'zero9', *args[2:])
+    assert bad.returncode == 2 and '--accelerate_config zero9' in bad.stderr
+
+
+def test_trl_docs_config_path_outside_a_checkout(tmp_path):
+    # TRL's documented commands pass examples/accelerate_configs/deepspeed_zero3.yaml, a file of TRL's repository;
+    # run elsewhere, it is read as the copy the installed TRL ships, and the verdict says so
+    args = ['accelerate', 'launch', '--config_file', 'examples/accelerate_configs/deepspeed_zero3.yaml',
+            'examples/scripts/grpo.py', '--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct', '--use_vllm',
+            '--vllm_mode', 'colocate', '--vllm_max_model_length', '2048', '--dtype', 'bfloat16']
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', *HW80, '--', *args, cwd=tmp_path)
+    out = json.loads(proc.stdout)
+    assert out['plan']['world_size'] == 8 and out['config']['deepspeed'] == 'zero3'
+    assert any('not found here; read as the installed TRL' in a for a in out['assumptions'])
+    # a missing config of any other name is still bad input
+    args[3] = 'configs/mine.yaml'
+    proc = run_cli('grpo_recipes.cli.guard', 'check', *HW80, '--', *args, cwd=tmp_path)
+    assert proc.returncode == 2 and 'configs/mine.yaml: no such file' in proc.stderr

@@ -265,13 +265,44 @@ def default_accelerate_config(environ: Mapping[str, str]) -> Path:
     return Path(home) / 'accelerate' / 'default_config.yaml'
 
 
+def packaged_accelerate_config(name: str) -> Path | None:
+    """One of the accelerate configs the installed TRL ships (``trl/accelerate_configs/NAME.yaml``: zero1-3,
+    fsdp1-2, multi_gpu, single_gpu), found without importing TRL; None if TRL or the config is missing."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec('trl')
+    except (ImportError, ValueError):
+        return None
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        p = Path(base) / 'accelerate_configs' / f'{name}.yaml'
+        if p.is_file():
+            return p
+    return None
+
+
+def _config_file(cfg_path: str) -> tuple[Path, str]:
+    """accelerate's --config_file as a path to read, and how it was found. TRL's documented commands pass
+    ``examples/accelerate_configs/deepspeed_zero3.yaml`` (a file of TRL's repository, relative to its checkout);
+    outside a checkout that path is read as the copy TRL ships in its package (trl/accelerate_configs/zero3.yaml,
+    which the ``trl`` CLI's --accelerate_config zero3 uses), and the verdict says so."""
+    path = Path(cfg_path)
+    if path.is_file() or path.parent.name != 'accelerate_configs':
+        return path, str(cfg_path)
+    name = path.stem[len('deepspeed_'):] if path.stem.startswith('deepspeed_') else path.stem
+    packaged = packaged_accelerate_config(name)
+    if packaged is None:
+        return path, str(cfg_path)
+    return packaged, f'{cfg_path} (not found here; read as the installed TRL\'s trl/accelerate_configs/{name}.yaml)'
+
+
 def accelerate_settings(opts: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
     """The launch settings accelerate applies: its config file (given or default), then command-line options."""
     cfg_path = opts.get('config_file')
     source = None
     conf: dict = {}
     if cfg_path:
-        conf, source = _read_yaml(Path(cfg_path), '--config_file'), str(cfg_path)
+        path, source = _config_file(str(cfg_path))
+        conf = _read_yaml(path, '--config_file')
     else:
         default = default_accelerate_config(environ)
         if default.is_file():
@@ -326,6 +357,18 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
             script_args = rest[1:]
         else:
             opts, script, script_args = {}, 'trl grpo', argv[2:]
+            if '--accelerate_config' in script_args:  # trl/cli/accelerate_config.py: a file, or a packaged name
+                i = script_args.index('--accelerate_config')
+                if i + 1 >= len(script_args):
+                    raise GuardError(f'{source}: --accelerate_config needs a config name (zero3, ...) or a file')
+                name = script_args[i + 1]
+                found = name if Path(name).is_file() else packaged_accelerate_config(name)
+                if found is None:
+                    raise GuardError(f'{source}: --accelerate_config {name}: neither a file nor a config the '
+                                     f'installed TRL ships (trl/accelerate_configs: zero1, zero2, zero3, fsdp1, '
+                                     f'fsdp2, multi_gpu, single_gpu)')
+                opts['config_file'] = str(found)
+                script_args = script_args[:i] + script_args[i + 2:]
         acc = accelerate_settings(opts, env)
         info.update(accelerate=acc, script=script)
         n = acc.get('num_processes') or 1
