@@ -209,6 +209,8 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     if launch.framework == 'trl':
         from .frontends.trl import old_vllm_device
         assumptions += old_vllm_device(cfg, launch, packages.get('trl'))
+        if launch.trl.get('script_settings'):
+            assumptions.append(launch.trl['script_settings'])
         source = (launch.trl.get('accelerate') or {}).get('config_source')
         if source:
             assumptions.append(f'accelerate\'s settings from {source}, then its command-line options')

@@ -158,7 +158,9 @@ def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: st
         if launch.kind == 'rollout' and launch.rollout is not None:
             requests.append({'what': 'rollout', 'argv': list(launch.rollout.argv), 'world_size': 1})
         else:
-            requests.append({'what': 'train', 'argv': list(launch.trl.get('script_args', launch.argv)),
+            # the script's own GRPOConfig(...) literals (frontends/trl_script.py) go through TRL's checks too
+            argv = list(launch.trl.get('script_flags', [])) + list(launch.trl.get('script_args', launch.argv))
+            requests.append({'what': 'train', 'argv': argv,
                              'world_size': world_size_of(launch)})
     # run where the user is (cwd None): a relative --config path is theirs
     lines = _run_worker('grpo_recipes._trl_worker', requests, 'TRL parser', timeout, python,

@@ -3,6 +3,7 @@
     shell.py   VAR=value / env / export prefixes and whole launcher scripts -> commands (never run)
     swift.py   swift rlhf (config file and/or flags), swift rollout
     trl.py     accelerate launch / python / torchrun / trl grpo, trl vllm-serve
+    trl_script.py  the GRPOConfig(...) a TRL training script writes in code (read with ast, never run)
 
 :func:`read_launch` is the dispatcher: what the user typed after ``grpo-guard check`` (a config file, a
 ``.sh`` launcher, or a command line after ``--``) plus an optional ``--rollout`` command.

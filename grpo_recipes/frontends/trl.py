@@ -407,6 +407,17 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
             script, script_args = (rest[0] if rest else None), rest[1:]
         info.update(script=script)
     info['script_args'] = list(script_args)  # as typed (TRL's own parser reads --config itself)
+    if script and script.endswith('.py') and os.path.isfile(script):
+        # a script that writes GRPOConfig(...) in code: its literal keywords, then the command line's flags
+        from .trl_script import read_script_settings
+        try:
+            settings = read_script_settings(Path(script).read_text(encoding='utf-8'))
+        except (OSError, UnicodeDecodeError) as e:
+            raise GuardError(f'{script}: cannot read ({e})') from None
+        if settings.flags or settings.unread:
+            script_args = settings.flags + list(script_args)
+            info['script_settings'] = settings.note(script)
+            info['script_flags'] = settings.flags
     config_file = None
     if '--config' in script_args:  # TrlParser: a YAML whose keys are defaults, command line wins
         i = script_args.index('--config')

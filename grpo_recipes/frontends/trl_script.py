@@ -1,0 +1,152 @@
+"""The GRPO settings a TRL training script writes in its code, read without running it.
+
+Most TRL users do not pass flags: their ``train_grpo.py`` builds ``GRPOConfig(per_device_train_batch_size=8, ...)``
+and ``GRPOTrainer(model="Qwen/...", peft_config=LoraConfig(r=16, ...))`` and is started with a bare
+``accelerate launch train_grpo.py``. This module reads those calls with Python's ``ast`` and turns every keyword
+whose value is a literal (or a module-level name bound to one) into the flag TRL's CLI would take for it, so the
+rest of the guard sees one launch. Values computed at run time are not guessed: they are listed as not read.
+
+Pure: the script's text in, flags and notes out. Nothing is imported or executed.
+"""
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass, field
+
+# LoraConfig keywords -> TRL ModelConfig flags (trl/trainer/model_config.py)
+LORA_FLAGS = {'r': 'lora_r', 'lora_alpha': 'lora_alpha', 'lora_dropout': 'lora_dropout',
+              'target_modules': 'lora_target_modules'}
+_UNREAD = object()
+
+
+@dataclass
+class ScriptSettings:
+    flags: list[str] = field(default_factory=list)
+    """The settings as TRL flags (``--per_device_train_batch_size 8``), to go before the command line's own."""
+    read: list[str] = field(default_factory=list)
+    """What was read, each as ``name (line N)``."""
+    unread: list[str] = field(default_factory=list)
+    """Keywords whose value is computed at run time, each as ``name (line N)``."""
+
+    def note(self, script: str) -> str | None:
+        if not self.read and not self.unread:
+            return None
+        text = f'settings written in {script}: {", ".join(self.read) or "none readable"}'
+        if self.unread:
+            text += f'; not read (computed when the script runs): {", ".join(self.unread)}'
+        return text
+
+
+def _name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+def _constants(tree: ast.Module) -> dict[str, ast.expr]:
+    """Module-level ``NAME = value`` bindings (the last one wins, as at import time)."""
+    out: dict[str, ast.expr] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            out[node.targets[0].id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            out[node.target.id] = node.value
+    return out
+
+
+def _value(node: ast.expr, names: dict[str, ast.expr], depth: int = 0):
+    """A literal, or a name bound to one; ``torch.bfloat16`` -> 'bfloat16'; else _UNREAD."""
+    if isinstance(node, ast.Name) and node.id in names and depth < 5:
+        return _value(names[node.id], names, depth + 1)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == 'torch':
+        return node.attr
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return _UNREAD
+
+
+def _call(node: ast.expr | None, names: dict[str, ast.expr], depth: int = 0) -> ast.Call | None:
+    """The call a keyword's value is, directly or through a module-level name."""
+    if isinstance(node, ast.Name) and node.id in names and depth < 5:
+        return _call(names[node.id], names, depth + 1)
+    return node if isinstance(node, ast.Call) else None
+
+
+def _calls(tree: ast.Module, name: str) -> list[ast.Call]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _name(n.func) == name]
+
+
+def _as_flag(key: str, value) -> list[str]:
+    if isinstance(value, bool):
+        return [f'--{key}', 'true' if value else 'false']
+    if isinstance(value, (list, tuple)):
+        return [f'--{key}', *[str(v) for v in value]]
+    if isinstance(value, dict):
+        return [f'--{key}', json.dumps(value)]
+    return [f'--{key}', str(value)]
+
+
+def read_script_settings(text: str) -> ScriptSettings:
+    """The keywords of the script's ``GRPOConfig(...)``, its ``GRPOTrainer(model=..., peft_config=...)`` and the
+    ``LoraConfig``/``from_pretrained`` calls those name, as TRL flags. A script that builds its config with
+    TrlParser has no such call and gives no settings (its flags are on the command line)."""
+    out = ScriptSettings()
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return out
+    names = _constants(tree)
+
+    def take(call: ast.Call, keys: dict[str, str] | None = None, skip: tuple[str, ...] = (), of: str = '') -> None:
+        for kw in call.keywords:
+            if kw.arg is None or kw.arg in skip or (keys is not None and kw.arg not in keys):
+                continue
+            flag = keys[kw.arg] if keys is not None else kw.arg
+            v = _value(kw.value, names)
+            where = f'{of}{kw.arg} (line {kw.value.lineno})'
+            if v is _UNREAD:
+                out.unread.append(where)
+                continue
+            if flag == 'model_init_kwargs' and isinstance(v, dict):
+                dtype = v.get('dtype', v.get('torch_dtype'))
+                if dtype is not None:
+                    out.flags += ['--dtype', str(dtype)]
+                    out.read.append(where)
+                continue
+            out.flags += _as_flag(flag, v)
+            out.read.append(where)
+
+    configs = _calls(tree, 'GRPOConfig')
+    if configs:
+        take(configs[0], skip=('output_dir', 'report_to', 'run_name', 'logging_dir'))
+    trainers = _calls(tree, 'GRPOTrainer')
+    if trainers:
+        trainer = trainers[0]
+        kws = {kw.arg: kw.value for kw in trainer.keywords if kw.arg}
+        model = kws.get('model', trainer.args[0] if trainer.args else None)
+        if model is not None:
+            v = _value(model, names)
+            loader = _call(model, names)
+            if isinstance(v, str):
+                out.flags += ['--model_name_or_path', v]
+                out.read.append(f'model (line {model.lineno})')
+            elif loader is not None and _name(loader.func) == 'from_pretrained' and loader.args:
+                mid = _value(loader.args[0], names)
+                if isinstance(mid, str):
+                    out.flags += ['--model_name_or_path', mid]
+                    out.read.append(f'model (line {loader.lineno})')
+                take(loader, {'torch_dtype': 'dtype', 'dtype': 'dtype'}, of='from_pretrained ')
+            else:
+                out.unread.append(f'model (line {model.lineno})')
+        peft = kws.get('peft_config')
+        if peft is not None and not (isinstance(peft, ast.Constant) and peft.value is None):
+            out.flags += ['--use_peft', 'true']
+            out.read.append(f'peft_config (line {peft.lineno})')
+            lora = _call(peft, names)
+            if lora is not None and _name(lora.func) == 'LoraConfig':
+                take(lora, LORA_FLAGS, of='LoraConfig ')
+    return out

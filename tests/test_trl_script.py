@@ -1,0 +1,86 @@
+"""TRL training scripts that write their settings in code (GRPOConfig(...) in train_grpo.py, started with a bare
+`accelerate launch train_grpo.py`): the guard reads the literal keywords without running the script."""
+import json
+
+from conftest import run_cli
+from grpo_recipes.frontends.trl_script import read_script_settings
+
+SCRIPT = '''
+import torch
+from datasets import load_dataset
+from peft import LoraConfig
+from transformers import AutoModelForCausalLM
+from trl import GRPOConfig, GRPOTrainer
+
+MODEL = "Qwen/Qwen2.5-7B-Instruct"
+COMPLETION = 1024
+
+def reward_len(completions, **kwargs):
+    return [-abs(20 - len(c)) for c in completions]
+
+model = AutoModelForCausalLM.from_pretrained(MODEL, torch_dtype=torch.bfloat16)
+lora = LoraConfig(r=16, lora_alpha=32, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+args = GRPOConfig(
+    output_dir="out",
+    per_device_train_batch_size=8,
+    num_generations=8,
+    max_completion_length=COMPLETION,
+    use_vllm=True,
+    vllm_mode="colocate",
+    vllm_gpu_memory_utilization=0.3,
+    learning_rate=float(sys.argv[1]),
+    gradient_checkpointing=True,
+)
+trainer = GRPOTrainer(model=model, reward_funcs=reward_len, args=args, peft_config=lora,
+                      train_dataset=load_dataset("trl-lib/tldr", split="train"))
+trainer.train()
+'''
+
+
+def flags_of(settings):
+    out, key = {}, None
+    for w in settings.flags:
+        if w.startswith('--'):
+            key = w[2:]
+            out[key] = []
+        else:
+            out[key].append(w)
+    return {k: v[0] if len(v) == 1 else v for k, v in out.items()}
+
+
+def test_literal_keywords_become_trl_flags():
+    s = read_script_settings(SCRIPT)
+    f = flags_of(s)
+    assert f['per_device_train_batch_size'] == '8' and f['max_completion_length'] == '1024'  # through a name
+    assert f['use_vllm'] == 'true' and f['vllm_mode'] == 'colocate' and f['vllm_gpu_memory_utilization'] == '0.3'
+    assert f['model_name_or_path'] == 'Qwen/Qwen2.5-7B-Instruct' and f['dtype'] == 'bfloat16'  # from_pretrained
+    assert f['use_peft'] == 'true' and f['lora_r'] == '16' and f['lora_target_modules'] == ['q_proj', 'v_proj']
+    assert 'output_dir' not in f and 'learning_rate' not in f
+    assert any(u.startswith('learning_rate (line') for u in s.unread)  # computed at run time: named, not guessed
+
+
+def test_a_script_that_parses_its_flags_gives_no_settings():
+    # TRL's own examples/scripts/grpo.py builds its config with TrlParser: the flags are on the command line
+    text = ('from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser\n'
+            'parser = TrlParser((ScriptArguments, GRPOConfig, ModelConfig))\n'
+            'script_args, training_args, model_args = parser.parse_args_and_config()\n'
+            'trainer = GRPOTrainer(model=model_args.model_name_or_path, args=training_args)\n')
+    s = read_script_settings(text)
+    assert not s.flags and s.unread == ['model (line 4)']
+    assert read_script_settings('def broken(:\n').flags == []
+
+
+def test_bare_accelerate_launch_reads_the_script(tmp_path):
+    (tmp_path / 'train_grpo.py').write_text(SCRIPT)
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', '--gpus', '4', '--gpu-type', 'A100-80G', '--',
+                   'accelerate', 'launch', '--multi_gpu', '--num_processes', '4', 'train_grpo.py',
+                   '--per_device_train_batch_size', '4', cwd=tmp_path)
+    out = json.loads(proc.stdout)
+    cfg = out['config']
+    assert cfg['model'] == 'Qwen/Qwen2.5-7B-Instruct' and cfg['tuner_type'] == 'lora' and cfg['lora_rank'] == 16
+    assert cfg['use_vllm'] and cfg['vllm_mode'] == 'colocate' and cfg['max_completion_length'] == 1024
+    assert cfg['per_device_train_batch_size'] == 4  # the command line comes after the script's own values
+    note = next(a for a in out['assumptions'] if a.startswith('settings written in train_grpo.py'))
+    assert 'per_device_train_batch_size (line 18)' in note and 'LoraConfig r (line 15)' in note
+    assert 'not read (computed when the script runs): learning_rate (line 24)' in note
+    assert out['memory'], 'the model is known, so memory is planned'
