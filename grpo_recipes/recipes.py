@@ -118,7 +118,7 @@ def plan_block(report) -> list[str]:
     for m in report.memory:
         groups.setdefault((m.role, m.total_gib, m.phase), []).append(m.gpu)
     for (role, total, phase), ids in groups.items():
-        m = next(x for x in report.memory if x.gpu == ids[0])
+        m = next(x for x in report.memory if x.gpu == ids[0] and x.role == role)
         top = ', '.join(f'{k} {v:.1f}' for k, v in list(m.phase_terms.items())[:4])
         lines.append(f'# GPU {",".join(ids)} ({role}): peak {total:.1f} of {m.capacity_gib:.1f} GiB '
                      f'({m.peak_fraction:.0%}, headroom {m.headroom_pct:.0f}%) in {phase}: {top}')
