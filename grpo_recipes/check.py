@@ -13,7 +13,7 @@ from .config import GRPOConfig
 from .errors import GuardError, InvalidLaunch
 from .swift_args import ArgumentError
 from .hardware import Hardware
-from .launch import Launch
+from .launch import Launch, Rollout
 from .models import load_model_config
 from .plan import Plan, build_plan
 from .rules import ERROR, INFO, WARNING, Context, Finding, run_rules
@@ -133,9 +133,13 @@ def apply_rollout(cfg: GRPOConfig, launch: Launch) -> list[str]:
         return []
     r = launch.rollout
     if r is None:
+        # the trainer's own utilisation is ignored in server mode; both servers default to 0.9
+        # (swift rollout's VllmArguments, trl vllm-serve's ScriptArguments)
+        cfg.vllm_gpu_memory_utilization = Rollout.gpu_memory_utilization
         return [f'rollout server not given (--rollout "CMD"): its TP, DP, max_model_len and utilisation are taken '
                 f'as TP {cfg.vllm_tensor_parallel_size}, DP {cfg.vllm_data_parallel_size}, '
-                f'{cfg.vllm_max_model_len or "the model context"}, {cfg.vllm_gpu_memory_utilization}']
+                f'{cfg.vllm_max_model_len or "the model context"}, {cfg.vllm_gpu_memory_utilization} (the servers\' '
+                f'default), so what it would refuse at start-up is a warning, not a refusal']
     cfg.vllm_tensor_parallel_size = r.tensor_parallel_size
     cfg.vllm_data_parallel_size = r.data_parallel_size
     cfg.vllm_max_model_len = r.max_model_len

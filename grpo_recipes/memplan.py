@@ -166,6 +166,11 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
                 continue
             seen.add(key)
             sev = p.get('severity', 'error')
+            assumed = m.role == 'rollout' and report.launch.rollout is None and sev == 'error'
+            if assumed:  # the server's own command is not known: its settings were assumed (apply_rollout)
+                sev = 'warning'
+                p = {**p, 'message': p['message'] + ' (with the rollout server\'s settings assumed: pass --rollout '
+                     '"CMD" to check its own)'}
             names = ['vllm_gpu_memory_utilization', 'vllm_max_model_len']
             if m.role == 'rollout' and report.launch.rollout is not None:
                 names = [report.launch.rollout.flag('gpu_memory_utilization').lstrip('-'),
@@ -175,6 +180,8 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
                 else None)
             report.findings.append(Finding({'error': ERROR, 'info': INFO}.get(sev, WARNING), p['check'], names,
                                            f'GPU {m.gpu} ({m.role}): {p["message"]}', fix if sev == 'error' else
+                                           'give the server\'s command: --rollout "CUDA_VISIBLE_DEVICES=... '
+                                           '<server command>"' if assumed else
                                            'raise vllm_gpu_memory_utilization or lower the rollout batch'))
         if m.peak_fraction > 1.0 and ('oom', m.role) not in seen:
             seen.add(('oom', m.role))

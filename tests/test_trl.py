@@ -186,3 +186,23 @@ def test_trl_docs_config_path_outside_a_checkout(tmp_path):
     args[3] = 'configs/mine.yaml'
     proc = run_cli('grpo_recipes.cli.guard', 'check', *HW80, '--', *args, cwd=tmp_path)
     assert proc.returncode == 2 and 'configs/mine.yaml: no such file' in proc.stderr
+
+
+def test_unknown_rollout_server_is_planned_at_its_defaults_and_never_refused():
+    # TRL's multi-node docs: the trainer reaches `trl vllm-serve` on another node and its command is not given.
+    # The trainer's vllm_gpu_memory_utilization (0.3, for colocate) does not apply to the server (its default is
+    # 0.9); what the server might refuse at start-up with assumed settings is a warning, not a refusal.
+    R1 = 'deepseek-ai/DeepSeek-R1-Distill-Qwen-32B'
+    train = ['accelerate', 'launch', '--use_deepspeed', '--zero_stage', '3', '--num_processes', '8', 'train.py',
+             '--model_name_or_path', R1, '--use_vllm', '--vllm_mode', 'server', '--vllm_server_host', '10.0.0.5',
+             '--dtype', 'bfloat16', '--max_completion_length', '1024', '--per_device_train_batch_size', '1']
+    proc, out = check('--gpus', '8', '--gpu-type', 'A100-80G', '--', *train)
+    assert proc.returncode == 0, [(f['rule'], f['message']) for f in out['findings'] if f['severity'] == 'error']
+    f = next(f for f in out['findings'] if f['rule'] == 'vllm.kv-one-sequence')
+    assert f['severity'] == 'warning' and 'settings assumed' in f['message'] and '--rollout' in f['fix']
+    assert any('0.9 (the servers\' default)' in a for a in out['assumptions'])
+    # the same server given: its own start-up failure (one 131072-token sequence does not fit beside 61 GiB of
+    # weights on one A100-80G) is a refusal
+    proc, out = check('--gpus', '8', '--gpu-type', 'A100-80G', '--rollout',
+                      f'CUDA_VISIBLE_DEVICES=0 trl vllm-serve --model {R1}', '--', *train)
+    assert proc.returncode == 1 and 'vllm.kv-one-sequence' in rules(out)
