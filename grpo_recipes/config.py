@@ -133,6 +133,11 @@ class GRPOConfig:
     reward_funcs: list[str] = field(default_factory=list)
     reward_weights: list[float] | None = None
     reward_model: list[str] | None = None
+    use_gym_env: bool | None = None
+    """Rewards come from a gym environment; None: in server mode the rollout server decides (its --use_gym_env)."""
+    teacher_model: str | None = None
+    """OPD-RL: a teacher's log-ratio is the advantage (with no reward_funcs, the only signal)."""
+    teacher_model_server: str | None = None
     external_plugins: list[str] = field(default_factory=list)
     dataset: list[str] = field(default_factory=list)
     columns: str | None = None

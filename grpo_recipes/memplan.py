@@ -137,6 +137,9 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
         report.memory_unchecked = 'a batch, length or vLLM setting is out of range (see the errors)'
         return
     report.memory = estimate(cfg, report.plan, replace(inp))
+    if cfg.reward_model:
+        report.assumptions.append(f'reward models ({", ".join(cfg.reward_model)}) are not in the plan: each training '
+                                  f'process loads them too, so the peaks above are low by their weights')
     if not (cfg.deepspeed or '').endswith('offload'):
         report.assumptions.append(f'optimizer: {inp.adamw_why}')
     if cfg.use_vllm and not cfg.vllm_enforce_eager:

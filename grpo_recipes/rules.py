@@ -834,15 +834,40 @@ def ref_model_with_lora(ctx: Context) -> list[Finding]:
     return []
 
 
+def _flag_true(argv: list[str], name: str) -> bool:
+    """``--name true`` (or ``--name=true``, or a bare ``--name``) in a command's arguments."""
+    for i, w in enumerate(argv):
+        key, eq, val = w.partition('=')
+        if key.startswith('--') and key[2:].replace('-', '_') == name:
+            val = val if eq else (argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith('--') else 'true')
+            return val.lower() in ('true', '1', 'yes')
+    return False
+
+
 @rule
 def reward_rules(ctx: Context) -> list[Finding]:
     cfg = ctx.cfg
     if ctx.launch.framework == 'trl':
         return []  # TRL scripts pass their reward functions in code
     out = []
-    if cfg.rlhf_type == 'grpo' and not cfg.reward_funcs and not cfg.reward_model:
-        out.append(Finding(ERROR, 'reward.none', ['reward_funcs'], 'You must specify reward_funcs or reward_model',
-                           'reward_funcs: [accuracy, format]', 'swift/rlhf_trainers/grpo_trainer.py'))
+    # grpo_trainer.py: `if not self.reward_funcs and not self.use_gym_env and not self._has_teacher: raise`; in
+    # server mode use_gym_env is the rollout server's unless the trainer sets it (rollout_mixin.py)
+    teacher = cfg.teacher_model or cfg.teacher_model_server
+    if cfg.rlhf_type == 'grpo' and not cfg.reward_funcs and not cfg.reward_model and not teacher \
+            and not cfg.use_gym_env:
+        server = cfg.use_vllm and cfg.vllm_mode == 'server' and cfg.use_gym_env is None
+        r = ctx.launch.rollout
+        if server and r is not None and _flag_true(r.argv, 'use_gym_env'):
+            pass  # the rollout server runs a gym environment: its rewards
+        elif server and r is None:
+            out.append(Finding(WARNING, 'reward.none', ['reward_funcs'],
+                               'no reward_funcs or reward_model: ms-swift stops ("You must specify reward_funcs or '
+                               'reward_model") unless the rollout server runs a gym environment (--use_gym_env true)',
+                               'reward_funcs: [accuracy, format], or give the server\'s command with --rollout',
+                               'swift/rlhf_trainers/grpo_trainer.py'))
+        else:
+            out.append(Finding(ERROR, 'reward.none', ['reward_funcs'], 'You must specify reward_funcs or reward_model',
+                               'reward_funcs: [accuracy, format]', 'swift/rlhf_trainers/grpo_trainer.py'))
     builtin = set(swift_args.snapshot().get('builtin_reward_funcs', []))
     unknown = [r for r in cfg.reward_funcs if r not in builtin]
     if unknown and not cfg.external_plugins:

@@ -240,3 +240,31 @@ def test_data_stats_drive_length_findings_and_memory(tmp_path):
 def plain_packages():
     from helpers import PACKAGES_OK
     return PACKAGES_OK
+
+
+@pytest.mark.parametrize('over, rollout_argv, severity', [
+    ({}, None, 'error'),                                            # colocate, no reward at all
+    ({'teacher_model': 'Qwen/Qwen2.5-7B-Instruct'}, None, None),    # OPD-RL: the teacher is the signal
+    ({'use_gym_env': True}, None, None),                            # the trainer says its rewards come from a gym
+    ({**SERVER}, None, 'warning'),                                  # server mode, server unknown: it may run a gym
+    ({**SERVER}, ['--model', 'm', '--use_gym_env', 'true'], None),  # ms-swift's external/vllm_gym.sh
+    ({**SERVER}, ['--model', 'm', '--use_gym_env', 'false'], 'error'),
+    ({**SERVER, 'use_gym_env': False}, ['--model', 'm', '--use_gym_env', 'true'], 'error'),  # the trainer's wins
+])
+def test_no_reward_function(over, rollout_argv, severity):
+    # grpo_trainer.py: `if not self.reward_funcs and not self.use_gym_env and not self._has_teacher: raise
+    # ValueError('You must specify reward_funcs or reward_model')`; in server mode use_gym_env is the rollout
+    # server's unless the trainer sets it (rollout_mixin.py)
+    from dataclasses import replace as _replace
+    from grpo_recipes.check import check_launch
+    from grpo_recipes.launch import Rollout, launch_from_mapping
+    from helpers import BASE, PACKAGES_OK
+    cfg = {**{k: v for k, v in BASE.items() if k != 'reward_funcs'}, **over,
+           'ENV': {'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 1 if 'vllm_server_host' in over else 2}}
+    launch = launch_from_mapping(cfg, [], environ={}, source='test.yaml')
+    if rollout_argv is not None:
+        launch = _replace(launch, rollout=Rollout(framework='swift', argv=rollout_argv,
+                                                  env={'CUDA_VISIBLE_DEVICES': '1'}, source='test'))
+    report = check_launch(launch, Hardware(gpus=2, gpu_type='A100-80G', source='flags'), packages=PACKAGES_OK)
+    found = [f.severity for f in report.findings if f.rule == 'reward.none']
+    assert found == ([severity] if severity else []), found
