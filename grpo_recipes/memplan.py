@@ -137,9 +137,11 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
         report.memory_unchecked = 'a batch, length or vLLM setting is out of range (see the errors)'
         return
     report.memory = estimate(cfg, report.plan, replace(inp))
-    if cfg.reward_model:
-        report.assumptions.append(f'reward models ({", ".join(cfg.reward_model)}) are not in the plan: each training '
-                                  f'process loads them too, so the peaks above are low by their weights')
+    extra = list(cfg.reward_model or []) + ([cfg.teacher_model] if cfg.teacher_model else [])
+    if extra:
+        report.assumptions.append(f'reward or teacher models ({", ".join(extra)}) are not in the plan: each training '
+                                  f'process loads them too (unless offloaded), so the peaks above are low by their '
+                                  f'weights')
     if not (cfg.deepspeed or '').endswith('offload'):
         report.assumptions.append(f'optimizer: {inp.adamw_why}')
     if cfg.use_vllm and not cfg.vllm_enforce_eager:
