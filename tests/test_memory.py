@@ -575,3 +575,29 @@ def test_unbounded_prompts_refuse_only_what_fails_with_the_shortest_prompts():
     f = next(f for f in report.findings if f.rule == 'memory.oom')
     short = float(re.search(r'needs ([\d.]+) GiB in the train phase even with the shortest prompts', f.message)[1])
     assert 79.2 < short < max(m.total_gib for m in report.memory if m.role == 'train')
+
+
+def test_calibration_scores_unstated_versions_as_a_range_and_packed_rows_as_a_bound(tmp_path):
+    # A full-training SFT peak depends on which AdamW transformers picked (fused from 4.54 on torch >= 2.8, else
+    # foreach, which copies the second moments): with neither version stated the case is scored against both.
+    # With padding_free and no sample lengths, planning at max_length is an upper bound, checked as one.
+    from grpo_recipes.calibrate import load_cases, score
+    qwen7b = builtin_config('Qwen2.5-7B-Instruct.json')
+    base = {'kind': 'sft_train', 'framework': 'ms-swift', 'model_config': qwen7b, 'num_gpus': 1,
+            'config': {'train_type': 'full', 'torch_dtype': 'bfloat16', 'per_device_train_batch_size': 1,
+                       'max_length': 2048}, 'outcome': {'peak_gib_per_gpu': 70.0, 'measure': 'maintainer header'}}
+    stated = json.loads(json.dumps(base))
+    stated['config']['env'] = 'torch 2.9.0, transformers 4.57.1'  # fused: a point
+    packed = json.loads(json.dumps(base))
+    packed['config'].update(padding_free=True, env='torch 2.9.0, transformers 4.57.1')
+    packed['outcome']['peak_gib_per_gpu'] = 30.0
+    p = tmp_path / 'c.jsonl'
+    p.write_text('\n'.join(json.dumps({**c, 'id': i}) for i, c in
+                           (('unstated', base), ('stated', stated), ('packed', packed))) + '\n')
+    rows = {r['id']: r['peak'] for r in score(load_cases(p))['per_case']}
+    lo, hi = rows['unstated']['range']
+    assert hi > 1.15 * lo and lo <= 70.0 <= hi and rows['unstated']['range_error'] == 0.0
+    assert 'range' not in rows['stated'] and rows['stated']['rel_error'] > 0.1  # 70 is the foreach figure, not fused
+    assert rows['packed']['bound_held'] is True and 'rel_error' in rows['packed']
+    result = score(load_cases(p))
+    assert result['peak_cases'] == 2 and result['peak_bounds'] == 1 and result['peak_cases_ranged'] == 1

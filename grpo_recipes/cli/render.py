@@ -191,6 +191,10 @@ def print_calibration(result: dict, console: Console | None = None) -> None:
         fit_s = (('[green]' if fit['right'] else '[red]') + f'{fit["predicted"]}/{fit["observed"]}[/]') if fit else '-'
         pk = row.get('peak')
         pk_s = f'{pk["predicted"]:.1f}/{pk["observed"]:.1f} {pk["predicted"] / pk["observed"] - 1:+.0%}' if pk else '-'
+        if pk and 'range' in pk:
+            pk_s = f'{pk["range"][0]:.0f}-{pk["range"][1]:.0f}/{pk["observed"]:.0f} {pk["range_error"]:.0%}'
+        elif pk and 'bound' in pk:
+            pk_s = f'<={pk["predicted"]:.1f}/{pk["observed"]:.1f} ' + ('held' if pk['bound_held'] else 'BROKEN')
         w = row.get('vllm_weights')
         w_s = f'{w["predicted"]:.1f}/{w["observed"]:.1f} {w["rel_error"]:.0%}' if w else '-'
         kv = row.get('vllm_kv')
@@ -213,6 +217,10 @@ def print_calibration(result: dict, console: Console | None = None) -> None:
     out.print(f'peak: median |relative error| {pct(result["peak_median_rel_error"])} over {result["peak_cases"]} cases'
               f' (current stacks {pct(result["peak_median_rel_error_current"])} over {result["peak_cases_current"]}; '
               f'2023-era tables {pct(result["peak_median_rel_error_legacy"])} over {result["peak_cases_legacy"]})')
+    out.print(f'  {result["peak_cases_ranged"]} case(s) state no torch/transformers version, so the AdamW step is '
+              f'either; they are scored against that range (as points at today\'s defaults, current stacks: '
+              f'{pct(result["peak_median_rel_error_current_point"])}); upper bounds (packed rows, no sample lengths) '
+              f'held: {result["peak_bounds_held"]} of {result["peak_bounds"]}')
     out.print(f'vLLM weights: max error {pct(result["vllm_weights_max_rel_error"])} over '
               f'{result["vllm_weights_cases"]} cases; KV cache: max {pct(result["vllm_kv_max_rel_error"])}, '
               f'median {pct(result["vllm_kv_median_rel_error"])} over {result["vllm_kv_cases"]} cases')
