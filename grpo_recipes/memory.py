@@ -146,6 +146,10 @@ class Inputs:
     second moments during the step), ``8bit`` (bitsandbytes: 1-byte moments) or ``other`` (counted as AdamW); see
     ``resolve_adamw``."""
     adamw_why: str = ''
+    weight_sync: str = 'batched'
+    """How ZeRO-3 weights reach vLLM: ``batched`` (ms-swift: the model gathered in ``move_model_batches`` groups, all
+    at once when unset) or ``per_param`` (TRL: trl/generation/vllm_generation.py ``sync_weights`` gathers one
+    parameter at a time without PEFT; with PEFT it gathers the whole model to merge the adapters)."""
     """Why that AdamW was assumed (shown with the assumptions)."""
 
 
@@ -365,6 +369,8 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
         gathered = 2 * P if not cfg.is_lora else base_bytes
         parts = max(1, cfg.move_model_batches or 1)
         t['zero3_sync_gather'] = gathered / parts + (2 * a.vocab * a.hidden if parts > 1 else 0)
+        if inp.weight_sync == 'per_param' and not cfg.is_lora:
+            t['zero3_sync_gather'] = pb * a.vocab * a.hidden  # one parameter at a time: the largest, the embedding
     return t
 
 

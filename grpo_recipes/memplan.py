@@ -41,7 +41,8 @@ def memory_inputs(report, model_config: dict | None) -> Inputs | None:
     env_graphs = os.environ.get(GRAPHS_ENV, report.launch.file_env.get(GRAPHS_ENV))
     return Inputs(arch=arch, capacity_gib=cap, gpu_name=name, vllm_sampler=sampler, vllm_sampler_why=why,
                   vllm_version=pk.get('vllm'), adamw=adamw, adamw_why=adamw_why,
-                  vllm_graphs_env=None if env_graphs is None else str(env_graphs))
+                  vllm_graphs_env=None if env_graphs is None else str(env_graphs),
+                  weight_sync='per_param' if report.launch.framework == 'trl' else 'batched')
 
 
 def _structurally_ok(report) -> bool:

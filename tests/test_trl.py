@@ -206,3 +206,17 @@ def test_unknown_rollout_server_is_planned_at_its_defaults_and_never_refused():
     proc, out = check('--gpus', '8', '--gpu-type', 'A100-80G', '--rollout',
                       f'CUDA_VISIBLE_DEVICES=0 trl vllm-serve --model {R1}', '--', *train)
     assert proc.returncode == 1 and 'vllm.kv-one-sequence' in rules(out)
+
+
+def test_trl_zero3_weight_sync_gathers_one_parameter_at_a_time():
+    # trl/generation/vllm_generation.py sync_weights: without PEFT, `with gather_if_zero3([param])` per parameter,
+    # so the sync holds the largest parameter (the 152064 x 3584 embedding), not the whole model as ms-swift's
+    # batched gather does; with PEFT it gathers the whole model to merge the adapters
+    args = ['accelerate', 'launch', '--num_processes', '4', '--use_deepspeed', '--zero_stage', '3', 'train.py',
+            '--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct', '--use_vllm', '--vllm_mode', 'colocate',
+            '--dtype', 'bfloat16', '--vllm_max_model_length', '2048']
+    _, full = check('--gpus', '4', '--gpu-type', 'A100-80G', '--', *args)
+    gib = full['memory'][0]['components']['zero3_sync_gather']
+    assert abs(gib - 152064 * 3584 * 2 / 2 ** 30) < 0.02, gib
+    _, lora = check('--gpus', '4', '--gpu-type', 'A100-80G', '--', *args, '--use_peft')
+    assert lora['memory'][0]['components']['zero3_sync_gather'] > 10 * gib  # the whole base model
