@@ -155,3 +155,26 @@ def test_a_placeholder_left_in_an_example_is_named(tmp_path):
     proc = run_cli('grpo_recipes.cli.guard', 'check', str(script), '--gpus', '4')
     assert proc.returncode != 0
     assert "invalid int value: '<port>'" in proc.stderr and 'placeholder' in proc.stderr
+
+
+def test_a_launcher_that_starts_the_server_in_the_background(tmp_path):
+    # TRL users' launchers: `nohup trl vllm-serve ... > vllm.log 2>&1 &`, then the trainer, then `wait`
+    script = tmp_path / 'launch.sh'
+    script.write_text('#!/bin/bash\nset -e\nexport MODEL=Qwen/Qwen2.5-7B-Instruct\n'
+                      'CUDA_VISIBLE_DEVICES=3 nohup trl vllm-serve --model $MODEL --max-model-len 4096 > vllm.log 2>&1 &\n'
+                      'sleep 60 && echo started\n'
+                      'CUDA_VISIBLE_DEVICES=0,1,2 accelerate launch --num_processes 3 train.py --model_name_or_path $MODEL '
+                      '--use_vllm --vllm_mode server --max_completion_length 1024 2>&1 | tee train.log\nwait\n')
+    proc = run_cli('grpo_recipes.cli.guard', 'check', str(script), '--gpus', '4', '--gpu-type', 'A100-80G', '--json')
+    out = json.loads(proc.stdout)
+    r = out['launch']['rollout']
+    assert r['argv'] == ['--model', 'Qwen/Qwen2.5-7B-Instruct', '--max-model-len', '4096'] and r['gpus'] == [3]
+    assert out['plan']['world_size'] == 3 and out['hardware']['rollout_gpus'] == [3]
+    assert 'tee' not in out['launch']['argv'] and 'train.log' not in out['launch']['argv']
+
+
+def test_shell_segments():
+    from grpo_recipes.frontends.shell import segments
+    assert segments(['a', '--x', '1', '>', 'log', '2>&1', '&']) == [['a', '--x', '1']]
+    assert segments(['a', '&&', 'b', '|', 'c', ';', 'd']) == [['a'], ['b'], ['c'], ['d']]
+    assert segments(['a', '--out', '>>log', '--y']) == [['a', '--out', '--y']]

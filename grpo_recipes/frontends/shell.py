@@ -32,14 +32,49 @@ class Command:
     """The comment lines directly above the command (no blank line between), e.g. ``# run in another node``."""
 
 
+# Words that end one simple command and start the next (shlex keeps them as words when spaced).
+_CONTROL = {'&&', '||', ';', '|', '&'}
+# A redirection word: `>`, `>>`, `2>`, `<`, `&>` alone (the next word is its file), or with its target attached
+# (`>log`, `2>&1`, `&>log`).
+_REDIRECT = re.compile(r'^(?:\d*(?:>>?|<|>&)|&>>?)(.*)$')
+# `<node1_port>`: an example's placeholder (kept, so the parser can name it), not a redirection
+_PLACEHOLDER = re.compile(r'^<[^<>]+>$')
+# Commands that run the rest of the line as a command of their own.
+_WRAPPERS = {'nohup', 'exec', 'time', 'setsid', 'command'}
+
+
+def segments(words: list[str]) -> list[list[str]]:
+    """One line's words -> its simple commands: split at ``&&``, ``||``, ``;``, ``|`` and a trailing ``&``,
+    with redirections (``> vllm.log 2>&1``) dropped."""
+    out: list[list[str]] = [[]]
+    skip_next = False
+    for w in words:
+        if skip_next:
+            skip_next = False
+            continue
+        if w in _CONTROL:
+            out.append([])
+            continue
+        m = None if _PLACEHOLDER.match(w) else _REDIRECT.match(w)
+        if m and out[-1]:  # a redirection (a leading word such as `>` alone is not a command's)
+            skip_next = m.group(1) == ''
+            continue
+        out[-1].append(w)
+    return [seg for seg in out if seg]
+
+
 def split_env(argv: list[str]) -> tuple[dict[str, str], list[str]]:
-    """Leading ``VAR=value`` words and an ``env [-i] VAR=value ...`` prefix -> (environment, the rest)."""
+    """Leading ``VAR=value`` words, an ``env [-i] VAR=value ...`` prefix and wrappers such as ``nohup`` ->
+    (environment, the rest)."""
     env: dict[str, str] = {}
     rest = list(argv)
     while rest:
         m = _ASSIGN.match(rest[0])
         if m:
             env[m.group(1)] = m.group(2)
+            rest.pop(0)
+            continue
+        if rest[0] in _WRAPPERS and len(rest) > 1:
             rest.pop(0)
             continue
         if rest[0] == 'env':
@@ -59,7 +94,8 @@ def parse_command_text(text: str, what: str = 'command') -> Command:
         words = shlex.split(text.replace('\\\n', ' '), comments=True)
     except ValueError as e:
         raise GuardError(f'{what}: cannot split {text[:60]!r}… as a shell command ({e}); check its quotes') from None
-    env, argv = split_env(words)
+    first = segments(words)
+    env, argv = split_env(first[0] if first else [])
     if not argv:
         raise GuardError(f'{what}: {text!r} has no command after its VAR=value assignments')
     return Command(env=env, argv=argv)
@@ -138,19 +174,20 @@ def read_script(text: str, environ: Mapping[str, str] | None = None, source: str
         if not words:
             continue
         words = [_expand(w, scope) for w in words]
-        if not commented and words[0] == 'export':
-            for w in words[1:]:
-                m = _ASSIGN.match(w)
-                if m:
-                    scope[m.group(1)] = m.group(2)
-                    exported[m.group(1)] = m.group(2)
-                elif w in scope:
-                    exported[w] = scope[w]
-            continue
-        env, argv = split_env(words)
-        if not argv:
-            if not commented:
-                scope.update(env)  # plain assignments: shell variables, not exported
-            continue
-        out.append(Command(env={**exported, **env}, argv=argv, line=line, commented=commented, above=note))
+        for seg in segments(words):
+            if not commented and seg[0] == 'export':
+                for w in seg[1:]:
+                    m = _ASSIGN.match(w)
+                    if m:
+                        scope[m.group(1)] = m.group(2)
+                        exported[m.group(1)] = m.group(2)
+                    elif w in scope:
+                        exported[w] = scope[w]
+                continue
+            env, argv = split_env(seg)
+            if not argv:
+                if not commented:
+                    scope.update(env)  # plain assignments: shell variables, not exported
+                continue
+            out.append(Command(env={**exported, **env}, argv=argv, line=line, commented=commented, above=note))
     return out
