@@ -134,8 +134,8 @@ swift rlhf \\
 '''
 
 
-@pytest.mark.parametrize('note, remote', [('# run in another node\n', True), ('# NODE1 for vLLM Server\n', True),
-                                          ('# start the server first\n', False), ('', False)])
+@pytest.mark.parametrize('note, remote', [('# run in another node\n', True), ('# on the other machine\n', True),
+                                          ('# node 0: start the server first\n', False), ('', False)])
 def test_a_comment_that_puts_the_rollout_on_another_node(tmp_path, note, remote):
     # ms-swift's external/grpo_32b_full.sh writes "# run in another node" above its commented `swift rollout`
     script = tmp_path / 'train.sh'

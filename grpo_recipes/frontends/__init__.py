@@ -73,9 +73,10 @@ def _train_launch(framework: str, argv: list[str], env: Mapping[str, str], sourc
 
 
 # A comment above a rollout command that puts it on another machine: ms-swift's examples write
-# "# run in another node" (external/grpo_32b_full.sh) and "# NODE1 for vLLM Server" (multi_node/Qwen2_5_32B_full.sh).
-_OTHER_MACHINE = re.compile(r'\b(?:another|other|separate|different|remote|second)\s+(?:node|machine|host|server)s?\b'
-                            r'|\bnode\s*\d+\b', re.I)
+# "# run in another node" (external/grpo_32b_full.sh). A node number alone ("# node 0") does not say which node
+# the trainer is on, so it is not read as one.
+_OTHER_MACHINE = re.compile(r'\b(?:another|other|separate|different|remote|second)\s+(?:node|machine|host|server)s?\b',
+                            re.I)
 
 
 def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, Rollout | None]:
