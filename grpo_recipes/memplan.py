@@ -160,11 +160,15 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
         # the launch sets no prompt limit: the OOM happens only if the data has prompts that long
         conditional = _largest_prompt_that_fits(cfg, report.plan, inp, inp.prompt_len)
     long_completion = None
+    at_longest = None  # the same with the longest prompts the launch allows (bounded launches)
     if train_oom and conditional is None:
-        # nothing in the launch bounds the prompts: ask at the shortest prompt whether the completions decide it
-        n = _largest_completion_that_fits(cfg, report.plan, inp if bounded else replace(inp, prompt_len=1))
+        # a refusal needs the OOM on ordinary batches: the shortest prompts and completions within the share of
+        # the limit (the prompt and completion worst cases together are a warning's business)
+        n = _largest_completion_that_fits(cfg, report.plan, replace(inp, prompt_len=1))
         if n is not None and n >= LONG_COMPLETION_SHARE * cfg.max_completion_length:
             long_completion = n
+            if bounded:
+                at_longest = _largest_completion_that_fits(cfg, report.plan, inp) or 0
     for m in report.memory:
         for p in m.problems:
             key = (p['check'], m.role)
@@ -218,9 +222,13 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
                                                                 'per_device_train_batch_size'],
                     f'{msg} when a micro-batch holds a completion of {cfg.max_completion_length:,} tokens (GRPO pads '
                     f'the micro-batch to its longest); it fits while every completion stays under '
-                    f'{long_completion:,} tokens ({long_completion / cfg.max_completion_length:.0%} of the limit)'
-                    + ('' if bounded else ' and the prompts are short (nothing in the launch limits them)'),
-                    f'max_completion_length: {long_completion}, or a smaller micro-batch with more accumulation'
+                    + (f'{long_completion:,} tokens ({long_completion / cfg.max_completion_length:.0%} of the limit) '
+                       f'and the prompts are short (nothing in the launch limits them)' if not bounded else
+                       f'{at_longest:,} tokens ({at_longest / cfg.max_completion_length:.0%} of the limit) with prompts '
+                       f'of {inp.prompt_len:,} tokens ({why}), {long_completion:,} with short prompts'),
+                    f'max_completion_length: {at_longest or long_completion}'
+                    + (' (or max_length cut to the data\'s prompts: grpo-data stats)' if bounded and
+                       at_longest < long_completion else '') + ', or a smaller micro-batch with more accumulation'
                     + (f' (per_device_train_batch_size: {bs // 2}, gradient_accumulation_steps: '
                        f'{(cfg.gradient_accumulation_steps or 1) * 2})' if bs > 1 and bs % 2 == 0 else ''),
                     'swift/rlhf_trainers/grpo_trainer.py (completions padded per micro-batch); README, Memory'))
