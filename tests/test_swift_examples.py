@@ -127,3 +127,21 @@ def test_near_the_limit_is_a_tight_warning_not_a_plain_fit():
     tight = [f for f in report.findings if f.rule == 'memory.tight']
     assert m.peak_fraction > 0.88 and tight and tight[0].severity == 'warning'
     assert f'{m.peak_fraction:.1%}' in tight[0].message
+
+
+@pytest.mark.skipif(not cases(), reason='../shared/swift-examples not present')
+def test_long_completion_warning_quotes_both_prompt_bounds():
+    # internal/qlora.sh (3B, micro-batch 4, completions up to 8192, max_length 2048): the OOM needs completions
+    # near the limit, so it is a warning quoting the longest completion that fits with 2048-token prompts and
+    # with short ones (the decision is taken with short prompts)
+    import json
+    path = CORPUS / 'scripts' / 'internal__qlora.sh'
+    proc = run_cli('grpo_recipes.cli.guard', 'check', str(path), '--gpus', '4', '--gpu-type', 'A100-80G',
+                   *model_flags(path.read_text()), '--json')
+    f = next(f for f in json.loads(proc.stdout)['findings'] if f['rule'] == 'memory.oom-if-long-completions')
+    import re
+    m = re.search(r'under ([\d,]+) tokens \(\d+% of the limit\) with prompts of 2,048 tokens \(max_length\), '
+                  r'([\d,]+) with short prompts', f['message'])
+    assert m, f['message']
+    at_long, at_short = (int(x.replace(',', '')) for x in m.groups())
+    assert 4096 <= at_long <= at_short < 8192
