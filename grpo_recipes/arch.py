@@ -17,6 +17,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+def _attention_layers(cfg: dict) -> int | None:
+    """Layers with a per-token KV cache in a hybrid model: those of ``layer_types`` that are not
+    ``linear_attention`` (transformers' Qwen3-Next / Qwen3.5 configs), else every ``full_attention_interval``-th
+    layer; None for a model with attention in every layer."""
+    types = cfg.get('layer_types')
+    if isinstance(types, list) and 'linear_attention' in types:
+        return sum(1 for t in types if t != 'linear_attention')
+    every = cfg.get('full_attention_interval')
+    if isinstance(every, int) and every > 1 and 'layer_types' not in cfg:
+        return int(cfg['num_hidden_layers']) // every
+    return None
+
+
 @dataclass(frozen=True)
 class Arch:
     model_type: str
@@ -40,6 +53,9 @@ class Arch:
     vision: int = 0
     """Parameters of the vision tower and its merger (Qwen2-VL / Qwen2.5-VL ``vision_config``; see
     ``vision_params``), kept at 16 bits and frozen by ms-swift's default ``freeze_vit``."""
+    attention_layers: int | None = None
+    """Hybrid models (Qwen3-Next, Qwen3.5: ``layer_types`` with ``linear_attention``): the layers that keep a KV
+    cache per token; the linear-attention layers keep a fixed state per sequence instead. None: every layer."""
 
     @classmethod
     def from_config(cls, cfg: dict) -> 'Arch':
@@ -66,7 +82,8 @@ class Arch:
             moe_intermediate=int(cfg.get('moe_intermediate_size') or (cfg.get('intermediate_size') if experts and
                                                                     mt == 'mixtral' else 0) or 0),
             shared_expert_intermediate=int(cfg.get('shared_expert_intermediate_size') or 0),
-            quant=quant, vision=vision_params(mt, cfg.get('vision_config'), hidden))
+            quant=quant, vision=vision_params(mt, cfg.get('vision_config'), hidden),
+            attention_layers=_attention_layers(cfg))
 
     # ---- parameter counts ----
     @property
@@ -172,8 +189,9 @@ class Arch:
         return (lin + small) * db
 
     def kv_bytes_per_token(self, kv_dtype_bytes: int = 2) -> int:
-        """K and V for one token over all layers (peers-and-memory.md §E.7); divide by TP per rank."""
-        return 2 * self.layers * self.kv_dim * kv_dtype_bytes
+        """K and V for one token over the attention layers (peers-and-memory.md §E.7); divide by TP per rank."""
+        layers = self.layers if self.attention_layers is None else self.attention_layers
+        return 2 * layers * self.kv_dim * kv_dtype_bytes
 
     def lora_inputs(self, target_modules: list[str] | None) -> tuple[int, int]:
         """(Σ d_in, count) over one layer's adapted linears (q, k and v each count: PEFT casts the shared input

@@ -601,3 +601,21 @@ def test_calibration_scores_unstated_versions_as_a_range_and_packed_rows_as_a_bo
     assert rows['packed']['bound_held'] is True and 'rel_error' in rows['packed']
     result = score(load_cases(p))
     assert result['peak_cases'] == 2 and result['peak_bounds'] == 1 and result['peak_cases_ranged'] == 1
+
+
+def test_hybrid_models_keep_kv_only_in_their_attention_layers():
+    # Qwen3.5 / Qwen3-Next: linear-attention layers keep a fixed state per sequence, not K and V per token;
+    # the layer types come from transformers' own configs
+    from transformers import Qwen3_5Config, Qwen3NextConfig
+    for config in (Qwen3_5Config().to_dict(), Qwen3NextConfig(num_hidden_layers=48).to_dict()):
+        text = config.get('text_config') or config
+        types = text['layer_types']
+        a = Arch.from_config(config)
+        assert a.attention_layers == types.count('full_attention') < a.layers
+        assert a.kv_bytes_per_token(2) == 2 * types.count('full_attention') * a.kv_dim * 2
+    # without layer_types, the interval the config states (Qwen/Qwen3-Next-80B-A3B-Instruct's config.json:
+    # "full_attention_interval": 4, 48 layers)
+    cfg = {k: v for k, v in Qwen3NextConfig(num_hidden_layers=48).to_dict().items() if k != 'layer_types'}
+    cfg['full_attention_interval'] = 4
+    assert Arch.from_config(cfg).attention_layers == 12
+    assert Arch.from_config(builtin_config('Qwen2.5-7B-Instruct.json')).attention_layers is None
