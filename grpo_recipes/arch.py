@@ -56,6 +56,11 @@ class Arch:
     attention_layers: int | None = None
     """Hybrid models (Qwen3-Next, Qwen3.5: ``layer_types`` with ``linear_attention``): the layers that keep a KV
     cache per token; the linear-attention layers keep a fixed state per sequence instead. None: every layer."""
+    linear_attention: tuple[int, int, int, int, int] = ()
+    """Hybrid models: the linear-attention (Gated DeltaNet) shape, (key heads, key head dim, value heads, value head
+    dim, conv kernel) from ``linear_num_key_heads`` etc."""
+    gated_q: bool = False
+    """Qwen3-Next / Qwen3.5 attention: q_proj also projects an output gate (2 x heads x head_dim outputs)."""
 
     @classmethod
     def from_config(cls, cfg: dict) -> 'Arch':
@@ -83,7 +88,11 @@ class Arch:
                                                                     mt == 'mixtral' else 0) or 0),
             shared_expert_intermediate=int(cfg.get('shared_expert_intermediate_size') or 0),
             quant=quant, vision=vision_params(mt, cfg.get('vision_config'), hidden),
-            attention_layers=_attention_layers(cfg))
+            attention_layers=_attention_layers(cfg),
+            linear_attention=(int(cfg.get('linear_num_key_heads') or 0), int(cfg.get('linear_key_head_dim') or 0),
+                              int(cfg.get('linear_num_value_heads') or 0), int(cfg.get('linear_value_head_dim') or 0),
+                              int(cfg.get('linear_conv_kernel_dim') or 4)) if _attention_layers(cfg) else (),
+            gated_q=mt.startswith(('qwen3_next', 'qwen3_5')))
 
     # ---- parameter counts ----
     @property
@@ -108,7 +117,20 @@ class Arch:
 
     def attention_linear_params(self) -> int:
         h = self.hidden
-        return h * self.q_dim + 2 * h * self.kv_dim + self.q_dim * h
+        return h * self.q_dim * (2 if self.gated_q else 1) + 2 * h * self.kv_dim + self.q_dim * h
+
+    @property
+    def linear_layers(self) -> int:
+        """Hybrid models: the linear-attention layers (0 otherwise)."""
+        return 0 if self.attention_layers is None else self.layers - self.attention_layers
+
+    def linear_attention_params(self) -> tuple[int, int]:
+        """(matrices, small) of one Gated DeltaNet layer (transformers' Qwen3-Next / Qwen3.5 linear_attn: q, k, v,
+        z, b, a projections in, out_proj back; a depthwise conv over q, k, v; a per-head-dim norm; dt_bias and
+        A_log per value head)."""
+        kh, kd, vh, vd, kernel = self.linear_attention
+        h, key, value = self.hidden, kh * kd, vh * vd
+        return h * (2 * key + 2 * value) + 2 * h * vh + value * h, (2 * key + value) * kernel + vd + 2 * vh
 
     def mlp_linear_params(self) -> int:
         h = self.hidden
@@ -137,10 +159,21 @@ class Arch:
         return self.vocab * self.hidden * (1 if self.tied else 2)
 
     def linear_params(self) -> int:
+        if self.linear_layers:
+            return ((self.layers - self.linear_layers) * self.attention_linear_params() + self.layers *
+                    self.mlp_linear_params() + self.linear_layers * self.linear_attention_params()[0])
         return self.layers * (self.attention_linear_params() + self.mlp_linear_params())
 
+    def small_params(self) -> int:
+        """Norms, biases, routers, convs over all layers (16-bit in quantised checkpoints)."""
+        if self.linear_layers:
+            no_qk = self.layer_small_params() - (2 * self.head_dim if self.qk_norm else 0)
+            return (self.layers - self.linear_layers) * self.layer_small_params() + self.linear_layers * (
+                no_qk + self.linear_attention_params()[1])
+        return self.layers * self.layer_small_params()
+
     def param_count(self) -> int:
-        return self.linear_params() + self.layers * self.layer_small_params() + self.embedding_params() + \
+        return self.linear_params() + self.small_params() + self.embedding_params() + \
             self.hidden + self.vision
 
     def largest_layer_params(self) -> int:
@@ -182,7 +215,7 @@ class Arch:
     def weight_bytes(self, bnb_bits: int | None = None, dtype_bytes: int | None = None) -> float:
         """Bytes of the model's weights as loaded (16-bit unless quantised)."""
         db = dtype_bytes or (2 if self.quant_method() in ('gptq', 'awq', 'fp8') else self.dtype_bytes)
-        small = self.layers * self.layer_small_params() + self.embedding_params() + self.hidden + self.vision
+        small = self.small_params() + self.embedding_params() + self.hidden + self.vision
         lin = self.linear_params()
         if self.quant_method() or bnb_bits:
             return lin * self.linear_bytes_per_weight(bnb_bits) + small * db

@@ -619,3 +619,15 @@ def test_hybrid_models_keep_kv_only_in_their_attention_layers():
     cfg['full_attention_interval'] = 4
     assert Arch.from_config(cfg).attention_layers == 12
     assert Arch.from_config(builtin_config('Qwen2.5-7B-Instruct.json')).attention_layers is None
+
+
+def test_hybrid_parameter_counts_match_transformers():
+    # Gated DeltaNet layers and gated-q attention (Qwen3.5, Qwen3-Next) counted exactly against transformers'
+    # own classes built on the meta device
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen3_5Config, Qwen3NextConfig
+    for config in (Qwen3_5Config(), Qwen3NextConfig(num_hidden_layers=8)):
+        with torch.device('meta'):
+            model = AutoModelForCausalLM.from_config(config.get_text_config())
+        a = Arch.from_config(config.to_dict())
+        assert a.param_count() - a.vision == sum(p.numel() for p in model.parameters())
