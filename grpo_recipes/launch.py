@@ -101,6 +101,9 @@ class Rollout:
     """Its arguments the server would reject, each described with the fix."""
     intended: dict[str, Any] = field(default_factory=dict)
     """Values read from renamed/stale flags (ms-swift 3.x ``--data_parallel_size``), used for planning."""
+    use_gym_env: bool = False
+    """``swift rollout --use_gym_env true``: the server's gym environment gives the rewards (rollout_mixin.py reads
+    it from the server unless the trainer sets it)."""
     remote: str | None = None
     """Why the server is taken to run on another machine than the trainer (the script's comment above it,
     e.g. ``# run in another node``); None: nothing says so. Its GPU ids then name that machine's GPUs."""

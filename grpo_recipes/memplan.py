@@ -159,6 +159,9 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
     if train_oom and not bounded:
         # the launch sets no prompt limit: the OOM happens only if the data has prompts that long
         conditional = _largest_prompt_that_fits(cfg, report.plan, inp, inp.prompt_len)
+    short_mem = None  # the plan with the shortest prompts, quoted when even they OOM and nothing bounds the prompts
+    if train_oom and not bounded and conditional is None:
+        short_mem = {x.gpu: x for x in estimate(cfg, report.plan, replace(inp, prompt_len=1))}
     long_completion = None
     at_longest = None  # the same with the longest prompts the launch allows (bounded launches)
     if train_oom and conditional is None:
@@ -198,9 +201,9 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
             term, gib = dominant_term(m)
             msg = (f'GPU {m.gpu} ({m.role}) needs {m.total_gib:.1f} GiB in the {m.phase} phase, more than its '
                    f'{m.capacity_gib:.1f} GiB; the largest term is {term} ({gib:.1f} GiB)')
-            if m.role != 'rollout' and not bounded and conditional is None:
+            if m.role != 'rollout' and short_mem is not None:
                 # it OOMs even with the shortest prompts: quote that figure, not the one at the model context
-                short = next(x for x in estimate(cfg, report.plan, replace(inp, prompt_len=1)) if x.gpu == m.gpu)
+                short = short_mem[m.gpu]
                 term, gib = dominant_term(short)
                 msg = (f'GPU {m.gpu} ({m.role}) needs {short.total_gib:.1f} GiB in the {short.phase} phase even with '
                        f'the shortest prompts, more than its {m.capacity_gib:.1f} GiB; the largest term is {term} '

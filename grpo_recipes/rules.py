@@ -834,16 +834,6 @@ def ref_model_with_lora(ctx: Context) -> list[Finding]:
     return []
 
 
-def _flag_true(argv: list[str], name: str) -> bool:
-    """``--name true`` (or ``--name=true``, or a bare ``--name``) in a command's arguments."""
-    for i, w in enumerate(argv):
-        key, eq, val = w.partition('=')
-        if key.startswith('--') and key[2:].replace('-', '_') == name:
-            val = val if eq else (argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith('--') else 'true')
-            return val.lower() in ('true', '1', 'yes')
-    return False
-
-
 @rule
 def reward_rules(ctx: Context) -> list[Finding]:
     cfg = ctx.cfg
@@ -857,7 +847,7 @@ def reward_rules(ctx: Context) -> list[Finding]:
             and not cfg.use_gym_env:
         server = cfg.use_vllm and cfg.vllm_mode == 'server' and cfg.use_gym_env is None
         r = ctx.launch.rollout
-        if server and r is not None and _flag_true(r.argv, 'use_gym_env'):
+        if server and r is not None and r.use_gym_env:
             pass  # the rollout server runs a gym environment: its rewards
         elif server and r is None:
             out.append(Finding(WARNING, 'reward.none', ['reward_funcs'],

@@ -257,14 +257,14 @@ def test_no_reward_function(over, rollout_argv, severity):
     # server's unless the trainer sets it (rollout_mixin.py)
     from dataclasses import replace as _replace
     from grpo_recipes.check import check_launch
-    from grpo_recipes.launch import Rollout, launch_from_mapping
+    from grpo_recipes.frontends.swift import read_rollout
+    from grpo_recipes.launch import launch_from_mapping
     from helpers import BASE, PACKAGES_OK
     cfg = {**{k: v for k, v in BASE.items() if k != 'reward_funcs'}, **over,
            'ENV': {'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 1 if 'vllm_server_host' in over else 2}}
     launch = launch_from_mapping(cfg, [], environ={}, source='test.yaml')
     if rollout_argv is not None:
-        launch = _replace(launch, rollout=Rollout(framework='swift', argv=rollout_argv,
-                                                  env={'CUDA_VISIBLE_DEVICES': '1'}, source='test'))
+        launch = _replace(launch, rollout=read_rollout(rollout_argv, {'CUDA_VISIBLE_DEVICES': '1'}, 'test'))
     report = check_launch(launch, Hardware(gpus=2, gpu_type='A100-80G', source='flags'), packages=PACKAGES_OK)
     found = [f.severity for f in report.findings if f.rule == 'reward.none']
     assert found == ([severity] if severity else []), found

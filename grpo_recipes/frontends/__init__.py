@@ -96,10 +96,9 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
     if roll is not None:
         where = f'{p}:{roll.line}' + (' (comment)' if roll.commented else '')
         rollout = read_rollout_command(roll, environ, where)
-        said = _OTHER_MACHINE.search(roll.above)
+        said = next((x for x in roll.above.splitlines() if _OTHER_MACHINE.search(x)), None)
         if said:
-            line = next(x for x in roll.above.splitlines() if _OTHER_MACHINE.search(x))
-            rollout.remote = f'the script says "{line.strip()[:80]}" above it ({where})'
+            rollout.remote = f'the script says "{said.strip()[:80]}" above it ({where})'
     if train is None:
         if rollout is None:
             raise GuardError(f'{p}: no `swift rlhf`, `swift rollout`, `accelerate launch`, `trl` or `python` command '

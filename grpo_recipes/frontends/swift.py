@@ -163,4 +163,4 @@ def read_rollout(argv: list[str], env: Mapping[str, str], source: str) -> Rollou
         max_num_seqs=pick('vllm_max_num_seqs', int, None) or 256,
         enforce_eager=bool(values.get('vllm_enforce_eager')),
         engine_kwargs=values.get('vllm_engine_kwargs'), quantization=values.get('vllm_quantization'),
-        unknown=unknown, intended=intended)
+        use_gym_env=bool(values.get('use_gym_env')), unknown=unknown, intended=intended)
