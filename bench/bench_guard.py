@@ -39,7 +39,7 @@ dataset: data.jsonl
 
 SWIFT_PARSE = r'''
 import sys, tempfile
-from grpo_recipes.launch import load_launch
+from grpo_recipes.frontends import read_launch as load_launch
 from grpo_recipes.models import config_only_dir
 from pathlib import Path
 tmp = tempfile.mkdtemp()

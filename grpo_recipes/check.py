@@ -15,8 +15,14 @@ from .swift_args import ArgumentError
 from .hardware import Hardware
 from .launch import Launch, Rollout
 from .models import load_model_config
+from .findings import ERROR, INFO, SEVERITY_ORDER, WARNING, Finding
+from .frontends.trl.arguments import in_trl_terms, trl_terms
+from .frontends.trl.reader import old_vllm_device, to_config
+from .memory.estimate import estimate
+from .memory.verdicts import memory_inputs, plan_memory
 from .plan import Plan, build_plan
-from .rules import ERROR, INFO, WARNING, Context, Finding, run_rules
+from .rules import Context, run_rules
+from .rules.rollout import rollout_findings
 
 PACKAGES = ('ms-swift', 'trl', 'math-verify', 'msgspec', 'deepspeed', 'vllm', 'flashinfer-python', 'torch',
             'transformers')
@@ -190,7 +196,6 @@ def rollout_remote(cfg: GRPOConfig, launch: Launch) -> str | None:
 
 def _config_from(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfig, list[str]]:
     if launch.framework == 'trl':
-        from .frontends.trl import to_config
         return to_config(launch, trl_version)
     try:
         return GRPOConfig.from_argv(launch.argv)
@@ -205,13 +210,11 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
                  model_config: dict | None = None, memory: bool = True, fixes: bool = True,
                  data_stats: dict | None = None) -> CheckReport:
     if launch.kind == 'rollout':
-        from .rollout_check import check_rollout
         return check_rollout(launch, hw, packages=packages, model_config=model_config)
     packages = installed_packages() if packages is None else packages
     cfg, remaining = _config_from(launch, packages.get('trl'))
     assumptions = apply_rollout(cfg, launch)
     if launch.framework == 'trl':
-        from .frontends.trl import old_vllm_device
         assumptions += old_vllm_device(cfg, launch, packages.get('trl'))
         if launch.trl.get('script_settings'):
             assumptions.append(launch.trl['script_settings'])
@@ -238,13 +241,47 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings, packages=packages,
                          assumptions=assumptions, memory_unchecked=unchecked)
     if memory and unchecked is None:
-        from .memplan import plan_memory
         plan_memory(report, model_config, want_fixes=fixes, data_stats=data_stats)
     elif not memory:
         report.memory_unchecked = 'memory planning was turned off'
     if launch.framework == 'trl':
-        from .frontends.trl import in_trl_terms
-        from .frontends.trl import trl_terms
         report.findings = [in_trl_terms(f) for f in report.findings]
         report.assumptions = [trl_terms(a) for a in report.assumptions]
+    return report
+
+
+def rollout_config(launch: Launch) -> GRPOConfig:
+    r = launch.rollout
+    return GRPOConfig(model=r.model, rlhf_type='grpo', use_vllm=True, vllm_mode='server',
+                      vllm_tensor_parallel_size=r.tensor_parallel_size, vllm_data_parallel_size=r.data_parallel_size,
+                      vllm_max_model_len=r.max_model_len, vllm_gpu_memory_utilization=r.gpu_memory_utilization,
+                      vllm_max_num_seqs=r.max_num_seqs, vllm_enforce_eager=r.enforce_eager,
+                      vllm_engine_kwargs=r.engine_kwargs, vllm_server_host=['127.0.0.1'],
+                      num_generations=2, reward_funcs=['accuracy'])
+
+
+def check_rollout(launch: Launch, hw: Hardware, packages: dict | None = None,
+                  model_config: dict | None = None) -> CheckReport:
+    """A rollout server on its own (``grpo-guard check -- swift rollout ...`` or ``-- trl vllm-serve ...``): its
+    arguments, its GPUs and vLLM's start-up on each of them."""
+    r = launch.rollout
+    cfg = rollout_config(launch)
+    hw = with_rollout_gpus(hw, r)
+    plan = build_plan(cfg, {}, hw)
+    plan.visible_gpus, plan.visible_count, plan.processes = [], 0, []
+    model_config, unchecked = model_config_for(r.model, model_config)
+    report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw,
+                         findings=rollout_findings(r, hw, model_config, as_error=True),
+                         packages=installed_packages() if packages is None else packages, memory_unchecked=unchecked)
+    if unchecked is None:
+        inp = memory_inputs(report, model_config)
+        if inp is not None:
+            inp.prompt_len = 0
+            report.memory = [m for m in estimate(cfg, plan, inp) if m.role == 'rollout']
+            for m in report.memory[:1]:
+                for p in m.problems:
+                    if p.get('severity', 'error') == 'error':
+                        report.findings.append(Finding(ERROR, p['check'], [r.flag('gpu_memory_utilization').lstrip('-')],
+                                                       f'GPU {m.gpu} (rollout): {p["message"]}', None))
+    report.findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     return report

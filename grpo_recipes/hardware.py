@@ -8,6 +8,9 @@ import shutil
 import subprocess
 from dataclasses import asdict, dataclass
 
+from .errors import GuardError
+from .memory.gpus import lookup
+
 
 @dataclass(frozen=True)
 class Hardware:
@@ -27,7 +30,6 @@ class Hardware:
 
     def capacity(self) -> tuple[str | None, float | None]:
         """(card name, GiB): the override, else the catalogue entry for gpu_type."""
-        from .gpus import lookup
         found = lookup(self.gpu_type)
         if self.gpu_mem_gib:
             return (found[0] if found else self.gpu_type), self.gpu_mem_gib
@@ -38,7 +40,6 @@ class Hardware:
 
 
 def parse_gpu_ids(text: str, what: str) -> tuple[int, ...]:
-    from .errors import GuardError
     text = text.strip()
     if text == '':
         return ()

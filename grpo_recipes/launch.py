@@ -13,14 +13,14 @@ How ``swift rlhf`` 4.6 reads a launch (``swift/cli/main.py``), which :class:`Lau
    is set.
 3. The trainer process sees ``CUDA_VISIBLE_DEVICES``.
 
-:func:`load_launch` dispatches a command line (``swift rlhf``/``swift rollout``, ``accelerate launch``,
+:func:`grpo_recipes.frontends.read_launch` dispatches a command line (``swift rlhf``/``swift rollout``, ``accelerate launch``,
 ``python``, ``torchrun``, ``trl grpo``/``trl vllm-serve``), a config file or a launcher script to its
 front end and returns one :class:`Launch`. Rules and the memory model see only this and ``GRPOConfig``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 CONFIG_SUFFIXES = ('.yaml', '.yml', '.json')
 # The launch environment that decides processes and devices (ms-swift.md §1.10).
@@ -134,18 +134,3 @@ class Rollout:
         d = asdict(self)
         d['gpus'] = self.gpus
         return d
-
-
-def load_launch(args: list[str], environ: Mapping[str, str] | None = None, rollout: str | None = None) -> Launch:
-    """A launch from what the user typed after ``grpo-guard check``: see :mod:`grpo_recipes.frontends`."""
-    from .frontends import read_launch
-    return read_launch(args, environ, rollout)
-
-
-def __getattr__(name: str):  # the ms-swift reader moved to frontends/swift.py
-    if name in ('launch_from_mapping', 'read_config_file'):
-        from .frontends import swift
-        return getattr(swift, name)
-    raise AttributeError(name)
-
-

@@ -1,6 +1,6 @@
 """Bridge to ms-swift's real parser (``grpo-guard validate``).
 
-The parse runs in a subprocess (:mod:`grpo_recipes._swift_worker`) so that ms-swift, torch and
+The parse runs in a subprocess (:mod:`grpo_recipes.frontends.swift.worker`) so that ms-swift, torch and
 their side effects (a gloo process group, logging set-up) never enter the guard's own process.
 The worker gets the user's argv untouched, followed by three overrides that only make the parse
 possible on any machine, and which are not reported as the user's values:
@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import swift_args
-from ._swift_worker import RESULT_MARK
+from .frontends.swift.worker import RESULT_MARK
+from .frontends.trl.arguments import CLASSES, describe_unknown, parse_args
 from .config import GRPOConfig
 from .errors import GuardError
 from .launch import Launch
@@ -101,7 +102,7 @@ def validate_many(launches: list[Launch], timeout: float = 900.0, python: str | 
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix='grpo-guard-') as tmp:
         prepared = [_request(launch, Path(tmp), i) for i, launch in enumerate(launches)]
-        lines = _run_worker('grpo_recipes._swift_worker', [p[0] for p in prepared], 'ms-swift parser', timeout,
+        lines = _run_worker('grpo_recipes.frontends.swift.worker', [p[0] for p in prepared], 'ms-swift parser', timeout,
                             python, cwd=tmp)
     results = []
     for (request, remaining, overrides), line in zip(prepared, lines):
@@ -143,7 +144,7 @@ def validate_trl(launch: Launch, timeout: float = 900.0, python: str | None = No
 def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: str | None = None,
                       trl_version: str | None = None) -> list[RealParseResult]:
     """TRL's ``TrlParser`` on TRL launches' script arguments (or on ``trl vllm-serve``'s), in one subprocess
-    (:mod:`grpo_recipes._trl_worker`, one TRL import); world size from accelerate's/torchrun's process count."""
+    (:mod:`grpo_recipes.frontends.trl.worker`, one TRL import); world size from accelerate's/torchrun's process count."""
     have = installed_trl() if python is None else None
     if python is None and have is None:
         raise GuardError('TRL is not installed here: `pip install trl` (this package was tested with the version in '
@@ -163,7 +164,7 @@ def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: st
             requests.append({'what': 'train', 'argv': argv,
                              'world_size': world_size_of(launch)})
     # run where the user is (cwd None): a relative --config path is theirs
-    lines = _run_worker('grpo_recipes._trl_worker', requests, 'TRL parser', timeout, python,
+    lines = _run_worker('grpo_recipes.frontends.trl.worker', requests, 'TRL parser', timeout, python,
                         env_updates={'CUDA_VISIBLE_DEVICES': ''})
     results = []
     for request, line in zip(requests, lines):
@@ -172,7 +173,6 @@ def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: st
             raise GuardError(f'cannot run TRL\'s parser here ({raw["error_type"]}: {raw["message"]})')
         unknown = []
         if not raw['ok'] and 'not used by the HfArgumentParser' in (raw.get('message') or ''):
-            from .frontends.trl import CLASSES, describe_unknown, parse_args
             classes = CLASSES if request['what'] == 'train' else ('VllmServeArguments',)
             _, flags, _ = parse_args(request['argv'], classes)
             for flag in flags:

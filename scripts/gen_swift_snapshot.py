@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from grpo_recipes._swift_worker import jsonable  # noqa: E402  (light: the standard library only)
+from grpo_recipes.frontends.swift.worker import jsonable  # noqa: E402  (light: the standard library only)
 
 SNAPSHOT = ROOT / 'grpo_recipes' / 'swift_args_snapshot.json'
 

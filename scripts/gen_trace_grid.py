@@ -96,8 +96,8 @@ def main() -> int:
     import torch
     import transformers
     points = []
-    from grpo_recipes.arch import Arch
-    from grpo_recipes.trace import analytic_peak, categorise, trace_step
+    from grpo_recipes.memory.arch import Arch
+    from grpo_recipes.memory.trace import analytic_peak, categorise, trace_step
     for model, tuner, gc, bs, prompt, completion, loss, adamw in [g + ('grpo', 'fused') for g in GRID] + VARIANTS:
         cfg, _ = GRPOConfig.from_argv(launch_argv(tuner, gc, bs, completion))
         plan = build_plan(cfg, {}, Hardware(gpus=1))

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import run_cli
 from grpo_recipes.errors import GuardError
-from grpo_recipes.launch import load_launch
+from grpo_recipes.frontends import read_launch as load_launch
 
 CONFIG = '''
 ENV:

@@ -7,10 +7,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from conftest import SHARED
-from grpo_recipes.arch import Arch
+from grpo_recipes.memory.arch import Arch
 from grpo_recipes.config import GRPOConfig
 from grpo_recipes.hardware import Hardware
-from grpo_recipes.memory import Inputs, estimate
+from grpo_recipes.memory.estimate import estimate
+from grpo_recipes.memory.inputs import Inputs
 from grpo_recipes.models import builtin_config
 from grpo_recipes.plan import build_plan
 from helpers import make, rules_of
@@ -229,7 +230,7 @@ def test_offload_or_lower_util_never_increases_memory(base, change):
 
 
 def test_calibration_scores_on_the_published_cases():
-    from grpo_recipes.calibrate import load_cases, score
+    from grpo_recipes.memory.calibrate import load_cases, score
     result = score(load_cases(SHARED / 'calibration' / 'memory_cases.jsonl'))
     assert result['fit_accuracy'] >= 0.9 and result['fit_cases'] >= 5
     assert result['vllm_weights_max_rel_error'] <= 0.03
@@ -240,7 +241,7 @@ def test_calibration_scores_on_the_published_cases():
 
 
 def test_calibration_names_the_missing_field(tmp_path):
-    from grpo_recipes.calibrate import load_cases, score
+    from grpo_recipes.memory.calibrate import load_cases, score
     p = tmp_path / 'c.jsonl'
     p.write_text(json.dumps({'id': 'x', 'kind': 'grpo_train', 'framework': 'ms-swift', 'model_config': None,
                              'config': {}, 'outcome': {'oom': True}}) + '\n')
@@ -269,7 +270,8 @@ LLMD_HELD_OUT = [
 
 @pytest.mark.parametrize('name,tp,logged_gib,config', LLMD_HELD_OUT, ids=[c[0] for c in LLMD_HELD_OUT])
 def test_vllm_profile_peak_matches_logs_of_models_outside_the_calibration_file(name, tp, logged_gib, config):
-    from grpo_recipes.memory import GiB, vllm_default_batched_tokens, vllm_profile_peak
+    from grpo_recipes.memory.inputs import GiB
+    from grpo_recipes.memory.vllm import vllm_default_batched_tokens, vllm_profile_peak
     arch = Arch.from_config(config)
     tokens = vllm_default_batched_tokens(79.18, 'H100', offline=False)
     assert tokens == 8192  # vllm serve on a >= 70 GiB non-A100 card
@@ -280,7 +282,7 @@ def test_vllm_profile_peak_matches_logs_of_models_outside_the_calibration_file(n
 def test_flashinfer_sampler_reserves_less_and_matches_a_log_that_used_it():
     """dennislee22/vLLM-benchmarking vllm-7B-1gpuA10080GB-0.25GRAM.log (vLLM 0.10.1.1, A100 80GB, util 0.25)
     logs "Using FlashInfer for top-p & top-k sampling" and "GPU KV cache size: 93,872 tokens"."""
-    from grpo_recipes.calibrate import load_cases, predict
+    from grpo_recipes.memory.calibrate import load_cases, predict
     case = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')
                 if c['id'].startswith('vllm-dennislee'))
     native = predict(case)
@@ -302,7 +304,7 @@ def test_flashinfer_sampler_reserves_less_and_matches_a_log_that_used_it():
     (None, None, None, 'native'),             # unknown: the larger reservation
 ])
 def test_sampler_resolution(env, version, installed, expected):
-    from grpo_recipes.memory import resolve_sampler
+    from grpo_recipes.memory.vllm import resolve_sampler
     assert resolve_sampler(env, version, installed)[0] == expected
 
 
@@ -325,7 +327,7 @@ def test_calibration_survives_malformed_cases():
     """Each published case with one field removed or of the wrong type is still scored: either predicted
     or 'cannot predict' naming a field, never a traceback and never an internal error."""
     import copy
-    from grpo_recipes.calibrate import load_cases, score
+    from grpo_recipes.memory.calibrate import load_cases, score
     variants = []
     for case in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl'):
         paths = [(k,) for k in case if k not in ('id', 'kind')]
@@ -362,7 +364,7 @@ DENNIS_HELD_OUT = [
 
 @pytest.mark.parametrize('config,gpus,kv_tokens', DENNIS_HELD_OUT)
 def test_vllm_kv_on_logs_outside_the_calibration_file(config, gpus, kv_tokens):
-    from grpo_recipes.calibrate import load_cases, predict
+    from grpo_recipes.memory.calibrate import load_cases, predict
     base = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')
                 if c['id'].startswith('vllm-dennislee'))
     case = {**base, 'num_gpus': gpus,
@@ -394,12 +396,12 @@ def test_engine_kwargs_reach_the_vllm_accounting():
     ('not stated', set()),
 ])
 def test_loosely_named_gpus_map_to_every_card_they_could_be(name, expected):
-    from grpo_recipes.gpus import candidates
+    from grpo_recipes.memory.gpus import candidates
     assert {c for c, _ in candidates(name)} == expected
 
 
 def test_a_verdict_over_unstated_card_sizes_counts_only_when_unanimous():
-    from grpo_recipes.calibrate import CannotPredict, load_cases, predict
+    from grpo_recipes.memory.calibrate import CannotPredict, load_cases, predict
     case = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')
                 if c['id'].startswith('grpo-msswift-4594'))  # "A100 (memory size not stated)", OOM
     pred = predict(case)
@@ -417,7 +419,7 @@ def test_a_verdict_over_unstated_card_sizes_counts_only_when_unanimous():
 def test_scorer_reads_per_gpu_lists_negative_kv_and_auto_dtype():
     """Forms a source states its figures in, read rather than refused (calibrate.normalise)."""
     import copy
-    from grpo_recipes.calibrate import load_cases, score
+    from grpo_recipes.memory.calibrate import load_cases, score
     cases = {c['id']: c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')}
     tp2 = copy.deepcopy(cases['vllm-llmd-qwen3-32b-h100-tp2'])
     tp2['outcome']['kv_cache_gib_per_gpu'] = [34.49, 34.9]  # two workers' logs: vLLM keeps the smaller
@@ -439,7 +441,7 @@ def test_trl_case_is_read_by_the_trl_front_end_with_trl_defaults():
     """A TRL case: unstated settings are TRL's defaults (full fine-tuning in float32, no vLLM), stated ones its
     flags (use_peft from a LoRA tuner, ZeRO stage from deepspeed)."""
     import copy
-    from grpo_recipes.calibrate import _trl_config, load_cases
+    from grpo_recipes.memory.calibrate import _trl_config, load_cases
     case = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl') if c['id'].startswith('grpo-trl'))
     cfg, env = _trl_config(case)
     assert (cfg.tuner_type, cfg.torch_dtype, cfg.use_vllm, cfg.max_length) == ('full', 'float32', False, 256)
@@ -457,7 +459,7 @@ def test_v0_engine_profiles_a_whole_max_model_len_batch():
     scheduler's max_num_batched_tokens is max(max_model_len, 2048) and the profiling forward fills it, so the
     activation reservation grows with the context; V1 (0.8+) profiles its fixed default (8192 on an A100)."""
     from conftest import ROOT
-    from grpo_recipes.memory import vllm_terms
+    from grpo_recipes.memory.vllm import vllm_terms
     arch = Arch.from_config(json.loads((ROOT / 'grpo_recipes/model_configs/Qwen2.5-7B-Instruct.json').read_text()))
 
     def terms(max_len, version):
@@ -476,7 +478,7 @@ def test_v0_engine_profiles_a_whole_max_model_len_batch():
 def test_vision_tower_count_matches_transformers(model_type, vision):
     """The vision tower and merger, counted from vision_config, against transformers' own classes on meta."""
     import torch
-    from grpo_recipes.arch import vision_params
+    from grpo_recipes.memory.arch import vision_params
     if model_type == 'qwen2_5_vl':
         from transformers import Qwen2_5_VLConfig as Config
         from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import \
@@ -581,7 +583,7 @@ def test_calibration_scores_unstated_versions_as_a_range_and_packed_rows_as_a_bo
     # A full-training SFT peak depends on which AdamW transformers picked (fused from 4.54 on torch >= 2.8, else
     # foreach, which copies the second moments): with neither version stated the case is scored against both.
     # With padding_free and no sample lengths, planning at max_length is an upper bound, checked as one.
-    from grpo_recipes.calibrate import load_cases, score
+    from grpo_recipes.memory.calibrate import load_cases, score
     qwen7b = builtin_config('Qwen2.5-7B-Instruct.json')
     base = {'kind': 'sft_train', 'framework': 'ms-swift', 'model_config': qwen7b, 'num_gpus': 1,
             'config': {'train_type': 'full', 'torch_dtype': 'bfloat16', 'per_device_train_batch_size': 1,

@@ -8,7 +8,7 @@ import yaml
 
 from conftest import ROOT, run_cli
 from grpo_recipes.cli.recipes import recipe_report
-from grpo_recipes.launch import load_launch
+from grpo_recipes.frontends import read_launch as load_launch
 from grpo_recipes.recipes import LEVELS, discover
 
 RECIPES = discover()

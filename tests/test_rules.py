@@ -257,8 +257,8 @@ def test_no_reward_function(over, rollout_argv, severity):
     # server's unless the trainer sets it (rollout_mixin.py)
     from dataclasses import replace as _replace
     from grpo_recipes.check import check_launch
-    from grpo_recipes.frontends.swift import read_rollout
-    from grpo_recipes.launch import launch_from_mapping
+    from grpo_recipes.frontends.swift.reader import read_rollout
+    from grpo_recipes.frontends.swift.reader import launch_from_mapping
     from helpers import BASE, PACKAGES_OK
     cfg = {**{k: v for k, v in BASE.items() if k != 'reward_funcs'}, **over,
            'ENV': {'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 1 if 'vllm_server_host' in over else 2}}

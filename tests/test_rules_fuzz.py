@@ -4,7 +4,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from grpo_recipes.check import check_launch
 from grpo_recipes.errors import GuardError
 from grpo_recipes.hardware import Hardware
-from grpo_recipes.launch import launch_from_mapping
+from grpo_recipes.frontends.swift.reader import launch_from_mapping
 from helpers import PACKAGES_OK
 
 small = st.integers(min_value=-2, max_value=70)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import ROOT, run_cli
-from grpo_recipes.arch import Arch
+from grpo_recipes.memory.arch import Arch
 from grpo_recipes.config import GRPOConfig
 from grpo_recipes.hardware import Hardware
 from grpo_recipes.plan import build_plan
@@ -27,7 +27,7 @@ def _cfg(p):
 @pytest.mark.parametrize('point', GRID['points'], ids=lambda p: f"{p['model']}-{p['tuner']}-gc{int(p['gradient_checkpointing'])}"
                          f"-bs{p['batch']}-{p['prompt']}+{p['completion']}-{p['loss']}-{p['adamw']}")
 def test_analytic_trainer_peak_within_5pct_of_the_trace(point):
-    from grpo_recipes.trace import analytic_peak
+    from grpo_recipes.memory.trace import analytic_peak
     cfg = _cfg(point)
     arch = Arch.from_config(GRID['models'][point['model']])
     model = analytic_peak(cfg, build_plan(cfg, {}, Hardware(gpus=1)), arch, point['prompt'],
@@ -42,7 +42,7 @@ TINY = {'architectures': ['Qwen2ForCausalLM'], 'model_type': 'qwen2', 'hidden_si
 
 @pytest.mark.parametrize('tuner,gc', [('lora', True), ('lora', False), ('full', False)])
 def test_fake_trace_counts_what_real_tensors_allocate(tuner, gc):
-    from grpo_recipes.trace import categorise, trace_step
+    from grpo_recipes.memory.trace import categorise, trace_step
     cfg = _cfg({'tuner': tuner, 'batch': 2, 'completion': 48, 'gradient_checkpointing': gc})
     cfg.torch_dtype = 'float32'
     fake, keys_f, _ = trace_step(cfg, TINY, 16, fake=True)
@@ -107,7 +107,7 @@ def test_trace_matches_the_real_swift_rlhf_step(tmp_path):
     (tests/standins/measure_step.py) that runs its compute_loss + backward under the same live-bytes counter,
     on real tensors; the fake-tensor trace of the same micro-batch shape must allocate within 5% of it. CPU
     means fp32 and CPU dropout here (the trace's CUDA-like bool-mask dropout is turned off for the comparison)."""
-    from grpo_recipes.trace import trace_step
+    from grpo_recipes.memory.trace import trace_step
     rows = [{'messages': [{'role': 'user', 'content': f'What is {a} + {b}?'}], 'solution': str(a + b)}
             for a, b in [(1, 2), (3, 4), (5, 6), (7, 8)]]
     tiny, real = _measured_swift_step(tmp_path, 'rlhf', rows, [
@@ -125,7 +125,7 @@ def test_sft_trace_matches_the_real_swift_sft_step(tmp_path):
     """The SFT loss path the calibration's SFT cases ran: `swift sft` trains the tiny Qwen2 with LoRA for 2 steps
     on CPU under the measuring plugin; the fake-tensor trace of the same micro-batch in SFT mode
     (trace_step(sft=True): the model's own loss over the kept positions) must allocate within 5% of it."""
-    from grpo_recipes.trace import trace_step
+    from grpo_recipes.memory.trace import trace_step
     answer = '{a} + {b} = {s}. The answer is \\boxed{{{s}}}. ' * 3
     rows = [{'messages': [{'role': 'user', 'content': f'What is {a} + {b}?'},
                           {'role': 'assistant', 'content': answer.format(a=a, b=b, s=a + b)}]}

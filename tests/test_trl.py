@@ -93,7 +93,7 @@ def test_trl_snapshot_matches_the_installed_trl():
     proc = subprocess.run([sys.executable, 'scripts/gen_trl_snapshot.py', '--print'], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    from grpo_recipes.frontends.trl import snapshot
+    from grpo_recipes.frontends.trl.arguments import snapshot
     assert json.loads(proc.stdout) == snapshot(), 'TRL changed: run `python scripts/gen_trl_snapshot.py` and review the diff'
 
 

@@ -119,7 +119,7 @@ def _model_config(path: str | None) -> dict | None:
 
 
 def cmd_validate(opts, extra: list[str]) -> int:
-    from ..launch import load_launch
+    from ..frontends import read_launch as load_launch
     from ..realparse import validate
     launch = load_launch(_launch_args(opts.config, extra))
     result = validate(launch, timeout=opts.timeout, trl_version=opts.trl_version)
@@ -160,7 +160,7 @@ def cmd_validate(opts, extra: list[str]) -> int:
 def _check(opts, extra):
     from ..check import check_launch
     from ..hardware import detect
-    from ..launch import load_launch
+    from ..frontends import read_launch as load_launch
     if opts.gpus is not None and opts.gpus < 1:
         raise GuardError(f'--gpus {opts.gpus}: must be >= 1')
     launch = load_launch(_launch_args(opts.config, extra), rollout=opts.rollout)
@@ -170,7 +170,7 @@ def _check(opts, extra):
     packages = None
     if getattr(opts, 'trl_version', None):
         from ..check import installed_packages
-        from ..rules import version_tuple
+        from ..versions import version_tuple
         if version_tuple(opts.trl_version) is None:
             raise GuardError(f'--trl-version {opts.trl_version!r}: not a version (e.g. 0.15.2)')
         packages = {**installed_packages(), 'trl': opts.trl_version}
@@ -204,7 +204,7 @@ def cmd_check(opts, extra: list[str]) -> int:
 def cmd_trace(opts, extra: list[str]) -> int:
     from ..check import check_launch, model_config_for
     from ..hardware import Hardware
-    from ..launch import load_launch
+    from ..frontends import read_launch as load_launch
     launch = load_launch(_launch_args(opts.config, extra))
     if launch.kind != 'train':
         raise GuardError('trace needs a training launch (a rollout server has no trainer step)')
@@ -212,11 +212,11 @@ def cmd_trace(opts, extra: list[str]) -> int:
     mc, why = model_config_for(report.cfg.model, _model_config(opts.model_config))
     if mc is None:
         raise GuardError(why)
-    from ..arch import Arch
-    from ..memplan import launch_adamw, prompt_bound
+    from ..memory.arch import Arch
+    from ..memory.verdicts import launch_adamw, prompt_bound
     prompt_len, why_prompt, _ = prompt_bound(report, Arch.from_config(mc), None)
     try:
-        from ..trace import trace_launch
+        from ..memory.trace import trace_launch
     except ImportError as e:
         raise GuardError(f'trace needs torch, transformers and peft ({e}); pip install -e .[test]') from None
     adamw, adamw_why = launch_adamw(report)
@@ -242,7 +242,7 @@ def cmd_trace(opts, extra: list[str]) -> int:
 
 
 def cmd_calibrate(opts) -> int:
-    from ..calibrate import load_cases, score
+    from ..memory.calibrate import load_cases, score
     result = score(load_cases(opts.cases))
     if opts.json:
         print_json(result)

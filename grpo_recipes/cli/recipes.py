@@ -53,8 +53,8 @@ def recipe_report(recipe, environ: dict | None = None, extra: list[str] | None =
     """The guard's check of a recipe on the hardware in its header."""
     from ..check import check_launch
     from ..hardware import Hardware, parse_gpu_ids
-    from ..launch import load_launch
-    from ..frontends.swift import read_rollout
+    from ..frontends import read_launch as load_launch
+    from ..frontends.swift.reader import read_rollout
     launch = load_launch([str(recipe.path), *(extra or [])], environ=environ if environ is not None else {})
     rollout = parse_gpu_ids(recipe.rollout_gpus, '@rollout_gpus') if recipe.rollout_gpus else None
     hw = Hardware(gpus=recipe.gpus or None, gpu_type=recipe.gpu_type, source='recipe header', rollout_gpus=rollout)
@@ -149,7 +149,7 @@ def cmd_cp(opts) -> int:
 
 
 def cmd_validate(opts) -> int:
-    from ..launch import load_launch
+    from ..frontends import read_launch as load_launch
     from ..realparse import validate_many
     from ..recipes import discover, find
     recipes = [find(n) for n in opts.names] if opts.names else discover()
@@ -206,7 +206,7 @@ def cmd_header(opts) -> int:
 
 def cmd_arg(opts) -> int:
     from ..config import GRPOConfig
-    from ..launch import load_launch
+    from ..frontends import read_launch as load_launch
     from ..recipes import find
     recipe = find(opts.recipe)
     launch = load_launch([str(recipe.path)], environ={})
@@ -232,7 +232,7 @@ def cmd_rollout_args(opts) -> int:
     """`swift rollout` arguments that mirror the recipe's vLLM settings (single source of truth)."""
     from ..recipes import find
     from ..config import GRPOConfig
-    from ..launch import load_launch
+    from ..frontends import read_launch as load_launch
     recipe = find(opts.recipe)
     cfg, _ = GRPOConfig.from_argv(load_launch([str(recipe.path)], environ={}).argv)
     args = rollout_argv(cfg)

@@ -1,9 +1,9 @@
 """Launch readers, one per framework, all producing the one typed :class:`~grpo_recipes.launch.Launch`.
 
     shell.py   VAR=value / env / export prefixes and whole launcher scripts -> commands (never run)
-    swift.py   swift rlhf (config file and/or flags), swift rollout
-    trl.py     accelerate launch / python / torchrun / trl grpo, trl vllm-serve
-    trl_script.py  the GRPOConfig(...) a TRL training script writes in code (read with ast, never run)
+    swift/     swift rlhf (config file and/or flags), swift rollout; ms-swift's real parser (worker)
+    trl/       accelerate launch / python / torchrun / trl grpo, trl vllm-serve; TRL's names and wording;
+               the GRPOConfig(...) a TRL training script writes in code (read with ast, never run)
 
 :func:`read_launch` is the dispatcher: what the user typed after ``grpo-guard check`` (a config file, a
 ``.sh`` launcher, or a command line after ``--``) plus an optional ``--rollout`` command.
@@ -18,6 +18,8 @@ from typing import Mapping
 from ..errors import GuardError
 from ..launch import CONFIG_SUFFIXES, LAUNCH_ENV_KEYS, Launch, Rollout
 from .shell import Command, parse_command_text, read_script, split_env
+from .swift.reader import load_swift, read_rollout
+from .trl.reader import load_trl, read_vllm_serve
 
 TRL_LAUNCHERS = ('accelerate', 'python', 'python3', 'torchrun', 'trl', 'deepspeed')
 
@@ -58,17 +60,13 @@ def read_rollout_command(cmd: Command, environ: Mapping[str, str], source: str) 
                          f'`swift rollout ...` or `trl vllm-serve ...`')
     env = {**{k: v for k, v in environ.items() if k == 'CUDA_VISIBLE_DEVICES'}, **cmd.env}
     if kind[0] == 'swift':
-        from .swift import read_rollout
         return read_rollout(cmd.argv, env, source)
-    from .trl import read_vllm_serve
     return read_vllm_serve(cmd.argv, env, source)
 
 
 def _train_launch(framework: str, argv: list[str], env: Mapping[str, str], source: str) -> Launch:
     if framework == 'swift':
-        from .swift import load_swift
         return load_swift(argv, env)
-    from .trl import load_trl
     return load_trl(argv, env, source)
 
 

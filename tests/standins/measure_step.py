@@ -1,6 +1,6 @@
 """Not a stand-in: an ms-swift `--external_plugins` file that measures the real trainers. It wraps the
 compute_loss of GRPOTrainer (`swift rlhf`) and of Seq2SeqTrainer (`swift sft`), and accelerate's backward, in
-grpo_recipes.trace.LiveBytes (the counter `grpo-guard trace` uses, here on real CPU tensors) and appends, per
+grpo_recipes.memory.trace.LiveBytes (the counter `grpo-guard trace` uses, here on real CPU tensors) and appends, per
 training micro-batch, the step's peak of newly allocated bytes, the input shape and the number of positions whose
 logits were kept (GRPO: the completion length; SFT: ms-swift's logits_to_keep) to $GRPO_MEASURE_OUT (JSON lines)."""
 import json
@@ -9,7 +9,7 @@ import os
 from swift.rlhf_trainers.grpo_trainer import GRPOTrainer
 from swift.trainers.seq2seq_trainer import Seq2SeqTrainer
 
-from grpo_recipes.trace import LiveBytes
+from grpo_recipes.memory.trace import LiveBytes
 
 
 def _shape_grpo(inputs):

@@ -9,8 +9,9 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..errors import GuardError
-from ..launch import CONFIG_SUFFIXES, LAUNCH_ENV_KEYS, Launch, Rollout
+from ... import swift_args
+from ...errors import GuardError
+from ...launch import CONFIG_SUFFIXES, LAUNCH_ENV_KEYS, Launch, Rollout
 
 
 def _value_to_argv(value: Any) -> list[str]:
@@ -115,7 +116,6 @@ ROLLOUT_ONLY = ('host', 'port', 'api_key', 'ssl_keyfile', 'ssl_certfile', 'owned
 def read_rollout(argv: list[str], env: Mapping[str, str], source: str) -> Rollout:
     """``swift rollout ARGS`` -> Rollout. Its vLLM arguments are VllmArguments (shared with swift rlhf), so
     the same snapshot parser reads them; ``vllm_max_num_seqs`` defaults to 256 there (deploy_args.py)."""
-    from .. import swift_args
     args = list(argv)
     if args[:2] == ['swift', 'rollout']:
         args = args[2:]

@@ -1,24 +1,12 @@
-"""Check a rollout server on its own (``grpo-guard check -- swift rollout ...`` or ``-- trl vllm-serve ...``):
-its arguments, its GPUs (TP x DP of them, all existing) and vLLM's start-up on each of them.
-Imports neither torch nor the frameworks."""
+"""The rollout server's own start-up checks (``swift rollout`` / ``trl vllm-serve``): its arguments, its GPUs
+(TP x DP of them, all existing), its heads and its context. Used beside a trainer (a rule) and for a server
+checked on its own (:func:`grpo_recipes.check.check_rollout`)."""
 from __future__ import annotations
 
-from .config import GRPOConfig
-from .hardware import Hardware
-from .launch import Launch
-from .plan import build_plan
-from .rules import ERROR, WARNING, Finding, _model_max_len
-
-
-def rollout_config(launch: Launch) -> GRPOConfig:
-    r = launch.rollout
-    return GRPOConfig(model=r.model, rlhf_type='grpo', use_vllm=True, vllm_mode='server',
-                      vllm_tensor_parallel_size=r.tensor_parallel_size, vllm_data_parallel_size=r.data_parallel_size,
-                      vllm_max_model_len=r.max_model_len, vllm_gpu_memory_utilization=r.gpu_memory_utilization,
-                      vllm_max_num_seqs=r.max_num_seqs, vllm_enforce_eager=r.enforce_eager,
-                      vllm_engine_kwargs=r.engine_kwargs, vllm_server_host=['127.0.0.1'],
-                      num_generations=2, reward_funcs=['accuracy'])
-
+from ..findings import ERROR, WARNING, Finding, declare
+from ..hardware import Hardware
+from ..memory.arch import model_max_len
+from .registry import Context, rule
 
 def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> list[Finding]:
     """The server's own start-up checks. ``as_error``: the server is what is being launched (an unknown
@@ -56,7 +44,7 @@ def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> lis
                            f'Total number of attention heads ({heads}) must be divisible by tensor parallel size '
                            f'({r.tensor_parallel_size}). [vLLM, at engine start]',
                            f'{tp} one of {[t for t in (1, 2, 4, 8) if heads % t == 0]}', 'vllm/config/model.py'))
-    mmax = _model_max_len(model)
+    mmax = model_max_len(model)
     if r.max_model_len and mmax and r.max_model_len > mmax:
         out.append(Finding(ERROR, 'rollout.max-model-len', [r.flag('max_model_len').lstrip('-')],
                            f'User-specified max_model_len ({r.max_model_len}) is greater than the derived max_model_len '
@@ -65,28 +53,15 @@ def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> lis
     return out
 
 
-def check_rollout(launch: Launch, hw: Hardware, packages: dict | None = None, model_config: dict | None = None):
-    from .check import CheckReport, installed_packages, model_config_for, with_rollout_gpus
-    from .memplan import memory_inputs
-    from .memory import estimate
-    r = launch.rollout
-    cfg = rollout_config(launch)
-    hw = with_rollout_gpus(hw, r)
-    plan = build_plan(cfg, {}, hw)
-    plan.visible_gpus, plan.visible_count, plan.processes = [], 0, []
-    model_config, unchecked = model_config_for(r.model, model_config)
-    report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw,
-                         findings=rollout_findings(r, hw, model_config, as_error=True),
-                         packages=installed_packages() if packages is None else packages, memory_unchecked=unchecked)
-    if unchecked is None:
-        inp = memory_inputs(report, model_config)
-        if inp is not None:
-            inp.prompt_len = 0
-            report.memory = [m for m in estimate(cfg, plan, inp) if m.role == 'rollout']
-            for m in report.memory[:1]:
-                for p in m.problems:
-                    if p.get('severity', 'error') == 'error':
-                        report.findings.append(Finding(ERROR, p['check'], [r.flag('gpu_memory_utilization').lstrip('-')],
-                                                       f'GPU {m.gpu} (rollout): {p["message"]}', None))
-    report.findings.sort(key=lambda f: {'error': 0, 'warning': 1, 'info': 2}[f.severity])
-    return report
+declare(f'{__name__}.rollout_findings', ('rollout.gpu-count', 'rollout.gpu-missing'))
+
+
+@rule('rollout.unknown-argument', 'rollout.tp-heads', 'rollout.max-model-len')
+def rollout_server_arguments(ctx: Context) -> list[Finding]:
+    """Server mode with the rollout command known: the server's own start-up checks (its GPU count and
+    overlap are the device rules' business)."""
+    r = ctx.launch.rollout
+    if r is None or not (ctx.cfg.use_vllm and ctx.cfg.vllm_mode == 'server'):
+        return []
+    return [f for f in rollout_findings(r, ctx.hw, ctx.model, as_error=False)
+            if f.rule not in ('rollout.gpu-count', 'rollout.gpu-missing')]

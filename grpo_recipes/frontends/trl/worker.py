@@ -1,6 +1,6 @@
 """Run the installed TRL's own argument parser on a TRL launch, in its own process.
 
-Invoked by :mod:`grpo_recipes.realparse` as ``python -m grpo_recipes._trl_worker`` with a JSON list of
+Invoked by :mod:`grpo_recipes.realparse` as ``python -m grpo_recipes.frontends.trl.worker`` with a JSON list of
 requests on stdin; prints one JSON result line per request, prefixed with ``RESULT_MARK``.
 
 - a training script (``trl grpo``, ``accelerate launch train_grpo.py``, ``python train_grpo.py``): TRL's
@@ -21,7 +21,7 @@ import sys
 import time
 import traceback
 
-from grpo_recipes._swift_worker import RESULT_MARK, _where, jsonable
+from grpo_recipes.frontends.swift.worker import RESULT_MARK, _where, jsonable
 
 REPORT_FIELDS = ['per_device_train_batch_size', 'gradient_accumulation_steps', 'num_generations',
                  'generation_batch_size', 'steps_per_generation', 'max_completion_length', 'use_vllm', 'vllm_mode',

@@ -5,9 +5,19 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+from ..findings import ERROR, INFO, WARNING, Finding, declare
 from .arch import Arch
-from .memory import VLLM_CUDA_GRAPHS, Inputs, dominant_term, estimate, graphs_profiled, resolve_adamw, resolve_sampler
-from .rules import ERROR, INFO, WARNING, Finding
+from .estimate import dominant_term, estimate
+from .inputs import VLLM_CUDA_GRAPHS, Inputs
+from .search import search_fixes
+from .trainer import resolve_adamw
+from .vllm import graphs_profiled, resolve_sampler
+
+# vLLM's own start-up checks on each GPU (memory.vllm.vllm_checks) surface as findings under their check ids
+declare(f'{__name__}.plan_memory', ('vllm.weights-exceed-gpu', 'vllm.startup-free-memory', 'vllm.no-kv-memory',
+                                    'vllm.kv-one-sequence', 'vllm.kv-concurrency', 'memory.oom-if-long-prompts',
+                                    'memory.oom-if-long-completions', 'memory.oom', 'memory.tight', 'memory.fix',
+                                    'memory.no-fix'))
 
 SAMPLER_ENV = 'VLLM_USE_FLASHINFER_SAMPLER'
 GRAPHS_ENV = 'VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS'
@@ -254,7 +264,6 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
     if conditional is not None:
         train_hard = []
     if want_fixes and train_hard:
-        from .fixes import search_fixes
         report.fixes = search_fixes(report, inp)
         if report.fixes:
             best = report.fixes[0]

@@ -17,6 +17,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+def model_max_len(model: dict | None) -> int | None:
+    """The model's context as vLLM derives it: ``max_position_embeddings``, times the RoPE factor for YaRN/dynamic
+    scaling (vllm/config/model.py ``_get_and_verify_max_len``); None when config.json does not say."""
+    if not model:
+        return None
+    mpe = model.get('max_position_embeddings')
+    if not isinstance(mpe, int):
+        return None
+    rope = model.get('rope_scaling') or {}
+    factor = rope.get('factor') if isinstance(rope, dict) else None
+    if isinstance(factor, (int, float)) and factor > 1 and rope.get('type', rope.get('rope_type')) in ('yarn',
+                                                                                                      'dynamic'):
+        return int(mpe * factor)
+    return mpe
+
+
 def _attention_layers(cfg: dict) -> int | None:
     """Layers with a per-token KV cache in a hybrid model: those of ``layer_types`` that are not
     ``linear_attention`` (transformers' Qwen3-Next / Qwen3.5 configs), else every ``full_attention_interval``-th

@@ -14,9 +14,11 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field, replace
 
-from .config import GRPOConfig
-from .memory import Inputs, estimate
-from .plan import build_plan
+from ..config import GRPOConfig
+from ..frontends.trl.arguments import SWIFT_ONLY, trl_terms
+from ..plan import build_plan
+from .estimate import estimate
+from .inputs import Inputs
 
 MAX_CHANGES = 3
 
@@ -39,7 +41,6 @@ class Fix:
 
     def cli(self) -> str:
         """The change as TRL/accelerate flags (a TRL launch): the script's flags, then accelerate's."""
-        from .frontends.trl import trl_terms
         parts = [trl_terms(f'{k}: {_yaml(new)}') for k, (_, new) in self.changes.items()]
         return 'add ' + ' '.join(p for p in parts if not p.startswith('accelerate')) + ''.join(
             f'; {p}' for p in parts if p.startswith('accelerate'))
@@ -73,7 +74,6 @@ def _knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int, framework: 
     if adamw == 'foreach':
         knobs.insert(0, [{'optim': 'adamw_torch_fused'}])
     if framework == 'trl':
-        from .frontends.trl import SWIFT_ONLY
         knobs = [[c for c in alts if not set(c) & set(SWIFT_ONLY)] for alts in knobs]
         knobs = [alts for alts in knobs if alts]
     return knobs

@@ -1,6 +1,6 @@
 """Run ms-swift 4.6's own argument parser on one argv, in its own process.
 
-Invoked by :mod:`grpo_recipes.realparse` as ``python -m grpo_recipes._swift_worker`` with a JSON
+Invoked by :mod:`grpo_recipes.realparse` as ``python -m grpo_recipes.frontends.swift.worker`` with a JSON
 request on stdin; prints one JSON result line prefixed with ``RESULT_MARK`` on stdout. It calls
 ``swift.utils.parse_args(swift.arguments.RLHFArguments, argv)``, which runs every
 ``__post_init__`` check ``swift rlhf`` runs before loading a model, then applies the pipeline's

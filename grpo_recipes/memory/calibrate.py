@@ -17,15 +17,19 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
+from ..config import GRPOConfig
+from ..errors import GuardError
+from ..frontends.trl import arguments as trl_arguments
+from ..frontends.trl.reader import load_trl, to_config
+from ..hardware import Hardware
+from ..plan import build_plan
+from ..swift_args import snapshot
 from .arch import Arch
-from .config import GRPOConfig
-from .errors import GuardError
+from .estimate import estimate
 from .gpus import candidates
-from .hardware import Hardware
-from .memory import (CUDA_CONTEXT, GiB, Inputs, _vllm_checks, estimate, resolve_adamw, resolve_sampler,
-                     vllm_kv_bytes_per_token, vllm_terms)
-from .plan import build_plan
-from .swift_args import snapshot
+from .inputs import CUDA_CONTEXT, GiB, Inputs
+from .trainer import resolve_adamw
+from .vllm import resolve_sampler, vllm_checks, vllm_kv_bytes_per_token, vllm_terms
 
 RENAMES = {'train_type': 'tuner_type', 'max_prompt_length': 'max_length'}
 # vLLM's own argument names, as a vllm_startup case may keep them, and the ms-swift names they map to
@@ -200,9 +204,8 @@ def _trl_config(case: dict) -> tuple[GRPOConfig, dict]:
     """A TRL case read by the TRL front end, as `accelerate launch train.py ...` with the stated settings:
     what the source leaves out takes the TRL defaults (of ``framework_version`` where it predates the
     snapshot's TRL and changes them, else of the snapshot's TRL, which the row says)."""
-    from .frontends.trl import load_trl, snapshot, to_config
     c = dict(case.get('config') or {})
-    known = {f['name'] for cls in ('GRPOConfig', 'ModelConfig') for f in snapshot()[cls]}
+    known = {f['name'] for cls in ('GRPOConfig', 'ModelConfig') for f in trl_arguments.snapshot()[cls]}
     n = str(c.pop('NPROC_PER_NODE', case.get('num_gpus') or 1))
     acc = ['accelerate', 'launch', '--num_processes', n]
     ds = str(c.pop('deepspeed', '') or '')
@@ -272,7 +275,7 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     problems: list[dict] = []
     plan = build_plan(cfg, {}, Hardware())
     plan.rollout_concurrency_per_engine = None
-    _vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT, problems)
+    vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT, problems)
     failed = any(p.get('severity', 'error') == 'error' for p in problems)
     kv_per_token = vllm_kv_bytes_per_token(cfg, arch)
     return {'weights_gib': round(v['weights'] / GiB, 3), 'kv_cache_gib': round(max(0.0, v['kv_cache']) / GiB, 3),

@@ -27,6 +27,10 @@ import time
 import weakref
 from dataclasses import asdict, dataclass, field
 
+from .arch import Arch
+from .inputs import Inputs
+from .trainer import trainer_terms
+
 GiB = 2 ** 30
 
 
@@ -348,7 +352,6 @@ def categorise(counter: LiveBytes, keys: dict) -> dict:
 def analytic_peak(cfg, plan, arch, prompt_len: int, sft: bool = False, adamw: str = 'fused') -> float:
     """The memory model's trainer terms for one training GPU (what the trace measures): no CUDA context, NCCL
     buffers or vLLM, and without the allocator's fragmentation allowance (the trace counts allocated bytes)."""
-    from .memory import Inputs, trainer_terms
     t = trainer_terms(cfg, plan, Inputs(arch=arch, capacity_gib=1e9, prompt_len=prompt_len, sft=sft, adamw=adamw),
                       fragmentation=1.0)
     return sum(v for k, v in t.items() if k not in ('cuda_context', 'nccl', 'zero3_sync_gather')) / GiB
@@ -360,8 +363,6 @@ PER_PARAMETER_TERMS = ('weights', 'lora_params', 'grads+optimizer', 'zero3_live_
 def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adamw: str = 'fused',
                  adamw_why: str = '') -> TraceResult:
     """Trace the launch's step; ``adamw`` (``memory.resolve_adamw``) picks the optimizer implementation."""
-    from .arch import Arch
-    from .memory import Inputs, trainer_terms
     t0 = time.time()
     sharded = bool(cfg.deepspeed or cfg.fsdp_sharding)
     # under DeepSpeed/FSDP the optimizer steps sharded state the single process cannot show: trace with the fused

@@ -1,0 +1,135 @@
+"""Per-GPU memory model for a GRPO launch: trainer + vLLM, phase by phase.
+
+Pure: (GRPOConfig, Plan, Arch, GPU capacity) -> list[GPUMemory]. All sizes in bytes internally,
+GiB (2**30) in the output. Each constant below cites where it comes from (peers-and-memory.md is
+../shared/reference/peers-and-memory.md); none is fitted to a particular case.
+
+Phases on a colocated GPU (ms-swift 4.6 ``grpo_trainer``/``rollout_mixin``):
+- ``startup``: vLLM starts after the trainer loaded its weights; vLLM requires
+  free memory >= gpu_memory_utilization x total (vLLM ``init_device``), else start-up fails.
+- ``rollout``: vLLM awake (weights + activations + KV = util x total) beside the trainer's resident
+  state, minus what ``offload_model``/``offload_optimizer`` moved to CPU.
+- ``sync``: weights handed to vLLM; under ZeRO-3 (or LoRA merge on ZeRO-3) the gathered 16-bit
+  weights exist at once, split by ``move_model_batches``.
+- ``train``: the trainer at peak (activations, logits, gradients, optimizer) beside what vLLM keeps
+  per sleep level (0: everything; 1/2: CUDA graphs and its non-torch state).
+Server mode plans the rollout GPUs on their own; without vLLM, HF generate's KV cache is added.
+"""
+from __future__ import annotations
+
+from ..config import GRPOConfig
+from ..plan import Plan
+from .inputs import CUDA_CONTEXT, NCCL_PER_GROUP, GiB, GPUMemory, Inputs, _g
+from .trainer import trainer_terms
+from .vllm import vllm_checks, vllm_terms
+
+
+def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
+    a = inp.arch
+    cap = inp.capacity_gib
+    ctx_len = a.context_len
+    if inp.prompt_len is None:
+        inp.prompt_len = min(cfg.max_length or ctx_len, ctx_len)
+    tr = trainer_terms(cfg, plan, inp)
+    out: list[GPUMemory] = []
+    train_ids = [str(p['gpu']) if p['gpu'] is not None else f'rank{p["local_rank"]}' for p in plan.processes]
+
+    resident_keys = ['weights', 'lora_params', 'grads+optimizer', 'ref_model', 'cuda_context', 'nccl']
+    dynamic_keys = ['activations', 'logits', 'adamw_foreach_temp', 'tied_embedding_grad_temp', 'overlap',
+                    'zero3_live_params']
+
+    def resident(offload_model=False, offload_optimizer=False) -> dict[str, float]:
+        out = {}
+        for k in resident_keys:
+            if offload_model and k in ('weights', 'ref_model', 'lora_params'):
+                continue
+            if offload_optimizer and k == 'grads+optimizer':
+                continue
+            if tr.get(k):
+                out[k] = tr[k]
+        return out
+
+    colocate = cfg.use_vllm and cfg.vllm_mode == 'colocate'
+    server = cfg.use_vllm and cfg.vllm_mode == 'server'
+    components = {k: _g(v) for k, v in tr.items() if v}
+    parts: dict[str, dict[str, float]] = {}
+    problems: list[dict] = []
+    vinfo: dict = {}
+
+    train_parts = {**resident(), **{k: tr[k] for k in dynamic_keys if tr.get(k)}}
+    if inp.sft:
+        parts['train'] = train_parts
+    elif colocate:
+        v = vllm_terms(cfg, inp)
+        components.update({f'vllm_{k}': _g(x) for k, x in v.items() if k not in ('requested', 'graphs_outside')})
+        components['vllm_reserved'] = _g(v['requested'])
+        sleep = cfg.effective_sleep_level
+        off = resident(cfg.offload_model, cfg.offload_optimizer)
+        # start-up: the trainer holds its weights (no optimizer state yet) when vLLM initialises
+        at_start = {k: tr[k] for k in ('weights', 'lora_params', 'ref_model', 'cuda_context', 'nccl') if tr.get(k)}
+        parts['startup'] = {**at_start, 'vllm_reserved': v['requested']}
+        # awake, the graphs sit inside the reservation when the profiler counted them (graphs_outside = 0)
+        parts['rollout'] = {**off, 'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['graphs_outside']}
+        # awake (sleep 0) vLLM holds its whole reservation (the profile's activation blocks stay cached
+        # in this process); after sleep, ms-swift wakes only the weights for the sync
+        sync_vllm = {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['graphs_outside']} if sleep == 0 else \
+            {'vllm_weights': v['weights'], 'vllm_cuda_graphs': v['cuda_graphs'], 'vllm_non_torch': v['non_torch']}
+        parts['sync'] = {**off, **({'zero3_sync_gather': tr['zero3_sync_gather']} if tr.get('zero3_sync_gather')
+                                   else {}), **sync_vllm}
+        residue = {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['graphs_outside']} if sleep == 0 else \
+            {'vllm_cuda_graphs': v['cuda_graphs'], 'vllm_non_torch': v['non_torch']}
+        parts['train'] = {**train_parts, **residue}
+        vinfo = vllm_checks(cfg, plan, inp, v, cap * GiB - sum(at_start.values()), problems)
+    elif server:
+        parts['train'] = train_parts
+    else:
+        # HF generate: KV cache for bs sequences of prompt + completion, full model on each rank
+        gen_kv = cfg.per_device_train_batch_size * (inp.prompt_len + cfg.max_completion_length) * \
+            a.kv_bytes_per_token(2)
+        components['hf_generate_kv'] = _g(gen_kv)
+        parts['generate'] = {**resident(), 'hf_generate_kv': gen_kv}
+        parts['train'] = train_parts
+    role = 'train' if inp.sft else ('train+vllm' if colocate else ('train' if server else 'train+hf-generate'))
+    for gid in train_ids:
+        out.append(_finish(GPUMemory(gpu=gid, role=role, capacity_gib=cap, components=dict(components),
+                                     vllm=dict(vinfo), problems=list(problems)), parts))
+    if server and not inp.sft:
+        v = vllm_terms(cfg, inp)
+        rprob: list[dict] = []
+        nccl = NCCL_PER_GROUP * (2 if cfg.vllm_tensor_parallel_size > 1 else 1)
+        rinfo = vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT - nccl, rprob)
+        comps = {f'vllm_{k}': _g(x) for k, x in v.items() if k not in ('requested', 'graphs_outside')}
+        comps.update(vllm_reserved=_g(v['requested']), cuda_context=_g(CUDA_CONTEXT), nccl=_g(nccl))
+        rparts = {'rollout': {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['graphs_outside'],
+                              'cuda_context': CUDA_CONTEXT, 'nccl': nccl}}
+        where = 'remote:' if plan.rollout_remote else ''  # another machine's GPU ids
+        rids = [f'{where}{i}' for i in (plan.rollout_gpus or [])] or \
+            [f'rollout{i}' for i in range(max(1, cfg.vllm_tensor_parallel_size * cfg.vllm_data_parallel_size))]
+        for gid in rids:
+            out.append(_finish(GPUMemory(gpu=gid, role='rollout', capacity_gib=cap, components=dict(comps),
+                                         vllm=dict(rinfo), problems=list(rprob)), rparts))
+    return out
+
+
+def _finish(m: GPUMemory, parts: dict[str, dict[str, float]]) -> GPUMemory:
+    phases = {k: sum(v.values()) for k, v in parts.items()}
+    m.phases = {k: _g(v) for k, v in phases.items()}
+    m.phase = max(phases, key=phases.get)
+    m.phase_terms = {k: _g(v) for k, v in sorted(parts[m.phase].items(), key=lambda kv: -kv[1])}
+    peak = phases[m.phase]
+    m.total_gib = _g(peak)
+    m.peak_fraction = round(peak / (m.capacity_gib * GiB), 4) if m.capacity_gib else 0.0
+    m.headroom_pct = round(100 * (1 - m.peak_fraction), 1)
+    hard = [p for p in m.problems if p.get('severity', 'error') == 'error']
+    m.fits = m.peak_fraction <= 1.0 and not hard
+    return m
+
+
+def dominant_term(m: GPUMemory) -> tuple[str, float]:
+    """The largest term of the peak phase."""
+    if not m.phase_terms:
+        return '', 0.0
+    name, gib = next(iter(m.phase_terms.items()))
+    if name == 'vllm_reserved':
+        name = 'vllm_reserved (vllm_gpu_memory_utilization)'
+    return name, gib

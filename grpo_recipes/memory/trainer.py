@@ -1,0 +1,232 @@
+"""The trainer's per-rank memory terms (weights, optimizer state, activations, logits, transients) and which
+AdamW implementation steps it."""
+from __future__ import annotations
+
+import math
+
+from ..config import GRPOConfig
+from ..plan import Plan
+from ..versions import version_tuple
+from .inputs import (CUDA_CONTEXT, EIGHT_BIT_MOMENTS, FRAGMENTATION, NCCL_PER_GROUP, ZERO3_SUB_GROUP,
+                     Inputs)
+
+
+# transformers' names for bitsandbytes' 8-bit AdamW (training_args.py OptimizerNames; trainer.py maps them to
+# bnb.optim.AdamW with optim_bits 8, paged for the paged_ one)
+EIGHT_BIT_ADAMW = ('adamw_bnb_8bit', 'adamw_8bit', 'paged_adamw_8bit')
+
+
+def resolve_adamw(optim: str | None, torch_version: str | None,
+                  transformers_version: str | None) -> tuple[str, str]:
+    """(``fused`` | ``foreach`` | ``8bit`` | ``other``, why) for the trainer's optimizer.
+
+    - ``--optim adamw_torch_fused`` is fused; ``--optim adamw_torch`` is torch's AdamW with neither flag, which runs
+      the foreach implementation on CUDA (torch/optim/optimizer.py ``_default_to_fused_or_foreach``; fused was
+      never the default, pytorch PR #95415).
+    - Unset, transformers picks: ``adamw_torch_fused`` from transformers 4.54 when torch >= 2.8
+      (transformers/training_args.py ``default_optim``, PR #37358), else ``adamw_torch``.
+    - Versions unknown: fused, the stack ms-swift 4.x recommends (torch 2.8+), and said so.
+    Other optimizers keep the AdamW state accounting and are named as such."""
+    if optim in EIGHT_BIT_ADAMW:
+        return '8bit', f'--optim {optim}: bitsandbytes\' 8-bit AdamW (moments at 1 byte each)'
+    if optim and optim not in ('adamw_torch', 'adamw_torch_fused'):
+        return 'other', f'--optim {optim}: its state is counted as AdamW\'s'
+    if optim == 'adamw_torch_fused':
+        return 'fused', '--optim adamw_torch_fused'
+    if optim == 'adamw_torch':
+        return 'foreach', '--optim adamw_torch: torch\'s AdamW runs its foreach implementation on CUDA'
+    tv, hv = version_tuple(torch_version), version_tuple(transformers_version)
+    if tv is not None and tv < (2, 8):
+        return 'foreach', (f'torch {torch_version} < 2.8: transformers\' default optim is adamw_torch, whose '
+                           f'foreach step holds a copy of the second moments')
+    if hv is not None and hv < (4, 54):
+        return 'foreach', (f'transformers {transformers_version} < 4.54 defaults to adamw_torch, whose foreach step '
+                           f'holds a copy of the second moments')
+    if tv is not None and hv is not None:
+        return 'fused', f'torch {torch_version} and transformers {transformers_version}: adamw_torch_fused'
+    return 'fused', ('torch/transformers versions not known: transformers\' default on torch >= 2.8 '
+                     '(adamw_torch_fused) assumed; on older torch, foreach AdamW needs a copy of the second moments '
+                     'more at the optimizer step')
+
+
+def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float = FRAGMENTATION) -> dict[str, float]:
+    """Per-rank training memory terms in bytes (``fragmentation``: the allowance on the dynamic terms; 1.0 gives
+    the allocated bytes `grpo-guard trace` counts)."""
+    a = inp.arch
+    N = max(1, plan.world_size)
+    P = a.param_count()
+    stage = cfg.zero_stage if cfg.deepspeed else None
+    ds = cfg.deepspeed or ''
+    offload_opt = 'offload' in ds
+    offload_param = ds.startswith('zero3_offload')
+    bnb_bits = cfg.quant_bits if cfg.quant_method == 'bnb' else None
+    base_bytes = a.weight_bytes(bnb_bits=bnb_bits)
+    t: dict[str, float] = {}
+
+    # bytes per parameter of the policy as loaded: torch_dtype, else the checkpoint's dtype
+    pb = 4 if (cfg.torch_dtype or a.dtype).endswith('float32') else 2
+    if pb == 4 and not (a.quant_method() or bnb_bits):
+        base_bytes = a.weight_bytes(dtype_bytes=4)
+    if cfg.is_lora:
+        T = a.lora_params(cfg.lora_rank, cfg.target_modules)
+        # frozen base; ZeRO-3 partitions it (and offloads it with zero3_offload)
+        t['weights'] = 0.0 if offload_param else (base_bytes / N if stage == 3 else base_bytes)
+    else:
+        T = P - (a.vision if cfg.freeze_vit else 0)  # a frozen vision tower has no gradients or optimizer state
+        t['weights'] = 0.0 if offload_param else (pb * P / N if stage == 3 else pb * P)
+
+    # gradients + optimizer (AdamW). Without DeepSpeed ms-swift trains bf16 params with bf16 grads
+    # and AdamW states in the param dtype (2 + 4 B). With DeepSpeed, its own estimators
+    # (deepspeed/runtime/zero/stage_1_and_2.py estimate_zero2_model_states_mem_needs and stage3.py
+    # estimate_zero3_model_states_mem_needs, peers-and-memory.md §D.2):
+    #   ZeRO-2: 2P (16-bit params) + 18P/N ("2_grads_16bit + 4_grads_32bit + 4_params_32bit +
+    #           8_optimizer_states_32bit"); optimizer offload: 2P.
+    #   ZeRO-3: 18P/N + 4L (L = largest layer, gathered fp16 params + grads); optimizer offload: 2P/N + 4L;
+    #           param + optimizer offload: 4L.
+    #   ZeRO-1 has no estimator: 16-bit grads unpartitioned (2P) + 16P/N.
+    # FSDP2 (ms-swift fsdp2.json, full_shard): accelerate upcasts the parameters to fp32 for mixed
+    # precision (accelerate/utils/fsdp_utils.py fsdp2_prepare_model), so 4 (param) + 4 (grad) + 8 (AdamW)
+    # bytes sharded over N, plus the gathered largest layer as under ZeRO-3; shard_grad_op keeps the
+    # fp32 params whole.
+    fsdp = cfg.fsdp_sharding if not cfg.deepspeed else None
+    # AdamW's two moments per trainable parameter: fp32 (8 B) where the optimizer steps fp32 values (adapters,
+    # DeepSpeed's/FSDP's master copies); bitsandbytes' 8-bit AdamW keeps each as uint8 plus an fp32 absmax per
+    # block of 256 (bitsandbytes/optim/optimizer.py Optimizer2State.init_state): 2 + 8/256 B
+    moments = EIGHT_BIT_MOMENTS if inp.adamw == '8bit' else 8
+    if cfg.is_lora:
+        # LoRA adapters are kept in fp32 by PEFT: 4 (param) + 4 (grad) + the moments (AdamW: 8)
+        t['lora_params'] = 4 * T / (N if stage == 3 or fsdp == 'full_shard' else 1)
+        states = (4 + moments) * T
+        t['grads+optimizer'] = 0.0 if offload_opt else (states / N if stage in (1, 2, 3) or fsdp else states)
+        if fsdp == 'full_shard':
+            t['weights'] = base_bytes / N
+    elif fsdp is not None:
+        t['weights'] = 4 * P / N if fsdp == 'full_shard' else 4 * P
+        t['grads+optimizer'] = (4 + moments) * T / N
+    elif stage is None:
+        # grads + AdamW m, v in the parameter dtype (or 8-bit)
+        t['grads+optimizer'] = pb * T + (EIGHT_BIT_MOMENTS if inp.adamw == '8bit' else 2 * pb) * T
+    elif stage == 3:
+        t['grads+optimizer'] = 0.0 if offload_opt else (8 + moments) * T / N
+    else:
+        grads16 = 2 * T / N if stage >= 2 else 2 * T
+        fp32_states = (8 + moments) * T / N
+        if offload_opt:
+            grads16, fp32_states = 0.0, 0.0
+        t['grads+optimizer'] = grads16 + fp32_states
+    if stage == 3 or fsdp == 'full_shard':
+        # gathered 16-bit params + grads of the largest module (DS estimate: 4 x largest layer)
+        t['zero3_live_params'] = 4 * a.largest_layer_params()
+
+    # reference model: full training with beta != 0 (LoRA disables the adapter instead)
+    if not cfg.is_lora and cfg.beta != 0:
+        t['ref_model'] = 0.0 if offload_param else (pb * P / N if stage == 3 or fsdp == 'full_shard' else pb * P)
+
+    # activations: per micro-batch of bs sequences of prompt + completion tokens (padded)
+    bs = cfg.per_device_train_batch_size
+    prompt = inp.prompt_len or 0
+    # Ulysses sequence parallelism splits each sequence's tokens over its group (swift/sequence_parallel)
+    sp = max(1, cfg.sequence_parallel_size)
+    C = math.ceil(cfg.max_completion_length / sp)
+    tokens = bs * math.ceil((prompt + cfg.max_completion_length) / sp)
+    h, L, I = a.hidden, a.layers, a.token_mlp_width
+    # One decoder layer's saved tensors per token, 16-bit weights, as `grpo-guard trace` counts them on the
+    # real model class (grpo_recipes/trace.py; Qwen2.5-7B: 239,736 B traced vs 239,616 B here):
+    #   RMSNorm x2 (transformers Qwen2RMSNorm: fp32 upcast 4h, the 16-bit normalised copy 2h, the output 2h);
+    #   attention (SDPA flash: q 2h, k and v 2kv each, output 2h, fp32 logsumexp; the o_proj input 2h);
+    #   SwiGLU MLP (gate, silu(gate), up, their product: 8I).  -> 24h + 4kv + 8I
+    kv = a.kv_dim
+    per_layer_token = 24 * h + 4 * kv + 8 * I
+    if cfg.is_lora:
+        # frozen linears keep no input and frozen norms no normalised copy (-(10h + 2I)); each adapted linear
+        # keeps its input cast to the adapters' fp32 (peft/tuners/lora/layer.py Linear.forward,
+        # _cast_input_dtype), or with lora_dropout > 0 the dropout's fp32 output and its bool mask (CUDA
+        # native_dropout), plus lora_A's fp32 output (4r)
+        sum_in, n_mod = a.lora_inputs(cfg.target_modules)
+        per_layer_token += -(10 * h + 2 * I) + (5 if cfg.lora_dropout > 0 else 4) * sum_in + 4 * cfg.lora_rank * n_mod
+    if cfg.use_liger_kernel:
+        # transformers applies Liger's kernels with their defaults (rope, rms_norm, swiglu, fused linear loss;
+        # liger_kernel/transformers/monkey_patch.py): each RMSNorm keeps its 16-bit input and a per-row fp32 rstd
+        # instead of the fp32 upcast and the normalised copy (liger ops/rms_norm.py save_for_backward(X, W, RSTD):
+        # -4h per norm), and SwiGLU keeps gate and up only, recomputing silu in backward (ops/swiglu.py: -2I).
+        # Not traced (Triton kernels have no CPU/fake implementation); read from Liger's code.
+        per_layer_token -= 8 * h + 2 * I
+    checkpointed = bool(cfg.gradient_checkpointing or cfg.fsdp_sharding)  # fsdp2.json turns it on
+    if checkpointed:
+        # layer inputs (2h bytes/token/layer) + one layer recomputed during backward
+        recompute = tokens * per_layer_token
+        act = tokens * 2 * h * L + recompute
+    else:
+        act = tokens * per_layer_token * L
+    t['activations'] = act * fragmentation
+    # logits over completion tokens (ms-swift computes log-probs for completion positions only,
+    # logits_to_keep, swift grpo_trainer _get_logps_via_local_forward): the mixed-precision wrapper's fp32 copy
+    # (accelerate convert_outputs_to_fp32), divided by the temperature in place, is kept by TRL's
+    # selective_log_softmax (its fp32 path: gather - per-row logsumexp, which saves its input). Its backward
+    # frees that copy but builds four full-size fp32 buffers of its own (the gradients of the two branches, their
+    # sum, and the slice's and the in-place division's backward): 16 B per element at the traced peak (backward,
+    # aten.div; all four are temporaries in `grpo-guard trace`'s split; Qwen2.5-7B at micro-batch 1, 8 and 16
+    # alike).
+    V = a.vocab
+    if cfg.use_liger_kernel:
+        # Liger's fused linear + loss never holds the full logits: chunks of ceil(n / ceil(V / h)) tokens
+        n = bs * C
+        chunk = max(1, math.ceil(n / math.ceil(V / h)))
+        t['logits'] = chunk * V * 4 * 2
+    elif inp.sft:
+        # ms-swift's default SFT loss (swift/template/base.py compute_sft_loss -> transformers ForCausalLMLoss:
+        # fp32 upcast, cross_entropy = log_softmax + nll_loss) peaks in log_softmax's backward: its saved fp32
+        # output, the fp32 gradient nll_loss hands it and the fp32 gradient it returns, 12 B per element
+        # (`grpo-guard trace` in SFT mode, trace_step(sft=True): Qwen2.5-7B LoRA 1 x 2048, peak at
+        # aten._log_softmax_backward_data)
+        t['logits'] = bs * C * V * 12 * fragmentation
+    else:
+        t['logits'] = bs * C * V * 16 * fragmentation
+    # Terms that never coexist (traced, grpo_recipes/trace.py). In full training
+    # without ZeRO/FSDP the 16-bit gradients (pb x P, inside grads+optimizer) appear layer by layer as backward
+    # frees that layer's saved tensors (Qwen2.5-7B full: the peak is in the embedding's backward, every gradient
+    # present, the activations gone).
+    # with checkpointing the logits' backward runs before any layer is recomputed and frees its buffers first
+    overlap = min(recompute * fragmentation, t['logits']) if checkpointed and not cfg.use_liger_kernel else 0.0
+    dynamic = t['activations'] + t['logits'] - overlap
+    if not cfg.is_lora and stage is None and fsdp is None:
+        overlap += min(pb * T, dynamic)
+        dynamic -= min(pb * T, dynamic)
+    # Transients after the activations and logits are freed; the largest of them and what is left of the dynamic
+    # terms counts (they happen at different times).
+    late: dict[str, float] = {}
+    if inp.adamw == 'foreach' and not offload_opt:
+        # foreach AdamW: torch._foreach_sqrt(exp_avg_sqs) makes a full copy of the second moments, live until the
+        # parameters are updated (torch/optim/adam.py _multi_tensor_adam; traced: trace_step(adamw='foreach')).
+        # DeepSpeed steps its fp32 flat partitions through the same torch optimizer (ZeRO-3: one sub-group at a
+        # time), FSDP2 its fp32 shards; without them the moments are in the parameter dtype.
+        sharded = stage in (1, 2, 3) or fsdp is not None
+        elems = T / N if sharded else T
+        if stage == 3:
+            elems = min(elems, ZERO3_SUB_GROUP)
+        late['adamw_foreach_temp'] = elems * (4 if (cfg.is_lora or sharded) else pb)
+    if not cfg.is_lora and a.tied:
+        # a tied, trained embedding gets two gradients, lm_head's and the embedding's (embedding_dense_backward);
+        # autograd sums them out of place before accumulating, so two more vocab x hidden gradients are live at
+        # the end of backward (traced: Qwen3-4B full, peak at aten.add in backward)
+        late['tied_embedding_grad_temp'] = 2 * a.vocab * a.hidden * pb
+    if late:
+        t.update(late)
+        overlap += dynamic + sum(late.values()) - max(dynamic, *late.values())
+    if overlap:
+        t['overlap'] = -overlap
+    t['cuda_context'] = CUDA_CONTEXT
+    groups = 1 if N > 1 else 0
+    if cfg.use_vllm and cfg.vllm_mode == 'colocate' and cfg.vllm_tensor_parallel_size > 1:
+        groups += 1
+    if cfg.use_vllm and cfg.vllm_mode == 'server':
+        groups += 1  # weight-sync communicator with the rollout server
+    t['nccl'] = groups * NCCL_PER_GROUP
+    # weight sync to vLLM: ZeRO-3 gathers 16-bit weights, split by move_model_batches
+    if cfg.use_vllm and stage == 3:
+        gathered = 2 * P if not cfg.is_lora else base_bytes
+        parts = max(1, cfg.move_model_batches or 1)
+        t['zero3_sync_gather'] = gathered / parts + (2 * a.vocab * a.hidden if parts > 1 else 0)
+        if inp.weight_sync == 'per_param' and not cfg.is_lora:
+            t['zero3_sync_gather'] = pb * a.vocab * a.hidden  # one parameter at a time: the largest, the embedding
+    return t

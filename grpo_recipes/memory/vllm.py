@@ -1,0 +1,214 @@
+"""One vLLM engine on one GPU: its reservation, weights, profiling peak and KV cache (``vllm_terms``), the
+defaults it picks, and its own start-up checks (``vllm_checks``)."""
+from __future__ import annotations
+
+import json
+import math
+
+from ..config import GRPOConfig
+from ..plan import Plan
+from ..versions import version_tuple
+from .arch import Arch
+from .inputs import (KV_BLOCK, SAMPLER_BUFFERS, VLLM_CUDA_GRAPHS, VLLM_GRAPHS_PROFILED_FROM, VLLM_NON_TORCH_TP,
+                     VLLM_NON_TORCH_TP1, GiB, Inputs, _g)
+
+
+def _vllm_large_card(capacity_gib: float, gpu_name: str | None) -> bool:
+    """vLLM V1 picks its larger defaults on >= 70 GiB cards other than the A100
+    (vllm/engine/arg_utils.py ``_set_default_args``)."""
+    return capacity_gib >= 70 and 'A100' not in (gpu_name or '').upper()
+
+
+def vllm_default_batched_tokens(capacity_gib: float, gpu_name: str | None, offline: bool = True) -> int:
+    """vLLM V1 default max_num_batched_tokens (vllm/engine/arg_utils.py ``_set_default_args``):
+    LLM class 16384 / API server 8192 on >= 70 GiB non-A100 cards, else 8192 / 2048."""
+    big = _vllm_large_card(capacity_gib, gpu_name)
+    if offline:
+        return 16384 if big else 8192
+    return 8192 if big else 2048
+
+
+def resolve_sampler(env_value: str | None, vllm_version: str | None,
+                    flashinfer_installed: bool | None) -> tuple[str, str]:
+    """Which top-k/top-p sampler vLLM's profiling run uses: ``native`` (sorts the vocabulary) or
+    ``flashinfer``, and why. Unknown means ``native``, the larger reservation, so predicted KV is a floor.
+
+    - ``VLLM_USE_FLASHINFER_SAMPLER`` decides when set (vllm/envs.py).
+    - Without FlashInfer installed, vLLM samples natively.
+    - With it installed, V1 used it by default until 0.11.1 (vllm PR #11394; PR #26859 turned the default
+      off in October 2025). A later PR (#40376) turned it back on, in a release we cannot date, so for
+      0.11.1 and newer we keep the native figure unless the variable says otherwise.
+    - Whether it is installed, when not known: ``pip install vllm`` did not bring FlashInfer before
+      0.11.1 (an optional extra, vllm PR #21959; a default dependency from PR #26443), so native again.
+    """
+    if env_value is not None and env_value.strip() != '':
+        on = env_value.strip().lower() in ('1', 'true', 'yes', 'on')
+        return ('flashinfer' if on else 'native'), f'VLLM_USE_FLASHINFER_SAMPLER={env_value}'
+    if flashinfer_installed is False:
+        return 'native', 'FlashInfer is not installed'
+    parts = version_tuple(vllm_version)
+    if parts and parts >= (0, 11, 1):
+        return 'native', (f'vLLM {vllm_version}: FlashInfer sampling is off by default from 0.11.1 until a later '
+                          'release turned it back on; assumed native, the larger reservation '
+                          '(set VLLM_USE_FLASHINFER_SAMPLER to state it)')
+    if parts and parts < (0, 8, 0):
+        return 'native', f'vLLM {vllm_version}: the V0 engine sorts natively'
+    if parts and flashinfer_installed:
+        return 'flashinfer', f'vLLM {vllm_version} with FlashInfer installed samples with FlashInfer'
+    if parts:
+        return 'native', f'vLLM {vllm_version}: a pip install has no FlashInfer, so the native sampler'
+    return 'native', 'vLLM version not known; assumed native, the larger profiling reservation'
+
+
+def graphs_profiled(vllm_version: str | None, env_value: str | None) -> bool:
+    """Whether vLLM's memory profiler counts CUDA graphs inside ``gpu_memory_utilization`` (then the KV cache is
+    smaller by them and nothing comes on top): the variable decides when set, else the version
+    (``VLLM_GRAPHS_PROFILED_FROM``); an unknown version means on top, the larger footprint."""
+    if env_value is not None and env_value.strip() != '':
+        return env_value.strip().lower() in ('1', 'true', 'yes', 'on')
+    v = version_tuple(vllm_version)
+    return v is not None and v >= VLLM_GRAPHS_PROFILED_FROM
+
+
+def _positive_int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+def vllm_engine_options(cfg: GRPOConfig) -> dict:
+    """The JSON object in ``vllm_engine_kwargs`` ({} when unset or not an object)."""
+    if not cfg.vllm_engine_kwargs:
+        return {}
+    try:
+        value = json.loads(cfg.vllm_engine_kwargs)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def vllm_kv_bytes_per_token(cfg: GRPOConfig, a: Arch) -> float:
+    """KV cache bytes per token on one TP rank: the model dtype (vLLM ``kv_cache_dtype`` "auto"), or one
+    byte for an fp8 cache."""
+    kv_dtype = str(vllm_engine_options(cfg).get('kv_cache_dtype') or 'auto')
+    return a.kv_bytes_per_token(1 if kv_dtype.startswith('fp8') else a.dtype_bytes) / \
+        max(1, cfg.vllm_tensor_parallel_size)
+
+
+def vllm_profile_peak(a: Arch, tp: int, tokens: int, seqs: int, sampler: str = 'native') -> float:
+    """Peak torch memory of vLLM's profiling run (vllm/v1/worker/gpu_model_runner.py ``profile_run``),
+    bytes: the dummy forward over ``tokens`` tokens, or, after it, its hidden states plus the sampler on
+    ``min(seqs, tokens)`` rows of full-vocabulary logits, whichever is larger."""
+    act_bytes = a.dtype_bytes
+    inter = a.token_mlp_width
+    # forward: residual + normed hidden (2h) beside the MLP's gate_up (2I) and activation output (I), per rank
+    forward = tokens * act_bytes * (2 * a.hidden + 3 * inter / tp)
+    rows = min(seqs, tokens)
+    sampler_peak = tokens * a.hidden * act_bytes + SAMPLER_BUFFERS[sampler] * rows * a.vocab * 4
+    return max(forward, sampler_peak)
+
+
+def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
+    """One vLLM engine shard on one GPU (bytes)."""
+    a = inp.arch
+    tp = max(1, cfg.vllm_tensor_parallel_size)
+    cap = inp.capacity_gib * GiB
+    requested = cfg.vllm_gpu_memory_utilization * cap
+    bnb_bits = cfg.quant_bits if cfg.quant_method == 'bnb' else None
+    weights = a.weight_bytes(bnb_bits=bnb_bits) / tp
+    offline = inp.vllm_entry == 'offline'
+    opts = vllm_engine_options(cfg)
+    tb = _positive_int(opts.get('max_num_batched_tokens'))
+    v = version_tuple(inp.vllm_version)
+    v0 = v is not None and v < (0, 8, 0)  # V1 became the default engine in vLLM 0.8.0
+    max_len = _max_model_len(cfg, a)
+    if not tb and v0 and max_len <= 32768:
+        # V0 without chunked prefill (its default up to a 32K context; longer contexts turn chunked prefill
+        # on, vllm/engine/arg_utils.py): SchedulerConfig max_num_batched_tokens = max(max_model_len, 2048)
+        # (vllm/config.py), and the profiling run fills that many tokens
+        tb = max(max_len, 2048)
+    if not tb:
+        tb = vllm_default_batched_tokens(inp.capacity_gib, inp.gpu_name, offline=offline)
+    seqs = cfg.vllm_max_num_seqs or _positive_int(opts.get('max_num_seqs'))
+    if not seqs and v0:
+        seqs = 256  # V0 EngineArgs max_num_seqs default
+    if not seqs and cfg.vllm_mode == 'colocate' and offline:
+        # ms-swift colocate: per_device_train_batch_size x TP x steps_per_generation (rollout_mixin)
+        spg = cfg.steps_per_generation or cfg.gradient_accumulation_steps or 1
+        seqs = cfg.per_device_train_batch_size * tp * spg
+    elif not seqs:
+        seqs = 1024 if _vllm_large_card(inp.capacity_gib, inp.gpu_name) else 256  # vLLM V1 default max_num_seqs
+    act = vllm_profile_peak(a, tp, tb, seqs, inp.vllm_sampler)
+    non_torch = VLLM_NON_TORCH_TP if tp > 1 else VLLM_NON_TORCH_TP1
+    graphs = 0.0 if cfg.vllm_enforce_eager else VLLM_CUDA_GRAPHS
+    # V1 sizes the KV cache from what the profile left: requested - weights - peak activation - non-torch; CUDA
+    # graphs are captured afterwards and come on top, unless the profiler estimates them (graphs_profiled): then
+    # they come out of the KV budget and stay inside the reservation
+    inside = bool(graphs) and graphs_profiled(inp.vllm_version, inp.vllm_graphs_env)
+    kv = requested - weights - act - non_torch - (graphs if inside else 0.0)
+    return {'requested': requested, 'weights': weights, 'activation': act, 'non_torch': non_torch,
+            'cuda_graphs': graphs, 'kv_cache': kv, 'graphs_outside': 0.0 if inside else graphs}
+
+
+def _max_model_len(cfg: GRPOConfig, a: Arch) -> int:
+    return cfg.vllm_max_model_len or a.context_len
+
+
+def vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_start: float,
+                 problems: list[dict]) -> dict:
+    """vLLM's own three checks: start-up free memory, one max-length sequence, rollout concurrency."""
+    a = inp.arch
+    cap = inp.capacity_gib * GiB
+    kv_per_token = vllm_kv_bytes_per_token(cfg, a)
+    mml = _max_model_len(cfg, a)
+    kv_tokens = max(0, int(v['kv_cache'] // kv_per_token)) // KV_BLOCK * KV_BLOCK if kv_per_token else 0
+    info = {'requested_gib': _g(v['requested']), 'weights_gib': _g(v['weights']),
+            'activation_gib': _g(v['activation']), 'non_torch_gib': _g(v['non_torch']),
+            'sampler': inp.vllm_sampler, 'sampler_basis': inp.vllm_sampler_why,
+            'kv_cache_gib': _g(max(0.0, v['kv_cache'])),
+            'cuda_graphs_in_budget_gib': _g(v['cuda_graphs'] - v['graphs_outside']),
+            'kv_tokens': kv_tokens, 'max_model_len': mml}
+    if v['weights'] > cap:
+        problems.append({'check': 'vllm.weights-exceed-gpu', 'phase': 'startup', 'message': (
+            f'the model weights alone ({v["weights"] / GiB:.2f} GiB per GPU) exceed the GPU ({cap / GiB:.2f} GiB): '
+            f'CUDA out of memory while loading')})
+    elif free_at_start < v['requested']:
+        problems.append({'check': 'vllm.startup-free-memory', 'phase': 'startup', 'message': (
+            f'Free memory on device ({free_at_start / GiB:.2f}/{cap / GiB:.2f} GiB) on startup is less than '
+            f'desired GPU memory utilization ({cfg.vllm_gpu_memory_utilization}, {v["requested"] / GiB:.2f} GiB). '
+            f'[vLLM init_device]')})
+    if v['kv_cache'] <= 0:
+        problems.append({'check': 'vllm.no-kv-memory', 'phase': 'startup', 'message': (
+            'No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when '
+            'initializing the engine. [vLLM]')})
+    else:
+        need = math.ceil(mml / KV_BLOCK) * KV_BLOCK * kv_per_token
+        if need > v['kv_cache']:
+            # vLLM's estimate is the longest length whose whole blocks fit (estimate_max_model_len binary-searches
+            # cdiv(len, block_size) x page size against the available memory): a multiple of the block size
+            est = KV_BLOCK * int(v['kv_cache'] // (KV_BLOCK * kv_per_token))
+            ver = version_tuple(inp.vllm_version)
+            if ver is not None and ver < (0, 8, 0):
+                # the V0 worker (vllm/worker/worker.py raise_if_cache_size_invalid): block_size x num_gpu_blocks
+                held = KV_BLOCK * int(v['kv_cache'] // (KV_BLOCK * kv_per_token))
+                message = (f"The model's max seq len ({mml}) is larger than the maximum number of tokens that can be "
+                           f"stored in KV cache ({held}). Try increasing `gpu_memory_utilization` or decreasing "
+                           f"`max_model_len` when initializing the engine. [vLLM {inp.vllm_version}]")
+            else:
+                # V1 (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory)
+                message = (f"To serve at least one request with the models's max seq len ({mml}), ({need / GiB:.2f} "
+                           f"GiB KV cache is needed, which is larger than the available KV cache memory "
+                           f"({v['kv_cache'] / GiB:.2f} GiB). Based on the available memory, the estimated maximum "
+                           f"model length is {est}. [vLLM]")
+            problems.append({'check': 'vllm.kv-one-sequence', 'phase': 'startup', 'message': message})
+    conc = plan.rollout_concurrency_per_engine
+    if conc:
+        seq = min(mml, (inp.prompt_len or 0) + cfg.max_completion_length)
+        want = conc * seq
+        info['rollout_tokens'] = int(want)
+        info['rollout_concurrency'] = conc
+        if kv_tokens and want > kv_tokens:
+            # throughput, not memory: an info (it would fire on most long-completion launches at their limits)
+            problems.append({'check': 'vllm.kv-concurrency', 'phase': 'rollout', 'severity': 'info', 'message': (
+                f'a rollout sends {conc:g} sequences of up to {seq} tokens to each engine ({int(want):,} tokens at '
+                f'the longest) but the KV cache holds {kv_tokens:,}: vLLM queues or preempts and recomputes the '
+                f'rest (slower, same memory)')})
+    return info

@@ -1,0 +1,106 @@
+"""Batch arithmetic (ms-swift 4.6 swift/rlhf_trainers/args_mixin.py::_init_generation_batch_params, TRL
+GRPOConfig.__post_init__)."""
+from __future__ import annotations
+
+from ..findings import ERROR, INFO, WARNING, Finding
+from .registry import Context, rule
+
+
+@rule('batch.per-device', 'batch.accumulation', 'batch.num-generations', 'batch.generation-batch', 'batch.steps-per-generation', 'batch.num-generations-divides', 'batch.eval')
+def batch_rules(ctx: Context) -> list[Finding]:
+    """The GRPO batch arithmetic: ms-swift's ``_init_generation_batch_params``
+    (swift/rlhf_trainers/args_mixin.py) and TRL's ``GRPOConfig.__post_init__`` (trl/trainer/grpo_config.py) raise
+    ValueError when the generation batch is not a multiple of the global batch or of num_generations."""
+    cfg, p = ctx.cfg, ctx.plan
+    trl = ctx.launch.framework == 'trl'
+    src = ('trl/trainer/grpo_config.py::GRPOConfig.__post_init__' if trl else
+           'swift/rlhf_trainers/args_mixin.py::_init_generation_batch_params')
+    world = p.world_size
+    bs = cfg.per_device_train_batch_size
+    out = []
+    if bs < 1:
+        return [Finding(ERROR, 'batch.per-device', ['per_device_train_batch_size'],
+                        f'per_device_train_batch_size must be >= 1 (got {bs})', 'per_device_train_batch_size: 1')]
+    if (cfg.gradient_accumulation_steps or 1) < 1:
+        return [Finding(ERROR, 'batch.accumulation', ['gradient_accumulation_steps'],
+                        'gradient_accumulation_steps must be >= 1', 'gradient_accumulation_steps: 1')]
+    G = cfg.num_generations
+    if G <= 1 and cfg.rlhf_type == 'grpo':
+        out.append(Finding(ERROR, 'batch.num-generations', ['num_generations'],
+                           'GRPO requires at least 2 generations per prompt to calculate the advantages. You provided '
+                           f'{G}, which is less than the minimum required.' if trl else
+                           'num_generations must be greater than 1 for GRPO', 'num_generations: 8',
+                           src if trl else 'swift/arguments/rlhf_args.py::_check_teacher'))
+    global_bs = bs * world
+    gbs, spg = cfg.generation_batch_size, cfg.steps_per_generation
+    if gbs is not None and spg is None and gbs % global_bs:
+        out.append(Finding(ERROR, 'batch.generation-batch', ['generation_batch_size', 'per_device_train_batch_size'],
+                           f'generation_batch_size ({gbs}) must be divisible by the global batch size ({global_bs}).',
+                           f'generation_batch_size: {max(1, round(gbs / global_bs)) * global_bs} '
+                           f'(a multiple of per_device_train_batch_size × world = {global_bs})', src))
+        return out
+    if trl and gbs is not None and spg is not None:
+        out.append(Finding(ERROR, 'batch.generation-batch', ['generation_batch_size', 'steps_per_generation'],
+                           "'generation_batch_size' and 'steps_per_generation' can not be both configured at the "
+                           "same time", 'set only one of generation_batch_size and steps_per_generation', src))
+        return out
+    if gbs is not None and spg is not None and gbs != global_bs * spg:
+        out.append(Finding(ERROR, 'batch.generation-batch', ['generation_batch_size', 'steps_per_generation'],
+                           f'generation_batch_size ({gbs}) must equal per_device_train_batch_size * world_size * '
+                           f'steps_per_generation = {global_bs * spg}.',
+                           'set only one of generation_batch_size and steps_per_generation', src))
+        return out
+    if p.steps_per_generation is not None and p.steps_per_generation <= 0:
+        out.append(Finding(ERROR, 'batch.steps-per-generation', ['steps_per_generation'],
+                           f'steps_per_generation must be > 0, got {p.steps_per_generation}.',
+                           'steps_per_generation: 1', src))
+        return out
+    gen = p.generation_batch
+    if G > 1 and gen is not None and gen % G:
+        valid = [n for n in range(2, gen + 1) if gen % n == 0]
+        fix_bs = next((b for b in range(bs, bs * G + 1) if (b * world * p.steps_per_generation) % G == 0), None)
+        fix = f'num_generations: one of {valid}'
+        if fix_bs:
+            fix += f', or per_device_train_batch_size: {fix_bs}'
+        out.append(Finding(ERROR, 'batch.num-generations-divides', ['num_generations', 'per_device_train_batch_size',
+                                                                     'gradient_accumulation_steps'],
+                           (f'generation_batch_size ({gen}) must be divisible by num_generations ({G}). (valid: '
+                            f'{valid})' if trl else
+                            f'generation_batch_size ({gen}) must be evenly divisible by num_generations ({G}). '
+                            f'Valid values: {valid}.'), fix, src))
+    if G > 1 and cfg.eval_strategy not in (None, 'no'):
+        Ge = cfg.num_generations_eval or G
+        geb = cfg.per_device_eval_batch_size * world
+        if geb % Ge:
+            valid = [n for n in range(1, geb + 1) if geb % n == 0]
+            out.append(Finding(ERROR, 'batch.eval', ['per_device_eval_batch_size', 'num_generations_eval'],
+                               f'The global eval batch size ({world} x {cfg.per_device_eval_batch_size}) must be '
+                               f'evenly divisible by num_generations_eval ({Ge}). Valid values: {valid}.',
+                               f'per_device_eval_batch_size: {Ge}, or num_generations_eval: one of {valid}', src))
+    return out
+
+
+@rule('batch.clipping-inert', 'batch.rollout-misaligned')
+def batch_shape_warnings(ctx: Context) -> list[Finding]:
+    """Batch shapes that run but behave unexpectedly: clipping that never acts (docs GRPO.md FAQ;
+    swift/rlhf_trainers/grpo_trainer.py) or rollouts misaligned with optimizer steps."""
+    cfg, p = ctx.cfg, ctx.plan
+    G = cfg.num_generations
+    if G <= 1 or cfg.per_device_train_batch_size < 1 or not p.steps_per_generation or p.steps_per_generation <= 0:
+        return []
+    out = []
+    ga = cfg.gradient_accumulation_steps or 1
+    spg = p.steps_per_generation
+    if cfg.num_iterations <= 1 and spg == ga and cfg.is_set('epsilon'):
+        out.append(Finding(INFO, 'batch.clipping-inert', ['epsilon', 'steps_per_generation', 'num_iterations'],
+                           f'steps_per_generation == gradient_accumulation_steps ({ga}) and num_iterations 1: every '
+                           f'update is on-policy, the importance ratio is 1 and epsilon={cfg.epsilon} never clips',
+                           'steps_per_generation: a multiple of gradient_accumulation_steps, or num_iterations: 2, '
+                           'if clipping is wanted', 'docs GRPO.md FAQ; swift/rlhf_trainers/grpo_trainer.py'))
+    elif spg != ga and spg % ga and ga % spg:
+        out.append(Finding(WARNING, 'batch.rollout-misaligned', ['steps_per_generation',
+                                                                 'gradient_accumulation_steps'],
+                           f'steps_per_generation ({spg}) and gradient_accumulation_steps ({ga}) are not multiples: '
+                           f'rollouts and optimizer steps drift apart, so some steps mix two rollouts and clipping '
+                           f'acts unevenly', f'steps_per_generation: {ga} (or a multiple of it)'))
+    return out
