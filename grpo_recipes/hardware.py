@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 
 from .errors import GuardError
-from .memory.gpus import lookup
+from .gpus import lookup
 
 
 @dataclass(frozen=True)

@@ -230,7 +230,8 @@ def test_offload_or_lower_util_never_increases_memory(base, change):
 
 
 def test_calibration_scores_on_the_published_cases():
-    from grpo_recipes.memory.calibrate import load_cases, score
+    from grpo_recipes.memory.cases import load_cases
+    from grpo_recipes.memory.calibrate import score
     result = score(load_cases(SHARED / 'calibration' / 'memory_cases.jsonl'))
     assert result['fit_accuracy'] >= 0.9 and result['fit_cases'] >= 5
     assert result['vllm_weights_max_rel_error'] <= 0.03
@@ -241,7 +242,8 @@ def test_calibration_scores_on_the_published_cases():
 
 
 def test_calibration_names_the_missing_field(tmp_path):
-    from grpo_recipes.memory.calibrate import load_cases, score
+    from grpo_recipes.memory.cases import load_cases
+    from grpo_recipes.memory.calibrate import score
     p = tmp_path / 'c.jsonl'
     p.write_text(json.dumps({'id': 'x', 'kind': 'grpo_train', 'framework': 'ms-swift', 'model_config': None,
                              'config': {}, 'outcome': {'oom': True}}) + '\n')
@@ -282,7 +284,8 @@ def test_vllm_profile_peak_matches_logs_of_models_outside_the_calibration_file(n
 def test_flashinfer_sampler_reserves_less_and_matches_a_log_that_used_it():
     """dennislee22/vLLM-benchmarking vllm-7B-1gpuA10080GB-0.25GRAM.log (vLLM 0.10.1.1, A100 80GB, util 0.25)
     logs "Using FlashInfer for top-p & top-k sampling" and "GPU KV cache size: 93,872 tokens"."""
-    from grpo_recipes.memory.calibrate import load_cases, predict
+    from grpo_recipes.memory.cases import load_cases
+    from grpo_recipes.memory.calibrate import predict
     case = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')
                 if c['id'].startswith('vllm-dennislee'))
     native = predict(case)
@@ -327,7 +330,8 @@ def test_calibration_survives_malformed_cases():
     """Each published case with one field removed or of the wrong type is still scored: either predicted
     or 'cannot predict' naming a field, never a traceback and never an internal error."""
     import copy
-    from grpo_recipes.memory.calibrate import load_cases, score
+    from grpo_recipes.memory.cases import load_cases
+    from grpo_recipes.memory.calibrate import score
     variants = []
     for case in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl'):
         paths = [(k,) for k in case if k not in ('id', 'kind')]
@@ -364,7 +368,8 @@ DENNIS_HELD_OUT = [
 
 @pytest.mark.parametrize('config,gpus,kv_tokens', DENNIS_HELD_OUT)
 def test_vllm_kv_on_logs_outside_the_calibration_file(config, gpus, kv_tokens):
-    from grpo_recipes.memory.calibrate import load_cases, predict
+    from grpo_recipes.memory.cases import load_cases
+    from grpo_recipes.memory.calibrate import predict
     base = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')
                 if c['id'].startswith('vllm-dennislee'))
     case = {**base, 'num_gpus': gpus,
@@ -396,12 +401,13 @@ def test_engine_kwargs_reach_the_vllm_accounting():
     ('not stated', set()),
 ])
 def test_loosely_named_gpus_map_to_every_card_they_could_be(name, expected):
-    from grpo_recipes.memory.gpus import candidates
+    from grpo_recipes.gpus import candidates
     assert {c for c, _ in candidates(name)} == expected
 
 
 def test_a_verdict_over_unstated_card_sizes_counts_only_when_unanimous():
-    from grpo_recipes.memory.calibrate import CannotPredict, load_cases, predict
+    from grpo_recipes.memory.cases import CannotPredict, load_cases
+    from grpo_recipes.memory.calibrate import predict
     case = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')
                 if c['id'].startswith('grpo-msswift-4594'))  # "A100 (memory size not stated)", OOM
     pred = predict(case)
@@ -419,7 +425,8 @@ def test_a_verdict_over_unstated_card_sizes_counts_only_when_unanimous():
 def test_scorer_reads_per_gpu_lists_negative_kv_and_auto_dtype():
     """Forms a source states its figures in, read rather than refused (calibrate.normalise)."""
     import copy
-    from grpo_recipes.memory.calibrate import load_cases, score
+    from grpo_recipes.memory.cases import load_cases
+    from grpo_recipes.memory.calibrate import score
     cases = {c['id']: c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')}
     tp2 = copy.deepcopy(cases['vllm-llmd-qwen3-32b-h100-tp2'])
     tp2['outcome']['kv_cache_gib_per_gpu'] = [34.49, 34.9]  # two workers' logs: vLLM keeps the smaller
@@ -441,7 +448,8 @@ def test_trl_case_is_read_by_the_trl_front_end_with_trl_defaults():
     """A TRL case: unstated settings are TRL's defaults (full fine-tuning in float32, no vLLM), stated ones its
     flags (use_peft from a LoRA tuner, ZeRO stage from deepspeed)."""
     import copy
-    from grpo_recipes.memory.calibrate import _trl_config, load_cases
+    from grpo_recipes.memory.cases import load_cases
+    from grpo_recipes.memory.calibrate import _trl_config
     case = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl') if c['id'].startswith('grpo-trl'))
     cfg, env = _trl_config(case)
     assert (cfg.tuner_type, cfg.torch_dtype, cfg.use_vllm, cfg.max_length) == ('full', 'float32', False, 256)
@@ -583,7 +591,8 @@ def test_calibration_scores_unstated_versions_as_a_range_and_packed_rows_as_a_bo
     # A full-training SFT peak depends on which AdamW transformers picked (fused from 4.54 on torch >= 2.8, else
     # foreach, which copies the second moments): with neither version stated the case is scored against both.
     # With padding_free and no sample lengths, planning at max_length is an upper bound, checked as one.
-    from grpo_recipes.memory.calibrate import load_cases, score
+    from grpo_recipes.memory.cases import load_cases
+    from grpo_recipes.memory.calibrate import score
     qwen7b = builtin_config('Qwen2.5-7B-Instruct.json')
     base = {'kind': 'sft_train', 'framework': 'ms-swift', 'model_config': qwen7b, 'num_gpus': 1,
             'config': {'train_type': 'full', 'torch_dtype': 'bfloat16', 'per_device_train_batch_size': 1,

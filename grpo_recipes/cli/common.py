@@ -1,10 +1,14 @@
-"""Shared CLI plumbing: split ``[options] CONFIG [-- extra swift args]`` and print errors as one line."""
+"""Shared CLI plumbing: split ``[options] CONFIG [-- extra swift args]``, read ``--model-config``, print errors as
+one line."""
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
+
+from ..errors import GuardError
 
 
 def split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -36,3 +40,26 @@ def parse_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> ar
         parser.print_help()
         return 2
     return opts
+
+
+def launch_args(config: str | None, extra: list[str]) -> list[str]:
+    """What the user typed: the config or script (if any) and what follows `--`."""
+    if config is None and not extra:
+        raise GuardError('give a CONFIG file or launcher script, or a command line after `--` '
+                         '(e.g. -- swift rlhf --rlhf_type grpo ...)')
+    if config is not None and extra[:2] == ['swift', 'rlhf']:
+        extra = extra[2:]
+    return ([config] if config else []) + extra
+
+
+def model_config_arg(path: str | None) -> dict | None:
+    if not path:
+        return None
+    p = Path(path)
+    f = p / 'config.json' if p.is_dir() else p
+    try:
+        return json.loads(f.read_text(encoding='utf-8'))
+    except FileNotFoundError:
+        raise GuardError(f'--model-config {path}: no config.json there; pass the model dir or its config.json') from None
+    except (OSError, ValueError) as e:
+        raise GuardError(f'--model-config {path}: not a readable config.json ({e})') from None

@@ -14,10 +14,11 @@ Exit status: 0 clean/valid, 1 errors/invalid, 2 usage or input error.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from ..errors import GuardError
-from .common import fail, parse_command, print_json, split_passthrough
+from .common import fail, parse_command, split_passthrough
 
 EPILOG = '''examples:
   grpo-guard check recipes/examples/qwen2.5-7b-lora-colocate.yaml --gpus 2 --gpu-type A100-80G
@@ -28,6 +29,12 @@ EPILOG = '''examples:
   grpo-guard validate -- swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct ...
 
 exit status: 0 clean/valid, 1 errors/invalid, 2 usage or input error'''
+
+
+# One module per verb: (module of grpo_recipes.cli, its function), imported when the verb runs so that `validate`
+# does not load the checker and `check` does not load the real parsers.
+VERBS = {'check': ('check', 'run_check'), 'run': ('check', 'run_run'), 'validate': ('validate', 'run'),
+         'trace': ('trace', 'run'), 'calibrate': ('calibrate', 'run')}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,191 +100,6 @@ def _hardware_args(p: argparse.ArgumentParser) -> None:
                    'pass but memory could not be checked (no config.json, unknown GPU)')
 
 
-def _launch_args(config: str | None, extra: list[str]) -> list[str]:
-    """What the user typed: the config or script (if any) and what follows `--`."""
-    if config is None and not extra:
-        raise GuardError('give a CONFIG file or launcher script, or a command line after `--` '
-                         '(e.g. -- swift rlhf --rlhf_type grpo ...)')
-    if config is not None and extra[:2] == ['swift', 'rlhf']:
-        extra = extra[2:]
-    return ([config] if config else []) + extra
-
-
-def _model_config(path: str | None) -> dict | None:
-    if not path:
-        return None
-    import json
-    from pathlib import Path
-    p = Path(path)
-    f = p / 'config.json' if p.is_dir() else p
-    try:
-        return json.loads(f.read_text(encoding='utf-8'))
-    except FileNotFoundError:
-        raise GuardError(f'--model-config {path}: no config.json there; pass the model dir or its config.json') from None
-    except (OSError, ValueError) as e:
-        raise GuardError(f'--model-config {path}: not a readable config.json ({e})') from None
-
-
-def cmd_validate(opts, extra: list[str]) -> int:
-    from ..frontends import read_launch as load_launch
-    from ..realparse import validate
-    launch = load_launch(_launch_args(opts.config, extra))
-    result = validate(launch, timeout=opts.timeout, trl_version=opts.trl_version)
-    if opts.json:
-        print_json({'ok': result.ok, 'launch': launch.to_dict(), 'parser': result.to_dict()})
-        return 0 if result.ok else 1
-    from rich.console import Console
-    from rich.markup import escape
-    out = Console(highlight=False, soft_wrap=True)
-    out.print(f'[bold]config[/]   {launch.config_file}')
-    if launch.env:
-        out.print('[bold]env[/]      ' + ' '.join(f'{k}={v}' for k, v in launch.env.items()))
-    for note in launch.notes:
-        out.print(f'[yellow]note[/]     {note}')
-    sim = f', simulated: {", ".join(result.simulated)}' if result.simulated else ''
-    out.print(f'[bold]parser[/]   {result.parser}, world_size {result.world_size}{sim} '
-              f'({result.total_s:.1f}s)')
-    for u in result.unknown:
-        out.print(f'[red]unknown[/]  {u["describe"]}')
-    if result.ok and launch.framework == 'trl':
-        r = result.resolved
-        keys = (('model', 'tensor_parallel_size', 'data_parallel_size', 'gpu_memory_utilization', 'max_model_len')
-                if launch.kind == 'rollout' else ('generation_batch_size', 'steps_per_generation', 'num_generations',
-                                                  'use_vllm', 'vllm_mode', 'dtype', 'use_peft'))
-        out.print('[green bold]VALID[/]    ' + escape(', '.join(f'{k}={r[k]}' for k in keys if k in r)))
-        return 0
-    if result.ok:
-        r = result.resolved
-        out.print(f'[green bold]VALID[/]    model_type={r.get("model_type")} template={r.get("template")} '
-                  f'tuner={r.get("tuner_type")} dtype={r.get("torch_dtype")} max_length={r.get("max_length")} '
-                  f'beta={r.get("beta")}')
-        return 0
-    out.print(f'[red bold]INVALID[/]  {result.error_type} at {result.where}:')
-    out.print(f'         {result.message}')
-    return 1
-
-
-def _check(opts, extra):
-    from ..check import check_launch
-    from ..hardware import detect
-    from ..frontends import read_launch as load_launch
-    if opts.gpus is not None and opts.gpus < 1:
-        raise GuardError(f'--gpus {opts.gpus}: must be >= 1')
-    launch = load_launch(_launch_args(opts.config, extra), rollout=opts.rollout)
-    hw = detect(opts.gpus, opts.gpu_type, opts.rollout_gpus, opts.gpu_mem)
-    from ..check import load_data_stats
-    stats = load_data_stats(opts.data_stats) if opts.data_stats else None
-    packages = None
-    if getattr(opts, 'trl_version', None):
-        from ..check import installed_packages
-        from ..versions import version_tuple
-        if version_tuple(opts.trl_version) is None:
-            raise GuardError(f'--trl-version {opts.trl_version!r}: not a version (e.g. 0.15.2)')
-        packages = {**installed_packages(), 'trl': opts.trl_version}
-    report = check_launch(launch, hw, packages=packages, data_stats=stats,
-                          model_config=_model_config(opts.model_config))
-    if getattr(opts, 'verify', False) and report.fixes:
-        from ..realparse import validate
-        from ..launch import Launch
-        fixed = Launch(argv=launch.argv + report.fixes[0].argv(), env=launch.env, file_env=launch.file_env,
-                       config_file=launch.config_file)
-        result = validate(fixed)
-        report.fix_verified = result.to_dict()
-    return report
-
-
-def _checked(opts, extra: list[str]):
-    """Run the check and print it (table, or JSON with --json)."""
-    report = _check(opts, extra)
-    if opts.json:
-        print_json(report.to_dict())
-    else:
-        from .render import print_report
-        print_report(report, allow_unchecked=opts.allow_unchecked)
-    return report
-
-
-def cmd_check(opts, extra: list[str]) -> int:
-    return _checked(opts, extra).exit_code(opts.allow_unchecked)
-
-
-def cmd_trace(opts, extra: list[str]) -> int:
-    from ..check import check_launch, model_config_for
-    from ..hardware import Hardware
-    from ..frontends import read_launch as load_launch
-    launch = load_launch(_launch_args(opts.config, extra))
-    if launch.kind != 'train':
-        raise GuardError('trace needs a training launch (a rollout server has no trainer step)')
-    report = check_launch(launch, Hardware(gpus=opts.gpus), memory=False)
-    mc, why = model_config_for(report.cfg.model, _model_config(opts.model_config))
-    if mc is None:
-        raise GuardError(why)
-    from ..memory.arch import Arch
-    from ..memory.verdicts import launch_adamw, prompt_bound
-    prompt_len, why_prompt, _ = prompt_bound(report, Arch.from_config(mc), None)
-    try:
-        from ..memory.trace import trace_launch
-    except ImportError as e:
-        raise GuardError(f'trace needs torch, transformers and peft ({e}); pip install -e .[test]') from None
-    adamw, adamw_why = launch_adamw(report)
-    try:
-        result = trace_launch(report.cfg, report.plan, mc, prompt_len, str(report.cfg.model), adamw, adamw_why)
-    except ValueError as e:  # transformers or PEFT cannot build this model or tuner
-        raise GuardError(f'trace: cannot build the model as the launch asks ({e})') from None
-    if opts.json:
-        print_json({**result.to_dict(), 'prompt_len': prompt_len, 'prompt_basis': why_prompt})
-        return 0
-    print(f'model      {result.model}, {result.shape}, prompts from {why_prompt}')
-    print(f'traced     {result.traced_peak_gib:.2f} GiB allocated at the peak ({result.peak_at})')
-    for k, v in result.categories_gib.items():
-        print(f'  {k:<28} {v:8.2f} GiB')
-    if result.model_peak_gib is not None:
-        diff = result.model_peak_gib / result.traced_peak_gib - 1 if result.traced_peak_gib else 0.0
-        print(f'analytic   {result.model_peak_gib:.2f} GiB (the memory model\'s trainer terms; {diff:+.1%})')
-    for n in result.notes:
-        print(f'note       {n}')
-    print(f'({result.seconds:.1f} s; allocated bytes: the CUDA context, NCCL and the allocator\'s reserve are not '
-          f'in it)')
-    return 0
-
-
-def cmd_calibrate(opts) -> int:
-    from ..memory.calibrate import load_cases, score
-    result = score(load_cases(opts.cases))
-    if opts.json:
-        print_json(result)
-        return 0
-    from .render import print_calibration
-    print_calibration(result)
-    return 0
-
-
-def cmd_run(opts, extra: list[str]) -> int:
-    import os
-    import shutil
-    report = _checked(opts, extra)
-    if report.exit_code(opts.allow_unchecked) and not opts.force:
-        why = 'errors above' if not report.ok else 'memory not checked; pass --allow-unchecked'
-        print(f'grpo-guard: not launching ({why}); fix them or pass --force', file=sys.stderr)
-        return 1
-    launch = report.launch
-    if launch.kind != 'train' or launch.framework != 'swift' or (opts.config or '').endswith('.sh'):
-        raise GuardError('`run` launches `swift rlhf` configs and command lines; start this one yourself '
-                         '(the check above passed)')
-    swift = shutil.which('swift')
-    if swift is None:
-        raise GuardError('`swift` is not on PATH; install ms-swift 4.6 (pip install grpo-recipes)')
-    args = _launch_args(opts.config, extra)
-    from ..frontends.shell import split_env
-    env_prefix, args = split_env(args)
-    if args[:2] == ['swift', 'rlhf']:
-        args = args[2:]
-    cmd = [swift, 'rlhf', *args]
-    print('grpo-guard: exec ' + ' '.join(cmd), file=sys.stderr, flush=True)
-    os.execve(swift, cmd, {**os.environ, **env_prefix})  # swift reads the file and its ENV block itself
-    return 0  # not reached
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = ('check', 'run', 'validate', 'calibrate', 'trace')
@@ -291,16 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(opts, int):
         return opts
     try:
-        if opts.cmd == 'validate':
-            return cmd_validate(opts, extra)
-        if opts.cmd == 'check':
-            return cmd_check(opts, extra)
-        if opts.cmd == 'run':
-            return cmd_run(opts, extra)
-        if opts.cmd == 'calibrate':
-            return cmd_calibrate(opts)
-        if opts.cmd == 'trace':
-            return cmd_trace(opts, extra)
+        verb = VERBS.get(opts.cmd)
+        if verb is not None:
+            module, function = verb
+            return getattr(importlib.import_module(f'{__package__}.{module}'), function)(opts, extra)
     except GuardError as e:
         return fail(str(e), e.exit_code)
     except KeyboardInterrupt:

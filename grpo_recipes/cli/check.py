@@ -1,0 +1,76 @@
+"""``grpo-guard check`` and ``grpo-guard run``: the plan, the rules and the memory verdicts (and, for ``run``, exec
+``swift rlhf`` when they pass)."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+from ..check import check_launch, installed_packages, load_data_stats
+from ..errors import GuardError
+from ..frontends import read_launch
+from ..frontends.shell import split_env
+from ..hardware import detect
+from ..launch import Launch
+from ..realparse import validate
+from ..versions import version_tuple
+from .common import launch_args, model_config_arg, print_json
+from .render import print_report
+
+
+def _check(opts, extra):
+    if opts.gpus is not None and opts.gpus < 1:
+        raise GuardError(f'--gpus {opts.gpus}: must be >= 1')
+    launch = read_launch(launch_args(opts.config, extra), rollout=opts.rollout)
+    hw = detect(opts.gpus, opts.gpu_type, opts.rollout_gpus, opts.gpu_mem)
+    stats = load_data_stats(opts.data_stats) if opts.data_stats else None
+    packages = None
+    if getattr(opts, 'trl_version', None):
+        if version_tuple(opts.trl_version) is None:
+            raise GuardError(f'--trl-version {opts.trl_version!r}: not a version (e.g. 0.15.2)')
+        packages = {**installed_packages(), 'trl': opts.trl_version}
+    report = check_launch(launch, hw, packages=packages, data_stats=stats,
+                          model_config=model_config_arg(opts.model_config))
+    if getattr(opts, 'verify', False) and report.fixes:
+        fixed = Launch(argv=launch.argv + report.fixes[0].argv(), env=launch.env, file_env=launch.file_env,
+                       config_file=launch.config_file)
+        result = validate(fixed)
+        report.fix_verified = result.to_dict()
+    return report
+
+
+def _checked(opts, extra: list[str]):
+    """Run the check and print it (table, or JSON with --json)."""
+    report = _check(opts, extra)
+    if opts.json:
+        print_json(report.to_dict())
+    else:
+        print_report(report, allow_unchecked=opts.allow_unchecked)
+    return report
+
+
+def run_check(opts, extra: list[str]) -> int:
+    return _checked(opts, extra).exit_code(opts.allow_unchecked)
+
+
+def run_run(opts, extra: list[str]) -> int:
+    report = _checked(opts, extra)
+    if report.exit_code(opts.allow_unchecked) and not opts.force:
+        why = 'errors above' if not report.ok else 'memory not checked; pass --allow-unchecked'
+        print(f'grpo-guard: not launching ({why}); fix them or pass --force', file=sys.stderr)
+        return 1
+    launch = report.launch
+    if launch.kind != 'train' or launch.framework != 'swift' or (opts.config or '').endswith('.sh'):
+        raise GuardError('`run` launches `swift rlhf` configs and command lines; start this one yourself '
+                         '(the check above passed)')
+    swift = shutil.which('swift')
+    if swift is None:
+        raise GuardError('`swift` is not on PATH; install ms-swift 4.6 (pip install grpo-recipes)')
+    args = launch_args(opts.config, extra)
+    env_prefix, args = split_env(args)
+    if args[:2] == ['swift', 'rlhf']:
+        args = args[2:]
+    cmd = [swift, 'rlhf', *args]
+    print('grpo-guard: exec ' + ' '.join(cmd), file=sys.stderr, flush=True)
+    os.execve(swift, cmd, {**os.environ, **env_prefix})  # swift reads the file and its ENV block itself
+    return 0  # not reached

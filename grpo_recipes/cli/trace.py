@@ -1,0 +1,45 @@
+"""``grpo-guard trace``: the launch's training step on fake tensors, beside the analytic trainer terms."""
+from __future__ import annotations
+
+from ..check import check_launch, model_config_for
+from ..errors import GuardError
+from ..frontends import read_launch
+from ..hardware import Hardware
+from ..memory.arch import Arch
+from ..memory.verdicts import launch_adamw, prompt_bound
+from .common import launch_args, model_config_arg, print_json
+
+
+def run(opts, extra: list[str]) -> int:
+    launch = read_launch(launch_args(opts.config, extra))
+    if launch.kind != 'train':
+        raise GuardError('trace needs a training launch (a rollout server has no trainer step)')
+    report = check_launch(launch, Hardware(gpus=opts.gpus), memory=False)
+    mc, why = model_config_for(report.cfg.model, model_config_arg(opts.model_config))
+    if mc is None:
+        raise GuardError(why)
+    prompt_len, why_prompt, _ = prompt_bound(report, Arch.from_config(mc), None)
+    try:
+        from ..memory.trace import trace_launch
+    except ImportError as e:
+        raise GuardError(f'trace needs torch, transformers and peft ({e}); pip install -e .[test]') from None
+    adamw, adamw_why = launch_adamw(report)
+    try:
+        result = trace_launch(report.cfg, report.plan, mc, prompt_len, str(report.cfg.model), adamw, adamw_why)
+    except ValueError as e:  # transformers or PEFT cannot build this model or tuner
+        raise GuardError(f'trace: cannot build the model as the launch asks ({e})') from None
+    if opts.json:
+        print_json({**result.to_dict(), 'prompt_len': prompt_len, 'prompt_basis': why_prompt})
+        return 0
+    print(f'model      {result.model}, {result.shape}, prompts from {why_prompt}')
+    print(f'traced     {result.traced_peak_gib:.2f} GiB allocated at the peak ({result.peak_at})')
+    for k, v in result.categories_gib.items():
+        print(f'  {k:<28} {v:8.2f} GiB')
+    if result.model_peak_gib is not None:
+        diff = result.model_peak_gib / result.traced_peak_gib - 1 if result.traced_peak_gib else 0.0
+        print(f'analytic   {result.model_peak_gib:.2f} GiB (the memory model\'s trainer terms; {diff:+.1%})')
+    for n in result.notes:
+        print(f'note       {n}')
+    print(f'({result.seconds:.1f} s; allocated bytes: the CUDA context, NCCL and the allocator\'s reserve are not '
+          f'in it)')
+    return 0
