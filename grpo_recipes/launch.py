@@ -1,4 +1,4 @@
-"""The one typed launch every front end produces (``frontends/swift.py``, ``frontends/trl.py``).
+"""The one typed launch every front end produces (``frontends/swift/``, ``frontends/trl/``).
 
 How ``swift rlhf`` 4.6 reads a launch (``swift/cli/main.py``), which :class:`Launch` mirrors:
 

@@ -159,7 +159,7 @@ def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: st
         if launch.kind == 'rollout' and launch.rollout is not None:
             requests.append({'what': 'rollout', 'argv': list(launch.rollout.argv), 'world_size': 1})
         else:
-            # the script's own GRPOConfig(...) literals (frontends/trl_script.py) go through TRL's checks too
+            # the script's own GRPOConfig(...) literals (frontends/trl/script.py) go through TRL's checks too
             argv = list(launch.trl.get('script_flags', [])) + list(launch.trl.get('script_args', launch.argv))
             requests.append({'what': 'train', 'argv': argv,
                              'world_size': world_size_of(launch)})

@@ -2,7 +2,7 @@
 """Trace the trainer step over a grid of models and shapes and write tests/data/trace_grid.json, the oracle that
 tests/test_trace.py holds the analytic memory model to (within 5%). About 15 s per point on the 2-core CI machine.
 
-    python scripts/gen_trace_grid.py            # regenerate after changing grpo_recipes/trace.py
+    python scripts/gen_trace_grid.py            # regenerate after changing grpo_recipes/memory/trace.py
 """
 import json
 import sys

@@ -2,7 +2,7 @@
 
 Nothing is mocked except what a CPU machine cannot have: the worker hides GPUs, adds
 ``--use_cpu true``, and patches the trainer world size to NNODES × NPROC_PER_NODE (see
-grpo_recipes/_swift_worker.py). Each case costs one ms-swift import (about 10 s).
+grpo_recipes/frontends/swift/worker.py). Each case costs one ms-swift import (about 10 s).
 """
 import json
 

@@ -247,7 +247,7 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
                     'swift/rlhf_trainers/grpo_trainer.py (completions padded per micro-batch); README, Memory'))
                 report.assumptions.append(
                     f'an OOM only at completions over {LONG_COMPLETION_SHARE:.0%} of max_completion_length is a '
-                    f'warning (memplan.LONG_COMPLETION_SHARE), not a refusal')
+                    f'warning (memory.verdicts.LONG_COMPLETION_SHARE), not a refusal')
                 continue
             report.findings.append(Finding(ERROR, 'memory.oom', [term.split(' ')[0]], msg, None))
         elif m.fits and m.total_gib + MODEL_ERROR * _uncertain_gib(m) > m.capacity_gib and \
