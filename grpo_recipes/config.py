@@ -149,8 +149,7 @@ class GRPOConfig:
     @classmethod
     def from_argv(cls, argv: list[str]) -> tuple['GRPOConfig', list[str]]:
         """Parse ``argv`` with the snapshot parser; returns (config, remaining unknown strings)."""
-        values, remaining = swift_args.parse(argv)
-        explicit = swift_args.explicit_dests(argv)
+        values, remaining, explicit = swift_args.parse_explicit(argv)
         kwargs: dict[str, Any] = {}
         for f in fields(cls):
             if f.name == 'explicit' or f.name not in values:

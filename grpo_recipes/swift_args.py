@@ -79,16 +79,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
     """Split ``argv`` as ms-swift would: (values by dest, remaining unknown strings)."""
-    ns, remaining = build_parser().parse_known_args(list(argv))
-    return vars(ns), remaining
+    values, remaining, _ = parse_explicit(argv)
+    return values, remaining
 
 
-def explicit_dests(argv: list[str]) -> set[str]:
-    """The destinations the user actually set in ``argv`` (as opposed to defaults)."""
+def parse_explicit(argv: list[str]) -> tuple[dict[str, Any], list[str], set[str]]:
+    """One parse of ``argv``: (values by dest, remaining unknown strings, the dests the user set). Unset dests
+    get their defaults as argparse gives them (a string default goes through the argument's type)."""
     parser = build_parser()
-    sentinel_ns = argparse.Namespace(**{a.dest: _UNSET for a in parser._actions})
-    ns, _ = parser.parse_known_args(list(argv), namespace=sentinel_ns)
-    return {k for k, v in vars(ns).items() if v is not _UNSET}
+    sentinel_ns = argparse.Namespace(**{a.dest: _UNSET for a in parser._actions if a.dest != argparse.SUPPRESS})
+    ns, remaining = parser.parse_known_args(list(argv), namespace=sentinel_ns)
+    values: dict[str, Any] = {}
+    explicit: set[str] = set()
+    for a in parser._actions:
+        if a.dest == argparse.SUPPRESS or a.dest in values:
+            continue
+        v = getattr(ns, a.dest)
+        if v is not _UNSET:
+            values[a.dest] = v
+            explicit.add(a.dest)
+        elif a.default is not argparse.SUPPRESS:
+            values[a.dest] = parser._get_value(a, a.default) if isinstance(a.default, str) else a.default
+    return values, remaining, explicit
 
 
 class _Unset:

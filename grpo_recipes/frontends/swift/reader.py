@@ -124,7 +124,7 @@ def read_rollout(argv: list[str], env: Mapping[str, str], source: str) -> Rollou
         if not isinstance(cfg, Mapping):
             raise GuardError(f'{args[0]}: the top level must be a mapping of argument: value')
         args = launch_from_mapping(cfg, args[1:], env, source=args[0]).argv
-    values, remaining = swift_args.parse(args)
+    values, remaining, explicit = swift_args.parse_explicit(args)
     unknown: list[str] = []
     intended: dict[str, Any] = {}
     i = 0
@@ -152,7 +152,6 @@ def read_rollout(argv: list[str], env: Mapping[str, str], source: str) -> Rollou
             return cast(v) if v is not None else default
         except (TypeError, ValueError):
             return default
-    explicit = swift_args.explicit_dests(args)
     util = values.get('vllm_gpu_memory_utilization') if 'vllm_gpu_memory_utilization' in explicit else None
     return Rollout(
         framework='swift', argv=args, env=dict(env), source=source, model=values.get('model'),
