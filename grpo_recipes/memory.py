@@ -20,11 +20,15 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from .arch import Arch
 from .config import GRPOConfig
 from .plan import Plan
 from .rules import version_tuple
+
+if TYPE_CHECKING:
+    from .allocconf import AllocConf
 
 GiB = 2 ** 30
 
@@ -151,6 +155,12 @@ class Inputs:
     at once when unset) or ``per_param`` (TRL: trl/generation/vllm_generation.py ``sync_weights`` gathers one
     parameter at a time without PEFT; with PEFT it gathers the whole model to merge the adapters)."""
     """Why that AdamW was assumed (shown with the assumptions)."""
+    alloc: AllocConf | None = None
+    """The CUDA caching allocator the trainer phase runs with (``allocconf.AllocConf``; None: torch's defaults).
+    Set from the launch by ``envfix.with_alloc``; the allocator's reserve term reads it."""
+    alloc_vllm: AllocConf | None = None
+    """The allocator behind a colocated vLLM engine's torch allocations (``allocconf.AllocConf``); None: no vLLM in
+    the training process, or vLLM's sleep-mode pool (never expandable segments)."""
 
 
 # transformers' names for bitsandbytes' 8-bit AdamW (training_args.py OptimizerNames; trainer.py maps them to

@@ -123,6 +123,9 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
     if inp is None:
         return
     cfg = report.cfg
+    from .envfix import assumptions as alloc_assumptions, with_alloc
+    inp = with_alloc(inp, report.launch.alloc, cfg, report.launch.framework)
+    report.assumptions += alloc_assumptions(report)
     inp.prompt_len, why, bounded = prompt_bound(report, inp.arch, data_stats)
     if inp.prompt_len == 0:
         report.assumptions.append(f'prompt + completion of up to {cfg.max_completion_length:,} tokens ({why} <= 0: '
@@ -264,7 +267,7 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
             report.findings.append(Finding(INFO, 'memory.fix', sorted(best.changes),
                                            f'a config that fits (peak {best.peak_fraction:.0%} of the GPU, same '
                                            f'num_generations and prompts per optimizer step)',
-                                           best.cli() if report.launch.framework == 'trl' else best.yaml_diff()))
+                                           best.text(report.launch)))
         else:
             report.findings.append(Finding(WARNING, 'memory.no-fix', [],
                                            'no change within the searched knobs (vLLM length and utilisation, sleep, '

@@ -795,6 +795,7 @@ def ds3_gather(ctx: Context) -> list[Finding]:
 def expandable_segments_with_sleep(ctx: Context) -> list[Finding]:
     cfg = ctx.cfg
     conf = ctx.environ.get('PYTORCH_CUDA_ALLOC_CONF', '') + ',' + ctx.launch.file_env.get('PYTORCH_CUDA_ALLOC_CONF', '')
+    conf += ',' + (ctx.launch.alloc.values.get('PYTORCH_CUDA_ALLOC_CONF', '') if ctx.launch.alloc else '')  # exports
     if cfg.use_vllm and cfg.effective_sleep_level > 0 and re.search(r'expandable_segments\s*:\s*True', conf):
         return [Finding(WARNING, 'vllm.expandable-segments', ['PYTORCH_CUDA_ALLOC_CONF', 'sleep_level'],
                         'PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True conflicts with vLLM sleep mode (cumem): '

@@ -176,7 +176,17 @@ def _check(opts, extra):
         packages = {**installed_packages(), 'trl': opts.trl_version}
     report = check_launch(launch, hw, packages=packages, data_stats=stats,
                           model_config=_model_config(opts.model_config))
-    if getattr(opts, 'verify', False) and report.fixes:
+    if getattr(opts, 'verify', False) and report.fixes and report.fixes[0].env:
+        from ..envfix import verify  # an environment line: re-plan the launch with it (and parse any arguments)
+        report.fix_verified = verify(launch, report, lambda fixed: check_launch(
+            fixed, hw, packages=packages, data_stats=stats, model_config=_model_config(opts.model_config)))
+        if report.fixes[0].changes:
+            from ..realparse import validate
+            from ..launch import Launch
+            parsed = validate(Launch(argv=launch.argv + report.fixes[0].argv(), env=launch.env,
+                                     file_env=launch.file_env, config_file=launch.config_file)).to_dict()
+            report.fix_verified = {**parsed, **report.fix_verified, 'ok': report.fix_verified['ok'] and parsed['ok']}
+    elif getattr(opts, 'verify', False) and report.fixes:
         from ..realparse import validate
         from ..launch import Launch
         fixed = Launch(argv=launch.argv + report.fixes[0].argv(), env=launch.env, file_env=launch.file_env,
