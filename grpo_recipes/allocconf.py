@@ -1,13 +1,17 @@
 """The CUDA caching allocator's settings as a launch sets them, and what each phase of a GRPO step runs with.
 
-PyTorch reads the allocator's settings once, from the environment of the training process
-(``c10/core/AllocatorConfig.cpp``, ``AcceleratorAllocatorConfig::instance()``, pytorch/pytorch@0ac7166):
-``PYTORCH_ALLOC_CONF`` when it is set, otherwise the older ``PYTORCH_CUDA_ALLOC_CONF`` (with a deprecation
-warning), so the new name wins when both are set. The CUDA-only keys (``backend``, ``release_lock_on_cudamalloc``,
-...) are read by ``CUDAAllocatorConfig::instance()`` the other way round, ``PYTORCH_CUDA_ALLOC_CONF`` first
-(``c10/cuda/CUDAAllocatorConfig.h``, torch 2.13.0). The text is ``key:value`` pairs separated by commas, lists in
+PyTorch reads the allocator's settings once, from the environment of the training process. Which name wins when
+both are set depends on the torch build: the source at pytorch/pytorch@0ac7166 (``c10/core/AllocatorConfig.cpp``,
+``AcceleratorAllocatorConfig::instance()``) reads ``PYTORCH_ALLOC_CONF`` first and the older
+``PYTORCH_CUDA_ALLOC_CONF`` only when it is unset, but torch 2.13.0 (the installed build, git cf30153) parses
+``PYTORCH_CUDA_ALLOC_CONF`` and never looks at ``PYTORCH_ALLOC_CONF`` when both are set (measured with
+``torch._C._accelerator_getAllocatorSettings()``, tests/test_allocconf.py), the order its
+``CUDAAllocatorConfig::instance()`` uses for the CUDA-only keys (``c10/cuda/CUDAAllocatorConfig.h``: "keep the
+parsing order and logic stable"). The guard plans with torch 2.13's order and says so when both are set; torch
+before 2.9 knows only ``PYTORCH_CUDA_ALLOC_CONF``. The text is ``key:value`` pairs separated by commas, lists in
 ``[...]``, spaces ignored (``ConfigTokenizer``); a key neither parser knows stops torch at its first CUDA
-allocation ("Unrecognized key '...' in CUDA allocator config", ``c10/cuda/CUDAAllocatorConfig.cpp``).
+allocation ("Unrecognized key '...' in CUDA allocator config", ``c10/cuda/CUDAAllocatorConfig.cpp``
+@01f9ef3).
 
 ms-swift 4.6 changes the setting around its colocated vLLM engine (``swift/rlhf_trainers/utils.py``):
 ``_EXPANDABLE_SEGMENTS_SET = 'expandable_segments' in os.environ.get('PYTORCH_CUDA_ALLOC_CONF', '')`` is read once,
@@ -201,18 +205,24 @@ class AllocSetting:
 
     @property
     def conf(self) -> AllocConf:
-        """What torch parses at start-up: the new name if set, else the old one (the CUDA-only ``backend`` key
-        from the old name first, as CUDAAllocatorConfig reads it)."""
-        var = NEW_VAR if NEW_VAR in self.values else OLD_VAR if OLD_VAR in self.values else None
+        """What torch 2.13 parses at start-up: ``PYTORCH_CUDA_ALLOC_CONF`` if set, else ``PYTORCH_ALLOC_CONF``
+        (see the module docstring for builds that read the new name first)."""
+        var = OLD_VAR if OLD_VAR in self.values else NEW_VAR if NEW_VAR in self.values else None
         if var is None:
             return DEFAULT
-        conf = parse(self.values[var], var, self.sources.get(var, 'environment'))
-        other = OLD_VAR if var == NEW_VAR else None
-        if other and other in self.values:
-            cuda = parse(self.values[other], other, self.sources.get(other, 'environment'))
-            if 'backend' in self.values[other]:
-                conf = replace(conf, backend=cuda.backend)
-        return conf
+        return parse(self.values[var], var, self.sources.get(var, 'environment'))
+
+    @property
+    def notes(self) -> list[str]:
+        """What the plan could not settle from the launch alone."""
+        out = []
+        if NEW_VAR in self.values and OLD_VAR in self.values and self.values[NEW_VAR] != self.values[OLD_VAR]:
+            out.append(f'both {OLD_VAR} ({self.sources[OLD_VAR]}) and {NEW_VAR} ({self.sources[NEW_VAR]}) are set and '
+                       f'differ: planned with {OLD_VAR}, which torch 2.13 reads first; torch builds that read '
+                       f'{NEW_VAR} first (pytorch@0ac7166) use the other; set only one')
+        elif NEW_VAR in self.values and OLD_VAR not in self.values:
+            out.append(f'{NEW_VAR} is read by torch 2.9 and later only; earlier torch uses its defaults')
+        return out
 
     @property
     def swift_toggles(self) -> bool:
@@ -254,9 +264,9 @@ def phases(setting: AllocSetting | None, framework: str, use_vllm: bool, vllm_mo
     conf = setting.conf
     colocate = use_vllm and vllm_mode == 'colocate'
     if not colocate:
-        return Phases(conf, None)
+        return Phases(conf, None, notes=tuple(setting.notes))
     pool = sleep_level > 0
-    notes: list[str] = []
+    notes: list[str] = list(setting.notes)
     if framework == 'swift' and setting.swift_toggles:
         trainer = replace(conf, expandable_segments=True)
         if not conf.expandable_segments:

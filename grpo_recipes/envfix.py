@@ -9,8 +9,8 @@ is compatible with the launch:
   ``vllm.expandable-segments`` rule);
 - TRL colocate with sleep mode: never; nothing turns them off and vLLM's ``CuMemAllocator`` asserts that
   ``PYTORCH_CUDA_ALLOC_CONF`` has no ``expandable_segments:True`` (vllm/device_allocator/cumem.py);
-- ``PYTORCH_ALLOC_CONF`` already set: torch reads it instead of the old name, so the fix edits it, and not with a
-  colocated vLLM (ms-swift only looks at the old name);
+- only ``PYTORCH_ALLOC_CONF`` set: torch reads it, so the fix edits it, and not with a colocated vLLM (ms-swift only
+  looks at the old name);
 - ``backend:cudaMallocAsync``: CUDA's own pool; expandable segments do not apply.
 
 How much the setting saves is the memory model's business: :func:`with_alloc` hands the trainer's and vLLM's
@@ -51,7 +51,7 @@ def candidate(report) -> tuple[str, str] | None:
         return None
     colocate = cfg.use_vllm and cfg.vllm_mode == 'colocate'
     sleep = colocate and cfg.effective_sleep_level > 0
-    if NEW_VAR in setting.values:
+    if NEW_VAR in setting.values and OLD_VAR not in setting.values:
         return None if colocate else (NEW_VAR, _merged(setting.values[NEW_VAR]))
     if launch.framework == 'trl' and sleep:
         return None
