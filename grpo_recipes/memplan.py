@@ -264,7 +264,7 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
             for f in hard:
                 if f.fix is None:
                     f.fix = 'the proposed fix (memory.fix) below'
-            report.findings.append(Finding(INFO, 'memory.fix', sorted(best.changes),
+            report.findings.append(Finding(INFO, 'memory.fix', sorted(best.changes) + sorted(best.env),
                                            f'a config that fits (peak {best.peak_fraction:.0%} of the GPU, same '
                                            f'num_generations and prompts per optimizer step)',
                                            best.text(report.launch)))
