@@ -51,7 +51,8 @@ SAMPLE = ROOT / 'data_tools' / 'sample' / 'gsm8k_train_300.jsonl'
 MiB = 2 ** 20
 # The recipe keys that make the training step's shape (kept as written); everything else is left out or set below.
 SHAPE_KEYS = ('rlhf_type', 'tuner_type', 'lora_rank', 'lora_alpha', 'lora_dropout', 'target_modules', 'torch_dtype',
-              'quant_method', 'quant_bits', 'bnb_4bit_compute_dtype', 'bnb_4bit_quant_type', 'bnb_4bit_use_double_quant',
+              'quant_method', 'quant_bits', 'bnb_4bit_compute_dtype', 'bnb_4bit_quant_type',
+              'bnb_4bit_use_double_quant',
               'beta', 'loss_type', 'epsilon', 'epsilon_high', 'num_generations', 'per_device_train_batch_size',
               'max_length', 'max_completion_length', 'truncation_strategy', 'gradient_checkpointing', 'temperature',
               'reward_funcs', 'optim', 'learning_rate', 'use_liger_kernel', 'padding_free')
