@@ -143,3 +143,14 @@ def test_setting_changes_the_trainer_phase_the_model_sees():
     setting = AllocSetting({'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'}, {'PYTORCH_CUDA_ALLOC_CONF': 'x'})
     got = with_alloc(inp, setting, report.cfg, 'swift')
     assert got.alloc.expandable_segments and got.alloc_vllm is None  # sleep mode: vLLM's own pool
+
+
+def test_trl_sleep_mode_with_expandable_segments_is_refused():
+    trl = ('PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True accelerate launch --num_processes 1 train_grpo.py '
+           '--model_name_or_path Qwen/Qwen2.5-7B-Instruct --use_vllm --vllm_mode colocate --vllm_enable_sleep_mode true '
+           '--use_peft')
+    found = [f for f in _report(trl).findings if f.rule == 'vllm.expandable-segments']
+    assert found and found[0].severity == 'error' and 'not compatible with memory pool' in found[0].message
+    # without sleep mode vLLM keeps its memory in torch's allocator: no refusal
+    awake = _report(trl.replace(' --vllm_enable_sleep_mode true', ''))
+    assert not [f for f in awake.findings if f.rule == 'vllm.expandable-segments']
