@@ -202,6 +202,9 @@ class AllocSetting:
     sources: dict[str, str] = field(default_factory=dict)
     """The same variables -> where they were set (``run.sh:4 (export)``, ``command line (prefix)``,
     ``cfg.yaml (ENV)``, ``environment``)."""
+    script_line: str | None = None
+    """``run.sh:12`` when the launch is a launcher script's training command (a fix is then an ``export`` line
+    above it); None for a command line or a config file."""
 
     @property
     def conf(self) -> AllocConf:
@@ -236,7 +239,7 @@ class AllocSetting:
         return self.sources.get(var) if var else None
 
     def with_value(self, variable: str, text: str, source: str) -> 'AllocSetting':
-        return AllocSetting({**self.values, variable: text}, {**self.sources, variable: source})
+        return AllocSetting({**self.values, variable: text}, {**self.sources, variable: source}, self.script_line)
 
     def to_dict(self) -> dict:
         c = self.conf
@@ -289,14 +292,15 @@ def phases(setting: AllocSetting | None, framework: str, use_vllm: bool, vllm_mo
 
 def read_setting(environ: Mapping[str, str], command_env: Mapping[str, str] | None = None,
                  command_sources: Mapping[str, str] | None = None, file_env: Mapping[str, str] | None = None,
-                 file_source: str | None = None) -> AllocSetting | None:
+                 file_source: str | None = None, script_line: str | None = None) -> AllocSetting | None:
     """The allocator variables the training process gets: the command's own (``VAR=v cmd``, ``env VAR=v cmd``, a
     script's ``export``) over the caller's environment, and a YAML ``ENV:`` block only where neither sets the
     variable (ms-swift's ``parse_yaml_args``: the environment wins). ``accelerate launch`` hands its children a
     copy of its own environment (accelerate/utils/launch.py, ``os.environ.copy()``); its config file has no
     environment section (accelerate/commands/config/config_args.py ``ClusterConfig``), so for TRL launches the
-    same rule applies. Every value is parsed here, so a bad one stops the check with one line. None: unset."""
-    setting = AllocSetting()
+    same rule applies. Every value is parsed here, so a bad one stops the check with one line. None: unset, and
+    not a launcher script."""
+    setting = AllocSetting(script_line=script_line)
     command_env = command_env or {}
     command_sources = command_sources or {}
     for var in ALLOC_VARS:
@@ -307,8 +311,15 @@ def read_setting(environ: Mapping[str, str], command_env: Mapping[str, str] | No
         elif file_env and var in file_env:
             setting = setting.with_value(var, file_env[var], f'{file_source or "config"} (ENV)')
     if not setting.values:
-        return None
+        return setting if script_line else None
     for var, text in setting.values.items():
         parse(text, var, setting.sources[var])
     setting.conf  # noqa: B018  (parses the pair as torch combines them)
     return setting
+
+
+def case_setting(case: Mapping) -> AllocSetting | None:
+    """The allocator variables a calibration case states in its ``environ`` (``null``: stated as unset); for
+    ``calibrate`` to plan a case with the allocator it ran with (``phases`` on the case's config)."""
+    env = {k: v for k, v in (case.get('environ') or {}).items() if k in ALLOC_VARS and v is not None}
+    return read_setting({}, env, {k: f'case {case.get("id")} environ' for k in env}) if env else None

@@ -94,7 +94,7 @@ def style(launch) -> str:
     """How the launch sets its environment: ``script`` (export lines), ``yaml`` (ms-swift's ENV block) or
     ``command`` (a VAR=value prefix)."""
     src = launch.config_file or ''
-    if re.search(r'\.sh:\d+$', src):
+    if (launch.alloc is not None and launch.alloc.script_line) or re.search(r'\.sh:\d+$', src):
         return 'script'
     if launch.framework == 'swift' and src.endswith(CONFIG_SUFFIXES):
         return 'yaml'
@@ -106,7 +106,7 @@ def render(env: dict[str, str], launch) -> str:
     how = style(launch)
     setting = launch.alloc or AllocSetting()
     if how == 'script':
-        where = launch.config_file.rsplit(':', 1)
+        where = (setting.script_line or launch.config_file).rsplit(':', 1)
         return '\n'.join(f'export {k}={v}' for k, v in env.items()) + f'   (add above line {where[1]} of {where[0]})'
     if how == 'yaml' and not any(setting.sources.get(k) == 'environment' for k in env):
         return '+ ENV:\n' + '\n'.join(f"+   {k}: '{v}'" for k, v in env.items()) + \

@@ -78,3 +78,13 @@ def test_a_result_is_a_case_calibrate_predicts(tmp_path):
     assert pred['phase'] == 'train' and pred['peak_gib'] > 0
     oom = bench.read_log('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB')
     assert oom['oom'] and oom['memory_gib'] is None
+
+
+def test_the_case_states_its_allocator_for_calibrate(tmp_path):
+    from grpo_recipes.allocconf import case_setting
+    both = _runs(tmp_path, only=['qwen2.5-7b-instruct/lora-2xa100-80g'], allocators=('default', 'expandable'))
+    res = {'memory_gib': 20.0, 'steps_logged': 2, 'oom': False, 'rc': 0, 'nvml_peak_mib': 0}
+    gpu = {'name': 'NVIDIA H100 80GB HBM3', 'total_gib': 79.19}
+    plain, exp = (bench.to_case(r, res, gpu, {}, '2026-11-24') for r in both)
+    assert case_setting(plain) is None and case_setting(exp).conf.expandable_segments
+    assert plain['id'] != exp['id']

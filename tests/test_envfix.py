@@ -154,3 +154,14 @@ def test_trl_sleep_mode_with_expandable_segments_is_refused():
     # without sleep mode vLLM keeps its memory in torch's allocator: no refusal
     awake = _report(trl.replace(' --vllm_enable_sleep_mode true', ''))
     assert not [f for f in awake.findings if f.rule == 'vllm.expandable-segments']
+
+
+def test_a_launcher_running_a_yaml_gets_an_export_line(tmp_path, write_yaml):
+    # the recipes' launchers run `swift rlhf recipe.yaml`: the line goes into the script, above that command
+    cfg = write_yaml('rlhf_type: grpo\nmodel: Qwen/Qwen2.5-7B-Instruct\n')
+    sh = tmp_path / 'run.sh'
+    sh.write_text(f'#!/bin/bash\nset -e\nswift rlhf {cfg} --use_vllm false\n')
+    launch = load_launch([str(sh)], environ={})
+    assert launch.config_file == str(cfg)
+    assert render({'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'}, launch) == \
+        f'export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True   (add above line 3 of {sh})'

@@ -110,14 +110,14 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
     if launch.config_file == '<command line>':
         launch.config_file = f'{p}:{cmd.line}'
     launch.alloc = _alloc(environ, cmd.env, {k: f'{p}:{n} ({"prefix" if n == cmd.line else "export"})'
-                                             for k, n in cmd.env_lines.items()}, launch)
+                                             for k, n in cmd.env_lines.items()}, launch, f'{p}:{cmd.line}')
     return launch, rollout
 
 
-def _alloc(environ, command_env, sources, launch: Launch):
+def _alloc(environ, command_env, sources, launch: Launch, script_line: str | None = None):
     """The allocator variables of the training process (allocconf.read_setting)."""
     from ..allocconf import read_setting
-    return read_setting(environ, command_env, sources, launch.file_env, launch.config_file)
+    return read_setting(environ, command_env, sources, launch.file_env, launch.config_file, script_line)
 
 
 def read_launch(args: list[str], environ: Mapping[str, str] | None = None,
