@@ -20,7 +20,10 @@ front end and returns one :class:`Launch`. Rules and the memory model see only t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    from .allocconf import AllocSetting
 
 CONFIG_SUFFIXES = ('.yaml', '.yml', '.json')
 # The launch environment that decides processes and devices (ms-swift.md §1.10).
@@ -54,6 +57,10 @@ class Launch:
     where they came from; empty for ms-swift."""
     command: list[str] = field(default_factory=list)
     """The command as typed (launcher and script included), for messages."""
+    alloc: 'AllocSetting | None' = None
+    """The CUDA caching allocator's variables (``PYTORCH_ALLOC_CONF``/``PYTORCH_CUDA_ALLOC_CONF``) the training
+    process starts with and where each was set (``allocconf.AllocSetting``; ``allocconf.phases`` gives the allocator
+    of the trainer and the vLLM phase); None: neither is set."""
 
     def name(self, field_name: str) -> str:
         """The user's own flag for a framework-neutral field name."""
@@ -73,7 +80,8 @@ class Launch:
     def to_dict(self) -> dict[str, Any]:
         return {'framework': self.framework, 'config_file': self.config_file, 'argv': self.argv, 'env': self.env,
                 'file_env': self.file_env, 'uses_torchrun': self.uses_torchrun, 'notes': self.notes,
-                'rollout': self.rollout.to_dict() if self.rollout else None, 'trl': self.trl}
+                'rollout': self.rollout.to_dict() if self.rollout else None, 'trl': self.trl,
+                'alloc': self.alloc.to_dict() if self.alloc else None}
 
 
 @dataclass

@@ -31,7 +31,15 @@ def _check(opts, extra):
         packages = {**installed_packages(), 'trl': opts.trl_version}
     report = check_launch(launch, hw, packages=packages, data_stats=stats,
                           model_config=model_config_arg(opts.model_config))
-    if getattr(opts, 'verify', False) and report.fixes:
+    if getattr(opts, 'verify', False) and report.fixes and report.fixes[0].env:
+        from ..memory.envfix import verify  # an environment line: re-plan the launch with it (and parse any arguments)
+        report.fix_verified = verify(launch, report, lambda fixed: check_launch(
+            fixed, hw, packages=packages, data_stats=stats, model_config=model_config_arg(opts.model_config)))
+        if report.fixes[0].changes:
+            parsed = validate(Launch(argv=launch.argv + report.fixes[0].argv(), env=launch.env,
+                                     file_env=launch.file_env, config_file=launch.config_file)).to_dict()
+            report.fix_verified = {**parsed, **report.fix_verified, 'ok': report.fix_verified['ok'] and parsed['ok']}
+    elif getattr(opts, 'verify', False) and report.fixes:
         fixed = Launch(argv=launch.argv + report.fixes[0].argv(), env=launch.env, file_env=launch.file_env,
                        config_file=launch.config_file)
         result = validate(fixed)

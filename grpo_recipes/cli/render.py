@@ -155,9 +155,17 @@ def print_report(report: CheckReport, console: Console | None = None, allow_unch
     if report.fix_verified is not None:
         fv = report.fix_verified
         ok = fv.get('ok')
-        out.print(('[green]fix verified[/]: ' if ok else '[red]fix rejected[/]: ') +
-                  escape('the proposed fix ' + ('passes' if ok else 'fails') + " ms-swift's real parser" +
-                         ('' if ok else f' ({fv.get("error_type")}: {fv.get("message")})')))
+        if 'replanned' in fv:  # an environment line (envfix.verify): the launch re-planned with it
+            rp = fv['replanned']
+            peak = f'peak {rp["peak_fraction"]:.0%} of the GPU' if rp.get('peak_fraction') is not None else 'no plan'
+            parser = f'; ms-swift\'s parser: {fv.get("message") or "ok"}' if 'parser' in fv else ''
+            out.print(('[green]fix verified[/]: ' if ok else '[red]fix rejected[/]: ') + escape(
+                're-planned with ' + ' '.join(f'{k}={v}' for k, v in fv['env'].items()) + f': {peak}' +
+                ('' if rp['fits'] else ', still does not fit') + parser))
+        else:
+            out.print(('[green]fix verified[/]: ' if ok else '[red]fix rejected[/]: ') +
+                      escape('the proposed fix ' + ('passes' if ok else 'fails') + " ms-swift's real parser" +
+                             ('' if ok else f' ({fv.get("error_type")}: {fv.get("message")})')))
     if report.assumptions:
         out.print('[bold]Assumed[/]:')
         for a in report.assumptions:

@@ -107,7 +107,15 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
     launch = _train_launch(framework, cmd.argv if framework != 'swift' else cmd.argv[2:], env, f'{p}:{cmd.line}')
     if launch.config_file == '<command line>':
         launch.config_file = f'{p}:{cmd.line}'
+    launch.alloc = _alloc(environ, cmd.env, {k: f'{p}:{n} ({"prefix" if n == cmd.line else "export"})'
+                                             for k, n in cmd.env_lines.items()}, launch, f'{p}:{cmd.line}')
     return launch, rollout
+
+
+def _alloc(environ, command_env, sources, launch: Launch, script_line: str | None = None):
+    """The allocator variables of the training process (allocconf.read_setting)."""
+    from ..allocconf import read_setting
+    return read_setting(environ, command_env, sources, launch.file_env, launch.config_file, script_line)
 
 
 def read_launch(args: list[str], environ: Mapping[str, str] | None = None,
@@ -145,6 +153,7 @@ def read_launch(args: list[str], environ: Mapping[str, str] | None = None,
             if framework == 'swift' and argv[:3] and os.path.basename(rest[0]).startswith('python'):
                 argv = rest[3:]  # python -m swift.cli.rlhf ...
             launch = _train_launch(framework, argv, merged, 'command line')
+            launch.alloc = _alloc(environ, env, {}, launch)
     if rollout is not None:
         roll = read_rollout_command(parse_command_text(rollout, '--rollout'), environ, '--rollout')
     if launch is None:

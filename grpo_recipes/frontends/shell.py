@@ -30,6 +30,8 @@ class Command:
     """The command was written in a comment (ms-swift's examples show ``swift rollout`` that way)."""
     above: str = ''
     """The comment lines directly above the command (no blank line between), e.g. ``# run in another node``."""
+    env_lines: dict[str, int] = field(default_factory=dict)
+    """Script line where each ``env`` variable was set (its ``export`` line, or the command's own line)."""
 
 
 # Words that end one simple command and start the next (shlex keeps them as words when spaced).
@@ -154,6 +156,7 @@ def read_script(text: str, environ: Mapping[str, str] | None = None, source: str
     """
     scope: dict[str, str] = dict(environ or {})
     exported: dict[str, str] = {}
+    exported_at: dict[str, int] = {}
     out: list[Command] = []
     above: list[str] = []  # comment lines since the last blank line or command
     for line, text_, commented in _logical_lines(text):
@@ -181,13 +184,16 @@ def read_script(text: str, environ: Mapping[str, str] | None = None, source: str
                     if m:
                         scope[m.group(1)] = m.group(2)
                         exported[m.group(1)] = m.group(2)
+                        exported_at[m.group(1)] = line
                     elif w in scope:
                         exported[w] = scope[w]
+                        exported_at[w] = line
                 continue
             env, argv = split_env(seg)
             if not argv:
                 if not commented:
                     scope.update(env)  # plain assignments: shell variables, not exported
                 continue
-            out.append(Command(env={**exported, **env}, argv=argv, line=line, commented=commented, above=note))
+            out.append(Command(env={**exported, **env}, argv=argv, line=line, commented=commented, above=note,
+                               env_lines={**exported_at, **{k: line for k in env}}))
     return out

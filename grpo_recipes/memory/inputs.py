@@ -4,8 +4,12 @@ particular case."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from .arch import Arch
+
+if TYPE_CHECKING:
+    from ..allocconf import AllocConf
 
 GiB = 2 ** 30
 
@@ -117,3 +121,9 @@ class Inputs:
     at once when unset) or ``per_param`` (TRL: trl/generation/vllm_generation.py ``sync_weights`` gathers one
     parameter at a time without PEFT; with PEFT it gathers the whole model to merge the adapters)."""
     """Why that AdamW was assumed (shown with the assumptions)."""
+    alloc: AllocConf | None = None
+    """The CUDA caching allocator the trainer phase runs with (``allocconf.AllocConf``; None: torch's defaults).
+    Set from the launch by ``envfix.with_alloc``; the allocator's reserve term reads it."""
+    alloc_vllm: AllocConf | None = None
+    """The allocator behind a colocated vLLM engine's torch allocations (``allocconf.AllocConf``); None: no vLLM in
+    the training process, or vLLM's sleep-mode pool (never expandable segments)."""

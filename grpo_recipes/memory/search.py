@@ -31,6 +31,17 @@ class Fix:
     phase: str
     changes_semantics: bool = False
     memory: list = field(default_factory=list)
+    env: dict = field(default_factory=dict)
+    """Environment variable -> (old value or None, new value): the allocator setting (``envfix``)."""
+
+    def text(self, launch) -> str:
+        """The fix as the user applies it: the environment line in the launch's own form (envfix.render), then the
+        arguments (a YAML diff, or TRL's flags)."""
+        from .envfix import render
+        parts = [render({k: new for k, (_, new) in self.env.items()}, launch)] if self.env else []
+        if self.changes:
+            parts.append(self.cli() if launch.framework == 'trl' else self.yaml_diff())
+        return '\n'.join(parts)
 
     def yaml_diff(self) -> str:
         lines = []
@@ -54,7 +65,7 @@ class Fix:
     def to_dict(self) -> dict:
         return {'changes': {k: {'from': o, 'to': n} for k, (o, n) in self.changes.items()},
                 'peak_fraction': self.peak_fraction, 'phase': self.phase, 'changes_semantics': self.changes_semantics,
-                'yaml_diff': self.yaml_diff()}
+                'yaml_diff': self.yaml_diff(), 'env': {k: {'from': o, 'to': n} for k, (o, n) in self.env.items()}}
 
 
 def _yaml(v) -> str:
@@ -137,6 +148,10 @@ def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
     cfg, plan = report.cfg, report.plan
     prompt_len = inp.prompt_len or cfg.max_length or 0
     knobs = _knobs(cfg, plan.world_size, inp.arch.heads, prompt_len, report.launch.framework, inp.adamw)
+    from .envfix import ENV_KEY, candidate, with_env
+    env_fix = candidate(report)
+    if env_fix is not None:  # the allocator setting first: it changes no training setting
+        knobs.insert(0, [{ENV_KEY + env_fix[0]: env_fix[1]}])
     found: list[tuple[tuple, Fix]] = []
     for n in range(1, MAX_CHANGES + 1):
         for idxs in itertools.combinations(range(len(knobs)), n):
@@ -144,10 +159,13 @@ def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
                 change: dict = {}
                 for c in choice:
                     change.update(c)
+                env = {k[len(ENV_KEY):]: v for k, v in change.items() if k.startswith(ENV_KEY)}
+                change = {k: v for k, v in change.items() if not k.startswith(ENV_KEY)}
                 new = _apply(cfg, change)
                 new_plan = build_plan(new, report.launch.env, report.hardware)
                 # a copy: estimate fills in prompt_len
-                mem = estimate(new, new_plan, replace(inp, adamw='fused') if 'optim' in change else replace(inp))
+                cand = replace(inp, adamw='fused') if 'optim' in change else replace(inp)
+                mem = estimate(new, new_plan, with_env(cand, report, new, env))  # the allocator follows the new config
                 # only the training GPUs: no trainer setting moves a rollout server's GPU
                 if not all(m.fits and not m.problems for m in mem if m.role != 'rollout'):
                     continue  # a fix must also leave vLLM's KV cache room for the whole rollout
@@ -156,14 +174,15 @@ def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
                 cost = (semantic, peak > 0.9, n, sum(idxs), -peak)
                 fix = Fix({k: (getattr(cfg, k), v) for k, v in change.items()}, round(peak, 4),
                           max((m for m in mem if m.role != 'rollout'), key=lambda m: m.peak_fraction).phase,
-                          semantic, mem)
+                          semantic, mem, {k: ((report.launch.alloc.values if report.launch.alloc else {}).get(k), v)
+                                          for k, v in env.items()})
                 found.append((cost, fix))
         if any(not c[0][0] and not c[0][1] for c in found):
             break
     found.sort(key=lambda cf: cf[0])
     out, seen = [], set()
     for _, fix in found:
-        key = tuple(sorted(fix.changes))
+        key = tuple(sorted(fix.changes)) + tuple(sorted(fix.env))
         if key in seen:
             continue
         seen.add(key)

@@ -133,6 +133,9 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
     if inp is None:
         return
     cfg = report.cfg
+    from .envfix import assumptions as alloc_assumptions, with_alloc
+    inp = with_alloc(inp, report.launch.alloc, cfg, report.launch.framework)
+    report.assumptions += alloc_assumptions(report)
     inp.prompt_len, why, bounded = prompt_bound(report, inp.arch, data_stats)
     if inp.prompt_len == 0:
         report.assumptions.append(f'prompt + completion of up to {cfg.max_completion_length:,} tokens ({why} <= 0: '
@@ -270,10 +273,10 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
             for f in hard:
                 if f.fix is None:
                     f.fix = 'the proposed fix (memory.fix) below'
-            report.findings.append(Finding(INFO, 'memory.fix', sorted(best.changes),
+            report.findings.append(Finding(INFO, 'memory.fix', sorted(best.changes) + sorted(best.env),
                                            f'a config that fits (peak {best.peak_fraction:.0%} of the GPU, same '
                                            f'num_generations and prompts per optimizer step)',
-                                           best.cli() if report.launch.framework == 'trl' else best.yaml_diff()))
+                                           best.text(report.launch)))
         else:
             report.findings.append(Finding(WARNING, 'memory.no-fix', [],
                                            'no change within the searched knobs (vLLM length and utilisation, sleep, '

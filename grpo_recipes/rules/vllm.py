@@ -203,6 +203,15 @@ def expandable_segments_with_sleep(ctx: Context) -> list[Finding]:
     allocator) on older ms-swift/vLLM (ms-swift issue #6636)."""
     cfg = ctx.cfg
     conf = ctx.environ.get('PYTORCH_CUDA_ALLOC_CONF', '') + ',' + ctx.launch.file_env.get('PYTORCH_CUDA_ALLOC_CONF', '')
+    conf += ',' + (ctx.launch.alloc.values.get('PYTORCH_CUDA_ALLOC_CONF', '') if ctx.launch.alloc else '')  # exports
+    if ctx.launch.framework == 'trl' and cfg.use_vllm and cfg.vllm_mode == 'colocate' and \
+            cfg.effective_sleep_level > 0 and 'expandable_segments:True' in conf.replace(' ', ''):
+        # nothing in TRL turns them off around its engine; vLLM's CuMemAllocator asserts at start-up (allocconf.py)
+        return [Finding(ERROR, 'vllm.expandable-segments', ['PYTORCH_CUDA_ALLOC_CONF', 'vllm_enable_sleep_mode'],
+                        'Expandable segments are not compatible with memory pool (vLLM\'s sleep-mode allocator '
+                        'refuses PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True at start-up)',
+                        'drop expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF, or vllm_enable_sleep_mode false',
+                        'vllm/device_allocator/cumem.py (CuMemAllocator.__init__); pytorch/pytorch#147851')]
     if cfg.use_vllm and cfg.effective_sleep_level > 0 and re.search(r'expandable_segments\s*:\s*True', conf):
         return [Finding(WARNING, 'vllm.expandable-segments', ['PYTORCH_CUDA_ALLOC_CONF', 'sleep_level'],
                         'PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True conflicts with vLLM sleep mode (cumem): '

@@ -1,0 +1,344 @@
+#!/usr/bin/env python3
+"""Run real ``swift rlhf --rlhf_type grpo`` launches on one CUDA GPU with random-weight models, and write what they
+used as cases of the calibration schema (../shared/calibration/README.md), for ``grpo-guard calibrate``.
+
+Each launch is a recipe's training shape on one GPU (default: every recipe in recipes/): its tuner (LoRA rank,
+alpha, targets, or full), dtype, gradient checkpointing, micro-batch, ``num_generations``, ``max_length``,
+``max_completion_length``, loss settings and reward functions, with rollouts by HF generate (``--use_vllm false``:
+no vLLM wheel fits the GPU machine, ../shared/calibration/gpu-h100-2026-11-24/README.md). What one GPU cannot keep
+is dropped and printed: vLLM's settings, sleep and offload, DeepSpeed (a single process has nothing to shard across),
+and the accumulation, which is cut to the fewest micro-batches whose completions fill whole prompt groups (a step's
+peak is one micro-batch's). Models are built from ``config.json`` with random weights (no download): the recipe's
+own config (grpo_recipes/model_configs/) and the bundled Qwen2.5 tokenizer. A GPTQ int4 checkpoint cannot be built
+that way (its packed weights and scales come out of a quantiser run), so those launches are skipped with the reason.
+
+Per launch it records ms-swift's logged ``memory(GiB)`` (``torch.cuda.max_memory_reserved``; the largest over the
+steps: AdamW's states appear at the first optimizer step) and the device's peak used memory from NVML, polled every
+0.1 s in a thread (pynvml, else ``nvidia-smi``). ``--emulate-gib 40`` emulates a 40 GB card on a larger one with
+``torch.cuda.set_per_process_memory_fraction``, set from an ms-swift ``--external_plugins`` file: ms-swift 4.6
+imports those files while it parses its arguments (``BaseArguments._import_external_plugins``,
+swift/arguments/base_args/base_args.py), in the training process, before the model is loaded, and only there (a
+sitecustomize would also run in every helper process). The fraction caps what torch's allocator may reserve; the
+CUDA context lies outside it, so NVML's figure can exceed the emulated card by the context.
+
+    python bench/bench_swift_gpu.py --dry-run                 # every launch's argv and environment, no GPU
+    python bench/bench_swift_gpu.py --out cases.jsonl         # run them all (needs a GPU, ms-swift 4.6)
+    python bench/bench_swift_gpu.py --only lora-2xa100-40g --emulate-gib 40 --alloc default,expandable
+
+The GPU machine needs the wheels in ../shared/calibration/gpu-h100-2026-11-24/wheels.txt (installed --no-deps);
+the bnb QLoRA recipes need bitsandbytes too. Prints one line per launch; asserts nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+TOKENIZER = ROOT / 'data_tools' / 'tokenizer'
+SAMPLE = ROOT / 'data_tools' / 'sample' / 'gsm8k_train_300.jsonl'
+MiB = 2 ** 20
+# The recipe keys that make the training step's shape (kept as written); everything else is left out or set below.
+SHAPE_KEYS = ('rlhf_type', 'tuner_type', 'lora_rank', 'lora_alpha', 'lora_dropout', 'target_modules', 'torch_dtype',
+              'quant_method', 'quant_bits', 'bnb_4bit_compute_dtype', 'bnb_4bit_quant_type',
+              'bnb_4bit_use_double_quant',
+              'beta', 'loss_type', 'epsilon', 'epsilon_high', 'num_generations', 'per_device_train_batch_size',
+              'max_length', 'max_completion_length', 'truncation_strategy', 'gradient_checkpointing', 'temperature',
+              'reward_funcs', 'optim', 'learning_rate', 'use_liger_kernel', 'padding_free')
+# Settings every launch gets: a short, quiet, local run (as ../shared/calibration/gpu-h100-2026-11-24's runs).
+FIXED = ['--use_vllm', 'false', '--model_type', 'qwen2', '--template', 'qwen2_5', '--logging_steps', '1',
+         '--save_strategy', 'no', '--split_dataset_ratio', '0', '--report_to', 'none', '--dataloader_num_workers', '0',
+         '--dataset_num_proc', '1']
+ALLOCATORS = {'default': None, 'expandable': 'expandable_segments:True'}
+PLUGIN = '''"""Written by bench/bench_swift_gpu.py: cap torch's allocator at GRPO_BENCH_EMULATE_GIB on this card."""
+import os
+import torch
+_cap = float(os.environ['GRPO_BENCH_EMULATE_GIB']) * 2 ** 30
+torch.cuda.set_per_process_memory_fraction(min(1.0, _cap / torch.cuda.get_device_properties(0).total_memory), 0)
+'''
+
+
+@dataclass
+class Run:
+    """One launch of the harness."""
+    name: str
+    """``<recipe>`` or ``<recipe>+expandable`` (the allocator variant)."""
+    model: str
+    """The recipe's model id; the random model is built under the workdir with its last part as the dir name."""
+    model_config: dict
+    argv: list[str] = field(default_factory=list)
+    """What follows ``swift rlhf``."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables set for the launch on top of the caller's environment."""
+    dropped: list[str] = field(default_factory=list)
+    """Recipe settings one GPU does not keep (printed with the launch)."""
+    skip: str | None = None
+    """Why the launch cannot run (GPTQ int4 cannot be random-built), None when it can."""
+
+
+def _flag_values(mapping: dict) -> list[str]:
+    out: list[str] = []
+    for k, v in mapping.items():
+        out.append(f'--{k}')
+        out += [str(x) for x in v] if isinstance(v, list) else [str(v).lower() if isinstance(v, bool) else str(v)]
+    return out
+
+
+def recipe_runs(workdir: Path, dataset: Path, steps: int = 2, only: list[str] | None = None,
+                allocators: tuple[str, ...] = ('default',), emulate_gib: float | None = None) -> list[Run]:
+    """The launches for every recipe (or those whose name contains one of ``only``), one per allocator."""
+    from grpo_recipes.frontends.swift.reader import read_config_file
+    from grpo_recipes.models import load_model_config
+    from grpo_recipes.recipes import discover
+    runs: list[Run] = []
+    for recipe in discover():
+        if only and not any(o in recipe.name for o in only):
+            continue
+        raw = read_config_file(recipe.path)
+        model = str(raw['model'])
+        cfg = load_model_config(model)
+        quant = (cfg.get('quantization_config') or {}).get('quant_method')
+        shape = {k: raw[k] for k in SHAPE_KEYS if k in raw}
+        mb, ng = int(shape.get('per_device_train_batch_size', 1)), int(shape.get('num_generations', 8))
+        ga = ng // math.gcd(mb, ng)  # fewest micro-batches whose completions fill whole prompt groups (world 1)
+        dropped = sorted(k for k in raw if k not in SHAPE_KEYS and k not in ('model', 'dataset', 'output_dir',
+                                                                             'gradient_accumulation_steps'))
+        for alloc in allocators:
+            name = recipe.name + ('' if alloc == 'default' else f'+{alloc}')
+            out_dir = workdir / 'output' / name.replace('/', '__')
+            argv = ['--model', str(workdir / 'models' / Path(model).name), *_flag_values(shape), *FIXED,
+                    '--gradient_accumulation_steps', str(ga), '--max_steps', str(steps), '--dataset', str(dataset),
+                    '--output_dir', str(out_dir)]
+            env = {'CUDA_VISIBLE_DEVICES': '0'}
+            if ALLOCATORS[alloc]:
+                env['PYTORCH_CUDA_ALLOC_CONF'] = ALLOCATORS[alloc]
+            if emulate_gib:
+                argv += ['--external_plugins', str(workdir / 'emulate_card.py')]
+                env['GRPO_BENCH_EMULATE_GIB'] = str(emulate_gib)
+            skip = None
+            if quant in ('gptq', 'awq'):
+                skip = (f'{quant.upper()} int4 checkpoint: its packed weights and scales come from a quantiser run and '
+                        f'cannot be built at random from config.json')
+            runs.append(Run(name, model, cfg, argv, env, dropped + [f'gradient_accumulation_steps -> {ga}'], skip))
+    return runs
+
+
+def build_model(out: Path, config: dict, tokenizer: Path) -> None:
+    """A random-weight model dir from config.json (bf16, on the GPU) plus the tokenizer files."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    if (out / 'config.json').exists():
+        return
+    c = {k: v for k, v in config.items() if k != 'quantization_config'}
+    hf = AutoConfig.for_model(c.pop('model_type'), **c)
+    with torch.device('cuda'):
+        model = AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, max_shard_size='4GB')
+    for f in tokenizer.iterdir():
+        if f.is_file() and f.suffix in ('.json', '.txt'):
+            shutil.copy(f, out / f.name)
+    # Qwen2.5's generation settings: <|im_end|> and <|endoftext|> stop, sampling on
+    (out / 'generation_config.json').write_text(json.dumps({'bos_token_id': 151643, 'eos_token_id': [151645, 151643],
+                                                            'pad_token_id': 151643, 'do_sample': True}))
+    del model
+    torch.cuda.empty_cache()
+
+
+class PeakPoller(threading.Thread):
+    """The device's used memory (MiB) every 0.1 s: NVML through pynvml, else ``nvidia-smi``."""
+
+    def __init__(self, index: int = 0):
+        super().__init__(daemon=True)
+        self.index, self.peak_mib, self._stop = index, 0.0, threading.Event()
+
+    def _used(self):
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            h = pynvml.nvmlDeviceGetHandleByIndex(self.index)
+            return lambda: pynvml.nvmlDeviceGetMemoryInfo(h).used / MiB
+        except Exception:  # noqa: BLE001 - pynvml is optional
+            def smi():
+                r = subprocess.run(['nvidia-smi', '--query-gpu=memory.used', '--format=csv,noheader,nounits',
+                                    '-i', str(self.index)], capture_output=True, text=True)
+                return float(r.stdout.strip().splitlines()[0])
+            return smi
+
+    def run(self):
+        used = self._used()
+        while not self._stop.is_set():
+            self.peak_mib = max(self.peak_mib, used())
+            self._stop.wait(0.1)
+
+    def stop(self) -> float:
+        self._stop.set()
+        self.join(timeout=5)
+        return self.peak_mib
+
+
+MEMORY_RE = re.compile(r"'memory\(GiB\)':\s*'?([0-9.]+)'?")
+OOM_RE = re.compile(r'CUDA out of memory|OutOfMemoryError')
+
+
+def read_log(text: str) -> dict:
+    """ms-swift's log -> the largest ``memory(GiB)`` over its steps, how many steps logged it, and an OOM."""
+    values = [float(v) for v in MEMORY_RE.findall(text)]
+    return {'memory_gib': max(values) if values else None, 'steps_logged': len(values),
+            'oom': bool(OOM_RE.search(text))}
+
+
+def _typed(v: str):
+    for cast in (int, float):
+        try:
+            return cast(v)
+        except ValueError:
+            pass
+    return {'true': True, 'false': False}.get(v.lower(), v)
+
+
+def argv_config(argv: list[str]) -> dict:
+    """``--k v [v ...]`` -> {k: value} in the calibration schema's ``config`` (lists stay lists)."""
+    out: dict = {}
+    key = None
+    for a in argv:
+        if a.startswith('--'):
+            key = a[2:]
+            out[key] = None
+        elif key is not None:
+            v = _typed(a)
+            out[key] = v if out[key] is None else (out[key] if isinstance(out[key], list) else [out[key]]) + [v]
+    return out
+
+
+MEMORY_FIELDS = ('architectures', 'model_type', 'hidden_size', 'intermediate_size', 'num_hidden_layers',
+                 'num_attention_heads', 'num_key_value_heads', 'head_dim', 'vocab_size', 'tie_word_embeddings',
+                 'max_position_embeddings', 'torch_dtype', 'quantization_config')
+
+
+def to_case(run: Run, result: dict, gpu: dict, versions: dict, date: str) -> dict:
+    """One result in the schema of ../shared/calibration/memory_cases.jsonl (as grpo_recipes/calibrate.py reads it)."""
+    config = {k: v for k, v in argv_config(run.argv).items()
+              if k not in ('model', 'output_dir', 'external_plugins', 'dataset')}
+    config['model'] = run.model
+    emulated = run.env.get('GRPO_BENCH_EMULATE_GIB')
+    outcome: dict = {'ran_ok': result['rc'] == 0 and not result['oom'], 'oom': result['oom'],
+                     'measure': f"ms-swift memory(GiB) (torch.cuda.max_memory_reserved), max over "
+                                f"{result['steps_logged']} logged steps"}
+    if result['memory_gib'] is not None:
+        outcome['peak_gib_per_gpu'] = result['memory_gib']
+    if result['nvml_peak_mib']:
+        outcome['nvidia_smi_used_mib'] = round(result['nvml_peak_mib'])
+    return {
+        'id': f"bench-swift-gpu-{run.name.replace('/', '-').replace('+', '-')}" + (f'-emul{emulated}g' if emulated
+                                                                                  else ''),
+        'kind': 'grpo_train', 'framework': 'ms-swift', 'framework_version': versions.get('ms-swift'),
+        'model': f'{run.model} (random weights from its config.json)',
+        'model_config': {k: run.model_config[k] for k in MEMORY_FIELDS if k in run.model_config},
+        'argv': ['swift', 'rlhf', *run.argv], 'config': config, 'outcome': outcome,
+        'gpu': gpu['name'], 'num_gpus': 1,
+        'gpu_total_gib': float(emulated) if emulated else gpu['total_gib'],
+        'gpu_total_basis': ('torch.cuda.set_per_process_memory_fraction on ' + gpu['name']) if emulated else 'torch',
+        'environ': {'PYTORCH_CUDA_ALLOC_CONF': run.env.get('PYTORCH_CUDA_ALLOC_CONF')},
+        'env': ', '.join(f'{k} {v}' for k, v in versions.items() if v), 'date': date,
+        'source': 'bench/bench_swift_gpu.py', 'data': f'GSM8K sample ({SAMPLE.name}) prepared by grpo-data',
+    }
+
+
+def run_one(run: Run, workdir: Path, timeout: float) -> dict:
+    log = workdir / 'logs' / (run.name.replace('/', '__') + '.log')
+    log.parent.mkdir(parents=True, exist_ok=True)
+    poller = PeakPoller()
+    poller.start()
+    t0 = time.time()
+    with open(log, 'w') as f:
+        try:
+            rc = subprocess.run([sys.executable, '-m', 'swift.cli.rlhf', *run.argv], stdout=f, stderr=subprocess.STDOUT,
+                                env={**os.environ, **run.env}, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = 124
+    peak = poller.stop()
+    return {**read_log(log.read_text(errors='replace')), 'rc': rc, 'nvml_peak_mib': peak,
+            'seconds': round(time.time() - t0, 1), 'log': str(log)}
+
+
+def prepare_dataset(workdir: Path) -> Path:
+    out = workdir / 'gsm8k.jsonl'
+    if not out.exists():
+        subprocess.run([sys.executable, '-m', 'data_tools.cli', 'prepare-gsm8k', str(SAMPLE), '-o', str(out)],
+                       check=True, cwd=ROOT)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    p.add_argument('--dry-run', action='store_true', help='print each launch (argv, environment, dropped settings)')
+    p.add_argument('--only', nargs='*', help='recipes whose name contains one of these')
+    p.add_argument('--alloc', default='default', help='allocators, comma-separated: default, expandable')
+    p.add_argument('--emulate-gib', type=float, help='emulate a card of this many GiB (torch basis)')
+    p.add_argument('--steps', type=int, default=2, help='optimizer steps per launch (default 2)')
+    p.add_argument('--workdir', default='/tmp/grpo-bench-swift', help='models, data, logs')
+    p.add_argument('--tokenizer', default=str(TOKENIZER))
+    p.add_argument('--timeout', type=float, default=1800.0, help='seconds per launch')
+    p.add_argument('--out', help='append the cases (JSON lines) to this file')
+    opts = p.parse_args(argv)
+    allocs = tuple(a.strip() for a in opts.alloc.split(',') if a.strip())
+    bad = [a for a in allocs if a not in ALLOCATORS]
+    if bad:
+        print(f'--alloc {",".join(bad)}: not one of {", ".join(ALLOCATORS)}', file=sys.stderr)
+        return 2
+    workdir = Path(opts.workdir)
+    dataset = workdir / 'gsm8k.jsonl'
+    runs = recipe_runs(workdir, dataset, opts.steps, opts.only, allocs, opts.emulate_gib)
+    if opts.dry_run:
+        for r in runs:
+            print(f'== {r.name}' + (f'   SKIPPED: {r.skip}' if r.skip else ''))
+            print('env   ' + ' '.join(f'{k}={v}' for k, v in r.env.items()))
+            print('argv  swift rlhf ' + ' '.join(r.argv))
+            print('drop  ' + ', '.join(r.dropped))
+        return 0
+    import torch
+    if not torch.cuda.is_available():
+        print('no CUDA GPU here: run with --dry-run, or on a GPU machine', file=sys.stderr)
+        return 2
+    workdir.mkdir(parents=True, exist_ok=True)
+    if opts.emulate_gib:
+        (workdir / 'emulate_card.py').write_text(PLUGIN)
+    prepare_dataset(workdir)
+    props = torch.cuda.get_device_properties(0)
+    gpu = {'name': props.name, 'total_gib': round(props.total_memory / 2 ** 30, 2)}
+    import importlib.metadata as md
+    versions = {}
+    for pkg in ('ms-swift', 'torch', 'transformers', 'peft', 'trl'):
+        try:
+            versions[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            versions[pkg] = None
+    date = datetime.date.today().isoformat()
+    for r in runs:
+        if r.skip:
+            print(f'{r.name:<55} skipped: {r.skip}', flush=True)
+            continue
+        build_model(workdir / 'models' / Path(r.model).name, r.model_config, Path(opts.tokenizer))
+        res = run_one(r, workdir, opts.timeout)
+        print(f'{r.name:<55} rc {res["rc"]:>3}  memory(GiB) {res["memory_gib"]}  NVML peak '
+              f'{res["nvml_peak_mib"] / 1024:.2f} GiB  {"OOM  " if res["oom"] else ""}{res["seconds"]} s', flush=True)
+        if opts.out:
+            with open(opts.out, 'a') as f:
+                f.write(json.dumps(to_case(r, res, gpu, versions, date)) + '\n')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
