@@ -190,7 +190,8 @@ def _checked(opts, extra: list[str]):
     """Run the check and print it (table, or JSON with --json)."""
     report = _check(opts, extra)
     if opts.json:
-        print_json(report.to_dict())
+        from .verdict import report_json
+        print_json(report_json(report, opts.allow_unchecked))
     else:
         from .render import print_report
         print_report(report, allow_unchecked=opts.allow_unchecked)
@@ -257,8 +258,8 @@ def cmd_run(opts, extra: list[str]) -> int:
     import shutil
     report = _checked(opts, extra)
     if report.exit_code(opts.allow_unchecked) and not opts.force:
-        why = 'errors above' if not report.ok else 'memory not checked; pass --allow-unchecked'
-        print(f'grpo-guard: not launching ({why}); fix them or pass --force', file=sys.stderr)
+        from .verdict import not_launching
+        print(not_launching(report), file=sys.stderr)
         return 1
     launch = report.launch
     if launch.kind != 'train' or launch.framework != 'swift' or (opts.config or '').endswith('.sh'):

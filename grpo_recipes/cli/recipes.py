@@ -35,6 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser('plan', help="print the guard's plan for a recipe on its hardware")
     pl.add_argument('name')
     pl.add_argument('--json', action='store_true')
+    pl.add_argument('--model-config', metavar='DIR', help='a dir holding the model\'s config.json (or the file) '
+                    'when the model is neither local nor in the HF/ModelScope cache')
+    pl.add_argument('--allow-unchecked', action='store_true', help='exit 0 when the rules pass but memory could '
+                    'not be checked (as grpo-guard check)')
     hd = sub.add_parser('header', help='regenerate or check the plan summary in recipe headers')
     hd.add_argument('names', nargs='*')
     mode = hd.add_mutually_exclusive_group(required=True)
@@ -49,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def recipe_report(recipe, environ: dict | None = None, extra: list[str] | None = None):
+def recipe_report(recipe, environ: dict | None = None, extra: list[str] | None = None, model_config=None):
     """The guard's check of a recipe on the hardware in its header."""
     from ..check import check_launch
     from ..hardware import Hardware, parse_gpu_ids
@@ -64,7 +68,7 @@ def recipe_report(recipe, environ: dict | None = None, extra: list[str] | None =
     if args is not None:  # server mode: the `swift rollout` command the launcher runs, as the guard reads it
         env = {'CUDA_VISIBLE_DEVICES': recipe.rollout_gpus} if recipe.rollout_gpus else {}
         launch.rollout = read_rollout(['--model', cfg.model, *args], env, f'{recipe.name} (rollout-args)')
-    return check_launch(launch, hw)
+    return check_launch(launch, hw, model_config=model_config)
 
 
 def rollout_argv(cfg) -> list[str] | None:
@@ -176,13 +180,15 @@ def cmd_validate(opts) -> int:
 
 def cmd_plan(opts) -> int:
     from ..recipes import find
-    report = recipe_report(find(opts.name))
+    from .guard import _model_config
+    from .verdict import report_json
+    report = recipe_report(find(opts.name), model_config=_model_config(opts.model_config))
     if opts.json:
-        print_json(report.to_dict())
+        print_json(report_json(report, opts.allow_unchecked))
     else:
         from .render import print_report
-        print_report(report)
-    return 0 if report.ok else 1
+        print_report(report, allow_unchecked=opts.allow_unchecked)
+    return report.exit_code(opts.allow_unchecked)
 
 
 def cmd_header(opts) -> int:
