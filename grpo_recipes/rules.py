@@ -332,8 +332,11 @@ def rollout_server_arguments(ctx: Context) -> list[Finding]:
     if r is None or not (ctx.cfg.use_vllm and ctx.cfg.vllm_mode == 'server'):
         return []
     from .rollout_check import rollout_findings
-    return [f for f in rollout_findings(r, ctx.hw, ctx.model, as_error=False)
-            if f.rule not in ('rollout.gpu-count', 'rollout.gpu-missing')]
+    from .rollout_port import port_findings
+    # a server command the guard says cannot start stops the launch too: an error, as when it is checked alone;
+    # one only quoted in a comment (ms-swift's examples document the server that way) stays a warning
+    return [f for f in rollout_findings(r, ctx.hw, ctx.model, as_error=not r.source.endswith('(comment)'))
+            if f.rule not in ('rollout.gpu-count', 'rollout.gpu-missing')] + port_findings(ctx.cfg, r)
 
 
 @rule
