@@ -60,3 +60,18 @@ def test_both_servers_default_to_port_8000():
     assert spec is not None
     from trl.scripts.vllm_serve import ScriptArguments
     assert {f.name: f.default for f in __import__('dataclasses').fields(ScriptArguments)}['port'] == DEFAULT_PORT
+
+
+@pytest.mark.parametrize('server', [
+    ['swift', 'rollout', '--model', 'Qwen/Qwen2.5-7B-Instruct', '--vllm_data_parallel_size', '2'],
+    ['trl', 'vllm-serve', '--model', 'Qwen/Qwen2.5-7B-Instruct', '--data_parallel_size', '2'],
+])
+def test_server_alone_prints_no_trainer_lines(server, capsys, monkeypatch):
+    monkeypatch.setenv('COLUMNS', '100')
+    rc = guard.main(['check', '--gpus', '8', '--gpu-type', 'A100-80G', '--', 'CUDA_VISIBLE_DEVICES=6,7', *server])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    for trainer_line in ('(lora)', '(full)', 'world ', 'prompts', 'micro-batch', 'optimizer step',
+                         'a rollout needs'):
+        assert trainer_line not in out, trainer_line
+    assert 'Rollout server plan' in out and 'TP 1 × DP 2 = 2' in out and 'port 8000' in out

@@ -39,6 +39,9 @@ def _id_ranges(ids: list[str]) -> str:
 
 
 def plan_table(report: CheckReport) -> Table:
+    if report.launch.kind == 'rollout':  # a server on its own: no trainer lines
+        from .render_rollout import rollout_plan_table
+        return rollout_plan_table(report)
     p, cfg, hw = report.plan, report.cfg, report.hardware
     t = Table(title='Launch plan', show_header=False, box=None, pad_edge=False, title_justify='left',
               title_style='bold')
@@ -134,7 +137,7 @@ def print_report(report: CheckReport, console: Console | None = None, allow_unch
                     f'{kv.get("non_torch_gib", 0)} + '
                     + (f'CUDA graphs {kv["cuda_graphs_in_budget_gib"]} + ' if kv.get('cuda_graphs_in_budget_gib') else '')
                     + f'KV {kv["kv_cache_gib"]} ({kv["kv_tokens"]:,} tokens)')
-            if 'rollout_tokens' in kv:
+            if 'rollout_tokens' in kv and report.launch.kind != 'rollout':  # a server alone has no trainer batch
                 line += f'; a rollout needs {kv["rollout_tokens"]:,} tokens'
             out.print(escape(line))
     c = report.counts()
