@@ -163,8 +163,20 @@ def _check(opts, extra):
     from ..launch import load_launch
     if opts.gpus is not None and opts.gpus < 1:
         raise GuardError(f'--gpus {opts.gpus}: must be >= 1')
-    launch = load_launch(_launch_args(opts.config, extra), rollout=opts.rollout)
-    hw = detect(opts.gpus, opts.gpu_type, opts.rollout_gpus, opts.gpu_mem)
+    import os
+    from ..recipe_launcher import recipe_launcher
+    rl = recipe_launcher(opts.config, os.environ)
+    if rl is not None:  # this project's own launcher: the recipe it runs, as its guard step checks it
+        a = rl.check_args(opts.gpus, opts.gpu_type, opts.rollout)
+        launch = load_launch(a['args'] + extra, environ=a['environ'], rollout=a['rollout'])
+        launch.notes.append(a['note'])
+        hw = detect(a['gpus'], a['gpu_type'], opts.rollout_gpus, opts.gpu_mem)
+        if hw.source == 'flags':
+            from dataclasses import replace
+            hw = replace(hw, source=a['hw_source'])
+    else:
+        launch = load_launch(_launch_args(opts.config, extra), rollout=opts.rollout)
+        hw = detect(opts.gpus, opts.gpu_type, opts.rollout_gpus, opts.gpu_mem)
     from ..check import load_data_stats
     stats = load_data_stats(opts.data_stats) if opts.data_stats else None
     packages = None
