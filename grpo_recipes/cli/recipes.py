@@ -106,20 +106,13 @@ def cmd_ls(opts) -> int:
     if opts.json:
         print_json(rows)
         return 0
-    from rich import box
-    from rich.table import Table
     from ..recipes import LEVEL_CODE, LEVEL_TEXT
+    from .ls_table import recipes_table
     from .render import make_console
-    t = Table(title='GRPO recipes for ms-swift 4.6 (grpo-recipes plan NAME: the full plan)', title_justify='left',
-              title_style='bold', box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ('recipe', 'GPUs', 'mode', 'tuner', 'peak', 'valid.'):
-        t.add_column(col, no_wrap=True, min_width=6 if col == 'valid.' else None)
-    for r in rows:
-        peak = f'{r["peak_fraction"]:.0%}' if r['peak_fraction'] is not None else '-'
-        codes = ' '.join(LEVEL_CODE[v] for v in r['validation'] if v in LEVEL_CODE) or '-'
-        t.add_row(r['name'], r['hardware'].replace(' ', ''), r['mode'], r['tuner'], peak, codes)
     con = make_console()
-    con.print(t)
+    codes = [' '.join(LEVEL_CODE[v] for v in r['validation'] if v in LEVEL_CODE) or '-' for r in rows]
+    con.print(recipes_table(rows, codes, con.width, 'GRPO recipes for ms-swift 4.6 (grpo-recipes plan NAME: the '
+                            'full plan)'))
     con.print('peak: largest predicted peak / capacity over the recipe\'s GPUs. valid.: '
               + '; '.join(f'{LEVEL_CODE[k]} = {v}' for k, v in LEVEL_TEXT.items()) + '.')
     con.print('No recipe has had a GPU run yet.')

@@ -184,9 +184,10 @@ def print_calibration(result: dict, console: Console | None = None) -> None:
     out = console or make_console()
     t = Table(title='Memory model vs published measurements (predicted/observed, error)', title_justify='left',
               title_style='bold',
-              box=box.SIMPLE_HEAD, pad_edge=False)
+              box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
     for col in ('case', 'fit', 'peak GiB', 'vLLM weights GiB', 'vLLM KV GiB'):
-        t.add_column(col, no_wrap=True, overflow='ellipsis', max_width=34 if col == 'case' else None)
+        # values are never cut: the case id wraps (folds) to leave them room
+        t.add_column(col, no_wrap=col != 'case', overflow='fold')
     for row in result['per_case']:
         if 'cannot_predict' in row:
             continue
