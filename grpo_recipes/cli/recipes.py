@@ -185,18 +185,17 @@ def cmd_plan(opts) -> int:
 
 
 def cmd_header(opts) -> int:
-    from ..recipes import discover, find, plan_block, rewrite_header
+    from ..recipe_header import full_block, is_stale, write_block
+    from ..recipes import discover, find
     recipes = [find(n) for n in opts.names] if opts.names else discover()
     stale = []
     for r in recipes:
-        block = plan_block(recipe_report(r))
+        block = full_block(r, recipe_report(r))  # the whole block, with what it was planned from
         if opts.write:
-            if rewrite_header(r.path, block):
+            if write_block(r.path, block):
                 print(f'updated {r.path}')
-        else:
-            text = r.path.read_text(encoding='utf-8').splitlines()
-            if not all(line in text for line in block):
-                stale.append(r.name)
+        elif is_stale(r.path, block):
+            stale.append(r.name)
     if stale:
         print('stale plan header(s): ' + ', '.join(stale) + '; run `grpo-recipes header --write`', file=sys.stderr)
         return 1
