@@ -122,7 +122,9 @@ def cmd_validate(opts, extra: list[str]) -> int:
     from ..launch import load_launch
     from ..realparse import validate
     launch = load_launch(_launch_args(opts.config, extra))
-    result = validate(launch, timeout=opts.timeout, trl_version=opts.trl_version)
+    from ..progress import progress
+    with progress(f'validate: running {"TRL" if launch.framework == "trl" else "ms-swift"}\'s own parser'):
+        result = validate(launch, timeout=opts.timeout, trl_version=opts.trl_version)
     if opts.json:
         print_json({'ok': result.ok, 'launch': launch.to_dict(), 'parser': result.to_dict()})
         return 0 if result.ok else 1
@@ -228,15 +230,18 @@ def cmd_trace(opts, extra: list[str]) -> int:
     from ..arch import Arch
     from ..memplan import launch_adamw, prompt_bound
     prompt_len, why_prompt, _ = prompt_bound(report, Arch.from_config(mc), None)
-    try:
-        from ..trace import trace_launch
-    except ImportError as e:
-        raise GuardError(f'trace needs torch, transformers and peft ({e}); pip install -e .[test]') from None
-    adamw, adamw_why = launch_adamw(report)
-    try:
-        result = trace_launch(report.cfg, report.plan, mc, prompt_len, str(report.cfg.model), adamw, adamw_why)
-    except ValueError as e:  # transformers or PEFT cannot build this model or tuner
-        raise GuardError(f'trace: cannot build the model as the launch asks ({e})') from None
+    from ..progress import progress
+    with progress('trace: importing torch and transformers') as bar:
+        try:
+            from ..trace import trace_launch
+        except ImportError as e:
+            raise GuardError(f'trace needs torch, transformers and peft ({e}); pip install -e .[test]') from None
+        adamw, adamw_why = launch_adamw(report)
+        bar.set(f'trace: {report.cfg.model}, one training step on fake tensors')
+        try:
+            result = trace_launch(report.cfg, report.plan, mc, prompt_len, str(report.cfg.model), adamw, adamw_why)
+        except ValueError as e:  # transformers or PEFT cannot build this model or tuner
+            raise GuardError(f'trace: cannot build the model as the launch asks ({e})') from None
     if opts.json:
         print_json({**result.to_dict(), 'prompt_len': prompt_len, 'prompt_basis': why_prompt})
         return 0

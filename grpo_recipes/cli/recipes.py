@@ -151,7 +151,9 @@ def cmd_validate(opts) -> int:
     from ..recipes import discover, find
     recipes = [find(n) for n in opts.names] if opts.names else discover()
     launches = [load_launch([str(r.path)], environ={}) for r in recipes]
-    parsed = validate_many(launches)
+    from ..progress import progress
+    with progress(f'validate: ms-swift\'s own parser on {len(launches)} recipe(s)'):
+        parsed = validate_many(launches)
     results = []
     for r, res in zip(recipes, parsed):
         s = _summary(r)
