@@ -247,4 +247,6 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         from .frontends.trl import trl_terms
         report.findings = [in_trl_terms(f) for f in report.findings]
         report.assumptions = [trl_terms(a) for a in report.assumptions]
+    from .fix_syntax import render_fixes
+    render_fixes(report)  # flags for a command line, YAML keys for a config file
     return report

@@ -191,12 +191,11 @@ def _check(opts, extra):
     report = check_launch(launch, hw, packages=packages, data_stats=stats,
                           model_config=_model_config(opts.model_config))
     if getattr(opts, 'verify', False) and report.fixes:
+        from ..fix_syntax import fixed_launch
         from ..realparse import validate
-        from ..launch import Launch
-        fixed = Launch(argv=launch.argv + report.fixes[0].argv(), env=launch.env, file_env=launch.file_env,
-                       config_file=launch.config_file)
+        fixed, outside = fixed_launch(launch, report.fixes[0])  # as the launch's own framework reads it
         result = validate(fixed)
-        report.fix_verified = result.to_dict()
+        report.fix_verified = {**result.to_dict(), 'not_parsed': outside}
     return report
 
 
