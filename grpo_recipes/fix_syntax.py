@@ -76,6 +76,10 @@ def render_fixes(report) -> None:
     """Rewrite every finding's fix (and the memory fix) in the syntax of the launch (see the module docstring)."""
     if report.launch.kind != 'train':
         return
+    if report.launch.framework == 'trl' and report.launch.trl.get('ignores_cli'):
+        from .frontends.trl_script_cli import apply_to_report
+        apply_to_report(report)  # the script's file and line, not flags it would ignore
+        return
     syntax, config = syntax_of(report.launch)
     trl = report.launch.framework == 'trl'
     if syntax == 'flags' and not trl:
