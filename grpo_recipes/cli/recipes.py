@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     ar.add_argument('recipe')
     ar.add_argument('keys', nargs='+', metavar='key',
                     help='an argument name, ENV.<VAR> from its ENV block, or @gpus/@gpu_type/@rollout_gpus')
+    mc = sub.add_parser('model-check', help='exit 1 with one line when swift cannot get the model here (not local, '
+                        'not cached, hub unreachable or HF_HUB_OFFLINE); launchers run it before training')
+    mc.add_argument('model')
     ra = sub.add_parser('rollout-args', help='the `swift rollout` arguments of a server-mode recipe, one per line')
     ra.add_argument('recipe')
     return p
@@ -242,7 +245,16 @@ def cmd_rollout_args(opts) -> int:
     return 0
 
 
-COMMANDS = {'ls': cmd_ls, 'cp': cmd_cp, 'validate': cmd_validate, 'plan': cmd_plan, 'header': cmd_header,
+def cmd_model_check(opts) -> int:
+    from ..model_reach import unreachable
+    why = unreachable(opts.model)
+    if why:
+        print(f'error: {why}', file=sys.stderr)
+        return 1
+    return 0
+
+
+COMMANDS = {'model-check': cmd_model_check, 'ls': cmd_ls, 'cp': cmd_cp, 'validate': cmd_validate, 'plan': cmd_plan, 'header': cmd_header,
             'arg': cmd_arg, 'rollout-args': cmd_rollout_args}
 
 
