@@ -65,7 +65,7 @@ def port_findings(cfg, rollout) -> list[Finding]:
         return []
     srv = 'swift rollout' if rollout.framework == 'swift' else 'trl vllm-serve'
     said = 'its --port' if any(t == '--port' or t.startswith('--port=') for t in rollout.argv) else \
-        f'its default, --port not given'
+        'its default, --port not given'
     fix = (f'{arg}: {port}' if arg == 'vllm_server_port' else f'vllm_server_base_url with port {port}') + \
         f', or start the server with --port {ports[0]}'
     src = ('swift/arguments/deploy_args.py (DeployArguments.port, default 8000)' if rollout.framework == 'swift' else

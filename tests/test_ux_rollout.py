@@ -1,7 +1,6 @@
 """The rollout side (issue 21, items 11 and 20): a server that cannot start and a port the trainer does not
 connect to are errors; a server checked alone prints no trainer lines."""
 import importlib.util
-import inspect
 
 import pytest
 

@@ -254,7 +254,8 @@ def cmd_model_check(opts) -> int:
     return 0
 
 
-COMMANDS = {'model-check': cmd_model_check, 'ls': cmd_ls, 'cp': cmd_cp, 'validate': cmd_validate, 'plan': cmd_plan, 'header': cmd_header,
+COMMANDS = {'model-check': cmd_model_check,
+            'ls': cmd_ls, 'cp': cmd_cp, 'validate': cmd_validate, 'plan': cmd_plan, 'header': cmd_header,
             'arg': cmd_arg, 'rollout-args': cmd_rollout_args}
 
 

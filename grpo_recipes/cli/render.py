@@ -159,7 +159,8 @@ def print_report(report: CheckReport, console: Console | None = None, allow_unch
         fv = report.fix_verified
         ok = fv.get('ok')
         out.print(('[green]fix verified[/]: ' if ok else '[red]fix rejected[/]: ') +
-                  escape('the proposed fix ' + ('passes' if ok else 'fails') + f" {fv.get('parser') or 'the real parser'}" +
+                  escape('the proposed fix ' + ('passes' if ok else 'fails') + ' ' +
+                         (fv.get('parser') or 'the real parser') +
                          ('' if ok else f' ({fv.get("error_type")}: {fv.get("message")})') +
                          (f'; not seen by that parser: {", ".join(fv["not_parsed"])}' if fv.get('not_parsed') else '')))
     if report.assumptions:
