@@ -171,6 +171,11 @@ grpo_launch() {
     mapfile -t rargs <<< "$rollout_args"
     rollout_cmd=("$swift" rollout --model "$model" "${rargs[@]}")
   fi
+  # ms-swift downloads a model that is neither local nor cached: offline, say so in one line before anything
+  # starts (not for DRY_RUN, nor for another SWIFT executable, which may not download at all)
+  if [[ "${DRY_RUN:-0}" != "1" && -z "${SWIFT:-}" ]]; then
+    grpo-recipes model-check "$model" || exit 1  # its one line says why
+  fi
   if [[ "${ROLE:-all}" == "rollout" ]]; then
     [[ "$mode" == "server" ]] || grpo_die "ROLE=rollout needs a server-mode recipe; $name is ${mode:-not using vLLM}"
     grpo_run env "CUDA_VISIBLE_DEVICES=$rollout_gpus" "${rollout_cmd[@]}"

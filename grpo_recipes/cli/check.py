@@ -21,8 +21,19 @@ from .render import print_report
 def _check(opts, extra):
     if opts.gpus is not None and opts.gpus < 1:
         raise GuardError(f'--gpus {opts.gpus}: must be >= 1')
-    launch = read_launch(launch_args(opts.config, extra), rollout=opts.rollout)
-    hw = detect(opts.gpus, opts.gpu_type, opts.rollout_gpus, opts.gpu_mem)
+    from ..recipe_launcher import recipe_launcher
+    rl = recipe_launcher(opts.config, os.environ)
+    if rl is not None:  # this project's own launcher: the recipe it runs, as its guard step checks it
+        a = rl.check_args(opts.gpus, opts.gpu_type, opts.rollout)
+        launch = read_launch(a['args'] + extra, environ=a['environ'], rollout=a['rollout'])
+        launch.notes.append(a['note'])
+        hw = detect(a['gpus'], a['gpu_type'], opts.rollout_gpus, opts.gpu_mem)
+        if hw.source == 'flags':
+            from dataclasses import replace
+            hw = replace(hw, source=a['hw_source'])
+    else:
+        launch = read_launch(launch_args(opts.config, extra), rollout=opts.rollout)
+        hw = detect(opts.gpus, opts.gpu_type, opts.rollout_gpus, opts.gpu_mem)
     stats = load_data_stats(opts.data_stats) if opts.data_stats else None
     packages = None
     if getattr(opts, 'trl_version', None):
@@ -40,10 +51,10 @@ def _check(opts, extra):
                                      file_env=launch.file_env, config_file=launch.config_file)).to_dict()
             report.fix_verified = {**parsed, **report.fix_verified, 'ok': report.fix_verified['ok'] and parsed['ok']}
     elif getattr(opts, 'verify', False) and report.fixes:
-        fixed = Launch(argv=launch.argv + report.fixes[0].argv(), env=launch.env, file_env=launch.file_env,
-                       config_file=launch.config_file)
+        from ..frontends.fix_syntax import fixed_launch
+        fixed, outside = fixed_launch(launch, report.fixes[0])  # as the launch's own framework reads it
         result = validate(fixed)
-        report.fix_verified = result.to_dict()
+        report.fix_verified = {**result.to_dict(), 'not_parsed': outside}
     return report
 
 
@@ -51,7 +62,8 @@ def _checked(opts, extra: list[str]):
     """Run the check and print it (table, or JSON with --json)."""
     report = _check(opts, extra)
     if opts.json:
-        print_json(report.to_dict())
+        from .verdict import report_json
+        print_json(report_json(report, opts.allow_unchecked))
     else:
         print_report(report, allow_unchecked=opts.allow_unchecked)
     return report
@@ -64,8 +76,8 @@ def run_check(opts, extra: list[str]) -> int:
 def run_run(opts, extra: list[str]) -> int:
     report = _checked(opts, extra)
     if report.exit_code(opts.allow_unchecked) and not opts.force:
-        why = 'errors above' if not report.ok else 'memory not checked; pass --allow-unchecked'
-        print(f'grpo-guard: not launching ({why}); fix them or pass --force', file=sys.stderr)
+        from .verdict import not_launching
+        print(not_launching(report), file=sys.stderr)
         return 1
     launch = report.launch
     if launch.kind != 'train' or launch.framework != 'swift' or (opts.config or '').endswith('.sh'):

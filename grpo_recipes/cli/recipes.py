@@ -35,6 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser('plan', help="print the guard's plan for a recipe on its hardware")
     pl.add_argument('name')
     pl.add_argument('--json', action='store_true')
+    pl.add_argument('--model-config', metavar='DIR', help='a dir holding the model\'s config.json (or the file) '
+                    'when the model is neither local nor in the HF/ModelScope cache')
+    pl.add_argument('--allow-unchecked', action='store_true', help='exit 0 when the rules pass but memory could '
+                    'not be checked (as grpo-guard check)')
     hd = sub.add_parser('header', help='regenerate or check the plan summary in recipe headers')
     hd.add_argument('names', nargs='*')
     mode = hd.add_mutually_exclusive_group(required=True)
@@ -44,12 +48,15 @@ def build_parser() -> argparse.ArgumentParser:
     ar.add_argument('recipe')
     ar.add_argument('keys', nargs='+', metavar='key',
                     help='an argument name, ENV.<VAR> from its ENV block, or @gpus/@gpu_type/@rollout_gpus')
+    mc = sub.add_parser('model-check', help='exit 1 with one line when swift cannot get the model here (not local, '
+                        'not cached, hub unreachable or HF_HUB_OFFLINE); launchers run it before training')
+    mc.add_argument('model')
     ra = sub.add_parser('rollout-args', help='the `swift rollout` arguments of a server-mode recipe, one per line')
     ra.add_argument('recipe')
     return p
 
 
-def recipe_report(recipe, environ: dict | None = None, extra: list[str] | None = None):
+def recipe_report(recipe, environ: dict | None = None, extra: list[str] | None = None, model_config=None):
     """The guard's check of a recipe on the hardware in its header."""
     from ..check import check_launch
     from ..hardware import Hardware, parse_gpu_ids
@@ -64,7 +71,7 @@ def recipe_report(recipe, environ: dict | None = None, extra: list[str] | None =
     if args is not None:  # server mode: the `swift rollout` command the launcher runs, as the guard reads it
         env = {'CUDA_VISIBLE_DEVICES': recipe.rollout_gpus} if recipe.rollout_gpus else {}
         launch.rollout = read_rollout(['--model', cfg.model, *args], env, f'{recipe.name} (rollout-args)')
-    return check_launch(launch, hw)
+    return check_launch(launch, hw, model_config=model_config)
 
 
 def rollout_argv(cfg) -> list[str] | None:
@@ -102,20 +109,13 @@ def cmd_ls(opts) -> int:
     if opts.json:
         print_json(rows)
         return 0
-    from rich import box
-    from rich.table import Table
     from ..recipes import LEVEL_CODE, LEVEL_TEXT
+    from .ls_table import recipes_table
     from .render import make_console
-    t = Table(title='GRPO recipes for ms-swift 4.6 (grpo-recipes plan NAME: the full plan)', title_justify='left',
-              title_style='bold', box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ('recipe', 'GPUs', 'mode', 'tuner', 'peak', 'valid.'):
-        t.add_column(col, no_wrap=True, min_width=6 if col == 'valid.' else None)
-    for r in rows:
-        peak = f'{r["peak_fraction"]:.0%}' if r['peak_fraction'] is not None else '-'
-        codes = ' '.join(LEVEL_CODE[v] for v in r['validation'] if v in LEVEL_CODE) or '-'
-        t.add_row(r['name'], r['hardware'].replace(' ', ''), r['mode'], r['tuner'], peak, codes)
     con = make_console()
-    con.print(t)
+    codes = [' '.join(LEVEL_CODE[v] for v in r['validation'] if v in LEVEL_CODE) or '-' for r in rows]
+    con.print(recipes_table(rows, codes, con.width, 'GRPO recipes for ms-swift 4.6 (grpo-recipes plan NAME: the '
+                            'full plan)'))
     con.print('peak: largest predicted peak / capacity over the recipe\'s GPUs. valid.: '
               + '; '.join(f'{LEVEL_CODE[k]} = {v}' for k, v in LEVEL_TEXT.items()) + '.')
     con.print('No recipe has had a GPU run yet.')
@@ -154,7 +154,9 @@ def cmd_validate(opts) -> int:
     from ..recipes import discover, find
     recipes = [find(n) for n in opts.names] if opts.names else discover()
     launches = [load_launch([str(r.path)], environ={}) for r in recipes]
-    parsed = validate_many(launches)
+    from .progress import progress
+    with progress(f'validate: ms-swift\'s own parser on {len(launches)} recipe(s)'):
+        parsed = validate_many(launches)
     results = []
     for r, res in zip(recipes, parsed):
         s = _summary(r)
@@ -176,28 +178,29 @@ def cmd_validate(opts) -> int:
 
 def cmd_plan(opts) -> int:
     from ..recipes import find
-    report = recipe_report(find(opts.name))
+    from .common import model_config_arg as _model_config
+    from .verdict import report_json
+    report = recipe_report(find(opts.name), model_config=_model_config(opts.model_config))
     if opts.json:
-        print_json(report.to_dict())
+        print_json(report_json(report, opts.allow_unchecked))
     else:
         from .render import print_report
-        print_report(report)
-    return 0 if report.ok else 1
+        print_report(report, allow_unchecked=opts.allow_unchecked)
+    return report.exit_code(opts.allow_unchecked)
 
 
 def cmd_header(opts) -> int:
-    from ..recipes import discover, find, plan_block, rewrite_header
+    from ..recipe_header import full_block, is_stale, write_block
+    from ..recipes import discover, find
     recipes = [find(n) for n in opts.names] if opts.names else discover()
     stale = []
     for r in recipes:
-        block = plan_block(recipe_report(r))
+        block = full_block(r, recipe_report(r))  # the whole block, with what it was planned from
         if opts.write:
-            if rewrite_header(r.path, block):
+            if write_block(r.path, block):
                 print(f'updated {r.path}')
-        else:
-            text = r.path.read_text(encoding='utf-8').splitlines()
-            if not all(line in text for line in block):
-                stale.append(r.name)
+        elif is_stale(r.path, block):
+            stale.append(r.name)
     if stale:
         print('stale plan header(s): ' + ', '.join(stale) + '; run `grpo-recipes header --write`', file=sys.stderr)
         return 1
@@ -242,7 +245,17 @@ def cmd_rollout_args(opts) -> int:
     return 0
 
 
-COMMANDS = {'ls': cmd_ls, 'cp': cmd_cp, 'validate': cmd_validate, 'plan': cmd_plan, 'header': cmd_header,
+def cmd_model_check(opts) -> int:
+    from ..model_reach import unreachable
+    why = unreachable(opts.model)
+    if why:
+        print(f'error: {why}', file=sys.stderr)
+        return 1
+    return 0
+
+
+COMMANDS = {'model-check': cmd_model_check,
+            'ls': cmd_ls, 'cp': cmd_cp, 'validate': cmd_validate, 'plan': cmd_plan, 'header': cmd_header,
             'arg': cmd_arg, 'rollout-args': cmd_rollout_args}
 
 

@@ -39,6 +39,9 @@ def _id_ranges(ids: list[str]) -> str:
 
 
 def plan_table(report: CheckReport) -> Table:
+    if report.launch.kind == 'rollout':  # a server on its own: no trainer lines
+        from .render_rollout import rollout_plan_table
+        return rollout_plan_table(report)
     p, cfg, hw = report.plan, report.cfg, report.hardware
     t = Table(title='Launch plan', show_header=False, box=None, pad_edge=False, title_justify='left',
               title_style='bold')
@@ -134,7 +137,7 @@ def print_report(report: CheckReport, console: Console | None = None, allow_unch
                     f'{kv.get("non_torch_gib", 0)} + '
                     + (f'CUDA graphs {kv["cuda_graphs_in_budget_gib"]} + ' if kv.get('cuda_graphs_in_budget_gib') else '')
                     + f'KV {kv["kv_cache_gib"]} ({kv["kv_tokens"]:,} tokens)')
-            if 'rollout_tokens' in kv:
+            if 'rollout_tokens' in kv and report.launch.kind != 'rollout':  # a server alone has no trainer batch
                 line += f'; a rollout needs {kv["rollout_tokens"]:,} tokens'
             out.print(escape(line))
     c = report.counts()
@@ -164,8 +167,10 @@ def print_report(report: CheckReport, console: Console | None = None, allow_unch
                 ('' if rp['fits'] else ', still does not fit') + parser))
         else:
             out.print(('[green]fix verified[/]: ' if ok else '[red]fix rejected[/]: ') +
-                      escape('the proposed fix ' + ('passes' if ok else 'fails') + " ms-swift's real parser" +
-                             ('' if ok else f' ({fv.get("error_type")}: {fv.get("message")})')))
+                      escape('the proposed fix ' + ('passes' if ok else 'fails') + ' ' +
+                             (fv.get('parser') or 'the real parser') +
+                             ('' if ok else f' ({fv.get("error_type")}: {fv.get("message")})') +
+                             (f'; not seen by that parser: {", ".join(fv["not_parsed"])}' if fv.get('not_parsed') else '')))
     if report.assumptions:
         out.print('[bold]Assumed[/]:')
         for a in report.assumptions:
@@ -189,9 +194,10 @@ def print_calibration(result: dict, console: Console | None = None) -> None:
     out = console or make_console()
     t = Table(title='Memory model vs published measurements (predicted/observed, error)', title_justify='left',
               title_style='bold',
-              box=box.SIMPLE_HEAD, pad_edge=False)
+              box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
     for col in ('case', 'fit', 'peak GiB', 'vLLM weights GiB', 'vLLM KV GiB'):
-        t.add_column(col, no_wrap=True, overflow='ellipsis', max_width=34 if col == 'case' else None)
+        # values are never cut: the case id wraps (folds) to leave them room
+        t.add_column(col, no_wrap=col != 'case', overflow='fold')
     for row in result['per_case']:
         if 'cannot_predict' in row:
             continue

@@ -19,15 +19,18 @@ def run(opts, extra: list[str]) -> int:
     if mc is None:
         raise GuardError(why)
     prompt_len, why_prompt, _ = prompt_bound(report, Arch.from_config(mc), None)
-    try:
-        from ..memory.trace import trace_launch
-    except ImportError as e:
-        raise GuardError(f'trace needs torch, transformers and peft ({e}); pip install -e .[test]') from None
-    adamw, adamw_why = launch_adamw(report)
-    try:
-        result = trace_launch(report.cfg, report.plan, mc, prompt_len, str(report.cfg.model), adamw, adamw_why)
-    except ValueError as e:  # transformers or PEFT cannot build this model or tuner
-        raise GuardError(f'trace: cannot build the model as the launch asks ({e})') from None
+    from .progress import progress
+    with progress('trace: importing torch and transformers') as bar:
+        try:
+            from ..memory.trace import trace_launch
+        except ImportError as e:
+            raise GuardError(f'trace needs torch, transformers and peft ({e}); pip install -e .[test]') from None
+        adamw, adamw_why = launch_adamw(report)
+        bar.set(f'trace: {report.cfg.model}, one training step on fake tensors')
+        try:
+            result = trace_launch(report.cfg, report.plan, mc, prompt_len, str(report.cfg.model), adamw, adamw_why)
+        except ValueError as e:  # transformers or PEFT cannot build this model or tuner
+            raise GuardError(f'trace: cannot build the model as the launch asks ({e})') from None
     if opts.json:
         print_json({**result.to_dict(), 'prompt_len': prompt_len, 'prompt_basis': why_prompt})
         return 0

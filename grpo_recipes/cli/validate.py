@@ -11,7 +11,9 @@ from .common import launch_args, print_json
 
 def run(opts, extra: list[str]) -> int:
     launch = read_launch(launch_args(opts.config, extra))
-    result = validate(launch, timeout=opts.timeout, trl_version=opts.trl_version)
+    from .progress import progress
+    with progress(f'validate: running {"TRL" if launch.framework == "trl" else "ms-swift"}\'s own parser'):
+        result = validate(launch, timeout=opts.timeout, trl_version=opts.trl_version)
     if opts.json:
         print_json({'ok': result.ok, 'launch': launch.to_dict(), 'parser': result.to_dict()})
         return 0 if result.ok else 1

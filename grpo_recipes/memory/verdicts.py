@@ -145,6 +145,8 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
                                   f'{cfg.max_completion_length:,}')
     if not _structurally_ok(report):
         report.memory_unchecked = 'the launch has errors that decide the batch or the processes; fix them first'
+        from .as_written import memory_as_written
+        memory_as_written(report, inp)  # the table is still shown when it can be computed; no verdict on it
         return
     if cfg.per_device_train_batch_size < 1 or cfg.max_completion_length < 1 or \
             not 0 < cfg.vllm_gpu_memory_utilization <= 1 or cfg.vllm_tensor_parallel_size < 1:

@@ -7,6 +7,7 @@ from ..findings import ERROR, WARNING, Finding, declare
 from ..hardware import Hardware
 from ..memory.arch import model_max_len
 from .registry import Context, rule
+from .rollout_port import port_findings
 
 def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> list[Finding]:
     """The server's own start-up checks. ``as_error``: the server is what is being launched (an unknown
@@ -63,5 +64,7 @@ def rollout_server_arguments(ctx: Context) -> list[Finding]:
     r = ctx.launch.rollout
     if r is None or not (ctx.cfg.use_vllm and ctx.cfg.vllm_mode == 'server'):
         return []
-    return [f for f in rollout_findings(r, ctx.hw, ctx.model, as_error=False)
-            if f.rule not in ('rollout.gpu-count', 'rollout.gpu-missing')]
+    # a server command the guard says cannot start stops the launch too: an error, as when it is checked alone;
+    # one only quoted in a comment (ms-swift's examples document the server that way) stays a warning
+    return [f for f in rollout_findings(r, ctx.hw, ctx.model, as_error=not r.source.endswith('(comment)'))
+            if f.rule not in ('rollout.gpu-count', 'rollout.gpu-missing')] + port_findings(ctx.cfg, r)

@@ -94,9 +94,15 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
     if script and script.endswith('.py') and os.path.isfile(script):
         # a script that writes GRPOConfig(...) in code: its literal keywords, then the command line's flags
         try:
-            settings = read_script_settings(Path(script).read_text(encoding='utf-8'))
+            text = Path(script).read_text(encoding='utf-8')
         except (OSError, UnicodeDecodeError) as e:
             raise GuardError(f'{script}: cannot read ({e})') from None
+        settings = read_script_settings(text)
+        from .script_cli import parses_command_line
+        if not parses_command_line(text):  # its flags are ignored when it runs: plan without them
+            info['ignores_cli'] = {'script': script, 'ignored': list(script_args), 'lines': settings.lines,
+                                   'config_line': settings.config_line}
+            script_args, info['script_args'] = [], []
         if settings.flags or settings.unread:
             script_args = settings.flags + list(script_args)
             info['script_settings'] = settings.note(script)

@@ -28,6 +28,10 @@ class ScriptSettings:
     """What was read, each as ``name (line N)``."""
     unread: list[str] = field(default_factory=list)
     """Keywords whose value is computed at run time, each as ``name (line N)``."""
+    lines: dict = field(default_factory=dict)
+    """TRL flag name -> the line where the script sets it (read or not), to point a fix at."""
+    config_line: int | None = None
+    """Line of the script's ``GRPOConfig(`` call (where a setting it lacks would be added)."""
 
     def note(self, script: str) -> str | None:
         if not self.read and not self.unread:
@@ -108,6 +112,7 @@ def read_script_settings(text: str) -> ScriptSettings:
             flag = keys[kw.arg] if keys is not None else kw.arg
             v = _value(kw.value, names)
             where = f'{of}{kw.arg} (line {kw.value.lineno})'
+            out.lines.setdefault(flag, kw.value.lineno)
             if v is _UNREAD:
                 out.unread.append(where)
                 continue
@@ -122,6 +127,7 @@ def read_script_settings(text: str) -> ScriptSettings:
 
     configs = _calls(tree, 'GRPOConfig')
     if configs:
+        out.config_line = configs[0].lineno
         take(configs[0], skip=('output_dir', 'report_to', 'run_name', 'logging_dir'))
     trainers = _calls(tree, 'GRPOTrainer')
     if trainers:
