@@ -33,7 +33,8 @@ VLLM_RENAMES = {'gpu_memory_utilization': 'vllm_gpu_memory_utilization', 'tensor
                 'vllm_tensor_parallel_size', 'max_model_len': 'vllm_max_model_len', 'max_num_seqs': 'vllm_max_num_seqs',
                 'enforce_eager': 'vllm_enforce_eager'}
 # vLLM engine arguments ms-swift has no flag for; they travel in vllm_engine_kwargs (with or without vllm_)
-ENGINE_KEYS = ('max_num_batched_tokens', 'kv_cache_dtype')
+ENGINE_KEYS = ('max_num_batched_tokens', 'kv_cache_dtype', 'quantization', 'limit_mm_per_prompt',
+               'enable_chunked_prefill')
 FRAMEWORKS_MAPPED = ('ms-swift', 'trl', 'vllm', 'unsloth')
 
 
@@ -249,11 +250,22 @@ def predict(case: dict) -> dict:
 
 
 def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
-    if cap is None:
-        raise CannotPredict('gpu_total_gib')
+    if cap is None:  # the card the case names, from the catalogue (every card a loose name could be)
+        cards = candidates(_gpu(case))
+        if not cards:
+            raise CannotPredict('gpu_total_gib')
+        outs = [_predict_vllm(case, arch, c) for _, c in cards]
+        if len({o['fits'] for o in outs}) > 1:
+            raise CannotPredict(f'gpu_total_gib (the verdict depends on which card: {cards})')
+        out = dict(outs[0], capacity_candidates=', '.join(f'{n} {c} GiB' for n, c in cards))
+        if len({o['kv_cache_gib'] for o in outs}) > 1:
+            out.pop('kv_cache_gib')
+        return out
     c = case.get('config') or {}
     extra = {'use_vllm': True, 'vllm_mode': 'colocate', 'rlhf_type': 'grpo'}
     engine = {k: c.get(k, c.get(f'vllm_{k}')) for k in ENGINE_KEYS}
+    if engine.get('quantization') is None and str(c.get('load_format', '')).lower() == 'bitsandbytes':
+        engine['quantization'] = 'bitsandbytes'  # vLLM's older spelling: --load-format bitsandbytes
     engine = {k: v for k, v in engine.items() if v is not None}
     if engine:
         extra['vllm_engine_kwargs'] = json.dumps(engine)

@@ -27,7 +27,7 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
-from .arch import Arch
+from .arch import Arch, vision_params
 from .rules import version_tuple
 
 FACTS_FILE = Path(__file__).with_name('vllm_mm_facts.json')
@@ -54,6 +54,17 @@ def mm_facts() -> dict:
 def vision_facts(model_type: str) -> dict | None:
     """The bundled processor and vision-tower facts for a Qwen2-VL / Qwen2.5-VL model type, else None."""
     return mm_facts().get(model_type.lower())
+
+
+def tower_params(a: Arch) -> int:
+    """The vision tower's parameters: from the config's vision_config (``Arch.vision``), else, for a Qwen2-VL /
+    Qwen2.5-VL config saved without one, from the bundled vision_config with the LLM's width as its output."""
+    if a.vision:
+        return a.vision
+    facts = vision_facts(a.model_type)
+    if not facts:
+        return 0
+    return vision_params(a.model_type, {**facts['vision'], 'out_hidden_size': a.hidden}, a.hidden)
 
 
 # ---- multimodal profiling ----
@@ -149,7 +160,7 @@ def mm_profile(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_mod
     ``encoder_peak`` (the tower on the dummy batch), ``cached`` (its outputs, held in the encoder cache through the
     dummy forward and sampler), ``items``, ``tokens_per_item``, ``modality``."""
     mt = (model_type or a.model_type).lower()
-    facts = vision_facts(mt) if a.vision else None
+    facts = vision_facts(mt) if tower_params(a) else None
     if not facts:
         return None
     pp, vision = facts['preprocessor'], facts['vision']
@@ -217,16 +228,17 @@ def vllm_weight_bytes(cfg, a: Arch, engine: dict) -> float:
     """Bytes of the weights vLLM loads (all ranks together)."""
     q = vllm_quantization(cfg, a, engine)
     method = a.quant_method()
-    small = a.small_params() + a.embedding_params() + a.hidden + a.vision
+    missing = tower_params(a) - a.vision  # a VL config saved without its vision_config
+    small = a.small_params() + a.embedding_params() + a.hidden + a.vision + missing
     if q == 'bitsandbytes' or method == 'bitsandbytes':
         bits = 8 if (a.quant.get('load_in_8bit') or a.quant.get('bits') == 8) else 4
         return bnb_linear_bytes(a, bits) + small * 2
     if q == 'fp8' and method is None:
         return a.linear_params() * 1.0 + small * 2
     if method in ('gptq', 'awq', 'fp8'):
-        return a.weight_bytes()
+        return a.weight_bytes() + missing * 2
     # unquantized (and ms-swift's bnb 8-bit colocate, which vLLM loads at 16 bits)
-    return a.weight_bytes(dtype_bytes=a.dtype_bytes)
+    return a.weight_bytes(dtype_bytes=a.dtype_bytes) + missing * a.dtype_bytes
 
 
 # ---- CUDA graphs ----
