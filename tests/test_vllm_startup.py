@@ -1,0 +1,179 @@
+"""vLLM start-up terms (grpo_recipes/vllm_startup.py), each against figures worked out by hand from vLLM's code.
+
+Versions read: vLLM 0.10.1.1 and 0.23.0 (PyPI wheels); the file and function each test models are named in it.
+No GPU is involved: these are vLLM's own size rules, evaluated on the published configs.
+"""
+import json
+
+import pytest
+
+from grpo_recipes import vllm_startup as vs
+from grpo_recipes.arch import Arch
+from grpo_recipes.config import GRPOConfig
+from grpo_recipes.memory import GiB, Inputs, VLLM_CUDA_GRAPHS, vllm_profile_peak, vllm_terms
+from grpo_recipes.models import builtin_config
+
+# Qwen2.5-VL-3B-Instruct config.json (huggingface.co/Qwen/Qwen2.5-VL-3B-Instruct), the fields the model reads
+QWEN25_VL_3B = {'architectures': ['Qwen2_5_VLForConditionalGeneration'], 'model_type': 'qwen2_5_vl',
+                'hidden_size': 2048, 'intermediate_size': 11008, 'num_hidden_layers': 36, 'num_attention_heads': 16,
+                'num_key_value_heads': 2, 'vocab_size': 151936, 'tie_word_embeddings': True,
+                'max_position_embeddings': 128000, 'torch_dtype': 'bfloat16',
+                'vision_config': {'hidden_size': 1280, 'out_hidden_size': 2048}}
+# Qwen3-Next-80B-A3B-Instruct config.json (huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct)
+QWEN3_NEXT = {'model_type': 'qwen3_next', 'hidden_size': 2048, 'num_hidden_layers': 48, 'num_attention_heads': 16,
+              'num_key_value_heads': 2, 'head_dim': 256, 'vocab_size': 151936, 'intermediate_size': 5120,
+              'num_experts': 512, 'num_experts_per_tok': 10, 'moe_intermediate_size': 512,
+              'shared_expert_intermediate_size': 512, 'full_attention_interval': 4, 'linear_num_key_heads': 16,
+              'linear_key_head_dim': 128, 'linear_num_value_heads': 32, 'linear_value_head_dim': 128,
+              'linear_conv_kernel_dim': 4, 'max_position_embeddings': 262144, 'torch_dtype': 'bfloat16'}
+QWEN25_PP = {'min_pixels': 3136, 'max_pixels': 12845056, 'patch_size': 14, 'temporal_patch_size': 2, 'merge_size': 2}
+
+
+def test_bundled_qwen25_vl_facts_are_the_released_preprocessor():
+    facts = vs.vision_facts('qwen2_5_vl')
+    assert facts['preprocessor'] == QWEN25_PP
+    assert 'preprocessor_config.json' in facts['preprocessor_source']
+    assert set(facts['models']) == {'Qwen2.5-VL-3B-Instruct', 'Qwen2.5-VL-7B-Instruct', 'Qwen2.5-VL-72B-Instruct'}
+
+
+def test_largest_image_is_what_max_pixels_allows():
+    """vLLM 0.10.1.1 qwen2_vl.py get_image_size_with_most_features: smart_resize of a 9999999^2 image into max_pixels
+    12845056 = 3584^2 gives 3584 x 3584 pixels, 256 x 256 patches of 14, 65536 / 2^2 = 16384 LLM tokens."""
+    assert vs.smart_resize(9999999, 9999999, 28, 3136, 12845056) == (3584, 3584)
+    assert vs.max_image_grid(QWEN25_PP) == (256, 256)
+    assert vs.tokens_for(QWEN25_PP, 1) == 16384
+    # a 1000 x 700 picture: rounded to multiples of 28 -> 1008 x 700, inside the bounds
+    assert vs.smart_resize(1000, 700, 28, 3136, 12845056) == (1008, 700)
+
+
+def test_video_frames_follow_the_context_left_after_images():
+    """get_num_frames_with_most_features: with images at the V1 default limit (999) nothing is left, so one frame
+    (padded to 2: 16384 tokens); with images off and one video, frames up to max_model_len: 4 frames = 2 temporal
+    patches = 32768 tokens fit 32768, 5 frames (padded to 6) would need 49152."""
+    assert vs.max_tokens_per_item(QWEN25_PP, 32768, {}) == {'image': 16384, 'video': 16384}
+    assert vs.max_tokens_per_item(QWEN25_PP, 32768, {'image': 0, 'video': 1}) == {'video': 32768}
+    assert vs.max_tokens_per_item(QWEN25_PP, 32768, {'image': 0, 'video': 0}) == {}
+
+
+def test_encoder_profile_of_qwen25_vl_3b_on_the_largest_image():
+    """v1/worker/gpu_model_runner.py profile_run (0.10.1.1): one image (encoder budget max(8192, 16384) // 16384) of
+    65536 patches. Per patch: 1176 pixel values in fp32 and bf16 (7056 B) and the MLP's live tensors
+    (4 x 1280 + 3 x 3420) x 2 B = 30760 B: 65536 x 37816 = 2,478,309,376 B. Cached outputs: 16384 x 2048 x 2 B."""
+    a = Arch.from_config(QWEN25_VL_3B)
+    mm = vs.mm_profile(a, tp=1, batched_tokens=8192, max_num_seqs=256, max_model_len=32768, limits={})
+    assert (mm['items'], mm['tokens_per_item'], mm['modality']) == (1, 16384, 'image')
+    assert mm['encoder_peak'] == 2_478_309_376
+    assert mm['cached'] == 16384 * 2048 * 2
+    # a budget of 40000 tokens takes two images (MultiModalBudget.get_max_items), without chunked prefill too
+    # (min(256, 40000 // 16384) = 2 requests of one image each)
+    assert vs.mm_profile(a, 1, 40000, 256, 32768, {})['items'] == 2
+    assert vs.mm_profile(a, 1, 40000, 256, 32768, {}, chunked_prefill=False)['items'] == 2
+    assert vs.mm_profile(a, 1, 8192, 256, 32768, {'image': 0, 'video': 0}) is None
+
+
+def test_encoder_attention_dominates_at_high_tp():
+    """qwen2_5_vl.py split_qkv all-gathers qkv when tp > 1: at TP 4 attention holds 2e + 8e/4 + 3e = 8960 values per
+    patch, more than the MLP's 4e + 3i/4 = 7685: 65536 x (7056 + 2 x 8960) = 1,636,827,136 B."""
+    a = Arch.from_config(QWEN25_VL_3B)
+    assert vs.mm_profile(a, 4, 8192, 256, 32768, {})['encoder_peak'] == 1_636_827_136
+
+
+def test_vllm_terms_take_the_encoder_pass_for_a_vl_model():
+    a = Arch.from_config(QWEN25_VL_3B)
+    cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--use_vllm', 'true', '--vllm_mode', 'server',
+                                   '--vllm_max_model_len', '32768'])
+    inp = Inputs(arch=a, capacity_gib=23.58, gpu_name='RTX3090', vllm_entry='server', vllm_version='0.10.1.1')
+    v = vllm_terms(cfg, inp)
+    text = vllm_profile_peak(a, 1, 2048, 256)  # API server on a < 70 GiB card: 2048 tokens, 256 sequences
+    assert v['activation'] == max(2_478_309_376, text + 16384 * 2048 * 2 + 2048 * 2048 * 2)
+    assert v['activation'] == 2_478_309_376
+    off, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--use_vllm', 'true', '--vllm_mode', 'server',
+                                   '--vllm_max_model_len', '32768', '--vllm_limit_mm_per_prompt',
+                                   '{"image": 0, "video": 0}'])
+    assert vllm_terms(off, inp)['activation'] == text
+
+
+def test_bitsandbytes_weights_as_vllm_loads_them():
+    """--quantization bitsandbytes (bitsandbytes_loader.py quantize_4bit, compress_statistics=True, nf4): Qwen2.5-7B's
+    6,525,288,448 linear weights at 4 + 8/64 + 32/16384 bits and its 1,090,328,064 other parameters (embeddings,
+    lm_head, norms, biases) at 2 B: 5,546,851,072 B = 5.166 GiB. The published run logged 5.2 GiB (within 1%); the
+    16-bit model is 14.18 GiB."""
+    a = Arch.from_config(builtin_config('Qwen2.5-7B-Instruct.json'))
+    cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo'])
+    assert a.linear_params() == 6_525_288_448
+    assert vs.vllm_weight_bytes(cfg, a, {'quantization': 'bitsandbytes'}) == pytest.approx(5_546_851_072, abs=1)
+    assert abs(5_546_851_072 / GiB - 5.2) / 5.2 < 0.01
+    assert vs.vllm_weight_bytes(cfg, a, {}) == 7_615_616_512 * 2
+    # ms-swift's colocated engine: bnb 4-bit -> bitsandbytes; bnb 8-bit -> no quantization (rollout_mixin.py)
+    q4, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--quant_method', 'bnb', '--quant_bits', '4'])
+    q8, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--quant_method', 'bnb', '--quant_bits', '8'])
+    assert vs.vllm_quantization(q4, a, {}) == 'bitsandbytes' and vs.vllm_quantization(q8, a, {}) is None
+    # a rollout server's --vllm_quantization
+    srv, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--vllm_quantization', 'bitsandbytes'])
+    assert vs.vllm_weight_bytes(srv, a, {}) == pytest.approx(5_546_851_072, abs=1)
+
+
+def test_prequantized_bnb_8bit_and_fp8():
+    """A bnb 8-bit checkpoint (_quantized_8bit_generator): int8 weights and an fp32 SCB per output row, per layer
+    q (3584x3584), k, v (3584x512), o, gate, up (3584x18944), down: 8,711,506,944 B with the 16-bit rest.
+    --quantization fp8 (fp8.py): one byte per linear weight."""
+    cfg8 = dict(builtin_config('Qwen2.5-7B-Instruct.json'), quantization_config={
+        'quant_method': 'bitsandbytes', 'load_in_8bit': True})
+    cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo'])
+    assert vs.vllm_weight_bytes(cfg, Arch.from_config(cfg8), {}) == 8_711_506_944
+    a = Arch.from_config(builtin_config('Qwen2.5-7B-Instruct.json'))
+    assert vs.vllm_weight_bytes(cfg, a, {'quantization': 'fp8'}) == 6_525_288_448 + 1_090_328_064 * 2
+
+
+def test_gptq_awq_weights_unchanged():
+    """GPTQ/AWQ checkpoints keep the packed int4 + group scales accounting (arch.py), whatever the engine says."""
+    a = Arch.from_config(builtin_config('Qwen2.5-32B-Instruct-GPTQ-Int4.json'))
+    cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo'])
+    assert vs.vllm_weight_bytes(cfg, a, {}) == a.weight_bytes()
+
+
+def test_capture_sizes_per_version():
+    """0.10.1.1 vllm/config/__init__.py _set_cudagraph_sizes: [1, 2, 4] + range(8, 513, 8) = 67 sizes at
+    max_num_seqs 256; 0.23.0 vllm/config/vllm.py: [1, 2, 4] + range(8, 256, 8) + range(256, 513, 16) = 3 + 31 + 17 = 51;
+    max_num_seqs 4: sizes up to 8; enforce_eager: none, and no graph memory."""
+    old = vs.capture_sizes('0.10.1.1', 256, 8192, False)
+    assert len(old) == 67 and old[:4] == [1, 2, 4, 8] and old[-1] == 512
+    new = vs.capture_sizes('0.23.0', 256, 8192, False)
+    assert len(new) == 51 and new[-2:] == [496, 512]
+    assert vs.capture_sizes('0.23.0', 4, 8192, False) == [1, 2, 4, 8]
+    assert vs.capture_sizes('0.23.0', 256, 100, False)[-1] == 100  # max_num_batched_tokens captured when within n
+    assert vs.capture_sizes('0.23.0', 256, 8192, True) == []
+    assert vs.cuda_graph_bytes([], VLLM_CUDA_GRAPHS) == 0.0
+    assert vs.cuda_graph_bytes(new, VLLM_CUDA_GRAPHS) == VLLM_CUDA_GRAPHS
+
+
+def test_gated_deltanet_state_per_sequence():
+    """vLLM 0.23.0 mamba_utils.py gated_delta_net_state_shape for Qwen3-Next-80B-A3B: conv (2 x 16 x 128 + 32 x 128)
+    x (4 - 1) = 24576 and recurrent 32 x 128 x 128 = 524288 values per layer, bf16, 36 of 48 layers linear:
+    39,518,208 B per sequence; TP 2 halves both."""
+    a = Arch.from_config(QWEN3_NEXT)
+    assert a.linear_layers == 36
+    assert vs.linear_state_bytes(a, 1, 2) == 39_518_208
+    assert vs.linear_state_bytes(a, 2, 2) == 39_518_208 / 2
+    assert vs.linear_state_bytes(Arch.from_config(builtin_config('Qwen2.5-7B-Instruct.json')), 1, 2) == 0
+
+
+def test_one_sequence_check_counts_the_linear_state_and_speaks_the_version():
+    """check_enough_kv_cache_memory: 0.10.1.1 words it "models's", 0.23.0 "model's" (and names the CPU backend)."""
+    assert "the models's max seq len (4096)" in vs.one_sequence_message('0.10.1.1', 4096, 1.0, 0.5, 2048)
+    msg = vs.one_sequence_message('0.23.0', 4096, 1.0, 0.5, 2048)
+    assert "the model's max seq len (4096)" in msg and 'CPU backend' in msg
+    assert 'estimated maximum model length is 2048' in msg
+
+
+def test_calibrate_reads_the_card_quantization_and_eager():
+    """A vLLM case that names only its card is predicted at the catalogue's capacity; --quantization bitsandbytes is
+    read; enforce_eager is honoured."""
+    from grpo_recipes.calibrate import predict
+    case = {'id': 'x', 'kind': 'vllm_startup', 'framework': 'vllm', 'gpu': 'RTX 4090', 'num_gpus': 1,
+            'config': {'quantization': 'bitsandbytes', 'vllm_max_model_len': 4096, 'enforce_eager': True},
+            'model_config': builtin_config('Qwen2.5-7B-Instruct.json'), 'outcome': {'ran_ok': True}}
+    out = predict(json.loads(json.dumps(case)))
+    assert out['capacity_candidates'] == 'RTX4090 23.64 GiB'
+    assert out['weights_gib'] == pytest.approx(5_546_851_072 / GiB, abs=0.001)
+    assert out['fits']
