@@ -483,10 +483,13 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
     elif not seqs:
         seqs = 1024 if _vllm_large_card(inp.capacity_gib, inp.gpu_name) else 256  # vLLM V1 default max_num_seqs
     act = vllm_profile_peak(a, tp, tb, seqs, inp.vllm_sampler)
-    if not v0:  # V1 profiles the multimodal encoder first and caches its outputs (vllm_startup.mm_profile)
-        limits = vs.parse_limits(opts.get('limit_mm_per_prompt', getattr(cfg, 'vllm_limit_mm_per_prompt', None)))
-        mm = vs.mm_profile(a, tp, tb, seqs, max_len, limits, opts.get('enable_chunked_prefill') is not False)
-        act = vs.profile_with_encoder(act, tb, a, mm)
+    # multimodal models: the encoder's profiling pass on the largest items, its outputs cached (vllm_startup)
+    limits = vs.parse_limits(opts.get('limit_mm_per_prompt', getattr(cfg, 'vllm_limit_mm_per_prompt', None)))
+    mm = vs.mm_profile_v0(a, tp, tb, seqs, max_len, limits) if v0 else \
+        vs.mm_profile(a, tp, tb, seqs, max_len, limits, opts.get('enable_chunked_prefill') is not False)
+    if mm and mm.get('rows'):  # V0 samples only the sequences that carry the dummy items
+        act = vllm_profile_peak(a, tp, tb, mm['rows'], inp.vllm_sampler)
+    act = vs.profile_with_encoder(act, tb, a, mm)
     non_torch = VLLM_NON_TORCH_TP if tp > 1 else VLLM_NON_TORCH_TP1
     graphs = vs.cuda_graph_bytes(vs.capture_sizes(inp.vllm_version, seqs, tb, cfg.vllm_enforce_eager),
                                  VLLM_CUDA_GRAPHS)

@@ -181,6 +181,35 @@ def mm_profile(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_mod
     return {'encoder_peak': peak, 'cached': cached, 'items': items, 'tokens_per_item': tokens, 'modality': modality}
 
 
+def mm_profile_v0(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_model_len: int, limits: dict,
+                  model_type: str | None = None) -> dict | None:
+    """The V0 engine's multimodal profiling (vLLM 0.7.3 worker/model_runner.py ``_dummy_run``): every dummy sequence
+    carries each modality at its limit (1 by default under V0), so the sequences are cut to
+    max(1, min(max_num_seqs, max_num_batched_tokens // max_mm_tokens)) with max_mm_tokens the sum over modalities of
+    limit x tokens per item (multimodal/registry.py ``get_max_multimodal_tokens``); the sampler then runs on that many
+    rows (``rows``). The encoder runs per modality over all sequences (qwen2_5_vl.py ``_process_image_input`` /
+    ``_process_video_input``), the first pass's outputs held while the second runs."""
+    mt = (model_type or a.model_type).lower()
+    facts = vision_facts(mt) if tower_params(a) else None
+    if not facts:
+        return None
+    pp, vision = facts['preprocessor'], facts['vision']
+    v0_limits = {'image': limits.get('image', 1), 'video': limits.get('video', 1)}
+    per_item = max_tokens_per_item(pp, max_model_len, v0_limits)
+    max_mm = sum(v0_limits[m] * t for m, t in per_item.items())
+    if not max_mm:
+        return None
+    rows = max(1, min(max_num_seqs, batched_tokens // max_mm))
+    seq_len = batched_tokens // rows
+    passes = {m: rows * v0_limits[m] * t for m, t in max_tokens_per_item(pp, seq_len, v0_limits).items()}
+    per_patch = encoder_peak_per_patch(mt, vision, tp, a.dtype_bytes)
+    merged = pp['merge_size'] ** 2
+    biggest = max(passes.values())
+    peak = biggest * merged * per_patch + (sum(passes.values()) - biggest) * a.hidden * a.dtype_bytes
+    return {'encoder_peak': peak, 'cached': sum(passes.values()) * a.hidden * a.dtype_bytes, 'items': rows,
+            'tokens_per_item': max(per_item.values()), 'modality': max(passes, key=passes.get), 'rows': rows}
+
+
 def profile_with_encoder(text_peak: float, dummy_forward_tokens: int, a: Arch, mm: dict | None) -> float:
     """The profiling run's peak: the encoder pass, or the text peak (dummy forward / sampler) with the cached encoder
     outputs beside it; for a multimodal model the dummy forward also takes ``inputs_embeds`` of max_num_tokens x hidden
