@@ -26,6 +26,7 @@ from .config import GRPOConfig
 from .plan import Plan
 from .rules import version_tuple
 from . import vllm_startup as vs
+from . import vision_train as vt
 
 GiB = 2 ** 30
 
@@ -152,6 +153,10 @@ class Inputs:
     at once when unset) or ``per_param`` (TRL: trl/generation/vllm_generation.py ``sync_weights`` gathers one
     parameter at a time without PEFT; with PEFT it gathers the whole model to merge the adapters)."""
     """Why that AdamW was assumed (shown with the assumptions)."""
+    images_per_prompt: int = 0
+    """Multimodal models: images in each prompt (0: text only), for the vision tower's term (vision_train.py)."""
+    max_pixels: int | None = None
+    """Multimodal models: ms-swift's ``MAX_PIXELS`` bound per image (None: the processor's max_pixels)."""
 
 
 # transformers' names for bitsandbytes' 8-bit AdamW (training_args.py OptimizerNames; trainer.py maps them to
@@ -301,6 +306,9 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
         act = tokens * 2 * h * L + recompute
     else:
         act = tokens * per_layer_token * L
+    # a trained vision tower keeps its blocks' tensors; a frozen one only holds its forward's (vision_train.py)
+    vis = vt.vision_activation_bytes(a, cfg.freeze_vit, inp.images_per_prompt, inp.max_pixels, bs, checkpointed)
+    act += 0.0 if cfg.freeze_vit else vis
     t['activations'] = act * fragmentation
     # logits over completion tokens (ms-swift computes log-probs for completion positions only,
     # logits_to_keep, swift grpo_trainer _get_logps_via_local_forward): the mixed-precision wrapper's fp32 copy
@@ -353,6 +361,8 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
         # autograd sums them out of place before accumulating, so two more vocab x hidden gradients are live at
         # the end of backward (traced: Qwen3-4B full, peak at aten.add in backward)
         late['tied_embedding_grad_temp'] = 2 * a.vocab * a.hidden * pb
+    if cfg.freeze_vit and vis:
+        late['vision_forward_temp'] = vis * fragmentation  # before the language model's forward: never beside it
     if late:
         t.update(late)
         overlap += dynamic + sum(late.values()) - max(dynamic, *late.values())
@@ -518,7 +528,7 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
 
     resident_keys = ['weights', 'lora_params', 'grads+optimizer', 'ref_model', 'cuda_context', 'nccl']
     dynamic_keys = ['activations', 'logits', 'adamw_foreach_temp', 'tied_embedding_grad_temp', 'overlap',
-                    'zero3_live_params']
+                    'zero3_live_params', 'vision_forward_temp']
 
     def resident(offload_model=False, offload_optimizer=False) -> dict[str, float]:
         out = {}
