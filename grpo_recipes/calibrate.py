@@ -102,6 +102,11 @@ def normalise(case: dict) -> tuple[dict, list[str]]:
                 notes.append(f'outcome.{key} {v} < 0: vLLM had no memory for the KV cache (a failed start-up)')
     cfg = case.get('config')
     mc = case.get('model_config') if isinstance(case.get('model_config'), dict) else {}
+    if isinstance(cfg, dict) and case.get('kind') == 'vllm_startup':  # vLLM's CLI spellings: --max-model-len, --dtype
+        for k in [k for k in cfg if '-' in k]:
+            cfg.setdefault(k.replace('-', '_'), cfg.pop(k))
+        if 'dtype' in cfg and 'torch_dtype' not in cfg:
+            cfg['torch_dtype'] = cfg.pop('dtype')
     if isinstance(cfg, dict) and isinstance(cfg.get('torch_dtype'), str):
         d = cfg['torch_dtype'].lower()
         if d == 'auto':
@@ -167,6 +172,8 @@ def _config(case: dict, extra: dict | None = None, renames: dict | None = None) 
         if k in ('NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES', 'NNODES'):
             env[k] = str(v)
             continue
+        if isinstance(v, dict) and k in ('vllm_limit_mm_per_prompt', 'vllm_engine_kwargs'):
+            v = json.dumps(v)  # ms-swift takes these JSON objects as text
         if k not in known or v is None or isinstance(v, dict):
             continue
         if k in ('quant_method', 'quant_bits') and values.get('quant_method') != 'bnb':

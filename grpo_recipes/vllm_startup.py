@@ -147,8 +147,9 @@ def parse_limits(value) -> dict[str, int]:
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except ValueError:
-            return {}
+        except ValueError:  # vLLM's older CLI form, image=1,video=0
+            pairs = [p.split('=', 1) for p in value.split(',') if '=' in p]
+            value = {k.strip(): int(v) for k, v in pairs if v.strip().isdigit()}
     if not isinstance(value, dict):
         return {}
     return {str(k): int(v) for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}

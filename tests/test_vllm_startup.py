@@ -195,3 +195,31 @@ def test_v0_profiles_every_modality_at_its_limit_on_fewer_sequences():
     text_one_row = vllm_profile_peak(a, 1, 32768, 1)
     assert vllm_terms(cfg, inp)['activation'] == max(mm['encoder_peak'],
                                                      text_one_row + mm['cached'] + 32768 * 2048 * 2)
+
+
+def test_limits_in_vllm_s_json_and_older_cli_forms():
+    assert vs.parse_limits('{"image": 1, "video": 0}') == {'image': 1, 'video': 0}
+    assert vs.parse_limits('image=2,video=0') == {'image': 2, 'video': 0}
+    assert vs.parse_limits({'image': 1}) == {'image': 1}
+    assert vs.parse_limits(None) == {}
+
+
+def test_calibrate_reads_limit_mm_per_prompt_and_vllm_cli_spellings():
+    """A VL case with images off (limit_mm_per_prompt image 0, video 0) profiles no encoder: the activation is the
+    text peak; --max-model-len and --dtype in vLLM's own spelling are read."""
+    from grpo_recipes.calibrate import normalise, predict
+    base = {'id': 'vl', 'kind': 'vllm_startup', 'framework': 'vllm', 'framework_version': '0.10.1.1',
+            'gpu': 'RTX 3090', 'num_gpus': 1, 'model_config': QWEN25_VL_3B, 'outcome': {'ran_ok': True},
+            'config': {'max-model-len': 32768, 'dtype': 'bf16'}}
+    on = predict(normalise(base)[0])
+    off = predict(normalise({**base, 'config': {**base['config'],
+                                                'limit_mm_per_prompt': {'image': 0, 'video': 0}}})[0])
+    assert on['activation_gib'] == round(2_478_309_376 / GiB, 3)
+    assert off['activation_gib'] < on['activation_gib']
+    eager = predict(normalise({**base, 'config': {**base['config'], 'enforce_eager': True}})[0])
+    assert eager['kv_cache_gib'] == on['kv_cache_gib']  # before 0.21 graphs come on top, not out of the KV cache
+    # from 0.21 the profiler takes the graphs (the 0.5 GiB allowance) out of the KV cache; enforce_eager gives it back
+    new = {**base, 'framework_version': '0.23.0'}
+    graphs = predict(normalise(new)[0])['kv_cache_gib']
+    eager = predict(normalise({**new, 'config': {**base['config'], 'enforce_eager': True}})[0])['kv_cache_gib']
+    assert abs(eager - graphs - 0.5) <= 0.002
