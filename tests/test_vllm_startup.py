@@ -223,3 +223,12 @@ def test_calibrate_reads_limit_mm_per_prompt_and_vllm_cli_spellings():
     graphs = predict(normalise(new)[0])['kv_cache_gib']
     eager = predict(normalise({**new, 'config': {**base['config'], 'enforce_eager': True}})[0])['kv_cache_gib']
     assert abs(eager - graphs - 0.5) <= 0.002
+
+
+def test_consumer_and_workstation_cards_are_in_the_catalogue():
+    """Capacities as torch reports them (gpus.py sources): RTX 3090 23.58, RTX 4090 23.64, RTX A6000 47.54 GiB."""
+    from grpo_recipes.gpus import candidates, lookup
+    assert lookup('NVIDIA GeForce RTX 3090') == ('RTX3090', 23.58)
+    assert lookup('RTX 4090') == ('RTX4090', 23.64)
+    assert lookup('NVIDIA RTX A6000') == ('A6000', 47.54)
+    assert candidates('RTX A6000 48GB') == [('A6000', 47.54)]
