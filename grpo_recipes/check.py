@@ -147,6 +147,7 @@ def apply_rollout(cfg: GRPOConfig, launch: Launch) -> list[str]:
     cfg.vllm_max_num_seqs = r.max_num_seqs
     cfg.vllm_enforce_eager = r.enforce_eager
     cfg.vllm_engine_kwargs = r.engine_kwargs
+    cfg.vllm_quantization = r.quantization  # the server's --vllm_quantization (vllm_startup.vllm_weight_bytes)
     return []
 
 

@@ -232,3 +232,17 @@ def test_consumer_and_workstation_cards_are_in_the_catalogue():
     assert lookup('RTX 4090') == ('RTX4090', 23.64)
     assert lookup('NVIDIA RTX A6000') == ('A6000', 47.54)
     assert candidates('RTX A6000 48GB') == [('A6000', 47.54)]
+
+
+def test_a_rollout_server_with_vllm_quantization_holds_bnb_weights():
+    """`swift rollout --vllm_quantization bitsandbytes` passes quantization to vLLM (swift/rlhf_trainers/args_mixin.py
+    get_vllm_engine_kwargs): the server's weights are the 4-bit ones, 5,546,851,072 B for Qwen2.5-7B."""
+    from types import SimpleNamespace
+    from grpo_recipes.frontends.swift import read_rollout
+    from grpo_recipes.rollout_check import rollout_config
+    r = read_rollout(['--model', 'Qwen/Qwen2.5-7B-Instruct', '--vllm_quantization', 'bitsandbytes',
+                      '--vllm_max_model_len', '4096'], {'CUDA_VISIBLE_DEVICES': '0'}, '--rollout')
+    assert r.quantization == 'bitsandbytes'
+    cfg = rollout_config(SimpleNamespace(rollout=r))
+    assert vs.vllm_weight_bytes(cfg, Arch.from_config(builtin_config('Qwen2.5-7B-Instruct.json')),
+                                {}) == pytest.approx(5_546_851_072, abs=1)
