@@ -496,7 +496,8 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
     # multimodal models: the encoder's profiling pass on the largest items, its outputs cached (vllm_startup)
     limits = vs.parse_limits(opts.get('limit_mm_per_prompt', getattr(cfg, 'vllm_limit_mm_per_prompt', None)))
     mm = vs.mm_profile_v0(a, tp, tb, seqs, max_len, limits) if v0 else \
-        vs.mm_profile(a, tp, tb, seqs, max_len, limits, opts.get('enable_chunked_prefill') is not False)
+        vs.mm_profile(a, tp, tb, seqs, max_len, limits, opts.get('enable_chunked_prefill') is not False,
+                      vllm_version=inp.vllm_version)
     if mm and mm.get('rows'):  # V0 samples only the sequences that carry the dummy items
         act = vllm_profile_peak(a, tp, tb, mm['rows'], inp.vllm_sampler)
     act = vs.profile_with_encoder(act, tb, a, mm)

@@ -37,6 +37,8 @@ MM_LIMIT_DEFAULT_V1 = 999
 # Qwen2-VL's dummy video has at most this many frames (model_executor/models/qwen2_vl.py _MAX_FRAMES_PER_VIDEO,
 # vLLM 0.10.1.1)
 MAX_FRAMES_PER_VIDEO = 16
+# ... and 14 from vLLM 0.11 (qwen2_vl.py _MAX_FRAMES_PER_VIDEO in 0.11.0 and 0.23.0)
+MAX_FRAMES_PER_VIDEO_NEW = 14
 # Channels x temporal patch x patch^2 values per patch row in the processor's pixel_values (Qwen2VLImageProcessor:
 # 3 x 2 x 14 x 14); the dummy batch reaches the GPU in fp32 and the encoder casts it to the model dtype
 PIXEL_INPUT_BYTES = 4 + 2
@@ -104,22 +106,32 @@ def tokens_for(pp: dict, frames: int) -> int:
     return grid_t * gh * gw // pp['merge_size'] ** 2
 
 
-def max_tokens_per_item(pp: dict, max_model_len: int, limits: dict[str, int]) -> dict[str, int]:
-    """Tokens of the largest item per modality (``get_mm_max_tokens_per_item``), modalities with limit 0 left out
-    (``get_max_tokens_per_item_by_nonzero_modality``). A video gets as many frames as ``max_model_len`` leaves after
-    the images at their limit, at most 16 and at least 1 (``get_num_frames_with_most_features``)."""
-    image_limit, video_limit = limits.get('image', MM_LIMIT_DEFAULT_V1), limits.get('video', MM_LIMIT_DEFAULT_V1)
+def max_tokens_per_item(pp: dict, max_model_len: int, limits: dict[str, int], vllm_version: str | None = None,
+                        v0: bool = False) -> dict[str, int]:
+    """Tokens of the largest item per modality, modalities at limit 0 left out.
+    - V1 (multimodal/registry.py ``get_max_tokens_per_item_by_nonzero_modality``, 0.10.1.1 and 0.11.0) sizes each
+      item with one of each enabled modality in the prompt (``{modality: 1 for ... if limit > 0}``), at
+      ``max_model_len``. A video's frames (qwen2_vl.py ``get_num_frames_with_most_features``): up to 0.10 what the
+      context leaves after one largest image, from 0 frames, at most 16 (``_MAX_FRAMES_PER_VIDEO``); from 0.11 the
+      whole context, from 1 frame, at most 14 (0.11.0 and 0.23.0).
+    - V0 (``v0``; vLLM 0.7.3 qwen2_vl.py) subtracts the images at their limit (1 by default) and caps at 16."""
+    image_limit, video_limit = limits.get('image', 1 if v0 else MM_LIMIT_DEFAULT_V1), \
+        limits.get('video', 1 if v0 else MM_LIMIT_DEFAULT_V1)
+    ver = version_tuple(vllm_version)
+    new_rule = not v0 and (ver is None or ver >= (0, 11, 0))
+    images = image_limit if v0 else min(image_limit, 1)  # V1 counts one of each enabled modality
+    videos = video_limit if v0 else min(video_limit, 1)
     one_image = tokens_for(pp, 1)
     out = {}
     if image_limit:
         out['image'] = one_image
     if video_limit:
-        room = max_model_len - one_image * image_limit
-        frames = 0
+        room = max_model_len if new_rule else max_model_len - one_image * images
+        frames = 1 if new_rule else 0
         while tokens_for(pp, frames + 1) <= room:
             frames += 1
-        per_video = max(min(frames // max(video_limit, 1), MAX_FRAMES_PER_VIDEO), 1)
-        out['video'] = tokens_for(pp, per_video)
+        cap = MAX_FRAMES_PER_VIDEO_NEW if new_rule else MAX_FRAMES_PER_VIDEO
+        out['video'] = tokens_for(pp, max(min(frames // max(videos, 1), cap), 1))
     return out
 
 
@@ -156,7 +168,8 @@ def parse_limits(value) -> dict[str, int]:
 
 
 def mm_profile(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_model_len: int, limits: dict,
-               chunked_prefill: bool = True, model_type: str | None = None) -> dict | None:
+               chunked_prefill: bool = True, model_type: str | None = None,
+               vllm_version: str | None = None) -> dict | None:
     """The multimodal part of V1's profiling run, or None for a text-only model (or every modality at limit 0):
     ``encoder_peak`` (the tower on the dummy batch), ``cached`` (its outputs, held in the encoder cache through the
     dummy forward and sampler), ``items``, ``tokens_per_item``, ``modality``."""
@@ -165,7 +178,7 @@ def mm_profile(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_mod
     if not facts:
         return None
     pp, vision = facts['preprocessor'], facts['vision']
-    per_item = max_tokens_per_item(pp, max_model_len, limits)
+    per_item = max_tokens_per_item(pp, max_model_len, limits, vllm_version)
     if not per_item:
         return None  # every modality disabled: no encoder cache and no encoder profiling (encoder_cache_manager.py)
     modality, tokens = max(per_item.items(), key=lambda kv: kv[1])
@@ -196,13 +209,13 @@ def mm_profile_v0(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_
         return None
     pp, vision = facts['preprocessor'], facts['vision']
     v0_limits = {'image': limits.get('image', 1), 'video': limits.get('video', 1)}
-    per_item = max_tokens_per_item(pp, max_model_len, v0_limits)
+    per_item = max_tokens_per_item(pp, max_model_len, v0_limits, v0=True)
     max_mm = sum(v0_limits[m] * t for m, t in per_item.items())
     if not max_mm:
         return None
     rows = max(1, min(max_num_seqs, batched_tokens // max_mm))
     seq_len = batched_tokens // rows
-    passes = {m: rows * v0_limits[m] * t for m, t in max_tokens_per_item(pp, seq_len, v0_limits).items()}
+    passes = {m: rows * v0_limits[m] * t for m, t in max_tokens_per_item(pp, seq_len, v0_limits, v0=True).items()}
     per_patch = encoder_peak_per_patch(mt, vision, tp, a.dtype_bytes)
     merged = pp['merge_size'] ** 2
     biggest = max(passes.values())

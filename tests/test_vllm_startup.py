@@ -46,13 +46,22 @@ def test_largest_image_is_what_max_pixels_allows():
     assert vs.smart_resize(1000, 700, 28, 3136, 12845056) == (1008, 700)
 
 
-def test_video_frames_follow_the_context_left_after_images():
-    """get_num_frames_with_most_features: with images at the V1 default limit (999) nothing is left, so one frame
-    (padded to 2: 16384 tokens); with images off and one video, frames up to max_model_len: 4 frames = 2 temporal
-    patches = 32768 tokens fit 32768, 5 frames (padded to 6) would need 49152."""
-    assert vs.max_tokens_per_item(QWEN25_PP, 32768, {}) == {'image': 16384, 'video': 16384}
-    assert vs.max_tokens_per_item(QWEN25_PP, 32768, {'image': 0, 'video': 1}) == {'video': 32768}
-    assert vs.max_tokens_per_item(QWEN25_PP, 32768, {'image': 0, 'video': 0}) == {}
+def test_video_frames_per_version():
+    """multimodal/registry.py get_max_tokens_per_item_by_nonzero_modality sizes items with one of each enabled
+    modality. qwen2_vl.py get_num_frames_with_most_features: 0.10.1.1 gives the video what max_model_len leaves after
+    one 16384-token image, at most 16 frames; 0.11+ (0.23.0) the whole context, at most 14 frames. Two frames make one
+    temporal patch of 16384 tokens.
+    - 0.10.1.1 at 32768: 16384 left -> 2 frames -> 16384; images off: 32768 -> 4 frames -> 32768;
+    - 0.10.1.1 at 128000 (Qwen2.5-VL's context): 111616 left -> 12 frames (6 x 16384 = 98304; 13 pads to 14 = 114688);
+    - 0.23.0 at 128000: 14 frames (cap) -> 7 x 16384 = 114688; at 32768: 4 frames -> 32768;
+    - V0 (0.7.3), one image and one video by default, at 32768: 2 frames."""
+    assert vs.max_tokens_per_item(QWEN25_PP, 32768, {}, '0.10.1.1') == {'image': 16384, 'video': 16384}
+    assert vs.max_tokens_per_item(QWEN25_PP, 32768, {'image': 0, 'video': 1}, '0.10.1.1') == {'video': 32768}
+    assert vs.max_tokens_per_item(QWEN25_PP, 128000, {}, '0.10.1.1')['video'] == 98304
+    assert vs.max_tokens_per_item(QWEN25_PP, 128000, {}, '0.23.0')['video'] == 114688
+    assert vs.max_tokens_per_item(QWEN25_PP, 32768, {}, '0.23.0')['video'] == 32768
+    assert vs.max_tokens_per_item(QWEN25_PP, 32768, {}, v0=True) == {'image': 16384, 'video': 16384}
+    assert vs.max_tokens_per_item(QWEN25_PP, 32768, {'image': 0, 'video': 0}, '0.23.0') == {}
 
 
 def test_encoder_profile_of_qwen25_vl_3b_on_the_largest_image():
@@ -60,22 +69,26 @@ def test_encoder_profile_of_qwen25_vl_3b_on_the_largest_image():
     65536 patches. Per patch: 1176 pixel values in fp32 and bf16 (7056 B) and the MLP's live tensors
     (4 x 1280 + 3 x 3420) x 2 B = 30760 B: 65536 x 37816 = 2,478,309,376 B. Cached outputs: 16384 x 2048 x 2 B."""
     a = Arch.from_config(QWEN25_VL_3B)
-    mm = vs.mm_profile(a, tp=1, batched_tokens=8192, max_num_seqs=256, max_model_len=32768, limits={})
+    mm = vs.mm_profile(a, tp=1, batched_tokens=8192, max_num_seqs=256, max_model_len=32768, limits={},
+                       vllm_version='0.10.1.1')
     assert (mm['items'], mm['tokens_per_item'], mm['modality']) == (1, 16384, 'image')
     assert mm['encoder_peak'] == 2_478_309_376
     assert mm['cached'] == 16384 * 2048 * 2
     # a budget of 40000 tokens takes two images (MultiModalBudget.get_max_items), without chunked prefill too
     # (min(256, 40000 // 16384) = 2 requests of one image each)
-    assert vs.mm_profile(a, 1, 40000, 256, 32768, {})['items'] == 2
-    assert vs.mm_profile(a, 1, 40000, 256, 32768, {}, chunked_prefill=False)['items'] == 2
+    assert vs.mm_profile(a, 1, 40000, 256, 32768, {}, vllm_version='0.10.1.1')['items'] == 2
+    assert vs.mm_profile(a, 1, 40000, 256, 32768, {}, chunked_prefill=False, vllm_version='0.10.1.1')['items'] == 2
     assert vs.mm_profile(a, 1, 8192, 256, 32768, {'image': 0, 'video': 0}) is None
+    # 0.23.0 profiles a 4-frame video of 32768 tokens (131072 patches): 131072 x 37816 B
+    new = vs.mm_profile(a, 1, 8192, 256, 32768, {}, vllm_version='0.23.0')
+    assert (new['modality'], new['items'], new['encoder_peak']) == ('video', 1, 4_956_618_752)
 
 
 def test_encoder_attention_dominates_at_high_tp():
     """qwen2_5_vl.py split_qkv all-gathers qkv when tp > 1: at TP 4 attention holds 2e + 8e/4 + 3e = 8960 values per
     patch, more than the MLP's 4e + 3i/4 = 7685: 65536 x (7056 + 2 x 8960) = 1,636,827,136 B."""
     a = Arch.from_config(QWEN25_VL_3B)
-    assert vs.mm_profile(a, 4, 8192, 256, 32768, {})['encoder_peak'] == 1_636_827_136
+    assert vs.mm_profile(a, 4, 8192, 256, 32768, {}, vllm_version='0.10.1.1')['encoder_peak'] == 1_636_827_136
 
 
 def test_vllm_terms_take_the_encoder_pass_for_a_vl_model():
