@@ -135,14 +135,16 @@ def max_tokens_per_item(pp: dict, max_model_len: int, limits: dict[str, int], vl
     return out
 
 
-def encoder_peak_per_patch(model_type: str, vision: dict, tp: int, dtype_bytes: int) -> float:
+def encoder_peak_per_patch(model_type: str, vision: dict, tp: int, dtype_bytes: int,
+                           gather_qkv: bool = True) -> float:
     """Live bytes per patch at the vision tower's peak (vLLM 0.10.1.1 model_executor/models/qwen2_5_vl.py
     ``Qwen2_5_VisionBlock.forward``; qwen2_vl.py ``Qwen2VisionBlock``): the pixel rows (fp32 and the cast copy)
     stay referenced by the caller, and inside a block the larger of
     - the MLP: block input x, attention output, the fused-add residual and the normed input (4e), the gate_up output
       (2i/tp, MergedColumnParallelLinear) and SiluAndMul's output (i/tp); Qwen2-VL's fc1/QuickGELU: 2e + 2m/tp;
-    - attention: x and the normed input (2e), qkv (3e/tp), all-gathered to 3e when tp > 1 (``split_qkv``), the
-      contiguous q, k, v (3e/tp) and the rotated q, k (2e/tp)."""
+    - attention: x and the normed input (2e), qkv (3e/tp), the contiguous q, k, v (3e/tp) and the rotated q, k
+      (2e/tp); with ``gather_qkv`` (vLLM 0.10.1.1 and 0.11.0 ``split_qkv``; gone in 0.14.0, whose QKVParallelLinear
+      keeps each rank's heads) qkv is also all-gathered to 3e when tp > 1."""
     patch_row = vision.get('in_chans', 3) * vision['temporal_patch_size'] * vision['patch_size'] ** 2
     if model_type == 'qwen2_vl':
         e = vision['embed_dim']
@@ -150,7 +152,7 @@ def encoder_peak_per_patch(model_type: str, vision: dict, tp: int, dtype_bytes: 
     else:
         e, i = vision['hidden_size'], vision['intermediate_size']
         mlp = 4 * e + 3 * i / tp
-    attn = 2 * e + 8 * e / tp + (3 * e if tp > 1 else 0)
+    attn = 2 * e + 8 * e / tp + (3 * e if tp > 1 and gather_qkv else 0)
     return patch_row * PIXEL_INPUT_BYTES + max(mlp, attn) * dtype_bytes
 
 
@@ -190,7 +192,9 @@ def mm_profile(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_mod
     reqs = max_num_seqs if chunked_prefill else min(max_num_seqs, batched_tokens // tokens)
     items = max(1, min(budget // tokens, reqs * per_prompt))
     patches = items * tokens * pp['merge_size'] ** 2
-    peak = patches * encoder_peak_per_patch(mt, vision, tp, a.dtype_bytes)
+    ver = version_tuple(vllm_version)
+    gather = ver is not None and ver < (0, 14, 0)
+    peak = patches * encoder_peak_per_patch(mt, vision, tp, a.dtype_bytes, gather)
     cached = items * tokens * a.hidden * a.dtype_bytes
     return {'encoder_peak': peak, 'cached': cached, 'items': items, 'tokens_per_item': tokens, 'modality': modality}
 

@@ -259,3 +259,12 @@ def test_a_rollout_server_with_vllm_quantization_holds_bnb_weights():
     cfg = rollout_config(SimpleNamespace(rollout=r))
     assert vs.vllm_weight_bytes(cfg, Arch.from_config(builtin_config('Qwen2.5-7B-Instruct.json')),
                                 {}) == pytest.approx(5_546_851_072, abs=1)
+
+
+def test_tp_encoder_without_the_qkv_gather_from_0_14():
+    """vLLM 0.14.0/0.23.0 qwen2_5_vl.py Qwen2_5_VisionAttention keeps each rank's heads (no all_gather_interleave): at
+    TP 4 attention holds 2e + 8e/4 = 5120 values per patch, under the MLP's 7685: 65536 x (7056 + 2 x 7685) B."""
+    a = Arch.from_config(QWEN25_VL_3B)
+    limits = {'video': 0}
+    assert vs.mm_profile(a, 4, 8192, 256, 32768, limits, vllm_version='0.23.0')['encoder_peak'] == \
+        65536 * (7056 + 2 * 7685)
