@@ -25,6 +25,7 @@ from .hardware import Hardware
 from .memory import (CUDA_CONTEXT, GiB, Inputs, _vllm_checks, estimate, resolve_adamw, resolve_sampler,
                      vllm_kv_bytes_per_token, vllm_terms)
 from .plan import build_plan
+from . import vllm_startup
 from .swift_args import snapshot
 
 RENAMES = {'train_type': 'tuner_type', 'max_prompt_length': 'max_length'}
@@ -294,6 +295,9 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     _vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT, problems)
     failed = any(p.get('severity', 'error') == 'error' for p in problems)
     kv_per_token = vllm_kv_bytes_per_token(cfg, arch)
+    if arch.linear_layers:  # a hybrid's logged token capacity spreads each request's linear state over max_model_len
+        kv_per_token = vllm_startup.bytes_per_token(kv_per_token, arch, max(1, cfg.vllm_tensor_parallel_size),
+                                                    cfg.vllm_max_model_len or arch.context_len)
     return {'weights_gib': round(v['weights'] / GiB, 3), 'kv_cache_gib': round(max(0.0, v['kv_cache']) / GiB, 3),
             'activation_gib': round(v['activation'] / GiB, 3), 'sampler': sampler, 'sampler_why': why,
             'kv_bytes_per_token': kv_per_token,

@@ -611,7 +611,8 @@ def _vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_star
     cap = inp.capacity_gib * GiB
     kv_per_token = vllm_kv_bytes_per_token(cfg, a)
     mml = _max_model_len(cfg, a)
-    kv_tokens = max(0, int(v['kv_cache'] // kv_per_token)) // KV_BLOCK * KV_BLOCK if kv_per_token else 0
+    per_token = vs.bytes_per_token(kv_per_token, a, max(1, cfg.vllm_tensor_parallel_size), mml)  # + hybrid state
+    kv_tokens = max(0, int(v['kv_cache'] // per_token)) // KV_BLOCK * KV_BLOCK if kv_per_token else 0
     info = {'requested_gib': _g(v['requested']), 'weights_gib': _g(v['weights']),
             'activation_gib': _g(v['activation']), 'non_torch_gib': _g(v['non_torch']),
             'sampler': inp.vllm_sampler, 'sampler_basis': inp.vllm_sampler_why,

@@ -342,6 +342,15 @@ def linear_state_bytes(a: Arch, tp: int, dtype_bytes: int) -> float:
     return a.linear_layers * (conv + recurrent) * dtype_bytes
 
 
+def bytes_per_token(kv_per_token: float, a: Arch, tp: int, max_model_len: int) -> float:
+    """KV bytes per token as V1 reports capacity: for a hybrid model each request also holds its linear-attention
+    state, so "GPU KV cache size: N tokens" is max_concurrency x max_model_len with max_concurrency = blocks / blocks
+    per request (v1/core/kv_cache_utils.py ``get_max_concurrency_for_kv_cache_config`` and ``_report_kv_cache_config``,
+    vLLM 0.23.0): the state spreads over max_model_len tokens. Other models: ``kv_per_token``."""
+    state = linear_state_bytes(a, tp, a.dtype_bytes)
+    return kv_per_token + (state / max_model_len if state and max_model_len else 0.0)
+
+
 def one_sequence_message(vllm_version: str | None, max_model_len: int, need_gib: float, avail_gib: float,
                          estimate: int) -> str:
     """V1's refusal when one max_model_len request does not fit (v1/core/kv_cache_utils.py

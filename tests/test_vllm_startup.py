@@ -268,3 +268,15 @@ def test_tp_encoder_without_the_qkv_gather_from_0_14():
     limits = {'video': 0}
     assert vs.mm_profile(a, 4, 8192, 256, 32768, limits, vllm_version='0.23.0')['encoder_peak'] == \
         65536 * (7056 + 2 * 7685)
+
+
+def test_hybrid_token_capacity_counts_each_request_s_state():
+    """vLLM 0.23.0 get_max_concurrency_for_kv_cache_config: tokens = max_concurrency x max_model_len, each request
+    holding its attention KV and its 39,518,208 B of Gated DeltaNet state. Qwen3-Next's 12 attention layers x 2 KV
+    heads x 256 x 2 (K, V) x 2 B = 24,576 B per token; at max_model_len 4096 a request is 24,576 x 4096 + 39,518,208 B,
+    so per logged token 24,576 + 39,518,208 / 4096 = 34,224 B."""
+    a = Arch.from_config(QWEN3_NEXT)
+    assert a.kv_bytes_per_token(2) == 24_576
+    assert vs.bytes_per_token(24_576, a, 1, 4096) == 34_224
+    dense = Arch.from_config(builtin_config('Qwen2.5-7B-Instruct.json'))
+    assert vs.bytes_per_token(57_344, dense, 1, 4096) == 57_344
