@@ -153,6 +153,7 @@ def apply_rollout(cfg: GRPOConfig, launch: Launch) -> list[str]:
     cfg.vllm_max_num_seqs = r.max_num_seqs
     cfg.vllm_enforce_eager = r.enforce_eager
     cfg.vllm_engine_kwargs = r.engine_kwargs
+    cfg.vllm_quantization = r.quantization  # the server's --vllm_quantization (vllm_startup.vllm_weight_bytes)
     return []
 
 
@@ -258,7 +259,8 @@ def rollout_config(launch: Launch) -> GRPOConfig:
                       vllm_tensor_parallel_size=r.tensor_parallel_size, vllm_data_parallel_size=r.data_parallel_size,
                       vllm_max_model_len=r.max_model_len, vllm_gpu_memory_utilization=r.gpu_memory_utilization,
                       vllm_max_num_seqs=r.max_num_seqs, vllm_enforce_eager=r.enforce_eager,
-                      vllm_engine_kwargs=r.engine_kwargs, vllm_server_host=['127.0.0.1'],
+                      vllm_engine_kwargs=r.engine_kwargs, vllm_quantization=r.quantization,
+                      vllm_server_host=['127.0.0.1'],
                       num_generations=2, reward_funcs=['accuracy'])
 
 

@@ -95,6 +95,12 @@ class GRPOConfig:
     vllm_engine_kwargs: str | None = None
     """JSON object passed through to vLLM's engine arguments. The memory model reads
     ``max_num_batched_tokens``, ``max_num_seqs`` and ``kv_cache_dtype`` from it."""
+    vllm_limit_mm_per_prompt: str | None = None
+    """vLLM's ``limit_mm_per_prompt`` (JSON, e.g. ``{"image": 1, "video": 0}``): which modalities, and how many items,
+    its multimodal profiling plans for (see ``vllm_startup.mm_profile``)."""
+    vllm_quantization: str | None = None
+    """vLLM's ``quantization`` for a rollout server (ms-swift's colocated engine sets ``bitsandbytes`` itself for a
+    bnb 4-bit model); ``bitsandbytes`` and ``fp8`` change the weights vLLM holds (``vllm_startup.vllm_weight_bytes``)."""
     vllm_enable_lora: bool = False
     vllm_enable_prefix_caching: bool | None = True
     sleep_level: int = 0

@@ -21,6 +21,7 @@ CATALOGUE: dict[str, tuple[float, str]] = {
     'A10': (22.07, 'torch OOM messages for A10 24GB'),
     'RTX3090': (23.58, 'cal: ms-swift README case (3090)'),
     'RTX4090': (23.64, 'cal: vLLM #13061 (4090)'),
+    'A6000': (47.54, 'torch OOM message "47.54 GiB total capacity", google-research/semivl#18 (RTX A6000 48GB)'),
 }
 
 ALIASES = {
@@ -61,7 +62,7 @@ def lookup(name: str | None) -> tuple[str, float] | None:
 
 # Nominal memory (GB, as sold) of each catalogue card, to match a source that names only a class.
 NOMINAL_GB = {'A100-40G': 40, 'A100-80G': 80, 'A800-40G': 40, 'A800-80G': 80, 'H100-80G': 80, 'H800-80G': 80,
-              'H20': 96, 'L40S': 48, 'A10': 24, 'RTX3090': 24, 'RTX4090': 24}
+              'H20': 96, 'L40S': 48, 'A10': 24, 'RTX3090': 24, 'RTX4090': 24, 'A6000': 48}
 
 
 def _family(card: str) -> str:
@@ -76,7 +77,7 @@ def candidates(name: str | None) -> list[tuple[str, float]]:
     if not name:
         return []
     key = _norm(name)
-    family = re.search(r'(A100|A800|H100|H800|H20|L40S?|A10|3090|4090)', key)
+    family = re.search(r'(A100|A800|H100|H800|H20|L40S?|A6000|A10|3090|4090)', key)
     size = re.search(r'(\d{2,3})\s*G', key)
     if family:
         fam = 'L40S' if family.group(1) == 'L40' else family.group(1)

@@ -30,6 +30,7 @@ from .estimate import estimate
 from .inputs import CUDA_CONTEXT, GiB, Inputs
 from .trainer import resolve_adamw
 from .vllm import resolve_sampler, vllm_checks, vllm_kv_bytes_per_token, vllm_terms
+from . import vllm_startup
 
 RENAMES = {'train_type': 'tuner_type', 'max_prompt_length': 'max_length'}
 # vLLM's own argument names, as a vllm_startup case may keep them, and the ms-swift names they map to
@@ -37,7 +38,8 @@ VLLM_RENAMES = {'gpu_memory_utilization': 'vllm_gpu_memory_utilization', 'tensor
                 'vllm_tensor_parallel_size', 'max_model_len': 'vllm_max_model_len', 'max_num_seqs': 'vllm_max_num_seqs',
                 'enforce_eager': 'vllm_enforce_eager'}
 # vLLM engine arguments ms-swift has no flag for; they travel in vllm_engine_kwargs (with or without vllm_)
-ENGINE_KEYS = ('max_num_batched_tokens', 'kv_cache_dtype')
+ENGINE_KEYS = ('max_num_batched_tokens', 'kv_cache_dtype', 'quantization', 'limit_mm_per_prompt',
+               'enable_chunked_prefill')
 FRAMEWORKS_MAPPED = ('ms-swift', 'trl', 'vllm', 'unsloth')
 
 
@@ -77,6 +79,8 @@ def _config(case: dict, extra: dict | None = None, renames: dict | None = None) 
         if k in ('NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES', 'NNODES'):
             env[k] = str(v)
             continue
+        if isinstance(v, dict) and k in ('vllm_limit_mm_per_prompt', 'vllm_engine_kwargs'):
+            v = json.dumps(v)  # ms-swift takes these JSON objects as text
         if k not in known or v is None or isinstance(v, dict):
             continue
         if k in ('quant_method', 'quant_bits') and values.get('quant_method') != 'bnb':
@@ -159,11 +163,22 @@ def predict(case: dict) -> dict:
 
 
 def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
-    if cap is None:
-        raise CannotPredict('gpu_total_gib')
+    if cap is None:  # the card the case names, from the catalogue (every card a loose name could be)
+        cards = candidates(_gpu(case))
+        if not cards:
+            raise CannotPredict('gpu_total_gib')
+        outs = [_predict_vllm(case, arch, c) for _, c in cards]
+        if len({o['fits'] for o in outs}) > 1:
+            raise CannotPredict(f'gpu_total_gib (the verdict depends on which card: {cards})')
+        out = dict(outs[0], capacity_candidates=', '.join(f'{n} {c} GiB' for n, c in cards))
+        if len({o['kv_cache_gib'] for o in outs}) > 1:
+            out.pop('kv_cache_gib')
+        return out
     c = case.get('config') or {}
     extra = {'use_vllm': True, 'vllm_mode': 'colocate', 'rlhf_type': 'grpo'}
     engine = {k: c.get(k, c.get(f'vllm_{k}')) for k in ENGINE_KEYS}
+    if engine.get('quantization') is None and str(c.get('load_format', '')).lower() == 'bitsandbytes':
+        engine['quantization'] = 'bitsandbytes'  # vLLM's older spelling: --load-format bitsandbytes
     engine = {k: v for k, v in engine.items() if v is not None}
     if engine:
         extra['vllm_engine_kwargs'] = json.dumps(engine)
@@ -185,6 +200,9 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT, problems)
     failed = any(p.get('severity', 'error') == 'error' for p in problems)
     kv_per_token = vllm_kv_bytes_per_token(cfg, arch)
+    if arch.linear_layers:  # a hybrid's logged token capacity spreads each request's linear state over max_model_len
+        kv_per_token = vllm_startup.bytes_per_token(kv_per_token, arch, max(1, cfg.vllm_tensor_parallel_size),
+                                                    cfg.vllm_max_model_len or arch.context_len)
     return {'weights_gib': round(v['weights'] / GiB, 3), 'kv_cache_gib': round(max(0.0, v['kv_cache']) / GiB, 3),
             'activation_gib': round(v['activation'] / GiB, 3), 'sampler': sampler, 'sampler_why': why,
             'kv_bytes_per_token': kv_per_token,

@@ -72,6 +72,11 @@ def normalise(case: dict) -> tuple[dict, list[str]]:
                 notes.append(f'outcome.{key} {v} < 0: vLLM had no memory for the KV cache (a failed start-up)')
     cfg = case.get('config')
     mc = case.get('model_config') if isinstance(case.get('model_config'), dict) else {}
+    if isinstance(cfg, dict) and case.get('kind') == 'vllm_startup':  # vLLM's CLI spellings: --max-model-len, --dtype
+        for k in [k for k in cfg if '-' in k]:
+            cfg.setdefault(k.replace('-', '_'), cfg.pop(k))
+        if 'dtype' in cfg and 'torch_dtype' not in cfg:
+            cfg['torch_dtype'] = cfg.pop('dtype')
     if isinstance(cfg, dict) and isinstance(cfg.get('torch_dtype'), str):
         d = cfg['torch_dtype'].lower()
         if d == 'auto':

@@ -36,7 +36,7 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
 
     resident_keys = ['weights', 'lora_params', 'grads+optimizer', 'ref_model', 'cuda_context', 'nccl']
     dynamic_keys = ['activations', 'logits', 'adamw_foreach_temp', 'tied_embedding_grad_temp', 'overlap',
-                    'zero3_live_params']
+                    'zero3_live_params', 'vision_forward_temp']
 
     def resident(offload_model=False, offload_optimizer=False) -> dict[str, float]:
         out = {}

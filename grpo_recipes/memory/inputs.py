@@ -121,6 +121,10 @@ class Inputs:
     at once when unset) or ``per_param`` (TRL: trl/generation/vllm_generation.py ``sync_weights`` gathers one
     parameter at a time without PEFT; with PEFT it gathers the whole model to merge the adapters)."""
     """Why that AdamW was assumed (shown with the assumptions)."""
+    images_per_prompt: int = 0
+    """Multimodal models: images in each prompt (0: text only), for the vision tower's term (vision_train.py)."""
+    max_pixels: int | None = None
+    """Multimodal models: ms-swift's ``MAX_PIXELS`` bound per image (None: the processor's max_pixels)."""
     alloc: AllocConf | None = None
     """The CUDA caching allocator the trainer phase runs with (``allocconf.AllocConf``; None: torch's defaults).
     Set from the launch by ``envfix.with_alloc``; the allocator's reserve term reads it."""

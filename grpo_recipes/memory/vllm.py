@@ -8,6 +8,7 @@ import math
 from ..config import GRPOConfig
 from ..plan import Plan
 from ..versions import version_tuple
+from . import vllm_startup as vs
 from .arch import Arch
 from .inputs import (KV_BLOCK, SAMPLER_BUFFERS, VLLM_CUDA_GRAPHS, VLLM_GRAPHS_PROFILED_FROM, VLLM_NON_TORCH_TP,
                      VLLM_NON_TORCH_TP1, GiB, Inputs, _g)
@@ -112,10 +113,9 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
     tp = max(1, cfg.vllm_tensor_parallel_size)
     cap = inp.capacity_gib * GiB
     requested = cfg.vllm_gpu_memory_utilization * cap
-    bnb_bits = cfg.quant_bits if cfg.quant_method == 'bnb' else None
-    weights = a.weight_bytes(bnb_bits=bnb_bits) / tp
     offline = inp.vllm_entry == 'offline'
     opts = vllm_engine_options(cfg)
+    weights = vs.vllm_weight_bytes(cfg, a, opts) / tp  # as vLLM loads them: --quantization, bnb, GPTQ/AWQ/FP8
     tb = _positive_int(opts.get('max_num_batched_tokens'))
     v = version_tuple(inp.vllm_version)
     v0 = v is not None and v < (0, 8, 0)  # V1 became the default engine in vLLM 0.8.0
@@ -137,8 +137,17 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
     elif not seqs:
         seqs = 1024 if _vllm_large_card(inp.capacity_gib, inp.gpu_name) else 256  # vLLM V1 default max_num_seqs
     act = vllm_profile_peak(a, tp, tb, seqs, inp.vllm_sampler)
+    # multimodal models: the encoder's profiling pass on the largest items, its outputs cached (vllm_startup)
+    limits = vs.parse_limits(opts.get('limit_mm_per_prompt', getattr(cfg, 'vllm_limit_mm_per_prompt', None)))
+    mm = vs.mm_profile_v0(a, tp, tb, seqs, max_len, limits) if v0 else \
+        vs.mm_profile(a, tp, tb, seqs, max_len, limits, opts.get('enable_chunked_prefill') is not False,
+                      vllm_version=inp.vllm_version)
+    if mm and mm.get('rows'):  # V0 samples only the sequences that carry the dummy items
+        act = vllm_profile_peak(a, tp, tb, mm['rows'], inp.vllm_sampler)
+    act = vs.profile_with_encoder(act, tb, a, mm)
     non_torch = VLLM_NON_TORCH_TP if tp > 1 else VLLM_NON_TORCH_TP1
-    graphs = 0.0 if cfg.vllm_enforce_eager else VLLM_CUDA_GRAPHS
+    graphs = vs.cuda_graph_bytes(vs.capture_sizes(inp.vllm_version, seqs, tb, cfg.vllm_enforce_eager),
+                                 VLLM_CUDA_GRAPHS)
     # V1 sizes the KV cache from what the profile left: requested - weights - peak activation - non-torch; CUDA
     # graphs are captured afterwards and come on top, unless the profiler estimates them (graphs_profiled): then
     # they come out of the KV budget and stay inside the reservation
@@ -159,7 +168,8 @@ def vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_start
     cap = inp.capacity_gib * GiB
     kv_per_token = vllm_kv_bytes_per_token(cfg, a)
     mml = _max_model_len(cfg, a)
-    kv_tokens = max(0, int(v['kv_cache'] // kv_per_token)) // KV_BLOCK * KV_BLOCK if kv_per_token else 0
+    per_token = vs.bytes_per_token(kv_per_token, a, max(1, cfg.vllm_tensor_parallel_size), mml)  # + hybrid state
+    kv_tokens = max(0, int(v['kv_cache'] // per_token)) // KV_BLOCK * KV_BLOCK if kv_per_token else 0
     info = {'requested_gib': _g(v['requested']), 'weights_gib': _g(v['weights']),
             'activation_gib': _g(v['activation']), 'non_torch_gib': _g(v['non_torch']),
             'sampler': inp.vllm_sampler, 'sampler_basis': inp.vllm_sampler_why,
@@ -180,7 +190,8 @@ def vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_start
             'No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when '
             'initializing the engine. [vLLM]')})
     else:
-        need = math.ceil(mml / KV_BLOCK) * KV_BLOCK * kv_per_token
+        need = math.ceil(mml / KV_BLOCK) * KV_BLOCK * kv_per_token + vs.linear_state_bytes(
+            a, max(1, cfg.vllm_tensor_parallel_size), a.dtype_bytes)  # hybrid models: one request's linear state
         if need > v['kv_cache']:
             # vLLM's estimate is the longest length whose whole blocks fit (estimate_max_model_len binary-searches
             # cdiv(len, block_size) x page size against the available memory): a multiple of the block size
@@ -193,11 +204,8 @@ def vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_start
                            f"stored in KV cache ({held}). Try increasing `gpu_memory_utilization` or decreasing "
                            f"`max_model_len` when initializing the engine. [vLLM {inp.vllm_version}]")
             else:
-                # V1 (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory)
-                message = (f"To serve at least one request with the models's max seq len ({mml}), ({need / GiB:.2f} "
-                           f"GiB KV cache is needed, which is larger than the available KV cache memory "
-                           f"({v['kv_cache'] / GiB:.2f} GiB). Based on the available memory, the estimated maximum "
-                           f"model length is {est}. [vLLM]")
+                # V1 (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory), in the version's words
+                message = vs.one_sequence_message(inp.vllm_version, mml, need / GiB, v['kv_cache'] / GiB, est)
             problems.append({'check': 'vllm.kv-one-sequence', 'phase': 'startup', 'message': message})
     conc = plan.rollout_concurrency_per_engine
     if conc:
