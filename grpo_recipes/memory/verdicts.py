@@ -161,7 +161,7 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
             seen.add(key)
             sev = p.get('severity', 'error')
             assumed = m.role == 'rollout' and report.launch.rollout is None and sev == 'error'
-            if assumed:  # the server's own command is not known: its settings were assumed (apply_rollout)
+            if assumed:  # the server's own command is not known: its settings were assumed (check.with_rollout)
                 sev = 'warning'
                 p = {**p, 'message': p['message'] + ' (with the rollout server\'s settings assumed: pass --rollout '
                      '"CMD" to check its own)'}
