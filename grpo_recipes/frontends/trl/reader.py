@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from ...config import GRPOConfig
 from ...errors import GuardError
-from ...launch import Launch, Rollout
+from ...launch import Launch, Rollout, visible_devices
 from ...plan import world_size
 from ...versions import version_tuple
 from .accelerate import _accelerate_options, _read_yaml, accelerate_settings, packaged_accelerate_config
@@ -212,8 +212,8 @@ def old_vllm_device(cfg: GRPOConfig, launch: Launch, trl_version: str | None) ->
     if not (cfg.use_vllm and dev and is_in_trainer_vllm(trl_version)):
         return cfg, []
     env = launch.env
-    vis = [int(x) for x in env['CUDA_VISIBLE_DEVICES'].split(',')] if env.get('CUDA_VISIBLE_DEVICES', '').strip(
-        ).replace(',', '').isdigit() else None
+    raw = env.get('CUDA_VISIBLE_DEVICES', '')
+    vis = visible_devices(raw) if raw.strip().replace(',', '').isdigit() else None  # plain ids only, else unknown
     count = len(vis) if vis is not None else None
     nproc = world_size(env)  # accelerator.num_processes
     if dev == 'auto':
