@@ -131,30 +131,25 @@ def load_data_stats(path: str | os.PathLike) -> dict:
     return st
 
 
-def apply_rollout(cfg: GRPOConfig, launch: Launch) -> list[str]:
+def with_rollout(cfg: GRPOConfig, launch: Launch) -> tuple[GRPOConfig, list[str]]:
     """Server mode: the trainer ignores its own vLLM engine arguments and the rollout server's decide the
-    rollout GPUs (ms-swift logs that vllm_max_model_len etc. are ignored in server mode). Returns the
-    assumptions made when the server's command is not known."""
+    rollout GPUs (ms-swift logs that vllm_max_model_len etc. are ignored in server mode). Returns the config with
+    the server's settings, and the assumptions made when the server's command is not known."""
     if not (cfg.use_vllm and cfg.vllm_mode == 'server'):
-        return []
+        return cfg, []
     r = launch.rollout
     if r is None:
         # the trainer's own utilisation is ignored in server mode; both servers default to 0.9
         # (swift rollout's VllmArguments, trl vllm-serve's ScriptArguments)
-        cfg.vllm_gpu_memory_utilization = Rollout.gpu_memory_utilization
-        return [f'rollout server not given (--rollout "CMD"): its TP, DP, max_model_len and utilisation are taken '
+        cfg = replace(cfg, vllm_gpu_memory_utilization=Rollout.gpu_memory_utilization)
+        return cfg, [f'rollout server not given (--rollout "CMD"): its TP, DP, max_model_len and utilisation are taken '
                 f'as TP {cfg.vllm_tensor_parallel_size}, DP {cfg.vllm_data_parallel_size}, '
                 f'{cfg.vllm_max_model_len or "the model context"}, {cfg.vllm_gpu_memory_utilization} (the servers\' '
                 f'default), so what it would refuse at start-up is a warning, not a refusal']
-    cfg.vllm_tensor_parallel_size = r.tensor_parallel_size
-    cfg.vllm_data_parallel_size = r.data_parallel_size
-    cfg.vllm_max_model_len = r.max_model_len
-    cfg.vllm_gpu_memory_utilization = r.gpu_memory_utilization
-    cfg.vllm_max_num_seqs = r.max_num_seqs
-    cfg.vllm_enforce_eager = r.enforce_eager
-    cfg.vllm_engine_kwargs = r.engine_kwargs
-    cfg.vllm_quantization = r.quantization  # the server's --vllm_quantization (vllm_startup.vllm_weight_bytes)
-    return []
+    return replace(cfg, vllm_tensor_parallel_size=r.tensor_parallel_size, vllm_data_parallel_size=r.data_parallel_size,
+                   vllm_max_model_len=r.max_model_len, vllm_gpu_memory_utilization=r.gpu_memory_utilization,
+                   vllm_max_num_seqs=r.max_num_seqs, vllm_enforce_eager=r.enforce_eager,
+                   vllm_engine_kwargs=r.engine_kwargs, vllm_quantization=r.quantization), []
 
 
 def model_config_for(model: str | None, given: dict | None) -> tuple[dict | None, str | None]:
@@ -214,9 +209,10 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         return check_rollout(launch, hw, packages=packages, model_config=model_config)
     packages = installed_packages() if packages is None else packages
     cfg, remaining = _config_from(launch, packages.get('trl'))
-    assumptions = apply_rollout(cfg, launch)
+    cfg, assumptions = with_rollout(cfg, launch)
     if launch.framework == 'trl':
-        assumptions += old_vllm_device(cfg, launch, packages.get('trl'))
+        cfg, more = old_vllm_device(cfg, launch, packages.get('trl'))
+        assumptions += more
         if launch.trl.get('script_settings'):
             assumptions.append(launch.trl['script_settings'])
         source = (launch.trl.get('accelerate') or {}).get('config_source')

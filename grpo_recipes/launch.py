@@ -31,6 +31,17 @@ LAUNCH_ENV_KEYS = ('CUDA_VISIBLE_DEVICES', 'NPROC_PER_NODE', 'NNODES', 'NODE_RAN
 TORCHRUN_ENV_KEYS = ('NPROC_PER_NODE', 'MASTER_PORT', 'NNODES', 'NODE_RANK', 'MASTER_ADDR')
 
 
+def visible_devices(raw: str | None) -> list[int] | None:
+    """GPU ids of a CUDA_VISIBLE_DEVICES value ([] for an empty one); None: unset or not a list of ids. The one
+    place the variable is parsed."""
+    if raw is None:
+        return None
+    try:
+        return [int(x) for x in raw.split(',')] if raw.strip() else []
+    except ValueError:
+        return None
+
+
 @dataclass
 class Launch:
     """One ``swift rlhf`` launch, as ms-swift would see it."""
@@ -119,13 +130,7 @@ class Rollout:
     @property
     def gpus(self) -> list[int] | None:
         """GPU ids from its CUDA_VISIBLE_DEVICES (None: unset or unreadable)."""
-        raw = self.env.get('CUDA_VISIBLE_DEVICES')
-        if raw is None:
-            return None
-        try:
-            return [int(x) for x in raw.split(',')] if raw.strip() else []
-        except ValueError:
-            return None
+        return visible_devices(self.env.get('CUDA_VISIBLE_DEVICES'))
 
     @property
     def gpus_needed(self) -> int:

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 from .config import GRPOConfig
 from .hardware import Hardware
+from .launch import visible_devices
 
 
 def _int_env(env: dict[str, str], key: str) -> int | None:
@@ -83,13 +84,7 @@ def build_plan(cfg: GRPOConfig, env: dict[str, str], hw: Hardware) -> Plan:
     node_rank = _int_env(env, 'NODE_RANK')
     world = world_size(env)
 
-    visible: list[int] | None = None
-    raw = env.get('CUDA_VISIBLE_DEVICES')
-    if raw is not None:
-        try:
-            visible = [int(x) for x in raw.split(',')] if raw.strip() else []
-        except ValueError:
-            visible = None
+    visible = visible_devices(env.get('CUDA_VISIBLE_DEVICES'))
     if visible is not None:
         visible_count = len(visible)
     elif hw.gpus is not None:

@@ -98,3 +98,10 @@ def test_every_declared_rule_id_is_exercised():
     untested = sorted(i for i in RULE_IDS if i not in CASES and f"'{i}'" not in others and f'"{i}"' not in others)
     assert not untested, f'rule ids no test triggers: {untested}'
     assert set(CASES) <= set(RULE_IDS), sorted(set(CASES) - set(RULE_IDS))
+
+
+def test_every_rule_declares_ids_and_says_what_fails():
+    from grpo_recipes.rules import RULES
+    for fn in RULES:
+        assert fn.ids, fn.__name__
+        assert fn.__doc__ and len(fn.__doc__.split()) >= 8, f'{fn.__module__}.{fn.__name__} has no docstring'

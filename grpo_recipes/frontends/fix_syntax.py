@@ -48,12 +48,17 @@ def swift_flags(text: str | None) -> str | None:
                   text)
 
 
-def swift_cli_fix(fix) -> str:
-    """A memory fix for a ``swift rlhf`` command line: the flags to set, and what they were."""
+def swift_cli_fix(fix, launch) -> str:
+    """A memory fix for a ``swift rlhf`` command line: the environment line (envfix.render), then the flags to set
+    and what they were."""
+    from ..memory.envfix import render
     from ..memory.search import _yaml
-    new = ' '.join(f'--{k} {_yaml(v)}' for k, (_, v) in fix.changes.items())
-    old = ', '.join(f'--{k} {_yaml(o)}' for k, (o, _) in fix.changes.items())
-    return f'set {new} on the command line (was {old})'
+    parts = [render({k: v for k, (_, v) in fix.env.items()}, launch)] if fix.env else []
+    if fix.changes:
+        new = ' '.join(f'--{k} {_yaml(v)}' for k, (_, v) in fix.changes.items())
+        old = ', '.join(f'--{k} {_yaml(o)}' for k, (o, _) in fix.changes.items())
+        parts.append(f'set {new} on the command line (was {old})')
+    return '\n'.join(parts)
 
 
 def _trl_script_flags() -> set[str]:
@@ -83,7 +88,7 @@ def render_fixes(report) -> None:
     syntax, config = syntax_of(report.launch)
     trl = report.launch.framework == 'trl'
     if syntax == 'flags' and not trl:
-        report.findings = [replace(f, fix=swift_cli_fix(report.fixes[0]) if f.rule == 'memory.fix' and report.fixes
+        report.findings = [replace(f, fix=swift_cli_fix(report.fixes[0], report.launch) if f.rule == 'memory.fix' and report.fixes
                                    else swift_flags(f.fix)) for f in report.findings]
     elif syntax == 'yaml' and trl:
         report.findings = [replace(f, fix=trl_yaml(f.fix, config)) for f in report.findings]

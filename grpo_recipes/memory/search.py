@@ -23,6 +23,34 @@ from .inputs import Inputs
 MAX_CHANGES = 3
 
 
+
+def largest_that_fits(fits, hi: int) -> int | None:
+    """Binary search the largest n in 1..hi with ``fits(n)`` (which must hold for every smaller n too); None when
+    not even 1 fits."""
+    if not fits(1):
+        return None
+    lo = 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+def _training_fits(mem) -> bool:
+    return all(m.peak_fraction <= 1.0 for m in mem if m.role != 'rollout')
+
+
+def largest_prompt_that_fits(cfg, plan, inp: Inputs, hi: int) -> int | None:
+    """The prompt length at which every training GPU still fits (None: not even 1 token)."""
+    return largest_that_fits(lambda n: _training_fits(estimate(cfg, plan, replace(inp, prompt_len=n))), hi)
+
+
+def largest_completion_that_fits(cfg, plan, inp: Inputs) -> int | None:
+    """The completion length (every row of a micro-batch padded to it) at which every training GPU still fits
+    (None: not even 1 token)."""
+    return largest_that_fits(lambda n: _training_fits(estimate(replace(cfg, max_completion_length=n), plan,
+                                                               replace(inp))), cfg.max_completion_length)
+
 @dataclass
 class Fix:
     changes: dict

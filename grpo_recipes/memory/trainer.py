@@ -3,10 +3,13 @@ AdamW implementation steps it."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ..config import GRPOConfig
 from ..plan import Plan
 from ..versions import version_tuple
+from . import vision_train as vt
+from .arch import Arch
 from .inputs import (CUDA_CONTEXT, EIGHT_BIT_MOMENTS, FRAGMENTATION, NCCL_PER_GROUP, ZERO3_SUB_GROUP,
                      Inputs)
 
@@ -49,32 +52,67 @@ def resolve_adamw(optim: str | None, torch_version: str | None,
                      'more at the optimizer step')
 
 
-def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float = FRAGMENTATION) -> dict[str, float]:
-    """Per-rank training memory terms in bytes (``fragmentation``: the allowance on the dynamic terms; 1.0 gives
-    the allocated bytes `grpo-guard trace` counts)."""
+@dataclass
+class Rank:
+    """What every trainer term of one rank reads: the sharding, the dtype and the parameter counts."""
+    arch: Arch
+    N: int
+    """World size (the ZeRO-3/FSDP shards)."""
+    P: int
+    """Parameters of the policy."""
+    T: int
+    """Trainable parameters: the adapters under LoRA, else P less a frozen vision tower."""
+    pb: int
+    """Bytes per parameter of the policy as loaded: torch_dtype, else the checkpoint's dtype."""
+    base_bytes: float
+    """The policy's weight bytes as loaded (quantised where it is)."""
+    stage: int | None
+    """DeepSpeed ZeRO stage (None: no DeepSpeed)."""
+    fsdp: str | None
+    """FSDP sharding (None: none, or DeepSpeed)."""
+    offload_opt: bool
+    offload_param: bool
+    moments: float
+    """Bytes of AdamW's two moments per trainable parameter where the optimizer steps fp32 values."""
+
+
+def rank_of(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> Rank:
     a = inp.arch
-    N = max(1, plan.world_size)
     P = a.param_count()
-    stage = cfg.zero_stage if cfg.deepspeed else None
     ds = cfg.deepspeed or ''
-    offload_opt = 'offload' in ds
-    offload_param = ds.startswith('zero3_offload')
     bnb_bits = cfg.quant_bits if cfg.quant_method == 'bnb' else None
     base_bytes = a.weight_bytes(bnb_bits=bnb_bits)
-    t: dict[str, float] = {}
-
     # bytes per parameter of the policy as loaded: torch_dtype, else the checkpoint's dtype
     pb = 4 if (cfg.torch_dtype or a.dtype).endswith('float32') else 2
     if pb == 4 and not (a.quant_method() or bnb_bits):
         base_bytes = a.weight_bytes(dtype_bytes=4)
-    if cfg.is_lora:
-        T = a.lora_params(cfg.lora_rank, cfg.target_modules)
-        # frozen base; ZeRO-3 partitions it (and offloads it with zero3_offload)
-        t['weights'] = 0.0 if offload_param else (base_bytes / N if stage == 3 else base_bytes)
-    else:
-        T = P - (a.vision if cfg.freeze_vit else 0)  # a frozen vision tower has no gradients or optimizer state
-        t['weights'] = 0.0 if offload_param else (pb * P / N if stage == 3 else pb * P)
+    T = a.lora_params(cfg.lora_rank, cfg.target_modules) if cfg.is_lora else \
+        P - (a.vision if cfg.freeze_vit else 0)  # a frozen vision tower has no gradients or optimizer state
+    # AdamW's two moments per trainable parameter: fp32 (8 B) where the optimizer steps fp32 values (adapters,
+    # DeepSpeed's/FSDP's master copies); bitsandbytes' 8-bit AdamW keeps each as uint8 plus an fp32 absmax per
+    # block of 256 (bitsandbytes/optim/optimizer.py Optimizer2State.init_state): 2 + 8/256 B
+    return Rank(arch=a, N=max(1, plan.world_size), P=P, T=T, pb=pb, base_bytes=base_bytes,
+                stage=cfg.zero_stage if cfg.deepspeed else None, fsdp=cfg.fsdp_sharding if not cfg.deepspeed else None,
+                offload_opt='offload' in ds, offload_param=ds.startswith('zero3_offload'),
+                moments=EIGHT_BIT_MOMENTS if inp.adamw == '8bit' else 8)
 
+
+def weights(cfg: GRPOConfig, r: Rank) -> float:
+    """The policy's weights on one rank: frozen base under LoRA (ZeRO-3 partitions it and zero3_offload offloads
+    it), else the trained parameters; FSDP2 upcasts them to fp32."""
+    N, stage, fsdp = r.N, r.stage, r.fsdp
+    if cfg.is_lora:
+        if fsdp == 'full_shard':
+            return r.base_bytes / N
+        return 0.0 if r.offload_param else (r.base_bytes / N if stage == 3 else r.base_bytes)
+    if fsdp is not None:
+        return 4 * r.P / N if fsdp == 'full_shard' else 4 * r.P
+    return 0.0 if r.offload_param else (r.pb * r.P / N if stage == 3 else r.pb * r.P)
+
+
+def optimizer(cfg: GRPOConfig, r: Rank, inp: Inputs) -> dict[str, float]:
+    """Gradients and optimizer state (``lora_params``, ``grads+optimizer``) and, sharded, the gathered largest
+    layer (``zero3_live_params``)."""
     # gradients + optimizer (AdamW). Without DeepSpeed ms-swift trains bf16 params with bf16 grads
     # and AdamW states in the param dtype (2 + 4 B). With DeepSpeed, its own estimators
     # (deepspeed/runtime/zero/stage_1_and_2.py estimate_zero2_model_states_mem_needs and stage3.py
@@ -88,47 +126,52 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
     # precision (accelerate/utils/fsdp_utils.py fsdp2_prepare_model), so 4 (param) + 4 (grad) + 8 (AdamW)
     # bytes sharded over N, plus the gathered largest layer as under ZeRO-3; shard_grad_op keeps the
     # fp32 params whole.
-    fsdp = cfg.fsdp_sharding if not cfg.deepspeed else None
-    # AdamW's two moments per trainable parameter: fp32 (8 B) where the optimizer steps fp32 values (adapters,
-    # DeepSpeed's/FSDP's master copies); bitsandbytes' 8-bit AdamW keeps each as uint8 plus an fp32 absmax per
-    # block of 256 (bitsandbytes/optim/optimizer.py Optimizer2State.init_state): 2 + 8/256 B
-    moments = EIGHT_BIT_MOMENTS if inp.adamw == '8bit' else 8
+    N, T, stage, fsdp, moments = r.N, r.T, r.stage, r.fsdp, r.moments
+    t: dict[str, float] = {}
     if cfg.is_lora:
         # LoRA adapters are kept in fp32 by PEFT: 4 (param) + 4 (grad) + the moments (AdamW: 8)
         t['lora_params'] = 4 * T / (N if stage == 3 or fsdp == 'full_shard' else 1)
         states = (4 + moments) * T
-        t['grads+optimizer'] = 0.0 if offload_opt else (states / N if stage in (1, 2, 3) or fsdp else states)
-        if fsdp == 'full_shard':
-            t['weights'] = base_bytes / N
+        t['grads+optimizer'] = 0.0 if r.offload_opt else (states / N if stage in (1, 2, 3) or fsdp else states)
     elif fsdp is not None:
-        t['weights'] = 4 * P / N if fsdp == 'full_shard' else 4 * P
         t['grads+optimizer'] = (4 + moments) * T / N
     elif stage is None:
         # grads + AdamW m, v in the parameter dtype (or 8-bit)
-        t['grads+optimizer'] = pb * T + (EIGHT_BIT_MOMENTS if inp.adamw == '8bit' else 2 * pb) * T
+        t['grads+optimizer'] = r.pb * T + (EIGHT_BIT_MOMENTS if inp.adamw == '8bit' else 2 * r.pb) * T
     elif stage == 3:
-        t['grads+optimizer'] = 0.0 if offload_opt else (8 + moments) * T / N
+        t['grads+optimizer'] = 0.0 if r.offload_opt else (8 + moments) * T / N
     else:
         grads16 = 2 * T / N if stage >= 2 else 2 * T
         fp32_states = (8 + moments) * T / N
-        if offload_opt:
+        if r.offload_opt:
             grads16, fp32_states = 0.0, 0.0
         t['grads+optimizer'] = grads16 + fp32_states
     if stage == 3 or fsdp == 'full_shard':
         # gathered 16-bit params + grads of the largest module (DS estimate: 4 x largest layer)
-        t['zero3_live_params'] = 4 * a.largest_layer_params()
+        t['zero3_live_params'] = 4 * r.arch.largest_layer_params()
+    return t
 
-    # reference model: full training with beta != 0 (LoRA disables the adapter instead)
-    if not cfg.is_lora and cfg.beta != 0:
-        t['ref_model'] = 0.0 if offload_param else (pb * P / N if stage == 3 or fsdp == 'full_shard' else pb * P)
 
-    # activations: per micro-batch of bs sequences of prompt + completion tokens (padded)
-    bs = cfg.per_device_train_batch_size
-    prompt = inp.prompt_len or 0
-    # Ulysses sequence parallelism splits each sequence's tokens over its group (swift/sequence_parallel)
+def ref_model(cfg: GRPOConfig, r: Rank) -> float | None:
+    """The reference model: full training with beta != 0 (LoRA disables the adapter instead); None: none."""
+    if cfg.is_lora or cfg.beta == 0:
+        return None
+    return 0.0 if r.offload_param else (r.pb * r.P / r.N if r.stage == 3 or r.fsdp == 'full_shard' else r.pb * r.P)
+
+
+def _tokens(cfg: GRPOConfig, inp: Inputs) -> tuple[int, int]:
+    """(tokens of one micro-batch, completion tokens per sequence) on one rank: bs sequences of prompt +
+    completion, padded; Ulysses sequence parallelism splits each sequence over its group (swift/sequence_parallel)."""
     sp = max(1, cfg.sequence_parallel_size)
-    C = math.ceil(cfg.max_completion_length / sp)
-    tokens = bs * math.ceil((prompt + cfg.max_completion_length) / sp)
+    return (cfg.per_device_train_batch_size * math.ceil(((inp.prompt_len or 0) + cfg.max_completion_length) / sp),
+            math.ceil(cfg.max_completion_length / sp))
+
+
+def activations(cfg: GRPOConfig, inp: Inputs) -> tuple[float, float]:
+    """(bytes autograd keeps for the backward of one micro-batch, the one recomputed layer's share of them under
+    gradient checkpointing, else 0), before the fragmentation allowance."""
+    a = inp.arch
+    tokens, _ = _tokens(cfg, inp)
     h, L, I = a.hidden, a.layers, a.token_mlp_width
     # One decoder layer's saved tensors per token, 16-bit weights, as `grpo-guard trace` counts them on the
     # real model class (grpo_recipes/trace.py; Qwen2.5-7B: 239,736 B traced vs 239,616 B here):
@@ -151,14 +194,19 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
         # -4h per norm), and SwiGLU keeps gate and up only, recomputing silu in backward (ops/swiglu.py: -2I).
         # Not traced (Triton kernels have no CPU/fake implementation); read from Liger's code.
         per_layer_token -= 8 * h + 2 * I
-    checkpointed = bool(cfg.gradient_checkpointing or cfg.fsdp_sharding)  # fsdp2.json turns it on
-    if checkpointed:
+    if checkpointed(cfg):
         # layer inputs (2h bytes/token/layer) + one layer recomputed during backward
         recompute = tokens * per_layer_token
-        act = tokens * 2 * h * L + recompute
-    else:
-        act = tokens * per_layer_token * L
-    t['activations'] = act * fragmentation
+        return tokens * 2 * h * L + recompute, recompute
+    return tokens * per_layer_token * L, 0.0
+
+
+def checkpointed(cfg: GRPOConfig) -> bool:
+    return bool(cfg.gradient_checkpointing or cfg.fsdp_sharding)  # fsdp2.json turns it on
+
+
+def logits(cfg: GRPOConfig, inp: Inputs, fragmentation: float) -> float:
+    """The loss's full-vocabulary buffers over the completion tokens at their peak."""
     # logits over completion tokens (ms-swift computes log-probs for completion positions only,
     # logits_to_keep, swift grpo_trainer _get_logps_via_local_forward): the mixed-precision wrapper's fp32 copy
     # (accelerate convert_outputs_to_fp32), divided by the temperature in place, is kept by TRL's
@@ -167,66 +215,106 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
     # sum, and the slice's and the in-place division's backward): 16 B per element at the traced peak (backward,
     # aten.div; all four are temporaries in `grpo-guard trace`'s split; Qwen2.5-7B at micro-batch 1, 8 and 16
     # alike).
-    V = a.vocab
+    a = inp.arch
+    V, bs = a.vocab, cfg.per_device_train_batch_size
+    _, C = _tokens(cfg, inp)
     if cfg.use_liger_kernel:
         # Liger's fused linear + loss never holds the full logits: chunks of ceil(n / ceil(V / h)) tokens
         n = bs * C
-        chunk = max(1, math.ceil(n / math.ceil(V / h)))
-        t['logits'] = chunk * V * 4 * 2
-    elif inp.sft:
+        chunk = max(1, math.ceil(n / math.ceil(V / a.hidden)))
+        return chunk * V * 4 * 2
+    if inp.sft:
         # ms-swift's default SFT loss (swift/template/base.py compute_sft_loss -> transformers ForCausalLMLoss:
         # fp32 upcast, cross_entropy = log_softmax + nll_loss) peaks in log_softmax's backward: its saved fp32
         # output, the fp32 gradient nll_loss hands it and the fp32 gradient it returns, 12 B per element
         # (`grpo-guard trace` in SFT mode, trace_step(sft=True): Qwen2.5-7B LoRA 1 x 2048, peak at
         # aten._log_softmax_backward_data)
-        t['logits'] = bs * C * V * 12 * fragmentation
-    else:
-        t['logits'] = bs * C * V * 16 * fragmentation
+        return bs * C * V * 12 * fragmentation
+    return bs * C * V * 16 * fragmentation
+
+
+def transients(cfg: GRPOConfig, r: Rank, inp: Inputs) -> dict[str, float]:
+    """Buffers that live after the activations and logits are freed: foreach AdamW's copy of the second moments,
+    a tied embedding's second gradient."""
+    late: dict[str, float] = {}
+    if inp.adamw == 'foreach' and not r.offload_opt:
+        # foreach AdamW: torch._foreach_sqrt(exp_avg_sqs) makes a full copy of the second moments, live until the
+        # parameters are updated (torch/optim/adam.py _multi_tensor_adam; traced: trace_step(adamw='foreach')).
+        # DeepSpeed steps its fp32 flat partitions through the same torch optimizer (ZeRO-3: one sub-group at a
+        # time), FSDP2 its fp32 shards; without them the moments are in the parameter dtype.
+        sharded = r.stage in (1, 2, 3) or r.fsdp is not None
+        elems = r.T / r.N if sharded else r.T
+        if r.stage == 3:
+            elems = min(elems, ZERO3_SUB_GROUP)
+        late['adamw_foreach_temp'] = elems * (4 if (cfg.is_lora or sharded) else r.pb)
+    if not cfg.is_lora and r.arch.tied:
+        # a tied, trained embedding gets two gradients, lm_head's and the embedding's (embedding_dense_backward);
+        # autograd sums them out of place before accumulating, so two more vocab x hidden gradients are live at
+        # the end of backward (traced: Qwen3-4B full, peak at aten.add in backward)
+        late['tied_embedding_grad_temp'] = 2 * r.arch.vocab * r.arch.hidden * r.pb
+    return late
+
+
+def nccl(cfg: GRPOConfig, r: Rank) -> float:
+    """NCCL buffers: the data-parallel group, a colocated vLLM's TP group, the weight-sync group of a server."""
+    groups = 1 if r.N > 1 else 0
+    if cfg.use_vllm and cfg.vllm_mode == 'colocate' and cfg.vllm_tensor_parallel_size > 1:
+        groups += 1
+    if cfg.use_vllm and cfg.vllm_mode == 'server':
+        groups += 1  # weight-sync communicator with the rollout server
+    return groups * NCCL_PER_GROUP
+
+
+def zero3_sync_gather(cfg: GRPOConfig, r: Rank, inp: Inputs) -> float | None:
+    """Weight sync to vLLM: ZeRO-3 gathers 16-bit weights, split by move_model_batches; None: no gather."""
+    if not (cfg.use_vllm and r.stage == 3):
+        return None
+    a = r.arch
+    if inp.weight_sync == 'per_param' and not cfg.is_lora:
+        return r.pb * a.vocab * a.hidden  # one parameter at a time: the largest, the embedding
+    gathered = 2 * r.P if not cfg.is_lora else r.base_bytes
+    parts = max(1, cfg.move_model_batches or 1)
+    return gathered / parts + (2 * a.vocab * a.hidden if parts > 1 else 0)
+
+
+def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float = FRAGMENTATION) -> dict[str, float]:
+    """Per-rank training memory terms in bytes (``fragmentation``: the allowance on the dynamic terms; 1.0 gives
+    the allocated bytes `grpo-guard trace` counts)."""
+    r = rank_of(cfg, plan, inp)
+    t: dict[str, float] = {'weights': weights(cfg, r), **optimizer(cfg, r, inp)}
+    ref = ref_model(cfg, r)
+    if ref is not None:
+        t['ref_model'] = ref
+    act, recompute = activations(cfg, inp)
+    # a trained vision tower keeps its blocks' tensors; a frozen one only holds its forward's (vision_train.py)
+    vis = vt.vision_activation_bytes(r.arch, cfg.freeze_vit, inp.images_per_prompt, inp.max_pixels,
+                                     cfg.per_device_train_batch_size, checkpointed(cfg))
+    act += 0.0 if cfg.freeze_vit else vis
+    t['activations'] = act * fragmentation
+    t['logits'] = logits(cfg, inp, fragmentation)
     # Terms that never coexist (traced, grpo_recipes/trace.py). In full training
     # without ZeRO/FSDP the 16-bit gradients (pb x P, inside grads+optimizer) appear layer by layer as backward
     # frees that layer's saved tensors (Qwen2.5-7B full: the peak is in the embedding's backward, every gradient
     # present, the activations gone).
     # with checkpointing the logits' backward runs before any layer is recomputed and frees its buffers first
-    overlap = min(recompute * fragmentation, t['logits']) if checkpointed and not cfg.use_liger_kernel else 0.0
+    overlap = min(recompute * fragmentation, t['logits']) if checkpointed(cfg) and not cfg.use_liger_kernel else 0.0
     dynamic = t['activations'] + t['logits'] - overlap
-    if not cfg.is_lora and stage is None and fsdp is None:
-        overlap += min(pb * T, dynamic)
-        dynamic -= min(pb * T, dynamic)
+    if not cfg.is_lora and r.stage is None and r.fsdp is None:
+        overlap += min(r.pb * r.T, dynamic)
+        dynamic -= min(r.pb * r.T, dynamic)
     # Transients after the activations and logits are freed; the largest of them and what is left of the dynamic
     # terms counts (they happen at different times).
-    late: dict[str, float] = {}
-    if inp.adamw == 'foreach' and not offload_opt:
-        # foreach AdamW: torch._foreach_sqrt(exp_avg_sqs) makes a full copy of the second moments, live until the
-        # parameters are updated (torch/optim/adam.py _multi_tensor_adam; traced: trace_step(adamw='foreach')).
-        # DeepSpeed steps its fp32 flat partitions through the same torch optimizer (ZeRO-3: one sub-group at a
-        # time), FSDP2 its fp32 shards; without them the moments are in the parameter dtype.
-        sharded = stage in (1, 2, 3) or fsdp is not None
-        elems = T / N if sharded else T
-        if stage == 3:
-            elems = min(elems, ZERO3_SUB_GROUP)
-        late['adamw_foreach_temp'] = elems * (4 if (cfg.is_lora or sharded) else pb)
-    if not cfg.is_lora and a.tied:
-        # a tied, trained embedding gets two gradients, lm_head's and the embedding's (embedding_dense_backward);
-        # autograd sums them out of place before accumulating, so two more vocab x hidden gradients are live at
-        # the end of backward (traced: Qwen3-4B full, peak at aten.add in backward)
-        late['tied_embedding_grad_temp'] = 2 * a.vocab * a.hidden * pb
+    late = transients(cfg, r, inp)
+    if cfg.freeze_vit and vis:
+        late['vision_forward_temp'] = vis * fragmentation  # before the language model's forward: never beside it
     if late:
         t.update(late)
         overlap += dynamic + sum(late.values()) - max(dynamic, *late.values())
     if overlap:
         t['overlap'] = -overlap
     t['cuda_context'] = CUDA_CONTEXT
-    groups = 1 if N > 1 else 0
-    if cfg.use_vllm and cfg.vllm_mode == 'colocate' and cfg.vllm_tensor_parallel_size > 1:
-        groups += 1
-    if cfg.use_vllm and cfg.vllm_mode == 'server':
-        groups += 1  # weight-sync communicator with the rollout server
-    t['nccl'] = groups * NCCL_PER_GROUP
-    # weight sync to vLLM: ZeRO-3 gathers 16-bit weights, split by move_model_batches
-    if cfg.use_vllm and stage == 3:
-        gathered = 2 * P if not cfg.is_lora else base_bytes
-        parts = max(1, cfg.move_model_batches or 1)
-        t['zero3_sync_gather'] = gathered / parts + (2 * a.vocab * a.hidden if parts > 1 else 0)
-        if inp.weight_sync == 'per_param' and not cfg.is_lora:
-            t['zero3_sync_gather'] = pb * a.vocab * a.hidden  # one parameter at a time: the largest, the embedding
+    t['nccl'] = nccl(cfg, r)
+    sync = zero3_sync_gather(cfg, r, inp)
+    if sync is not None:
+        t['zero3_sync_gather'] = sync
     return t

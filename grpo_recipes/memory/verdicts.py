@@ -9,7 +9,7 @@ from ..findings import ERROR, INFO, WARNING, Finding, declare
 from .arch import Arch
 from .estimate import dominant_term, estimate
 from .inputs import VLLM_CUDA_GRAPHS, Inputs
-from .search import search_fixes
+from .search import largest_completion_that_fits, largest_prompt_that_fits, search_fixes
 from .trainer import resolve_adamw
 from .vllm import graphs_profiled, resolve_sampler
 
@@ -92,35 +92,6 @@ def prompt_bound(report, arch: Arch, data_stats: dict | None) -> tuple[int, str,
     return min(n, ctx), why, bounded
 
 
-def _largest_prompt_that_fits(cfg, plan, inp: Inputs, hi: int) -> int | None:
-    """Binary search the prompt length at which every training GPU still fits (None: not even 1 token)."""
-    def fits(n: int) -> bool:
-        mem = estimate(cfg, plan, replace(inp, prompt_len=n))
-        return all(m.peak_fraction <= 1.0 for m in mem if m.role != 'rollout')
-    if not fits(1):
-        return None
-    lo = 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
-    return lo
-
-
-def _largest_completion_that_fits(cfg, plan, inp: Inputs) -> int | None:
-    """Binary search the completion length (every row of a micro-batch padded to it) at which every training GPU
-    still fits (None: not even 1 token)."""
-    def fits(n: int) -> bool:
-        mem = estimate(replace(cfg, max_completion_length=n), plan, replace(inp))
-        return all(m.peak_fraction <= 1.0 for m in mem if m.role != 'rollout')
-    if not fits(1):
-        return None
-    lo, hi = 1, cfg.max_completion_length
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
-    return lo
-
-
 # An OOM that needs a micro-batch padded to more than this share of max_completion_length is a warning, not a
 # refusal: GRPO pads each micro-batch to its longest completion, and a completion reaches the limit only when
 # the policy runs on to it (ms-swift logs the share as completions/clipped_ratio). Within this share of the limit
@@ -173,7 +144,7 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
     conditional = None
     if train_oom and not bounded:
         # the launch sets no prompt limit: the OOM happens only if the data has prompts that long
-        conditional = _largest_prompt_that_fits(cfg, report.plan, inp, inp.prompt_len)
+        conditional = largest_prompt_that_fits(cfg, report.plan, inp, inp.prompt_len)
     short_mem = None  # the plan with the shortest prompts, quoted when even they OOM and nothing bounds the prompts
     if train_oom and not bounded and conditional is None:
         short_mem = {x.gpu: x for x in estimate(cfg, report.plan, replace(inp, prompt_len=1))}
@@ -182,11 +153,11 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
     if train_oom and conditional is None:
         # a refusal needs the OOM on ordinary batches: the shortest prompts and completions within the share of
         # the limit (the prompt and completion worst cases together are a warning's business)
-        n = _largest_completion_that_fits(cfg, report.plan, replace(inp, prompt_len=1))
+        n = largest_completion_that_fits(cfg, report.plan, replace(inp, prompt_len=1))
         if n is not None and n >= LONG_COMPLETION_SHARE * cfg.max_completion_length:
             long_completion = n
             if bounded:
-                at_longest = _largest_completion_that_fits(cfg, report.plan, inp) or 0
+                at_longest = largest_completion_that_fits(cfg, report.plan, inp) or 0
     for m in report.memory:
         for p in m.problems:
             key = (p['check'], m.role)
@@ -195,7 +166,7 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
             seen.add(key)
             sev = p.get('severity', 'error')
             assumed = m.role == 'rollout' and report.launch.rollout is None and sev == 'error'
-            if assumed:  # the server's own command is not known: its settings were assumed (apply_rollout)
+            if assumed:  # the server's own command is not known: its settings were assumed (check.with_rollout)
                 sev = 'warning'
                 p = {**p, 'message': p['message'] + ' (with the rollout server\'s settings assumed: pass --rollout '
                      '"CMD" to check its own)'}

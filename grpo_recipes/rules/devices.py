@@ -124,7 +124,9 @@ def visible_gpus_exist(ctx: Context) -> list[Finding]:
 
 @rule('device.rollout-gpus-unused', 'device.rollout-gpus-unknown', 'device.rollout-overlap', 'device.rollout-count', 'device.total')
 def rollout_gpus(ctx: Context) -> list[Finding]:
-    """Server mode: `swift rollout` runs on its own GPUs (its own CUDA_VISIBLE_DEVICES)."""
+    """Server mode: `swift rollout` runs on its own GPUs (its own CUDA_VISIBLE_DEVICES). It refuses fewer than
+    TP x DP of them (swift/arguments/deploy_args.py RolloutArguments, "local_device_count ... must be greater than or
+    equal"), and GPUs shared with training or missing from the node fail at vLLM start-up."""
     cfg, p, hw = ctx.cfg, ctx.plan, ctx.hw
     if ctx.launch.trl.get('vllm_device_gpu') is not None:
         return []  # TRL 0.14-0.15's in-trainer vLLM: trl.vllm-device checks its GPU as TRL did

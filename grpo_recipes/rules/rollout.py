@@ -59,8 +59,10 @@ declare(f'{__name__}.rollout_findings', ('rollout.gpu-count', 'rollout.gpu-missi
 
 @rule('rollout.unknown-argument', 'rollout.tp-heads', 'rollout.max-model-len')
 def rollout_server_arguments(ctx: Context) -> list[Finding]:
-    """Server mode with the rollout command known: the server's own start-up checks (its GPU count and
-    overlap are the device rules' business)."""
+    """Server mode with the rollout command known: the server's own start-up checks, as warnings beside the
+    trainer: arguments its parser rejects (swift/pipelines/base.py remaining_argv; trl/scripts/vllm_serve.py
+    TrlParser), a TP that does not divide the heads and a context over the model's (vllm/config/model.py). Its GPU
+    count and overlap are the device rules' business."""
     r = ctx.launch.rollout
     if r is None or not (ctx.cfg.use_vllm and ctx.cfg.vllm_mode == 'server'):
         return []

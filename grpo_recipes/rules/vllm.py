@@ -42,7 +42,8 @@ def tp_divides_heads(ctx: Context) -> list[Finding]:
 
 @rule('vllm.parallel-size')
 def tp_positive(ctx: Context) -> list[Finding]:
-    """vLLM TP/DP sizes below 1 (vllm/config/parallel.py ParallelConfig needs >= 1)."""
+    """vLLM TP/DP sizes below 1: ms-swift hands them to vLLM's engine arguments (swift/infer_engine/vllm_engine.py),
+    where no parallel group of that size can be formed."""
     cfg = ctx.cfg
     bad = [n for n in ('vllm_tensor_parallel_size', 'vllm_data_parallel_size') if getattr(cfg, n) < 1]
     return [Finding(ERROR, 'vllm.parallel-size', [n], f'{n} must be >= 1 (got {getattr(cfg, n)})', f'{n}: 1')

@@ -13,12 +13,13 @@ from __future__ import annotations
 import difflib
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from ...config import GRPOConfig
 from ...errors import GuardError
-from ...launch import Launch, Rollout
+from ...launch import Launch, Rollout, visible_devices
 from ...plan import world_size
 from ...versions import version_tuple
 from .accelerate import _accelerate_options, _read_yaml, accelerate_settings, packaged_accelerate_config
@@ -208,16 +209,17 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
     return cfg, unknown
 
 
-def old_vllm_device(cfg: GRPOConfig, launch: Launch, trl_version: str | None) -> list[str]:
+def old_vllm_device(cfg: GRPOConfig, launch: Launch, trl_version: str | None) -> tuple[GRPOConfig, list[str]]:
     """TRL 0.14-0.15: where ``vllm_device`` puts vLLM, as GRPOTrainer resolves it ("auto": cuda:0 when one GPU
     is visible, else cuda:<num_processes>, the GPU after the training ones). A dedicated device is planned like a
-    rollout server on that GPU; one shared with training like colocate. Returns the assumptions made."""
+    rollout server on that GPU; one shared with training like colocate. Returns the config so planned and the
+    assumptions made; the device index (and a dedicated GPU) are recorded in ``launch.trl`` for the rules."""
     dev = launch.trl.get('vllm_device')
     if not (cfg.use_vllm and dev and is_in_trainer_vllm(trl_version)):
-        return []
+        return cfg, []
     env = launch.env
-    vis = [int(x) for x in env['CUDA_VISIBLE_DEVICES'].split(',')] if env.get('CUDA_VISIBLE_DEVICES', '').strip(
-        ).replace(',', '').isdigit() else None
+    raw = env.get('CUDA_VISIBLE_DEVICES', '')
+    vis = visible_devices(raw) if raw.strip().replace(',', '').isdigit() else None  # plain ids only, else unknown
     count = len(vis) if vis is not None else None
     nproc = world_size(env)  # accelerator.num_processes
     if dev == 'auto':
@@ -225,18 +227,16 @@ def old_vllm_device(cfg: GRPOConfig, launch: Launch, trl_version: str | None) ->
     elif dev.startswith('cuda:') and dev[5:].isdigit():
         idx = int(dev[5:])
     else:
-        return [f'vllm_device {dev!r}: not a cuda:N device; vLLM planned beside rank 0']
+        return cfg, [f'vllm_device {dev!r}: not a cuda:N device; vLLM planned beside rank 0']
     launch.trl['vllm_device_index'] = idx
-    cfg.vllm_tensor_parallel_size = 1
     if idx < nproc:
-        cfg.vllm_mode = 'colocate'
-        return [f'TRL {trl_version}: vLLM runs in the training process on cuda:{idx} (vllm_device {dev}), beside '
+        cfg = replace(cfg, vllm_tensor_parallel_size=1, vllm_mode='colocate')
+        return cfg, [f'TRL {trl_version}: vLLM runs in the training process on cuda:{idx} (vllm_device {dev}), beside '
                 f'the trainer on that GPU; planned as colocate']
-    cfg.vllm_mode = 'server'
-    cfg.vllm_server_host = ['(in-trainer)']
+    cfg = replace(cfg, vllm_tensor_parallel_size=1, vllm_mode='server', vllm_server_host=['(in-trainer)'])
     physical = vis[idx] if vis is not None and idx < len(vis) else idx
     launch.trl['vllm_device_gpu'] = physical
-    return [f'TRL {trl_version}: vLLM runs in the training process of rank 0 on its own GPU (vllm_device {dev} = '
+    return cfg, [f'TRL {trl_version}: vLLM runs in the training process of rank 0 on its own GPU (vllm_device {dev} = '
             f'cuda:{idx}, physical GPU {physical}) at vllm_gpu_memory_utilization '
             f'{cfg.vllm_gpu_memory_utilization}; that GPU is planned like a rollout server\'s']
 
