@@ -188,12 +188,16 @@ def rollout_remote(cfg: GRPOConfig, launch: Launch) -> str | None:
     return launch.rollout.remote if launch.rollout is not None else None
 
 
-def _config_from(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfig, list[str]]:
+def _config_from(launch: Launch, trl_version: str | None = None,
+                 swift_version: str | None = None) -> tuple[GRPOConfig, list[str]]:
     if launch.framework == 'trl':
         from .frontends.trl import to_config
         return to_config(launch, trl_version)
     try:
-        return GRPOConfig.from_argv(launch.argv)
+        from .swift_versions import config_from_argv  # the ms-swift release the user runs (3.x or 4.x)
+        cfg, remaining, notes = config_from_argv(launch.argv, swift_version)
+        launch.notes.extend(n for n in notes if n not in launch.notes)
+        return cfg, remaining
     except ArgumentError as e:
         hint = ''
         if re.search(r"'<[^'>]*>'", str(e)):
@@ -208,7 +212,7 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         from .rollout_check import check_rollout
         return check_rollout(launch, hw, packages=packages, model_config=model_config)
     packages = installed_packages() if packages is None else packages
-    cfg, remaining = _config_from(launch, packages.get('trl'))
+    cfg, remaining = _config_from(launch, packages.get('trl'), packages.get('ms-swift'))
     assumptions = apply_rollout(cfg, launch)
     if launch.framework == 'trl':
         from .frontends.trl import old_vllm_device

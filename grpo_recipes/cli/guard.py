@@ -69,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument('--json', action='store_true', help='print one JSON object')
     v.add_argument('--timeout', type=float, default=900.0, help='seconds to wait for the parser (default 900)')
     for c in (v, sub.choices['check'], sub.choices['run']):
+        c.add_argument('--swift-version', metavar='V', help='ms-swift launches: the ms-swift release the launch will '
+                       'run (default: the installed one); 3.x is read with ms-swift 3.10\'s arguments')
         c.add_argument('--trl-version', metavar='V', help='TRL launches: the TRL release the launch will run (default: '
                        'the installed one); older releases keep the names they had (e.g. --vllm_device before 0.16)')
     return p
@@ -122,6 +124,9 @@ def cmd_validate(opts, extra: list[str]) -> int:
     from ..launch import load_launch
     from ..realparse import validate
     launch = load_launch(_launch_args(opts.config, extra))
+    if opts.swift_version and launch.framework != 'trl':
+        from ..swift_versions import require_installed
+        require_installed(opts.swift_version)
     result = validate(launch, timeout=opts.timeout, trl_version=opts.trl_version)
     if opts.json:
         print_json({'ok': result.ok, 'launch': launch.to_dict(), 'parser': result.to_dict()})
@@ -174,6 +179,9 @@ def _check(opts, extra):
         if version_tuple(opts.trl_version) is None:
             raise GuardError(f'--trl-version {opts.trl_version!r}: not a version (e.g. 0.15.2)')
         packages = {**installed_packages(), 'trl': opts.trl_version}
+    if getattr(opts, 'swift_version', None):
+        from ..swift_versions import checked_packages
+        packages = checked_packages(opts.swift_version, packages)
     report = check_launch(launch, hw, packages=packages, data_stats=stats,
                           model_config=_model_config(opts.model_config))
     if getattr(opts, 'verify', False) and report.fixes:
