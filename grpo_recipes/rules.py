@@ -950,3 +950,6 @@ def run_rules(ctx: Context) -> list[Finding]:
         findings.extend(fn(ctx))
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     return findings
+
+
+from . import swift_registry  # noqa: E402,F401  (registers its rule: --model_type/--template vs ms-swift's registries)
