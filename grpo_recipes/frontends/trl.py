@@ -55,8 +55,9 @@ STALE = {
     'vllm_dtype': ((0, 16), 'removed with vllm_device (TRL 0.16): the server\'s dtype is `trl vllm-serve --dtype`'),
     'vllm_max_model_len': (None, 'TRL\'s name is vllm_max_model_length (colocate); for a server, '
                                  '`trl vllm-serve --max_model_len`'),
-    'max_prompt_length': (None, 'the installed TRL no longer truncates prompts (no max_prompt_length): filter the '
-                                'data to the prompt length you plan for (grpo-data filter)'),
+    'max_prompt_length': ((0, 28), 'TRL 0.26 stopped truncating prompts and 0.28 removed max_prompt_length: filter '
+                                   'the data to the prompt length you plan for (grpo-data filter)'),
+    'torch_dtype': ((0, 27), 'TRL 0.27 removed --torch_dtype (an alias of --dtype from 0.23): use --dtype'),
 }
 
 # Framework-neutral field (GRPOConfig of this package, ms-swift's names) -> TRL's flag, where they differ.
@@ -465,6 +466,8 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
     d.update({k: v for k, v in values.items() if k in d})
     m.update({k: v for k, v in values.items() if k in m})
     old = values.get('_unknown_values', {})
+    from .trl_versions import apply_defaults, apply_semantics  # an older TRL's defaults, names and semantics
+    version_notes = apply_defaults(d, m, values, old, trl_version, launch.trl.get('script'))
     if is_in_trainer_vllm(trl_version):
         for k, default in OLD_VLLM_DEFAULTS.items():
             d[k] = values[k] if k in values else old.get(k, default)
@@ -519,6 +522,8 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
     )
     if cfg.vllm_server_host == ['0.0.0.0']:
         cfg.vllm_server_host = ['127.0.0.1']  # TRL's client default host is where the server listens
+    version_notes += apply_semantics(cfg, trl_version)
+    launch.notes.extend(n for n in version_notes if n not in launch.notes)
     return cfg, unknown
 
 
