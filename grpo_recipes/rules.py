@@ -99,8 +99,15 @@ def _ids(ids) -> str:
 def unknown_arguments(ctx: Context) -> list[Finding]:
     if ctx.launch.framework == 'trl':
         from .frontends.trl import CLASSES, describe_unknown
+        from .frontends.trl_config import config_key_verdict
         out = []
         for flag in ctx.remaining:
+            verdict = config_key_verdict(flag, ctx.launch, ctx.packages.get('trl'))  # a --config file's key
+            if verdict is not None:
+                if verdict[0]:
+                    out.append(Finding(verdict[0], 'args.config-key', [flag.lstrip('-')], verdict[1], verdict[2],
+                                       'trl/scripts/utils.py (TrlParser.parse_args_and_config)'))
+                continue
             msg, fatal = describe_unknown(flag, CLASSES, ctx.packages.get('trl'))
             if not msg:
                 continue

@@ -434,6 +434,9 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
                 v, dict) else str(v)])
         script_args = file_args + script_args[:i] + script_args[i + 2:]
         info['trl_config'] = config_file
+        info['trl_config_keys'] = [str(k) for k in data if k != 'env']  # judged by frontends/trl_config.py
+    from .trl_config import parser_classes
+    info['parser_classes'] = parser_classes(script)  # 'trl', 'own' or None: whose dataclasses parse the flags
     names = {'max_length': 'max_prompt_length', 'vllm_max_model_len': 'vllm_max_model_length',
              'tuner_type': 'use_peft', 'lora_rank': 'lora_r', 'model': 'model_name_or_path',
              'sleep_level': 'vllm_enable_sleep_mode', 'NPROC_PER_NODE': 'accelerate launch --num_processes',
