@@ -118,10 +118,13 @@ def unknown_arguments(ctx: Context) -> list[Finding]:
         return out
     out = []
     from .swift_versions import explain
+    # --ignore_args_error true: ms-swift logs the leftovers instead of stopping (swift/pipelines/base.py, 3.x: llm/base.py)
+    ignored = str(swift_args.parse(ctx.launch.argv)[0].get('ignore_args_error')).lower() in ('true', '1')
     for u in explain(ctx.remaining, ctx.packages.get('ms-swift')):
         fix = f'rename {u.flag} to {u.suggestion}' if u.suggestion else f'remove {u.flag}'
-        out.append(Finding(ERROR, 'args.unknown', [u.flag.lstrip('-')],
-                           f'{u.describe()}. ms-swift stops with `ValueError: remaining_argv: [...]`',
+        out.append(Finding(WARNING if ignored else ERROR, 'args.unknown', [u.flag.lstrip('-')],
+                           f'{u.describe()}. ' + ('ms-swift ignores it (--ignore_args_error true): it has no effect'
+                                                  if ignored else 'ms-swift stops with `ValueError: remaining_argv: [...]`'),
                            fix, 'swift/pipelines/base.py'))
     return out
 
