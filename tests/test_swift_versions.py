@@ -77,3 +77,14 @@ def test_3_10_snapshot_matches_ms_swift_3_10(tmp_path):
                           capture_output=True, text=True, timeout=600, env={**os.environ, 'PYTHONPATH': str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert out.read_text() == (ROOT / 'grpo_recipes' / 'swift_args_snapshot_3.10.json').read_text()
+
+
+def test_ignore_args_error_makes_unknown_arguments_warnings():
+    # ms-swift logs the leftovers instead of raising when --ignore_args_error is true
+    # (swift/pipelines/base.py in 4.6, swift/llm/base.py in 3.10: `if getattr(args, 'ignore_args_error', False)`)
+    argv = LAUNCH_3X + ['--stage', 'grpo']
+    rc, out = check('--swift-version', '3.10.3', *argv)
+    assert errors(out)['args.unknown']['message'].startswith('--stage')
+    rc, out = check('--swift-version', '3.10.3', *argv, '--ignore_args_error', 'true')
+    f = next(f for f in out['findings'] if f['rule'] == 'args.unknown')
+    assert f['severity'] == 'warning' and 'ignores it' in f['message'] and 'args.unknown' not in errors(out)
