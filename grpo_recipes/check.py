@@ -222,6 +222,9 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         source = (launch.trl.get('accelerate') or {}).get('config_source')
         if source:
             assumptions.append(f'accelerate\'s settings from {source}, then its command-line options')
+    else:
+        from .swift_versions import in_trainer_vllm  # ms-swift < 3.6: vLLM inside the trainer
+        assumptions += in_trainer_vllm(cfg, launch, packages.get('ms-swift'))
     hw = with_rollout_gpus(hw, launch.rollout)
     remote = rollout_remote(cfg, launch)
     if remote:
@@ -229,7 +232,8 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         assumptions.append(f'the rollout server runs on another machine ({remote}): its GPUs are that machine\'s, '
                            f'not checked against the training GPUs, and planned on the same card type')
     if launch.trl.get('vllm_device_gpu') is not None and hw.rollout_gpus is None:
-        hw = replace(hw, rollout_gpus=(launch.trl['vllm_device_gpu'],))  # TRL 0.14-0.15's in-trainer vLLM GPU
+        g = launch.trl['vllm_device_gpu']  # TRL 0.14-0.15's / ms-swift < 3.6's in-trainer vLLM GPU(s)
+        hw = replace(hw, rollout_gpus=tuple(g) if isinstance(g, (list, tuple)) else (g,))
     plan = build_plan(cfg, launch.env, hw)
     model_config, unchecked = model_config_for(cfg.model, model_config)
     base = Path(launch.config_file).parent if launch.config_file and os.path.isfile(launch.config_file) else None

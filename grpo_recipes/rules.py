@@ -152,6 +152,8 @@ def visible_gpus_match_nproc(ctx: Context) -> list[Finding]:
     vis = p.visible_gpus or []
     if ctx.launch.framework == 'trl':
         return _trl_devices(ctx, vis)
+    if ctx.launch.trl.get('swift_infer_workers'):
+        return []  # ms-swift < 3.6's in-trainer vLLM GPUs: swift_versions.in_trainer_vllm_layout checks them
     if p.nproc_per_node is None and p.nnodes == 1:
         if p.visible_count < 2:
             return []
@@ -963,3 +965,4 @@ def run_rules(ctx: Context) -> list[Finding]:
 
 
 from . import swift_registry  # noqa: E402,F401  (registers its rule: --model_type/--template vs ms-swift's registries)
+from . import swift_versions  # noqa: E402,F401  (registers in_trainer_vllm_layout: ms-swift < 3.6's vLLM GPUs)

@@ -88,8 +88,10 @@ def config_from_argv(argv: list[str], version: str | None):
     for tok in remaining:  # names the judged release still had (e.g. --num_infer_workers before 3.6)
         key = tok[2:].split('=', 1)[0].replace('-', '_') if tok.startswith('--') else None
         if key in REMOVED and vt is not None and vt < REMOVED[key][0]:
+            how = ('vLLM is placed as that release placed it (in_trainer_vllm)' if key in ('vllm_device', 'num_infer_workers')
+                   else 'its effect is not modelled here')
             notes.append(f'--{key}: an argument of ms-swift {version} (removed in '
-                         f'{".".join(map(str, REMOVED[key][0]))}); its effect is not modelled here')
+                         f'{".".join(map(str, REMOVED[key][0]))}); {how}')
             continue
         keep.append(tok)
     renamed = []
@@ -169,3 +171,65 @@ def require_installed(version: str) -> None:
                          f'ms-swift {have or "(none)"} is installed; install ms-swift=={version} (e.g. in a venv) and '
                          f'run grpo-guard from there, or drop --swift-version (check judges {version} from its '
                          f'argument snapshot)')
+
+
+IN_TRAINER_UNTIL = (3, 6)
+"""ms-swift before 3.6 ran vLLM inside the training processes (num_infer_workers, vllm_device; no --vllm_mode)."""
+
+
+def _num_infer_workers(argv: list[str]) -> int:
+    for i, tok in enumerate(argv):
+        head, eq, val = tok.partition('=')
+        if head in ('--num_infer_workers', '--num-infer-workers'):
+            v = val if eq else (argv[i + 1] if i + 1 < len(argv) else '')
+            return int(v) if v.isdigit() else 1
+    return 1  # swift/trainers/arguments.py (3.4.1): num_infer_workers: int = 1
+
+
+def in_trainer_vllm(cfg, launch, version: str | None) -> list[str]:
+    """ms-swift < 3.6 without a rollout server, as 3.4.1 places vLLM (swift/llm/argument/rlhf_args.py
+    ``_check_grpo``; swift/trainers/rlhf_trainer/grpo_trainer.py): visible GPUs == num_infer_workers is colocate
+    mode (every process trains and samples); otherwise "async mode", where the visible GPUs must be NPROC_PER_NODE +
+    num_infer_workers and vLLM (``vllm_device auto``) takes the last num_infer_workers of them. Those GPUs are then
+    planned like a rollout server's at the launch's own vllm_gpu_memory_utilization. Returns assumptions."""
+    vt = _vt(version)
+    if not (vt is not None and vt < IN_TRAINER_UNTIL and cfg.use_vllm and not cfg.vllm_server_host
+            and not cfg.vllm_server_base_url):
+        return []
+    niw = _num_infer_workers(launch.argv)
+    raw = launch.env.get('CUDA_VISIBLE_DEVICES', '')
+    vis = [int(x) for x in raw.split(',')] if raw.replace(',', '').strip().isdigit() else None
+    nproc = int(launch.env['NPROC_PER_NODE']) if str(launch.env.get('NPROC_PER_NODE', '')).isdigit() else None
+    if vis is None or nproc is None:
+        return [f'ms-swift {version}: vLLM runs inside the trainer (num_infer_workers {niw}); its GPUs are not known '
+                f'without CUDA_VISIBLE_DEVICES and NPROC_PER_NODE, so colocate is assumed']
+    if len(vis) == niw:
+        cfg.vllm_mode = 'colocate'
+        return [f'ms-swift {version}: {niw} visible GPU(s) = num_infer_workers: colocate mode (training and sampling '
+                f'on every GPU)']
+    launch.trl['swift_infer_workers'] = {'workers': niw, 'visible': vis, 'nproc': nproc, 'version': version}
+    if len(vis) != nproc + niw:
+        return []  # rule in_trainer_vllm_layout reports ms-swift's own assertion
+    gpus = vis[-niw:]
+    cfg.vllm_mode, cfg.vllm_server_host = 'server', ['127.0.0.1']
+    cfg.vllm_tensor_parallel_size, cfg.vllm_data_parallel_size = 1, niw  # async mode: TP 1, one engine per GPU
+    launch.trl['vllm_device_gpu'] = tuple(gpus)
+    return [f'ms-swift {version}: "async mode": training on GPU(s) {",".join(map(str, vis[:nproc]))}, vLLM inside the '
+            f'trainer on GPU(s) {",".join(map(str, gpus))} (vllm_device auto: the last num_infer_workers={niw}) at '
+            f'vllm_gpu_memory_utilization {cfg.vllm_gpu_memory_utilization}; planned like a rollout server\'s GPUs']
+
+
+from .rules import ERROR, Context, Finding, rule  # noqa: E402  (rules imports this module last)
+
+
+@rule
+def in_trainer_vllm_layout(ctx: Context) -> list[Finding]:
+    """ms-swift < 3.6, vLLM inside the trainer: visible GPUs must be NPROC_PER_NODE + num_infer_workers."""
+    info = ctx.launch.trl.get('swift_infer_workers') if ctx.launch.framework != 'trl' else None
+    if not info or len(info['visible']) == info['nproc'] + info['workers']:
+        return []
+    n, w, t = info['nproc'], info['workers'], len(info['visible'])
+    return [Finding(ERROR, 'device.infer-workers', ['NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES'],
+                    f'ms-swift {info["version"]} stops with "Async mode requires total GPUs({t}) = training GPUs({n}) + '
+                    f'inference workers({w}). Please adjust your GPU allocation."',
+                    f'ENV: {{NPROC_PER_NODE: {max(1, t - w)}}}', 'swift/llm/argument/rlhf_args.py (ms-swift 3.4.1)')]

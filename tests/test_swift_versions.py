@@ -88,3 +88,31 @@ def test_ignore_args_error_makes_unknown_arguments_warnings():
     rc, out = check('--swift-version', '3.10.3', *argv, '--ignore_args_error', 'true')
     f = next(f for f in out['findings'] if f['rule'] == 'args.unknown')
     assert f['severity'] == 'warning' and 'ignores it' in f['message'] and 'args.unknown' not in errors(out)
+
+
+# ms-swift < 3.6 ran vLLM inside the trainer (3.4.1: swift/llm/argument/rlhf_args.py _check_grpo, grpo_trainer.py):
+# 8 visible GPUs for 7 processes is its documented layout, vLLM on the last one (vllm_device auto)
+OLD_VLLM = ['--', 'CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7', 'NPROC_PER_NODE=7', 'swift', 'rlhf', '--rlhf_type', 'grpo',
+            '--model', 'Qwen/Qwen2.5-7B-Instruct', '--train_type', 'full', '--use_vllm', 'true', '--vllm_device',
+            'auto', '--vllm_gpu_memory_utilization', '0.7', '--vllm_max_model_len', '8192', '--max_length', '4096',
+            '--max_completion_length', '2048', '--num_generations', '7', '--per_device_train_batch_size', '1',
+            '--deepspeed', 'zero2', '--torch_dtype', 'bfloat16', '--reward_funcs', 'accuracy', 'format']
+
+
+def test_ms_swift_before_3_6_runs_vllm_on_the_spare_gpu():
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', '--gpus', '8', '--gpu-type', 'A100-80G',
+                   '--swift-version', '3.4.1', *OLD_VLLM)
+    out = json.loads(proc.stdout)
+    assert not errors(out), errors(out)
+    assert out['hardware']['rollout_gpus'] == [7] and {m['role'] for m in out['memory']} == {'train', 'rollout'}
+    assert out['config']['vllm_gpu_memory_utilization'] == 0.7  # the launch's own, not a server default
+    # 6 processes on 8 GPUs: ms-swift 3.4's own assertion
+    argv = [a if a != 'NPROC_PER_NODE=7' else 'NPROC_PER_NODE=6' for a in OLD_VLLM]
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', '--gpus', '8', '--gpu-type', 'A100-80G',
+                   '--swift-version', '3.4.1', *argv)
+    f = errors(json.loads(proc.stdout))['device.infer-workers']
+    assert 'Async mode requires total GPUs(8) = training GPUs(6) + inference workers(1)' in f['message']
+    # on 3.10 the same launch is refused: --vllm_device was removed in 3.6
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', '--gpus', '8', '--gpu-type', 'A100-80G',
+                   '--swift-version', '3.10.3', *OLD_VLLM)
+    assert 'removed in ms-swift 3.6' in errors(json.loads(proc.stdout))['args.unknown']['message']
