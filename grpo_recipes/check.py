@@ -190,11 +190,15 @@ def rollout_remote(cfg: GRPOConfig, launch: Launch) -> str | None:
     return launch.rollout.remote if launch.rollout is not None else None
 
 
-def _config_from(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfig, list[str]]:
+def _config_from(launch: Launch, trl_version: str | None = None,
+                 swift_version: str | None = None) -> tuple[GRPOConfig, list[str]]:
     if launch.framework == 'trl':
         return to_config(launch, trl_version)
     try:
-        return GRPOConfig.from_argv(launch.argv)
+        from .frontends.swift.versions import config_from_argv  # the ms-swift release the user runs (3.x or 4.x)
+        cfg, remaining, notes = config_from_argv(launch.argv, swift_version)
+        launch.notes.extend(n for n in notes if n not in launch.notes)
+        return cfg, remaining
     except ArgumentError as e:
         hint = ''
         if re.search(r"'<[^'>]*>'", str(e)):
@@ -208,7 +212,7 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     if launch.kind == 'rollout':
         return check_rollout(launch, hw, packages=packages, model_config=model_config)
     packages = installed_packages() if packages is None else packages
-    cfg, remaining = _config_from(launch, packages.get('trl'))
+    cfg, remaining = _config_from(launch, packages.get('trl'), packages.get('ms-swift'))
     cfg, assumptions = with_rollout(cfg, launch)
     if launch.framework == 'trl':
         cfg, more = old_vllm_device(cfg, launch, packages.get('trl'))
@@ -218,6 +222,10 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         source = (launch.trl.get('accelerate') or {}).get('config_source')
         if source:
             assumptions.append(f'accelerate\'s settings from {source}, then its command-line options')
+    else:
+        from .frontends.swift.versions import in_trainer_vllm  # ms-swift < 3.6: vLLM inside the trainer
+        cfg, more = in_trainer_vllm(cfg, launch, packages.get('ms-swift'))
+        assumptions += more
     hw = with_rollout_gpus(hw, launch.rollout)
     remote = rollout_remote(cfg, launch)
     if remote:
@@ -225,7 +233,8 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         assumptions.append(f'the rollout server runs on another machine ({remote}): its GPUs are that machine\'s, '
                            f'not checked against the training GPUs, and planned on the same card type')
     if launch.trl.get('vllm_device_gpu') is not None and hw.rollout_gpus is None:
-        hw = replace(hw, rollout_gpus=(launch.trl['vllm_device_gpu'],))  # TRL 0.14-0.15's in-trainer vLLM GPU
+        g = launch.trl['vllm_device_gpu']  # TRL 0.14-0.15's / ms-swift < 3.6's in-trainer vLLM GPU(s)
+        hw = replace(hw, rollout_gpus=tuple(g) if isinstance(g, (list, tuple)) else (g,))
     plan = build_plan(cfg, launch.env, hw)
     model_config, unchecked = model_config_for(cfg.model, model_config)
     base = Path(launch.config_file).parent if launch.config_file and os.path.isfile(launch.config_file) else None

@@ -39,9 +39,10 @@ def _choice_type(choices):
 _TYPES = {'str': str, 'int': int, 'float': float, 'bool': string_to_bool}
 
 
-@lru_cache(maxsize=1)
-def snapshot() -> dict:
-    text = resources.files('grpo_recipes').joinpath(SNAPSHOT_FILE).read_text(encoding='utf-8')
+@lru_cache(maxsize=4)
+def snapshot(name: str = SNAPSHOT_FILE) -> dict:
+    """``name``: the snapshot file (another ms-swift release's: swift_versions.py picks it)."""
+    text = resources.files('grpo_recipes').joinpath(name).read_text(encoding='utf-8')
     return json.loads(text)
 
 
@@ -54,10 +55,10 @@ class ArgumentError(ValueError):
     """A value ms-swift's parser would reject (bad type or choice, missing value)."""
 
 
-@lru_cache(maxsize=1)
-def build_parser() -> argparse.ArgumentParser:
+@lru_cache(maxsize=4)
+def build_parser(name: str = SNAPSHOT_FILE) -> argparse.ArgumentParser:
     parser = _Parser(prog='swift rlhf', add_help=False, allow_abbrev=True)
-    for a in snapshot()['arguments']:
+    for a in snapshot(name)['arguments']:
         if a['action'] == 'store_false':
             parser.add_argument(*a['flags'], dest=a['dest'], action='store_false', default=a['default'])
             continue
@@ -77,8 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
+def parse(argv: list[str], name: str = SNAPSHOT_FILE) -> tuple[dict[str, Any], list[str]]:
     """Split ``argv`` as ms-swift would: (values by dest, remaining unknown strings)."""
+    if name != SNAPSHOT_FILE:  # another release's snapshot (swift_versions): one plain parse
+        ns, remaining = build_parser(name).parse_known_args(list(argv))
+        return vars(ns), remaining
     values, remaining, _ = parse_explicit(argv)
     return values, remaining
 

@@ -40,9 +40,15 @@ def _type_name(action) -> str:
 def build_snapshot() -> dict:
     import importlib.metadata as md
 
-    from swift.arguments import RLHFArguments
-    from swift.utils.utils import _patch_get_type_hints
+    import contextlib
+
     from transformers import HfArgumentParser
+    try:  # ms-swift 4.x
+        from swift.arguments import RLHFArguments
+        from swift.utils.utils import _patch_get_type_hints
+    except ImportError:  # ms-swift 3.x: swift.llm.argument, a plain HfArgumentParser (swift/utils/utils.py parse_args)
+        from swift.llm.argument import RLHFArguments
+        _patch_get_type_hints = contextlib.nullcontext
 
     with _patch_get_type_hints():
         parser = HfArgumentParser([RLHFArguments])
@@ -65,7 +71,10 @@ def build_snapshot() -> dict:
         if action.required:
             entry['required'] = True
         arguments.append(entry)
-    from swift.rewards import orms
+    try:
+        from swift.rewards import orms
+    except ImportError:  # ms-swift 3.x
+        from swift.plugin.orm import orms
     return {
         'generated_by': 'scripts/gen_swift_snapshot.py',
         'ms_swift_version': md.version('ms-swift'),

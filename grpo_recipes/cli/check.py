@@ -40,6 +40,9 @@ def _check(opts, extra):
         if version_tuple(opts.trl_version) is None:
             raise GuardError(f'--trl-version {opts.trl_version!r}: not a version (e.g. 0.15.2)')
         packages = {**installed_packages(), 'trl': opts.trl_version}
+    if getattr(opts, 'swift_version', None):
+        from ..frontends.swift.versions import checked_packages
+        packages = checked_packages(opts.swift_version, packages or installed_packages())
     report = check_launch(launch, hw, packages=packages, data_stats=stats,
                           model_config=model_config_arg(opts.model_config))
     if getattr(opts, 'verify', False) and report.fixes and report.fixes[0].env:

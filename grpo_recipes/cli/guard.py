@@ -76,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument('--json', action='store_true', help='print one JSON object')
     v.add_argument('--timeout', type=float, default=900.0, help='seconds to wait for the parser (default 900)')
     for c in (v, sub.choices['check'], sub.choices['run']):
+        c.add_argument('--swift-version', metavar='V', help='ms-swift launches: the ms-swift release the launch will '
+                       'run (default: the installed one); 3.x is read with ms-swift 3.10\'s arguments')
         c.add_argument('--trl-version', metavar='V', help='TRL launches: the TRL release the launch will run (default: '
                        'the installed one); older releases keep the names they had (e.g. --vllm_device before 0.16)')
     return p

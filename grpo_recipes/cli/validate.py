@@ -11,6 +11,9 @@ from .common import launch_args, print_json
 
 def run(opts, extra: list[str]) -> int:
     launch = read_launch(launch_args(opts.config, extra))
+    if opts.swift_version and launch.framework != 'trl':
+        from ..frontends.swift.versions import require_installed
+        require_installed(opts.swift_version)
     from .progress import progress
     with progress(f'validate: running {"TRL" if launch.framework == "trl" else "ms-swift"}\'s own parser'):
         result = validate(launch, timeout=opts.timeout, trl_version=opts.trl_version)

@@ -23,6 +23,7 @@ RULES: list[Rule] = [
     vllm.vllm_mode_rules, vllm.colocate_only_options, vllm.async_generate_needs_server, vllm.ds3_gather,
     vllm.expandable_segments_with_sleep, vllm.qlora_server,
     rewards.ref_model_with_lora, rewards.reward_rules, packages.package_rules,
+    arguments.model_type_and_template, devices.in_trainer_vllm_layout,
 ]
 """Every rule, in the order their findings are listed within one severity."""
 

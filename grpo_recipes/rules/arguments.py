@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 from .. import swift_args
-from ..findings import ERROR, WARNING, Finding
+from ..findings import ERROR, INFO, WARNING, Finding
+from ..frontends.swift import registry
+from ..frontends.swift.versions import explain
+from ..frontends.trl.config_keys import config_key_verdict
 from ..frontends.trl.arguments import CLASSES, describe_unknown
+from ..versions import version_tuple
 from .registry import Context, rule
 
 
@@ -15,6 +19,12 @@ def unknown_arguments(ctx: Context) -> list[Finding]:
     if ctx.launch.framework == 'trl':
         out = []
         for flag in ctx.remaining:
+            verdict = config_key_verdict(flag, ctx.launch, ctx.packages.get('trl'))  # a --config file's key
+            if verdict is not None:
+                if verdict[0]:
+                    out.append(Finding(verdict[0], 'args.config-key', [flag.lstrip('-')], verdict[1], verdict[2],
+                                       'trl/scripts/utils.py (TrlParser.parse_args_and_config)'))
+                continue
             msg, fatal = describe_unknown(flag, CLASSES, ctx.packages.get('trl'))
             if not msg:
                 continue
@@ -24,10 +34,13 @@ def unknown_arguments(ctx: Context) -> list[Finding]:
                                f'remove {flag}' if fatal else None, 'trl/scripts/utils.py (TrlParser)'))
         return out
     out = []
-    for u in swift_args.explain_remaining(ctx.remaining):
+    # --ignore_args_error true: ms-swift logs the leftovers instead of stopping (swift/pipelines/base.py, 3.x: llm/base.py)
+    ignored = str(swift_args.parse(ctx.launch.argv)[0].get('ignore_args_error')).lower() in ('true', '1')
+    for u in explain(ctx.remaining, ctx.packages.get('ms-swift')):
         fix = f'rename {u.flag} to {u.suggestion}' if u.suggestion else f'remove {u.flag}'
-        out.append(Finding(ERROR, 'args.unknown', [u.flag.lstrip('-')],
-                           f'{u.describe()}. ms-swift stops with `ValueError: remaining_argv: [...]`',
+        out.append(Finding(WARNING if ignored else ERROR, 'args.unknown', [u.flag.lstrip('-')],
+                           f'{u.describe()}. ' + ('ms-swift ignores it (--ignore_args_error true): it has no effect'
+                                                  if ignored else 'ms-swift stops with `ValueError: remaining_argv: [...]`'),
                            fix, 'swift/pipelines/base.py'))
     return out
 
@@ -41,3 +54,29 @@ def rlhf_type_is_grpo(ctx: Context) -> list[Finding]:
                         f'rlhf_type is {ctx.cfg.rlhf_type!r}; this guard checks GRPO launches '
                         f'(ms-swift\'s default rlhf_type is dpo)', 'rlhf_type: grpo')]
     return []
+
+
+@rule('args.registry-unchecked', 'args.model-type', 'args.template')
+def model_type_and_template(ctx: Context) -> list[Finding]:
+    """--model_type / --template must be names ms-swift registers (swift/model/model_meta.py MODEL_MAPPING,
+    swift/template/register.py TEMPLATE_MAPPING)."""
+    if ctx.launch.framework == 'trl':
+        return []
+    cfg = ctx.cfg
+    given = [(n, v) for n, v in (('model_type', cfg.model_type), ('template', cfg.template)) if v]
+    if not given:
+        return []
+    swift_v = version_tuple(ctx.packages.get('ms-swift'))
+    snap_v = version_tuple(registry.snapshot()['ms_swift_version'])
+    if swift_v is not None and snap_v is not None and swift_v[:1] != snap_v[:1]:
+        return [Finding(INFO, 'args.registry-unchecked', [n for n, _ in given],
+                        f'{", ".join(f"--{n} {v}" for n, v in given)}: not checked (the registry snapshot is ms-swift '
+                        f'{registry.snapshot()["ms_swift_version"]}\'s; the launch is judged against ms-swift '
+                        f'{ctx.packages.get("ms-swift")})')]
+    out = []
+    for name, value in given:
+        problem = (registry.model_type_problem if name == 'model_type' else registry.template_problem)(value, cfg.model)
+        if problem:
+            src = 'swift/model/model_meta.py' if name == 'model_type' else 'swift/template/register.py'
+            out.append(Finding(ERROR, f'args.{name.replace("_", "-")}', [name], problem[0], problem[1], src))
+    return out

@@ -20,6 +20,8 @@ def visible_gpus_match_nproc(ctx: Context) -> list[Finding]:
     vis = p.visible_gpus or []
     if ctx.launch.framework == 'trl':
         return _trl_devices(ctx, vis)
+    if ctx.launch.trl.get('swift_infer_workers'):
+        return []  # ms-swift < 3.6's in-trainer vLLM GPUs: in_trainer_vllm_layout checks them
     if p.nproc_per_node is None and p.nnodes == 1:
         if p.visible_count < 2:
             return []
@@ -219,3 +221,18 @@ def multi_node_env(ctx: Context) -> list[Finding]:
                            f'NODE_RANK={p.node_rank} on a single-node launch (NNODES unset or 1)',
                            'set NNODES to the number of nodes, or drop NODE_RANK'))
     return out
+
+
+@rule('device.infer-workers')
+def in_trainer_vllm_layout(ctx: Context) -> list[Finding]:
+    """ms-swift < 3.6 ran vLLM inside the trainer ("async mode"): the visible GPUs must be NPROC_PER_NODE +
+    num_infer_workers, else it stops at argument checking (swift/llm/argument/rlhf_args.py, ms-swift 3.4.1). The
+    layout is read by frontends/swift/versions.py ``in_trainer_vllm``."""
+    info = ctx.launch.trl.get('swift_infer_workers') if ctx.launch.framework != 'trl' else None
+    if not info or len(info['visible']) == info['nproc'] + info['workers']:
+        return []
+    n, w, t = info['nproc'], info['workers'], len(info['visible'])
+    return [Finding(ERROR, 'device.infer-workers', ['NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES'],
+                    f'ms-swift {info["version"]} stops with "Async mode requires total GPUs({t}) = training GPUs({n}) + '
+                    f'inference workers({w}). Please adjust your GPU allocation."',
+                    f'ENV: {{NPROC_PER_NODE: {max(1, t - w)}}}', 'swift/llm/argument/rlhf_args.py (ms-swift 3.4.1)')]

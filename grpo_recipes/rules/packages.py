@@ -20,7 +20,8 @@ def package_rules(ctx: Context) -> list[Finding]:
         out.append(Finding(ERROR, 'version.swift-missing', ['ms-swift'], 'ms-swift is not installed here',
                            'pip install "ms-swift>=4.6,<4.7"'))
         return out
-    if swift_v is not None and swift_v < (4,):
+    if swift_v is not None and swift_v < (4,) and any(a.split('=')[0] in ('--tuner_type', '--tuner-type')
+                                                      for a in ctx.launch.argv):  # a 4.x launch on a 3.x ms-swift
         out.append(Finding(ERROR, 'version.swift-3x', ['tuner_type'],
                            f'ms-swift {pk["ms-swift"]} is 3.x: it knows --train_type, not --tuner_type, and the '
                            f'recipes here are written for 4.x names', 'pip install "ms-swift>=4.6,<4.7"',

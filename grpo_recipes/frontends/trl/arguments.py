@@ -44,8 +44,9 @@ STALE = {
     'vllm_dtype': ((0, 16), 'removed with vllm_device (TRL 0.16): the server\'s dtype is `trl vllm-serve --dtype`'),
     'vllm_max_model_len': (None, 'TRL\'s name is vllm_max_model_length (colocate); for a server, '
                                  '`trl vllm-serve --max_model_len`'),
-    'max_prompt_length': (None, 'the installed TRL no longer truncates prompts (no max_prompt_length): filter the '
-                                'data to the prompt length you plan for (grpo-data filter)'),
+    'max_prompt_length': ((0, 28), 'TRL 0.26 stopped truncating prompts and 0.28 removed max_prompt_length: filter '
+                                   'the data to the prompt length you plan for (grpo-data filter)'),
+    'torch_dtype': ((0, 27), 'TRL 0.27 removed --torch_dtype (an alias of --dtype from 0.23): use --dtype'),
 }
 
 # Framework-neutral field (GRPOConfig of this package, ms-swift's names) -> TRL's flag, where they differ.

@@ -123,6 +123,9 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
                 v, dict) else str(v)])
         script_args = file_args + script_args[:i] + script_args[i + 2:]
         info['trl_config'] = config_file
+        info['trl_config_keys'] = [str(k) for k in data if k != 'env']  # judged by frontends/trl/config_keys.py
+    from .config_keys import parser_classes
+    info['parser_classes'] = parser_classes(script)  # 'trl', 'own' or None: whose dataclasses parse the flags
     names = {'max_length': 'max_prompt_length', 'vllm_max_model_len': 'vllm_max_model_length',
              'tuner_type': 'use_peft', 'lora_rank': 'lora_r', 'model': 'model_name_or_path',
              'sleep_level': 'vllm_enable_sleep_mode', 'NPROC_PER_NODE': 'accelerate launch --num_processes',
@@ -152,6 +155,8 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
     d.update({k: v for k, v in values.items() if k in d})
     m.update({k: v for k, v in values.items() if k in m})
     old = values.get('_unknown_values', {})
+    from .versions import apply_defaults, apply_semantics  # an older TRL's defaults, names and semantics
+    version_notes = apply_defaults(d, m, values, old, trl_version, launch.trl.get('script'))
     if is_in_trainer_vllm(trl_version):
         for k, default in OLD_VLLM_DEFAULTS.items():
             d[k] = values[k] if k in values else old.get(k, default)
@@ -206,6 +211,8 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
     )
     if cfg.vllm_server_host == ['0.0.0.0']:
         cfg.vllm_server_host = ['127.0.0.1']  # TRL's client default host is where the server listens
+    version_notes += apply_semantics(cfg, trl_version)
+    launch.notes.extend(n for n in version_notes if n not in launch.notes)
     return cfg, unknown
 
 

@@ -149,7 +149,10 @@ def read_script_settings(text: str) -> ScriptSettings:
             else:
                 out.unread.append(f'model (line {model.lineno})')
         peft = kws.get('peft_config')
-        if peft is not None and not (isinstance(peft, ast.Constant) and peft.value is None):
+        from .peft import peft_from_command_line
+        if peft is not None and peft_from_command_line(peft, tree):
+            out.read.append(f'peft_config (line {peft.lineno}: get_peft_config, LoRA only with --use_peft)')
+        elif peft is not None and not (isinstance(peft, ast.Constant) and peft.value is None):
             out.flags += ['--use_peft', 'true']
             out.read.append(f'peft_config (line {peft.lineno})')
             lora = _call(peft, names)

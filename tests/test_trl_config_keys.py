@@ -1,0 +1,73 @@
+"""Keys of a TRL --config file that TRL's dataclasses lack: TRL >= 0.19's TrlParser stops ("Unknown arguments from
+config file", trl/scripts/utils.py, PR #3543), TRL <= 0.18 drops them silently. `check` and `validate` (TRL's own
+parser, run here on the installed TRL) must say the same (one decision: frontends/trl_config.py)."""
+import json
+
+import pytest
+
+from conftest import run_cli
+from grpo_recipes.frontends.trl.config_keys import parser_classes
+
+HW = ['--gpus', '4', '--gpu-type', 'A100-80G']
+BASE_YAML = ('model_name_or_path: Qwen/Qwen2.5-7B-Instruct\ndtype: bfloat16\nper_device_train_batch_size: 8\n'
+             'num_generations: 8\nuse_vllm: true\nvllm_mode: colocate\nvllm_max_model_length: 2048\n')
+OWN = ('from dataclasses import dataclass, field\nfrom trl import ModelConfig, TrlParser\n'
+       'from open_r1.configs import GRPOConfig, GRPOScriptArguments\n'
+       'parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))\n'
+       'script_args, training_args, model_args = parser.parse_args_and_config()\n')
+TRLS = ('from trl import GRPOConfig, ModelConfig, ScriptArguments, TrlParser\n'
+        'parser = TrlParser((ScriptArguments, GRPOConfig, ModelConfig))\n'
+        'script_args, training_args, model_args = parser.parse_args_and_config()\n')
+
+
+def test_whose_dataclasses_parse_the_flags():
+    assert parser_classes('trl grpo') == 'trl'
+    assert parser_classes('x.py', OWN) == 'own' and parser_classes('x.py', TRLS) == 'trl'
+    assert parser_classes('x.py', 'import trl\np = trl.TrlParser((trl.ScriptArguments, trl.GRPOConfig))\n') == 'trl'
+    assert parser_classes('x.py', 'print(1)\n') is None
+
+
+def _launch(tmp_path, extra_yaml, script=None):
+    (tmp_path / 'cfg.yaml').write_text(BASE_YAML + extra_yaml)
+    if script is None:
+        return ['trl', 'grpo', '--config', 'cfg.yaml']
+    (tmp_path / 'grpo.py').write_text(script)
+    return ['accelerate', 'launch', '--num_processes', '4', 'grpo.py', '--config', 'cfg.yaml']
+
+
+def _check(tmp_path, launch, *opts):
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', *HW, *opts, '--', *launch, cwd=tmp_path)
+    out = json.loads(proc.stdout)
+    return {f['rule']: f for f in out['findings']}
+
+
+def test_unknown_config_key_by_release(tmp_path):
+    launch = _launch(tmp_path, 'warmup_ratio: 0.1\n')
+    f = _check(tmp_path, launch)['args.config-key']  # installed TRL (>= 0.19)
+    assert f['severity'] == 'error' and 'Unknown arguments from config file' in f['message']
+    assert f['fix'] == 'remove `warmup_ratio` from cfg.yaml'
+    f = _check(tmp_path, launch, '--trl-version', '0.18.2')['args.config-key']
+    assert f['severity'] == 'warning' and 'drops unknown config-file keys silently' in f['message']
+    # on the command line instead of the file, the command-line rule judges it (not this one)
+    assert 'args.config-key' not in _check(tmp_path, _launch(tmp_path, '') + ['--warmup_ratio', '0.1'])
+
+
+def test_a_key_the_release_still_had_is_no_finding(tmp_path):
+    launch = _launch(tmp_path, 'max_prompt_length: 256\n')
+    assert 'args.config-key' in _check(tmp_path, launch)
+    assert 'args.config-key' not in _check(tmp_path, launch, '--trl-version', '0.20.0')
+
+
+@pytest.mark.slow
+def test_check_and_validate_agree_on_config_keys(tmp_path):
+    cases = [('warmup_ratio: 0.1\n', None), ('torch_dtype: bfloat16\n', None), ('warmup_steps: 10\n', None),
+             ('system_prompt: hi\n', OWN), ('system_prompt: hi\n', TRLS)]
+    for extra, script in cases:
+        launch = _launch(tmp_path, extra, script)
+        checked = _check(tmp_path, launch).get('args.config-key')
+        refused = checked is not None and checked['severity'] == 'error'
+        proc = run_cli('grpo_recipes.cli.guard', 'validate', '--json', '--', *launch, cwd=tmp_path)
+        real = json.loads(proc.stdout)['parser']
+        assert refused == (not real['ok']), (extra, script, checked, real['message'])
+        if not real['ok']:
+            assert 'Unknown arguments from config file' in real['message']
