@@ -59,6 +59,9 @@ class LiveBytes:
         self.stage = ''
         self.window_base: int | None = None
         self.window_peak = 0
+        self.events: list = []
+        """Every allocation ``(serial, bytes)`` and free ``(serial, None)`` in order, for the caching-allocator
+        simulator (``allocator.replay``): what the trace's ``reserved`` figure is computed from."""
         self.step_peak = 0
         """Largest rise over the live bytes at the start of a loss computation, through its backward (what the
         trainer step allocates on top of the weights, gradients and optimizer state already there)."""
@@ -68,6 +71,7 @@ class LiveBytes:
         if entry is not None and entry[0] == serial:
             del self.live[key]
             self.total -= entry[1]
+            self.events.append((serial, None))
 
     def track(self, t) -> None:
         import torch
@@ -78,6 +82,7 @@ class LiveBytes:
         n = st.nbytes()
         self.serial += 1
         self.live[key] = (self.serial, n, torch.is_grad_enabled())
+        self.events.append((self.serial, n))
         self.total += n
         weakref.finalize(st, self._release, key, self.serial)
 
@@ -128,6 +133,11 @@ class TraceResult:
     """The step stage and aten op at which the peak happened."""
     notes: list = field(default_factory=list)
     seconds: float = 0.0
+    reserved_peak_gib: float | None = None
+    """torch's reserved peak: the traced allocations and frees replayed through the caching-allocator model
+    (``allocator.replay``) under ``allocator`` settings (what ms-swift logs as memory(GiB); no CUDA context)."""
+    allocator: str = ''
+    """The PYTORCH_CUDA_ALLOC_CONF string the reserved figure was simulated with ('' for torch's defaults)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -358,8 +368,9 @@ PER_PARAMETER_TERMS = ('weights', 'lora_params', 'grads+optimizer', 'zero3_live_
 
 
 def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adamw: str = 'fused',
-                 adamw_why: str = '') -> TraceResult:
-    """Trace the launch's step; ``adamw`` (``memory.resolve_adamw``) picks the optimizer implementation."""
+                 adamw_why: str = '', alloc_conf: str | None = None) -> TraceResult:
+    """Trace the launch's step; ``adamw`` (``memory.resolve_adamw``) picks the optimizer implementation;
+    ``alloc_conf``: the launch's PYTORCH_(CUDA_)ALLOC_CONF string, for the reserved figure."""
     from .arch import Arch
     from .memory import Inputs, trainer_terms
     t0 = time.time()
@@ -395,7 +406,10 @@ def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adam
         model_peak = round(analytic_peak(cfg, plan, arch, prompt_len, adamw=adamw), 3)
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         model_peak = None
-    return TraceResult(model=name, shape=f'{cfg.per_device_train_batch_size} x {prompt_len + cfg.max_completion_length}'
+    from .allocator import parse_alloc_conf, replay
+    # the same per-parameter corrections as the allocated figure (sharded or quantised terms) carry over unchanged
+    reserved = replay(counter.events, parse_alloc_conf(alloc_conf)).peak_reserved / GiB + traced - counter.peak / GiB
+    return TraceResult(reserved_peak_gib=round(reserved, 3), allocator=alloc_conf or '', model=name, shape=f'{cfg.per_device_train_batch_size} x {prompt_len + cfg.max_completion_length}'
                        f' tokens (completion {cfg.max_completion_length})', traced_peak_gib=round(traced, 3),
                        model_peak_gib=model_peak, categories_gib=cats, peak_at=counter.peak_at, notes=notes,
                        seconds=round(time.time() - t0, 2))
