@@ -28,13 +28,7 @@ Pure Python, no torch. Every rule below is PyTorch's ``c10/cuda/CUDACachingAlloc
   the large pool, at the lowest address where free and unmapped space together fit the request; best fit counts
   a free block's unmapped tail as part of its size; releasing unmaps the whole free pages of free blocks.
 
-Configuration (``parse_alloc_conf``): the string of ``PYTORCH_ALLOC_CONF`` or, its older name,
-``PYTORCH_CUDA_ALLOC_CONF`` (c10/core/AllocatorConfig.h: ``PYTORCH_ALLOC_CONF`` is primary, the CUDA name is kept
-with lower priority), lexed as ``AllocatorConfig::lexArgs`` does (``,`` ``:`` ``[`` ``]`` separate tokens, spaces
-dropped) and checked as ``parseArgs`` checks it. Read and used: ``expandable_segments``, ``max_split_size_mb``
-(>= 20), ``max_non_split_rounding_mb`` (>= 20). Read, checked and listed as not modelled:
-``garbage_collection_threshold`` (only acts with a per-process memory fraction), ``roundup_power2_divisions``,
-``backend:cudaMallocAsync`` (a different allocator) and the pinned-memory and locking options.
+Configuration: ``allocconf.parse_alloc_conf`` (PYTORCH_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF).
 
 Not modelled (the differences from a real run are listed in bench/bench_allocator.py): one stream only (no
 ``record_stream`` events, no side streams), the addresses ``cudaMalloc`` returns (new segments here get increasing
@@ -45,6 +39,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
+
 MiB = 2 ** 20
 K_MIN_BLOCK = 512          # kMinBlockSize
 K_SMALL_SIZE = 1 * MiB     # kSmallSize
@@ -54,121 +49,7 @@ K_MIN_LARGE_ALLOC = 10 * MiB  # kMinLargeAlloc
 K_ROUND_LARGE = 2 * MiB    # kRoundLarge
 ADDRESS_SPACE_OF_DEVICE = 9 / 8  # an expandable segment reserves 1 1/8 of the device's memory (find_expandable_block)
 
-# Options parseArgs accepts that this model does not act on (c10/core/AllocatorConfig.cpp, CUDAAllocatorConfig.h keys)
-UNMODELLED_KEYS = ('garbage_collection_threshold', 'roundup_power2_divisions', 'backend', 'large_segment_size_mb',
-                   'release_lock_on_cudamalloc', 'release_lock_on_hipmalloc', 'pinned_use_cuda_host_register',
-                   'pinned_use_hip_host_register', 'pinned_num_register_threads', 'pinned_use_background_threads',
-                   'pinned_reserve_segment_size_mb', 'pinned_free_catch_all', 'pinned_max_round_threshold',
-                   'pinned_max_cached_size', 'graph_capture_record_stream_reuse', 'per_process_memory_fraction',
-                   'throw_on_cudamalloc_oom')
-ENV_NAMES = ('PYTORCH_ALLOC_CONF', 'PYTORCH_CUDA_ALLOC_CONF')
-
-
-class AllocConfError(ValueError):
-    """A PYTORCH_(CUDA_)ALLOC_CONF string torch would refuse; the message is one line with the fix."""
-
-
-@dataclass
-class AllocConf:
-    expandable_segments: bool = False
-    """``expandable_segments:True``: one growing segment per stream and pool (see the module docstring)."""
-    max_split_size: int | None = None
-    """``max_split_size_mb`` in bytes; None is torch's default (SIZE_MAX: every block may be split)."""
-    max_non_split_rounding: int = K_LARGE_BUFFER
-    """``max_non_split_rounding_mb`` in bytes: how much larger than an oversize request a reused block may be."""
-    unmodelled: list = field(default_factory=list)
-    """Options that were read but that the simulator does not act on, as ``key:value``."""
-    text: str = ''
-    """The configuration string as given ('' for torch's defaults)."""
-
-
-def _lex(text: str) -> list[str]:
-    """AllocatorConfig::lexArgs: ``,`` ``:`` ``[`` ``]`` are tokens of their own; spaces are dropped."""
-    out, buf = [], ''
-    for ch in text:
-        if ch in ',:[]':
-            if buf:
-                out.append(buf)
-                buf = ''
-            out.append(ch)
-        elif ch != ' ':
-            buf += ch
-    if buf:
-        out.append(buf)
-    return out
-
-
-def parse_alloc_conf(text: str | None, source: str = 'PYTORCH_CUDA_ALLOC_CONF') -> AllocConf:
-    """The allocator settings a configuration string selects; AllocConfError (one line) where torch would refuse."""
-    conf = AllocConf(text=text or '')
-    tokens = _lex(text or '')
-
-    def bad(why: str, fix: str) -> AllocConfError:
-        return AllocConfError(f'{source}={text!r}: {why}; {fix}')
-
-    i = 0
-    while i < len(tokens):
-        key = tokens[i]
-        if key in ',:[]':
-            raise bad(f'unexpected {key!r}', 'write key:value pairs separated by commas, e.g. expandable_segments:True')
-        if i + 2 >= len(tokens) or tokens[i + 1] != ':':
-            raise bad(f'expected ":" and a value after {key}', f'write {key}:VALUE')
-        if tokens[i + 2] == '[':  # roundup_power2_divisions:[64:8,>:1]
-            j = tokens.index(']', i + 2) if ']' in tokens[i + 2:] else -1
-            if j < 0:
-                raise bad(f'{key}: "[" without "]"', 'close the list')
-            value = ''.join(tokens[i + 2:j + 1])
-            i = j + 1
-        else:
-            value = tokens[i + 2]
-            i += 3
-        if key == 'expandable_segments':
-            if value not in ('True', 'False', 'true', 'false'):
-                raise bad('Expected a single True/False argument for expandable_segments',
-                          'use expandable_segments:True or expandable_segments:False')
-            conf.expandable_segments = value.lower() == 'true'
-        elif key in ('max_split_size_mb', 'max_non_split_rounding_mb'):
-            if not value.isdigit():
-                raise bad(f'{key} takes a whole number of MiB, got {value!r}', f'e.g. {key}:128')
-            if int(value) < K_LARGE_BUFFER // MiB:
-                raise bad(f'CachingAllocator option {key} too small, must be >= {K_LARGE_BUFFER // MiB}',
-                          f'use {key}:{K_LARGE_BUFFER // MiB} or more')
-            if key == 'max_split_size_mb':
-                conf.max_split_size = int(value) * MiB
-            else:
-                conf.max_non_split_rounding = int(value) * MiB
-        elif key == 'garbage_collection_threshold':
-            try:
-                ok = 0.0 < float(value) < 1.0
-            except ValueError:
-                ok = False
-            if not ok:
-                raise bad('garbage_collect_threshold is invalid, set it in (0.0, 1.0)',
-                          'e.g. garbage_collection_threshold:0.8')
-            conf.unmodelled.append(f'{key}:{value}')
-        elif key == 'backend':
-            if value not in ('native', 'cudaMallocAsync'):
-                raise bad('Unknown allocator backend, options are native and cudaMallocAsync', 'use backend:native')
-            if value != 'native':
-                conf.unmodelled.append(f'{key}:{value}')
-        elif key in UNMODELLED_KEYS:
-            conf.unmodelled.append(f'{key}:{value}')
-        else:
-            raise bad(f'Unrecognized CachingAllocator option: {key}',
-                      'check the spelling (expandable_segments, max_split_size_mb, garbage_collection_threshold, ...)')
-        if i < len(tokens):
-            if tokens[i] != ',':
-                raise bad(f'expected "," after {key}:{value}', 'separate options with commas')
-            i += 1
-    return conf
-
-
-def conf_from_env(env: dict) -> tuple[AllocConf, str]:
-    """(settings, which variable set them) from an environment: PYTORCH_ALLOC_CONF first, else the CUDA name."""
-    for name in ENV_NAMES:
-        if env.get(name) not in (None, ''):
-            return parse_alloc_conf(env[name], name), name
-    return AllocConf(), ''
+from .allocconf import ENV_NAMES, AllocConf, AllocConfError, conf_from_env, parse_alloc_conf  # noqa: F401
 
 
 def round_size(n: int) -> int:
@@ -534,22 +415,17 @@ class CachingAllocator:
 
     def finish(self) -> AllocStats:
         s = self.stats
-        sizes = []
-        for head in self.whole:
-            n, b = 0, head
-            while b is not None:
-                n, b = n + b.size, b.next
-            sizes.append(n)
-        for seg in self.exp_segments:
-            sizes.append(sum(bl.size for bl in self._segment_blocks(seg) if bl.mapped))
-        s.segment_sizes = sorted((x for x in sizes if x), reverse=True)
+        sizes = {id(h): 0 for h in self.whole}
+        sizes.update({id(g): 0 for g in self.exp_segments})
+        blocks = [b for p in self.pools.values() for b in p.by_key.values()] + list(self.live.values())
+        for b in blocks:  # every mapped block, free or allocated, counted into its segment
+            head = b
+            while not head.seg.expandable and head.prev is not None:
+                head = head.prev
+            sizes[id(head.seg if head.seg.expandable else head)] += b.size
+        s.segment_sizes = sorted((x for x in sizes.values() if x), reverse=True)
         s.segments = len(s.segment_sizes)
         return s
-
-    def _segment_blocks(self, seg: _Segment):
-        pool_blocks = [b for p in self.pools.values() for b in list(p.by_key.values()) +
-                       list(p.unmapped_by_addr.values())] + list(self.live.values())
-        return [b for b in pool_blocks if b.seg is seg]
 
 
 def replay(events, conf: AllocConf | None = None, capacity: int | None = None) -> AllocStats:

@@ -1,0 +1,32 @@
+"""`grpo-guard trace`'s reserved figure: the traced allocations and frees replayed through the caching-allocator model.
+No GPU here: the check is that the replay sees the trace's own allocations (its allocated peak equals the trace's,
+up to the 512-byte rounding) and that what torch would reserve is at least what it allocates, for the default
+allocator and for expandable segments."""
+import pytest
+
+from grpo_recipes.config import GRPOConfig
+from grpo_recipes.hardware import Hardware
+from grpo_recipes.plan import build_plan
+
+GiB = 2 ** 30
+TINY = {'architectures': ['Qwen2ForCausalLM'], 'model_type': 'qwen2', 'hidden_size': 64, 'intermediate_size': 160,
+        'num_hidden_layers': 2, 'num_attention_heads': 4, 'num_key_value_heads': 2, 'vocab_size': 4096,
+        'tie_word_embeddings': False, 'max_position_embeddings': 2048, 'torch_dtype': 'bfloat16'}
+
+
+@pytest.mark.parametrize('conf', [None, 'expandable_segments:True'])
+def test_trace_reports_reserved_at_least_allocated(conf):
+    pytest.importorskip('torch')
+    from grpo_recipes.allocator import parse_alloc_conf, replay
+    from grpo_recipes.trace import trace_launch, trace_step
+    cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--tuner_type', 'lora', '--per_device_train_batch_size',
+                                   '4', '--max_completion_length', '256', '--gradient_checkpointing', 'true',
+                                   '--torch_dtype', 'bfloat16', '--beta', '0'])
+    r = trace_launch(cfg, build_plan(cfg, {}, Hardware(gpus=1)), TINY, 64, 'tiny', alloc_conf=conf)
+    assert r.reserved_peak_gib is not None and r.reserved_peak_gib >= r.traced_peak_gib > 0
+    assert r.allocator == (conf or '')
+    counter, _, _ = trace_step(cfg, TINY, 64)
+    st = replay(counter.events, parse_alloc_conf(conf))
+    # every traced storage went through the allocator: the allocated peak is the trace's, rounded to 512 B blocks
+    assert counter.peak <= st.peak_allocated <= counter.peak + 512 * len(counter.events)
+    assert st.peak_reserved >= st.peak_allocated
