@@ -81,9 +81,18 @@ def main() -> int:
     print(f'{"model":<22} {"shape":<20} {"allocator":<26} {"alloc meas":>10} {"alloc sim":>9} '
           f'{"reserved meas":>13} {"reserved sim":>12} {"error":>7}')
     errs: dict = {}
+    ratios: dict = {'default': [], 'expandable': []}
     for (name, shape), group in shapes.items():
         t0 = time.time()
-        traced_peak, events = trace_events(model_config(name, grid.parent), shape)
+        config = model_config(name, grid.parent)
+        traced_peak, events = trace_events(config, shape)
+        _, _, bs, _, C = shape.split(':')
+        block = int(bs) * int(C) * config['vocab_size'] * 4  # the fp32 logits (reserve.largest_transient)
+        for kind, text in (('default', ''), ('expandable', 'expandable_segments:True')):
+            st = replay(events, parse_alloc_conf(text))
+            ratios[kind].append((st.peak_reserved - st.peak_allocated) / block)
+            print(f'#   sweep {name} {shape} {kind}: simulated reserve {(st.peak_reserved - st.peak_allocated) / GiB:.2f} '
+                  f'GiB = {ratios[kind][-1]:.2f} x the fp32 logits block ({block / GiB:.2f} GiB)', flush=True)
         for r in group:
             conf_text = r.get('PYTORCH_CUDA_ALLOC_CONF') or ''
             st = replay(events, parse_alloc_conf(conf_text))
@@ -98,6 +107,10 @@ def main() -> int:
                                   'allocated_simulated_gib': round(st.peak_allocated / GiB, 3),
                                   'traced_gib': round(traced_peak / GiB, 3), 'segments_at_end': st.segments,
                                   'trace_seconds': round(time.time() - t0, 1)}), flush=True)
+    import statistics
+    for kind, v in ratios.items():
+        print(f'# reserve.RESERVE_PER_BLOCK[{kind!r}] from the simulator (median over {len(v)} shapes): '
+              f'{statistics.median(v):.2f} (range {min(v):.2f}-{max(v):.2f})')
     print('# summary (simulated reserved / measured reserved - 1)')
     for k, v in errs.items():
         within = sum(abs(e) <= 0.10 for e in v)

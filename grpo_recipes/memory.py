@@ -111,6 +111,8 @@ class GPUMemory:
     """Failed checks, each a dict: check, message."""
     phase_terms: dict = field(default_factory=dict)
     """The terms of the peak phase, largest first (GiB)."""
+    quantities: dict = field(default_factory=dict)
+    """The peak as torch's allocated and reserved bytes and the device's used memory (``reserve.quantities``)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -151,6 +153,10 @@ class Inputs:
     at once when unset) or ``per_param`` (TRL: trl/generation/vllm_generation.py ``sync_weights`` gathers one
     parameter at a time without PEFT; with PEFT it gathers the whole model to merge the adapters)."""
     """Why that AdamW was assumed (shown with the assumptions)."""
+    allocator: str | None = None
+    """The launch's PYTORCH_(CUDA_)ALLOC_CONF string ('' for torch's default allocator): the trainer's dynamic terms
+    are then allocated bytes plus the caching allocator's reserve and the measured CUDA context (``reserve.py``).
+    None: the older accounting (a 1.05 allowance on the dynamic terms, a 1.0 GiB context)."""
 
 
 # transformers' names for bitsandbytes' 8-bit AdamW (training_args.py OptimizerNames; trainer.py maps them to
@@ -504,13 +510,16 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     ctx_len = a.context_len
     if inp.prompt_len is None:
         inp.prompt_len = min(cfg.max_length or ctx_len, ctx_len)
-    tr = trainer_terms(cfg, plan, inp)
+    tr = trainer_terms(cfg, plan, inp, fragmentation=FRAGMENTATION if inp.allocator is None else 1.0)
+    if inp.allocator is not None:  # the caching allocator's reserve and the measured CUDA context (reserve.py)
+        from .reserve import DEVICE_CONTEXT, reserve_bytes
+        tr.update(allocator_reserve=reserve_bytes(cfg, a, inp.allocator), cuda_context=DEVICE_CONTEXT)
     out: list[GPUMemory] = []
     train_ids = [str(p['gpu']) if p['gpu'] is not None else f'rank{p["local_rank"]}' for p in plan.processes]
 
     resident_keys = ['weights', 'lora_params', 'grads+optimizer', 'ref_model', 'cuda_context', 'nccl']
     dynamic_keys = ['activations', 'logits', 'adamw_foreach_temp', 'tied_embedding_grad_temp', 'overlap',
-                    'zero3_live_params']
+                    'zero3_live_params', 'allocator_reserve']
 
     def resident(offload_model=False, offload_optimizer=False) -> dict[str, float]:
         out = {}
@@ -648,12 +657,14 @@ def _vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_star
 
 
 def _finish(m: GPUMemory, parts: dict[str, dict[str, float]]) -> GPUMemory:
+    from .reserve import quantities
     phases = {k: sum(v.values()) for k, v in parts.items()}
     m.phases = {k: _g(v) for k, v in phases.items()}
     m.phase = max(phases, key=phases.get)
     m.phase_terms = {k: _g(v) for k, v in sorted(parts[m.phase].items(), key=lambda kv: -kv[1])}
     peak = phases[m.phase]
     m.total_gib = _g(peak)
+    m.quantities = quantities(parts[m.phase], peak)
     m.peak_fraction = round(peak / (m.capacity_gib * GiB), 4) if m.capacity_gib else 0.0
     m.headroom_pct = round(100 * (1 - m.peak_fraction), 1)
     hard = [p for p in m.problems if p.get('severity', 'error') == 'error']
