@@ -41,7 +41,7 @@ class LiveBytes:
         class _Mode(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 out = func(*args, **(kwargs or {}))
-                counter.after(func, out)
+                counter.after(func, out, args)
                 return out
 
         self.mode = _Mode()
@@ -61,7 +61,14 @@ class LiveBytes:
         self.window_peak = 0
         self.events: list = []
         """Every allocation ``(serial, bytes)`` and free ``(serial, None)`` in order, for the caching-allocator
-        simulator (``allocator.replay``): what the trace's ``reserved`` figure is computed from."""
+        simulator (``allocator.replay``): what the trace's ``reserved`` figure is computed from. One correction: any
+        Python dispatch mode (this counter, FakeTensorMode) makes autograd take the out-of-place path that it keeps for
+        tensor subclasses, so ``gather``'s backward (torch/csrc/autograd/FunctionsManual.cpp ``gather_backward``:
+        ``new_zeros`` then ``scatter_add_`` unless ``areAnyTensorSubclassLike``) allocates a second full-size buffer that
+        the uninstrumented GPU step writes in place; the events record that ``scatter_add`` as in place."""
+        self.zeros: set[int] = set()  # serials made by aten.new_zeros
+        self.event_id: dict[int, int] = {}  # serial -> the event id it frees (an in-place result frees its input's)
+        self.silent: set[int] = set()  # serials whose block lives on in an in-place result
         self.step_peak = 0
         """Largest rise over the live bytes at the start of a loss computation, through its backward (what the
         trainer step allocates on top of the weights, gradients and optimizer state already there)."""
@@ -71,9 +78,12 @@ class LiveBytes:
         if entry is not None and entry[0] == serial:
             del self.live[key]
             self.total -= entry[1]
-            self.events.append((serial, None))
+            if serial in self.silent:
+                self.silent.discard(serial)
+            else:
+                self.events.append((self.event_id.pop(serial, serial), None))
 
-    def track(self, t) -> None:
+    def track(self, t, reuse: int | None = None) -> None:
         import torch
         st = t.untyped_storage()
         key = id(st)
@@ -82,16 +92,26 @@ class LiveBytes:
         n = st.nbytes()
         self.serial += 1
         self.live[key] = (self.serial, n, torch.is_grad_enabled())
-        self.events.append((self.serial, n))
+        if reuse is None:
+            self.events.append((self.serial, n))
+        else:
+            self.event_id[self.serial] = self.event_id.get(reuse, reuse)
+            self.silent.add(reuse)
         self.total += n
         weakref.finalize(st, self._release, key, self.serial)
 
-    def after(self, func, out) -> None:
+    def after(self, func, out, args=()) -> None:
         import torch
         from torch.utils._pytree import tree_flatten
+        reuse = None
+        if func is torch.ops.aten.scatter_add.default and args and isinstance(args[0], torch.Tensor):
+            entry = self.live.get(id(args[0].untyped_storage()))
+            reuse = entry[0] if entry is not None and entry[0] in self.zeros else None
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
-                self.track(t)
+                self.track(t, reuse)
+                if func is torch.ops.aten.new_zeros.default:
+                    self.zeros.add(self.serial)
         if self.window_base is not None and self.total > self.window_peak:
             self.window_peak = self.total
         if self.total > self.peak:
