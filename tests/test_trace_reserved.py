@@ -30,3 +30,34 @@ def test_trace_reports_reserved_at_least_allocated(conf):
     # every traced storage went through the allocator: the allocated peak is the trace's, rounded to 512 B blocks
     assert counter.peak <= st.peak_allocated <= counter.peak + 512 * len(counter.events)
     assert st.peak_reserved >= st.peak_allocated
+
+
+def test_gather_backward_is_recorded_in_place():
+    """Under a dispatch mode autograd runs gather's backward out of place (new_zeros, then scatter_add); the GPU step
+    fills the zeros in place (FunctionsManual.cpp gather_backward), and the events must say so: one buffer, not two."""
+    torch = pytest.importorskip('torch')
+    from grpo_recipes.allocator import replay
+    from grpo_recipes.trace import LiveBytes
+
+    reused = []
+
+    class Counting(LiveBytes):
+        def track(self, t, reuse=None):
+            if reuse is not None:
+                reused.append(reuse)
+            super().track(t, reuse)
+
+    c = Counting()
+    x = torch.randn(8, 4096, requires_grad=True)
+    with c.mode:
+        y = x * 2
+        torch.gather(y, -1, torch.zeros(8, 1, dtype=torch.long)).sum().backward()
+        del y
+    assert len(reused) == 1 and reused[0] in c.zeros
+    ids = [e[0] for e in c.events if e[1] is not None]
+    freed = [e[0] for e in c.events if e[1] is None]
+    assert len(ids) == len(set(ids)) and len(freed) == len(set(freed)) and set(freed) <= set(ids)
+    full = 8 * 4096 * 4
+    # y, the zeros gather's backward fills, x's gradient (mul's backward): 3; the out-of-place scatter_add would be a 4th
+    assert sum(1 for e in c.events if e[1] == full) == 3
+    assert replay(c.events).peak_requested <= c.peak  # in place can only lower the bytes live at once
