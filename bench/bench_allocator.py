@@ -12,6 +12,14 @@ the simulator has no free constant.
     python bench/bench_allocator.py --grid GRID.jsonl [--only lora:1:8:256:1024 ...] [--json]
 
 Where the simulation and the measurement differ, and why:
+- The instrument itself: any Python dispatch mode (the trace's counter, FakeTensorMode) makes autograd take the
+  out-of-place paths it keeps for tensor subclasses (``areAnyTensorSubclassLike``). ``gather``'s backward is the
+  one that matters here: ``new_zeros`` then ``scatter_add`` instead of ``scatter_add_`` (FunctionsManual.cpp
+  ``gather_backward``), a second full-size fp32 logits buffer the GPU never allocates. The trace records it as
+  in place (``trace.LiveBytes``); before that correction the simulator was 7-16% high on the grid's rows.
+  Autograd's gradient accumulation (``InputBuffer::accumulate``: in place when the buffer is not shared) is also
+  out of place under a mode; it is left as traced (at the dispatch level it cannot be told apart from a formula's
+  own out-of-place ``add``), so the simulation may keep one extra gradient-sized block for a moment.
 - What the allocator is never asked for: the CUDA context and NVML's own view (device-used minus reserved,
   1.22 GiB on the grid), and cuBLAS/cuBLASLt handles' own state.
 - What the allocator is asked for but the trace does not see: kernels' workspaces taken from the caching allocator
