@@ -220,8 +220,15 @@ def cmd_trace(opts, extra: list[str]) -> int:
     except ImportError as e:
         raise GuardError(f'trace needs torch, transformers and peft ({e}); pip install -e .[test]') from None
     adamw, adamw_why = launch_adamw(report)
+    import os
+    from ..allocconf import AllocConfError, conf_from_env
+    try:  # the allocator the launch runs under, for the reserved figure
+        alloc = conf_from_env({**os.environ, **launch.env})[0].text
+    except AllocConfError as e:
+        raise GuardError(str(e)) from None
     try:
-        result = trace_launch(report.cfg, report.plan, mc, prompt_len, str(report.cfg.model), adamw, adamw_why)
+        result = trace_launch(report.cfg, report.plan, mc, prompt_len, str(report.cfg.model), adamw, adamw_why,
+                              alloc_conf=alloc)
     except ValueError as e:  # transformers or PEFT cannot build this model or tuner
         raise GuardError(f'trace: cannot build the model as the launch asks ({e})') from None
     if opts.json:
@@ -231,6 +238,8 @@ def cmd_trace(opts, extra: list[str]) -> int:
     print(f'traced     {result.traced_peak_gib:.2f} GiB allocated at the peak ({result.peak_at})')
     for k, v in result.categories_gib.items():
         print(f'  {k:<28} {v:8.2f} GiB')
+    print(f'reserved   {result.reserved_peak_gib:.2f} GiB (the same allocations through the caching-allocator model, '
+          f'{result.allocator or "default allocator"}; no CUDA context)')
     if result.model_peak_gib is not None:
         diff = result.model_peak_gib / result.traced_peak_gib - 1 if result.traced_peak_gib else 0.0
         print(f'analytic   {result.model_peak_gib:.2f} GiB (the memory model\'s trainer terms; {diff:+.1%})')
