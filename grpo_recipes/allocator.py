@@ -1,7 +1,7 @@
 """A model of PyTorch's CUDA caching allocator: replay allocations and frees, get what torch *reserves*.
 
 Pure Python, no torch. Every rule below is PyTorch's ``c10/cuda/CUDACachingAllocator.cpp``
-(``DeviceCachingAllocator``; read at pytorch/pytorch main, 2026; the constants are also in torch 2.13's
+(``DeviceCachingAllocator``; pytorch/pytorch at commit 001074d2, 2026; the constants are also in torch 2.13's
 ``c10/core/AllocatorConfig.h``), cited by function:
 
 - ``round_size``: every request is rounded up to a multiple of ``kMinBlockSize`` (512 B).
