@@ -65,6 +65,8 @@ class AllocConf:
     cudaMalloc (``CUDACachingAllocator.cpp``, ``ExpandableSegment``). Default off."""
     max_split_size_mb: int | None = None
     """Blocks larger than this are never split (None: unlimited, torch's default)."""
+    max_non_split_rounding_mb: int | None = None
+    """A cached oversize block serves a request at most this much smaller (None: kLargeBuffer, 20 MiB)."""
     garbage_collection_threshold: float | None = None
     """Fraction of the memory limit above which cached blocks are freed before a cudaMalloc (None: off)."""
     roundup_power2_divisions: str | None = None
@@ -75,6 +77,23 @@ class AllocConf:
     """The setting as written ('' for torch's defaults)."""
     variable: str | None = None
     """Which variable it came from (None: neither is set)."""
+
+    @property
+    def max_split_size(self) -> int | None:
+        """``max_split_size_mb`` in bytes (None: unlimited), as the allocator simulator reads it."""
+        return self.max_split_size_mb * 2 ** 20 if self.max_split_size_mb else None
+
+    @property
+    def max_non_split_rounding(self) -> int:
+        """``max_non_split_rounding_mb`` in bytes (CUDAAllocatorConfig: default kLargeBuffer, 20 MiB)."""
+        return (self.max_non_split_rounding_mb or MIN_SPLIT_MB) * 2 ** 20
+
+    @property
+    def unmodelled(self) -> list[str]:
+        """The options set here that the allocator simulator (memory/allocator.py) does not model."""
+        return [k for k, v in (('garbage_collection_threshold', self.garbage_collection_threshold),
+                               ('roundup_power2_divisions', self.roundup_power2_divisions)) if v is not None] + \
+            ([f'backend:{self.backend}'] if self.backend != 'native' else [])
 
     @property
     def label(self) -> str:
@@ -153,6 +172,10 @@ def parse(text: str, variable: str = OLD_VAR, where: str = 'environment') -> All
     if split is not None and (not split.isdigit() or int(split) < MIN_SPLIT_MB):
         raise _bad(where, variable, text, f'max_split_size_mb must be a whole number of MiB >= {MIN_SPLIT_MB}, '
                    f'got {split!r}', f'max_split_size_mb:{MIN_SPLIT_MB * 25}, or leave it out')
+    rounding = vals.get('max_non_split_rounding_mb')  # CUDAAllocatorConfig: the same >= kLargeBuffer check
+    if rounding is not None and rounding.isdigit() and int(rounding) < MIN_SPLIT_MB:
+        raise _bad(where, variable, text, f'max_non_split_rounding_mb must be a whole number of MiB >= '
+                   f'{MIN_SPLIT_MB}, got {rounding!r}', f'max_non_split_rounding_mb:{MIN_SPLIT_MB}, or leave it out')
     for key in ('max_non_split_rounding_mb', 'large_segment_size_mb'):
         if key in vals and not vals[key].isdigit():
             raise _bad(where, variable, text, f'{key} must be a whole number of MiB, got {vals[key]!r}',
@@ -175,8 +198,15 @@ def parse(text: str, variable: str = OLD_VAR, where: str = 'environment') -> All
                    f'cudaMallocAsync', 'backend:native, or leave it out')
     return AllocConf(expandable_segments=vals.get('expandable_segments') == 'True',
                      max_split_size_mb=int(split) if split else None,
+                     max_non_split_rounding_mb=int(vals['max_non_split_rounding_mb'])
+                     if 'max_non_split_rounding_mb' in vals else None,
                      garbage_collection_threshold=float(gc) if gc else None,
                      roundup_power2_divisions=rp, backend=backend, text=text, variable=variable)
+
+
+def conf_of(text: str | None, variable: str = OLD_VAR) -> AllocConf:
+    """The setting a PYTORCH_(CUDA_)ALLOC_CONF string selects (torch's defaults for None or '')."""
+    return parse(text, variable) if text else DEFAULT
 
 
 def _check_roundup(rp: str, where: str, variable: str, text: str) -> None:

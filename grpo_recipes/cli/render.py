@@ -235,6 +235,11 @@ def print_calibration(result: dict, console: Console | None = None) -> None:
               f'either; they are scored against that range (as points at today\'s defaults, current stacks: '
               f'{pct(result["peak_median_rel_error_current_point"])}); upper bounds (packed rows, no sample lengths) '
               f'held: {result["peak_bounds_held"]} of {result["peak_bounds"]}')
+    if result.get('device_cases'):
+        devs = ', '.join(f'{r["id"]} {r["device"]["predicted"]:.1f}/{r["device"]["observed"]:.1f} '
+                         f'{r["device"]["signed_error"]:+.1%}' for r in result['per_case'] if 'device' in r)
+        out.print(f'device (nvidia-smi used): median |relative error| {pct(result["device_median_rel_error"])} over '
+                  f'{result["device_cases"]} cases: {devs}')
     out.print(f'vLLM weights: max error {pct(result["vllm_weights_max_rel_error"])} over '
               f'{result["vllm_weights_cases"]} cases; KV cache: max {pct(result["vllm_kv_max_rel_error"])}, '
               f'median {pct(result["vllm_kv_median_rel_error"])} over {result["vllm_kv_cases"]} cases')

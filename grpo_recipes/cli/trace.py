@@ -28,7 +28,10 @@ def run(opts, extra: list[str]) -> int:
         adamw, adamw_why = launch_adamw(report)
         bar.set(f'trace: {report.cfg.model}, one training step on fake tensors')
         try:
-            result = trace_launch(report.cfg, report.plan, mc, prompt_len, str(report.cfg.model), adamw, adamw_why)
+            from ..allocconf import phases  # the trainer's allocator, for the reserved figure
+            cfg = report.cfg
+            alloc = phases(launch.alloc, launch.framework, cfg.use_vllm, cfg.vllm_mode, cfg.effective_sleep_level).trainer
+            result = trace_launch(cfg, report.plan, mc, prompt_len, str(cfg.model), adamw, adamw_why, alloc_conf=alloc)
         except ValueError as e:  # transformers or PEFT cannot build this model or tuner
             raise GuardError(f'trace: cannot build the model as the launch asks ({e})') from None
     if opts.json:
@@ -38,6 +41,8 @@ def run(opts, extra: list[str]) -> int:
     print(f'traced     {result.traced_peak_gib:.2f} GiB allocated at the peak ({result.peak_at})')
     for k, v in result.categories_gib.items():
         print(f'  {k:<28} {v:8.2f} GiB')
+    print(f'reserved   {result.reserved_peak_gib:.2f} GiB (the same allocations through the caching-allocator model, '
+          f'{result.allocator or "default allocator"}; no CUDA context)')
     if result.model_peak_gib is not None:
         diff = result.model_peak_gib / result.traced_peak_gib - 1 if result.traced_peak_gib else 0.0
         print(f'analytic   {result.model_peak_gib:.2f} GiB (the memory model\'s trainer terms; {diff:+.1%})')

@@ -25,7 +25,7 @@ from ..hardware import Hardware
 from ..plan import build_plan
 from ..swift_args import snapshot
 from .arch import Arch
-from .cases import ARCH_COUNTS, ARCH_POSITIVE, CannotPredict, _check_shape, normalise
+from .cases import ARCH_COUNTS, ARCH_POSITIVE, CannotPredict, _check_shape, _is_num, normalise
 from .estimate import estimate
 from .inputs import CUDA_CONTEXT, GiB, Inputs
 from .trainer import resolve_adamw
@@ -260,6 +260,22 @@ def stated_version(case: dict, package: str) -> str | None:
     return None
 
 
+def _alloc_conf(case: dict):
+    """The allocator the case ran with (``allocconf.AllocConf``): its ``environ`` (else ``config``) PYTORCH_ALLOC_CONF
+    / PYTORCH_CUDA_ALLOC_CONF, read as the launch reader reads them; torch's defaults when neither is stated."""
+    from ..allocconf import DEFAULT, case_setting
+    from ..errors import GuardError
+    for where in ('environ', 'config'):
+        d = case.get(where) if isinstance(case.get(where), dict) else {}
+        try:
+            setting = case_setting({'id': case.get('id'), 'environ': d})
+        except GuardError as e:
+            raise CannotPredict(f'{where} ({e})') from None
+        if setting is not None:
+            return setting.conf
+    return DEFAULT
+
+
 def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict:
     c = case.get('config') or {}
     use_vllm = bool(c.get('use_vllm'))
@@ -284,16 +300,16 @@ def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool) -> d
     prompt = 0 if sft else (cfg.max_length or 0)
     torch_v, tf_v = stated_version(case, 'torch'), stated_version(case, 'transformers')
     adamw, _ = resolve_adamw(cfg.optim, torch_v, tf_v)
-    inp = Inputs(arch=arch, capacity_gib=cap or 1e9, gpu_name=_gpu(case), prompt_len=prompt, sft=sft, adamw=adamw)
+    inp = Inputs(arch=arch, capacity_gib=cap or 1e9, gpu_name=_gpu(case), prompt_len=prompt, sft=sft, adamw=adamw,
+                 alloc=None if sft else _alloc_conf(case))  # the reserve was derived from GRPO steps only
 
     def peak(inputs: Inputs):
+        # like with like: the device figure (nvidia-smi, OOM) and torch's reserved bytes (ms-swift's memory(GiB))
         m = max(estimate(cfg, plan, inputs), key=lambda x: x.total_gib)
-        torch_only = m.total_gib - (CUDA_CONTEXT + m.components.get('nccl', 0) * GiB + (
-            m.phase_terms['vllm_non_torch'] * GiB if 'vllm_non_torch' in m.phase_terms else 0)) / GiB
-        return m, round(m.total_gib, 2), round(torch_only, 2)
+        return m, round(m.total_gib, 2), m.quantities['reserved_gib']
 
     m, total, torch_only = peak(inp)
-    out = {'peak_gib': total, 'peak_torch_gib': torch_only, 'phase': m.phase,
+    out = {'peak_gib': total, 'peak_torch_gib': torch_only, 'quantities': m.quantities, 'phase': m.phase,
            'dominant': next(iter(m.phase_terms), '')}
     if cfg.optim is None and torch_v is None and tf_v is None and adamw in ('fused', 'foreach'):
         # the case states neither version, and transformers' default AdamW depends on both (memory.resolve_adamw):
@@ -341,6 +357,7 @@ def score(cases: list[dict]) -> dict:
     bounds: list[bool] = []
     ranged = 0
     w_errs: list[float] = []
+    device_errs: list[float] = []
     kv_errs: list[float] = []
     sf_total = sf_pred = 0
     cannot = []
@@ -392,6 +409,12 @@ def score(cases: list[dict]) -> dict:
                 peak_errs.append(err)
                 (legacy_errs if is_legacy(case) else current_errs).append(err)
                 (legacy_point if is_legacy(case) else current_point).append(point)
+        smi = out.get('nvidia_smi_used_mib')
+        if _is_num(smi) and 'peak_gib' in pred:  # nvidia-smi's used memory: the device figure
+            err = _rel(pred['peak_gib'], smi / 1024)
+            device_errs.append(err)
+            row['device'] = {'predicted': pred['peak_gib'], 'observed': round(smi / 1024, 2), 'rel_error': round(err, 3),
+                             'signed_error': round(pred['peak_gib'] / (smi / 1024) - 1, 3)}
         w_obs = out.get('model_load_gib_per_gpu', out.get('model_load_gib'))
         if w_obs is not None and 'weights_gib' in pred:
             err = _rel(pred['weights_gib'], w_obs)
@@ -421,6 +444,8 @@ def score(cases: list[dict]) -> dict:
         'peak_cases_ranged': ranged,
         'peak_bounds_held': sum(bounds),
         'peak_bounds': len(bounds),
+        'device_median_rel_error': round(statistics.median(device_errs), 3) if device_errs else None,
+        'device_cases': len(device_errs),
         'vllm_weights_max_rel_error': round(max(w_errs), 3) if w_errs else None,
         'vllm_weights_cases': len(w_errs),
         'vllm_kv_max_rel_error': round(max(kv_errs), 3) if kv_errs else None,

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from ..config import GRPOConfig
 from ..plan import Plan
-from .inputs import CUDA_CONTEXT, NCCL_PER_GROUP, GiB, GPUMemory, Inputs, _g
+from .inputs import CUDA_CONTEXT, FRAGMENTATION, NCCL_PER_GROUP, GiB, GPUMemory, Inputs, _g
+from .reserve import DEVICE_CONTEXT, quantities, reserve_bytes
 from .trainer import trainer_terms
 from .vllm import vllm_checks, vllm_terms
 
@@ -30,13 +31,15 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     ctx_len = a.context_len
     if inp.prompt_len is None:
         inp.prompt_len = min(cfg.max_length or ctx_len, ctx_len)
-    tr = trainer_terms(cfg, plan, inp)
+    tr = trainer_terms(cfg, plan, inp, fragmentation=FRAGMENTATION if inp.alloc is None else 1.0)
+    if inp.alloc is not None:  # the caching allocator's reserve and the measured CUDA context (reserve.py)
+        tr.update(allocator_reserve=reserve_bytes(cfg, a, inp.alloc), cuda_context=DEVICE_CONTEXT)
     out: list[GPUMemory] = []
     train_ids = [str(p['gpu']) if p['gpu'] is not None else f'rank{p["local_rank"]}' for p in plan.processes]
 
     resident_keys = ['weights', 'lora_params', 'grads+optimizer', 'ref_model', 'cuda_context', 'nccl']
     dynamic_keys = ['activations', 'logits', 'adamw_foreach_temp', 'tied_embedding_grad_temp', 'overlap',
-                    'zero3_live_params', 'vision_forward_temp']
+                    'zero3_live_params', 'vision_forward_temp', 'allocator_reserve']
 
     def resident(offload_model=False, offload_optimizer=False) -> dict[str, float]:
         out = {}
@@ -118,6 +121,7 @@ def _finish(m: GPUMemory, parts: dict[str, dict[str, float]]) -> GPUMemory:
     m.phase_terms = {k: _g(v) for k, v in sorted(parts[m.phase].items(), key=lambda kv: -kv[1])}
     peak = phases[m.phase]
     m.total_gib = _g(peak)
+    m.quantities = quantities(parts[m.phase], peak)
     m.peak_fraction = round(peak / (m.capacity_gib * GiB), 4) if m.capacity_gib else 0.0
     m.headroom_pct = round(100 * (1 - m.peak_fraction), 1)
     hard = [p for p in m.problems if p.get('severity', 'error') == 'error']

@@ -81,6 +81,8 @@ class GPUMemory:
     """Failed checks, each a dict: check, message."""
     phase_terms: dict = field(default_factory=dict)
     """The terms of the peak phase, largest first (GiB)."""
+    quantities: dict = field(default_factory=dict)
+    """The peak as torch's allocated and reserved bytes and the device's used memory (``reserve.quantities``)."""
 
     def to_dict(self) -> dict:
         return asdict(self)

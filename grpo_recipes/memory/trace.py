@@ -45,7 +45,7 @@ class LiveBytes:
         class _Mode(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 out = func(*args, **(kwargs or {}))
-                counter.after(func, out)
+                counter.after(func, out, args)
                 return out
 
         self.mode = _Mode()
@@ -63,6 +63,16 @@ class LiveBytes:
         self.stage = ''
         self.window_base: int | None = None
         self.window_peak = 0
+        self.events: list = []
+        """Every allocation ``(serial, bytes)`` and free ``(serial, None)`` in order, for the caching-allocator
+        simulator (``allocator.replay``): what the trace's ``reserved`` figure is computed from. One correction: any
+        Python dispatch mode (this counter, FakeTensorMode) makes autograd take the out-of-place path that it keeps for
+        tensor subclasses, so ``gather``'s backward (torch/csrc/autograd/FunctionsManual.cpp ``gather_backward``:
+        ``new_zeros`` then ``scatter_add_`` unless ``areAnyTensorSubclassLike``) allocates a second full-size buffer that
+        the uninstrumented GPU step writes in place; the events record that ``scatter_add`` as in place."""
+        self.zeros: set[int] = set()  # serials made by aten.new_zeros
+        self.event_id: dict[int, int] = {}  # serial -> the event id it frees (an in-place result frees its input's)
+        self.silent: set[int] = set()  # serials whose block lives on in an in-place result
         self.step_peak = 0
         """Largest rise over the live bytes at the start of a loss computation, through its backward (what the
         trainer step allocates on top of the weights, gradients and optimizer state already there)."""
@@ -72,8 +82,12 @@ class LiveBytes:
         if entry is not None and entry[0] == serial:
             del self.live[key]
             self.total -= entry[1]
+            if serial in self.silent:
+                self.silent.discard(serial)
+            else:
+                self.events.append((self.event_id.pop(serial, serial), None))
 
-    def track(self, t) -> None:
+    def track(self, t, reuse: int | None = None) -> None:
         import torch
         st = t.untyped_storage()
         key = id(st)
@@ -82,15 +96,26 @@ class LiveBytes:
         n = st.nbytes()
         self.serial += 1
         self.live[key] = (self.serial, n, torch.is_grad_enabled())
+        if reuse is None:
+            self.events.append((self.serial, n))
+        else:
+            self.event_id[self.serial] = self.event_id.get(reuse, reuse)
+            self.silent.add(reuse)
         self.total += n
         weakref.finalize(st, self._release, key, self.serial)
 
-    def after(self, func, out) -> None:
+    def after(self, func, out, args=()) -> None:
         import torch
         from torch.utils._pytree import tree_flatten
+        reuse = None
+        if func is torch.ops.aten.scatter_add.default and args and isinstance(args[0], torch.Tensor):
+            entry = self.live.get(id(args[0].untyped_storage()))
+            reuse = entry[0] if entry is not None and entry[0] in self.zeros else None
         for t in tree_flatten(out)[0]:
             if isinstance(t, torch.Tensor):
-                self.track(t)
+                self.track(t, reuse)
+                if func is torch.ops.aten.new_zeros.default:
+                    self.zeros.add(self.serial)
         if self.window_base is not None and self.total > self.window_peak:
             self.window_peak = self.total
         if self.total > self.peak:
@@ -132,6 +157,11 @@ class TraceResult:
     """The step stage and aten op at which the peak happened."""
     notes: list = field(default_factory=list)
     seconds: float = 0.0
+    reserved_peak_gib: float | None = None
+    """torch's reserved peak: the traced allocations and frees replayed through the caching-allocator model
+    (``allocator.replay``) under ``allocator`` settings (what ms-swift logs as memory(GiB); no CUDA context)."""
+    allocator: str = ''
+    """The PYTORCH_CUDA_ALLOC_CONF string the reserved figure was simulated with ('' for torch's defaults)."""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -361,8 +391,10 @@ PER_PARAMETER_TERMS = ('weights', 'lora_params', 'grads+optimizer', 'zero3_live_
 
 
 def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adamw: str = 'fused',
-                 adamw_why: str = '') -> TraceResult:
-    """Trace the launch's step; ``adamw`` (``memory.resolve_adamw``) picks the optimizer implementation."""
+                 adamw_why: str = '', alloc_conf=None) -> TraceResult:
+    """Trace the launch's step; ``adamw`` (``memory.resolve_adamw``) picks the optimizer implementation;
+    ``alloc_conf``: the trainer's allocator (``allocconf.AllocConf``, or a PYTORCH_(CUDA_)ALLOC_CONF string), for the
+    reserved figure."""
     t0 = time.time()
     sharded = bool(cfg.deepspeed or cfg.fsdp_sharding)
     # under DeepSpeed/FSDP the optimizer steps sharded state the single process cannot show: trace with the fused
@@ -396,7 +428,12 @@ def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adam
         model_peak = round(analytic_peak(cfg, plan, arch, prompt_len, adamw=adamw), 3)
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         model_peak = None
-    return TraceResult(model=name, shape=f'{cfg.per_device_train_batch_size} x {prompt_len + cfg.max_completion_length}'
+    from ..allocconf import AllocConf, conf_of
+    from .allocator import replay
+    conf = alloc_conf if isinstance(alloc_conf, AllocConf) else conf_of(alloc_conf)
+    # the same per-parameter corrections as the allocated figure (sharded or quantised terms) carry over unchanged
+    reserved = replay(counter.events, conf).peak_reserved / GiB + traced - counter.peak / GiB
+    return TraceResult(reserved_peak_gib=round(reserved, 3), allocator=conf.text, model=name, shape=f'{cfg.per_device_train_batch_size} x {prompt_len + cfg.max_completion_length}'
                        f' tokens (completion {cfg.max_completion_length})', traced_peak_gib=round(traced, 3),
                        model_peak_gib=model_peak, categories_gib=cats, peak_at=counter.peak_at, notes=notes,
                        seconds=round(time.time() - t0, 2))

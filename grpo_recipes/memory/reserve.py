@@ -1,0 +1,89 @@
+"""The caching allocator's reserve for the analytic fast path, and what the device then holds.
+
+What runs out on a GPU is what torch *reserves* (cached segments, ``torch.cuda.max_memory_reserved``, ms-swift's
+``memory(GiB)``) plus what the allocator never sees (the CUDA context). The analytic model counts allocated bytes
+(``memory.trainer_terms(fragmentation=1.0)`` is what ``grpo-guard trace`` counts); this module adds the reserve:
+
+    reserved = allocated + RESERVE_PER_BLOCK[allocator] x the largest transient block
+    device   = reserved + DEVICE_CONTEXT (+ NCCL buffers where the launch has a communicator)
+
+The largest transient block of a GRPO/SFT step is the fp32 logits of one micro-batch (micro-batch x completion x
+vocabulary x 4 bytes: accelerate's upcast and the four buffers of its backward, see ``memory.trainer_terms``).
+Freed blocks of that size are split for smaller requests and cannot serve the next full-size one, so the
+allocator's segments grow by whole blocks; with ``expandable_segments:True`` free pages at the end of the one
+segment are extended instead, and less is left over.
+
+``RESERVE_PER_BLOCK`` comes from the simulator (``allocator.py``), not from a measurement: for every shape of the
+sweep in ``bench/bench_allocator.py`` (Qwen2.5-7B LoRA and Qwen2.5-1.5B full, checkpointing on and off,
+micro-batch 1-32, completions 512-16,384, traced on fake tensors), (simulated reserved peak - simulated allocated
+peak) / that shape's fp32 logits block; the median over the sweep for each allocator setting. The bench prints
+the ratios; re-derive after changing the simulator or the trace. ``max_split_size_mb`` and the options
+``allocconf`` lists as not modelled are planned as the default allocator, and the verdict says so.
+"""
+from __future__ import annotations
+
+import math
+
+from ..allocconf import DEFAULT, AllocConf
+
+GiB = 2 ** 30
+
+# NVML's device-used minus torch's reserved peak, the same 1.22 GiB on every one of the 34 rows of the shared H100
+# grid (../shared/calibration/gpu-h100-2026-11-24/README.md: "NVML's device-used is reserved + 1.22 GiB"; one H100
+# 80GB, torch 2.11 + CUDA 13.0): the CUDA context, cuBLAS handles and NVML's own view. Other cards and CUDA versions
+# differ by a few hundred MiB (memory.CUDA_CONTEXT, 1.0 GiB, is the older figure from public notes).
+DEVICE_CONTEXT = 1.22 * GiB
+
+# Simulated reserve over the simulated allocated peak, in units of the largest transient block (median over the
+# sweep of bench/bench_allocator.py, 19 shapes, 2026-11-24: default 1.99 (range 0.54-2.58), expandable 0.21
+# (0.03-1.09); see the module docstring). One number per setting is the fast path's approximation: the trace and
+# `grpo-guard trace` replay the real sequence.
+RESERVE_PER_BLOCK = {'default': 1.99, 'expandable': 0.21}
+
+
+def allocator_kind(conf: AllocConf | None) -> tuple[str, str]:
+    """('default' | 'expandable', why) for an allocator setting (``allocconf.AllocConf``; None: torch's defaults)."""
+    conf = conf or DEFAULT
+    why = f'{conf.variable}={conf.text}' if conf.text else 'torch\'s default caching allocator'
+    extra = ([f'max_split_size_mb:{conf.max_split_size // 2 ** 20}'] if conf.max_split_size else []) + conf.unmodelled
+    if extra:
+        why += f' ({", ".join(extra)} planned as the default allocator: not modelled)'
+    return ('expandable' if conf.expandable_segments else 'default'), why
+
+
+def largest_transient(cfg, arch) -> float:
+    """Bytes of the largest block a training step frees and asks for again: one micro-batch's fp32 logits (Liger's
+    fused loss never holds them: its chunk instead, as memory.trainer_terms counts it)."""
+    bs, V = cfg.per_device_train_batch_size, arch.vocab
+    C = math.ceil(cfg.max_completion_length / max(1, cfg.sequence_parallel_size))
+    if cfg.use_liger_kernel:
+        return max(1, math.ceil(bs * C / math.ceil(V / arch.hidden))) * V * 4
+    return bs * C * V * 4
+
+
+def reserve_bytes(cfg, arch, conf: AllocConf | None) -> float:
+    """The allocator's reserve above the allocated peak, in bytes, for the launch's allocator setting."""
+    kind, _ = allocator_kind(conf)
+    return RESERVE_PER_BLOCK[kind] * largest_transient(cfg, arch)
+
+
+
+
+
+# Terms of a phase that torch's caching allocator never holds (memory.estimate's names): what the device adds to
+# torch's reserved bytes (vLLM's weights, KV cache and CUDA-graph pool are torch allocations; its non-torch memory is not).
+OUTSIDE_TORCH = ('cuda_context', 'nccl', 'vllm_non_torch')
+
+
+def quantities(terms: dict, total: float) -> dict:
+    """The peak phase as the three figures a GPU reports (GiB): ``allocated`` (torch.cuda.max_memory_allocated,
+    what `grpo-guard trace` counts), ``reserved`` (torch.cuda.max_memory_reserved, ms-swift's memory(GiB)) and
+    ``device`` (nvidia-smi's used memory, what an OOM is measured against). Without the allocator model the reserve
+    is the 1.05 allowance inside the dynamic terms and allocated is not told apart (None)."""
+    outside = sum(v for k, v in terms.items() if k in OUTSIDE_TORCH)
+    reserved = total - outside
+    modelled = 'allocator_reserve' in terms
+    return {'allocated_gib': round((reserved - terms['allocator_reserve']) / GiB, 2) if modelled else None,
+            'reserved_gib': round(reserved / GiB, 2), 'device_gib': round(total / GiB, 2),
+            'reserve_basis': 'caching-allocator reserve (reserve.py)' if modelled else
+            'a 1.05 allowance on activations and logits (memory.FRAGMENTATION)'}

@@ -1,0 +1,64 @@
+"""`grpo-guard trace`'s reserved figure: the traced allocations and frees replayed through the caching-allocator model.
+No GPU here: the check is that the replay sees the trace's own allocations (its allocated peak equals the trace's,
+up to the 512-byte rounding) and that what torch would reserve is at least what it allocates, for the default
+allocator and for expandable segments."""
+import pytest
+
+from grpo_recipes.config import GRPOConfig
+from grpo_recipes.hardware import Hardware
+from grpo_recipes.plan import build_plan
+
+GiB = 2 ** 30
+TINY = {'architectures': ['Qwen2ForCausalLM'], 'model_type': 'qwen2', 'hidden_size': 64, 'intermediate_size': 160,
+        'num_hidden_layers': 2, 'num_attention_heads': 4, 'num_key_value_heads': 2, 'vocab_size': 4096,
+        'tie_word_embeddings': False, 'max_position_embeddings': 2048, 'torch_dtype': 'bfloat16'}
+
+
+@pytest.mark.parametrize('conf', [None, 'expandable_segments:True'])
+def test_trace_reports_reserved_at_least_allocated(conf):
+    pytest.importorskip('torch')
+    from grpo_recipes.allocconf import conf_of as parse_alloc_conf
+    from grpo_recipes.memory.allocator import replay
+    from grpo_recipes.memory.trace import trace_launch, trace_step
+    cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--tuner_type', 'lora', '--per_device_train_batch_size',
+                                   '4', '--max_completion_length', '256', '--gradient_checkpointing', 'true',
+                                   '--torch_dtype', 'bfloat16', '--beta', '0'])
+    r = trace_launch(cfg, build_plan(cfg, {}, Hardware(gpus=1)), TINY, 64, 'tiny', alloc_conf=conf)
+    assert r.reserved_peak_gib is not None and r.reserved_peak_gib >= r.traced_peak_gib > 0
+    assert r.allocator == (conf or '')
+    counter, _, _ = trace_step(cfg, TINY, 64)
+    st = replay(counter.events, parse_alloc_conf(conf))
+    # every traced storage went through the allocator: the allocated peak is the trace's, rounded to 512 B blocks
+    assert counter.peak <= st.peak_allocated <= counter.peak + 512 * len(counter.events)
+    assert st.peak_reserved >= st.peak_allocated
+
+
+def test_gather_backward_is_recorded_in_place():
+    """Under a dispatch mode autograd runs gather's backward out of place (new_zeros, then scatter_add); the GPU step
+    fills the zeros in place (FunctionsManual.cpp gather_backward), and the events must say so: one buffer, not two."""
+    torch = pytest.importorskip('torch')
+    from grpo_recipes.memory.allocator import replay
+    from grpo_recipes.memory.trace import LiveBytes
+
+    reused = []
+
+    class Counting(LiveBytes):
+        def track(self, t, reuse=None):
+            if reuse is not None:
+                reused.append(reuse)
+            super().track(t, reuse)
+
+    c = Counting()
+    x = torch.randn(8, 4096, requires_grad=True)
+    with c.mode:
+        y = x * 2
+        torch.gather(y, -1, torch.zeros(8, 1, dtype=torch.long)).sum().backward()
+        del y
+    assert len(reused) == 1 and reused[0] in c.zeros
+    ids = [e[0] for e in c.events if e[1] is not None]
+    freed = [e[0] for e in c.events if e[1] is None]
+    assert len(ids) == len(set(ids)) and len(freed) == len(set(freed)) and set(freed) <= set(ids)
+    full = 8 * 4096 * 4
+    # y, the zeros gather's backward fills, x's gradient (mul's backward): 3; the out-of-place scatter_add would be a 4th
+    assert sum(1 for e in c.events if e[1] == full) == 3
+    assert replay(c.events).peak_requested <= c.peak  # in place can only lower the bytes live at once
