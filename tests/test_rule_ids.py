@@ -73,7 +73,8 @@ CASES = {
     'version.deepspeed': lambda: swift({'deepspeed': 'zero2'}, packages={**PACKAGES_OK, 'deepspeed': None}),
     'version.swift-3x': lambda: swift(packages={**PACKAGES_OK, 'ms-swift': '3.9.0'}),
     'version.swift-missing': lambda: swift(packages={**PACKAGES_OK, 'ms-swift': None}),
-    'vllm.expandable-segments': lambda: swift({'sleep_level': 1}, env={
+    # ms-swift before 4.6: nothing turns expandable segments off around its engine
+    'vllm.expandable-segments': lambda: swift({'sleep_level': 1}, packages={**PACKAGES_OK, 'ms-swift': '4.5.0'}, env={
         'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1, 'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'}),
     'vllm.kv-concurrency': lambda: swift({'vllm_gpu_memory_utilization': 0.3, 'per_device_train_batch_size': 64,
                                           'num_generations': 16, 'max_completion_length': 2048,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 from ..findings import ERROR, INFO, WARNING, Finding
+from ..versions import version_tuple
 from .registry import Context, rule
 
 
@@ -201,7 +202,9 @@ def ds3_gather(ctx: Context) -> list[Finding]:
 @rule('vllm.expandable-segments')
 def expandable_segments_with_sleep(ctx: Context) -> list[Finding]:
     """PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True breaks vLLM sleep mode (cumem
-    allocator) on older ms-swift/vLLM (ms-swift issue #6636)."""
+    allocator) on older ms-swift/vLLM (ms-swift issue #6636). ms-swift 4.6 turns them off around creating and waking
+    its colocated engine (swift/rlhf_trainers/utils.py ``set_expandable_segments``): no finding there. TRL has no such
+    switch, and vLLM's CuMemAllocator asserts at start-up (vllm/device_allocator/cumem.py)."""
     cfg = ctx.cfg
     conf = ctx.environ.get('PYTORCH_CUDA_ALLOC_CONF', '') + ',' + ctx.launch.file_env.get('PYTORCH_CUDA_ALLOC_CONF', '')
     conf += ',' + (ctx.launch.alloc.values.get('PYTORCH_CUDA_ALLOC_CONF', '') if ctx.launch.alloc else '')  # exports
@@ -213,6 +216,9 @@ def expandable_segments_with_sleep(ctx: Context) -> list[Finding]:
                         'refuses PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True at start-up)',
                         'drop expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF, or vllm_enable_sleep_mode false',
                         'vllm/device_allocator/cumem.py (CuMemAllocator.__init__); pytorch/pytorch#147851')]
+    swift_v = version_tuple(ctx.packages.get('ms-swift'))
+    if ctx.launch.framework == 'swift' and swift_v is not None and swift_v[:2] >= (4, 6):
+        return []  # set_expandable_segments keeps them away from the engine (see above)
     if cfg.use_vllm and cfg.effective_sleep_level > 0 and re.search(r'expandable_segments\s*:\s*True', conf):
         return [Finding(WARNING, 'vllm.expandable-segments', ['PYTORCH_CUDA_ALLOC_CONF', 'sleep_level'],
                         'PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True conflicts with vLLM sleep mode (cumem): '
