@@ -85,8 +85,11 @@ def _col(m, *keys) -> float:
 def memory_table(report: CheckReport) -> Table:
     """One row per group of identical GPUs; the terms of each GPU's peak phase (GiB)."""
     caps = sorted({m.capacity_gib for m in report.memory})
+    device = any(m.quantities.get('allocated_gib') is not None for m in report.memory)
+    what = ('the device: torch reserved + CUDA context' if device else
+            'torch allocated + 5% allowance + CUDA context')  # reserve.quantities says which
     t = Table(title=f'Predicted memory per GPU (GiB of {"/".join(f"{c:.1f}" for c in caps)}, terms of the peak '
-              f'phase)', title_justify='left', title_style='bold', box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+              f'phase; {what})', title_justify='left', title_style='bold', box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
     for col in ('GPU', 'role', 'model', 'optim', 'act', 'vLLM', 'other', 'peak', 'use', 'phase', 'verdict'):
         t.add_column(col, justify='left' if col in ('GPU', 'role', 'phase', 'verdict') else 'right', no_wrap=True,
                      min_width=4 if col == 'verdict' else None)
