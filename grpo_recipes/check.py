@@ -253,7 +253,7 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     if launch.framework == 'trl':
         report.findings = [in_trl_terms(f) for f in report.findings]
         report.assumptions = [trl_terms(a) for a in report.assumptions]
-    from .frontends.fix_syntax import render_fixes
+    from .fix_syntax import render_fixes
     render_fixes(report)  # flags for a command line, YAML keys for a config file
     return report
 

@@ -59,7 +59,7 @@ class RecipeLauncher:
         base = load_launch([str(self.recipe), *extra], environ=env)
         cfg, _ = GRPOConfig.from_argv(base.argv)
         if rollout is None and cfg.use_vllm and cfg.vllm_mode == 'server':
-            from .cli.recipes import rollout_argv
+            from .recipes import rollout_argv
             if env.get('ROLLOUT_HOST'):
                 extra += ['--vllm_server_host', env['ROLLOUT_HOST']]
             cmd = ['swift', 'rollout', '--model', str(cfg.model), *(rollout_argv(cfg) or [])]

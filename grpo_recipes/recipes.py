@@ -141,3 +141,18 @@ def rewrite_header(path: Path, block: list[str]) -> bool:
         return False
     path.write_text('\n'.join(new) + '\n', encoding='utf-8')
     return True
+
+
+def rollout_argv(cfg) -> list[str] | None:
+    """`swift rollout` arguments that mirror a server-mode recipe's vLLM settings (None: not server mode)."""
+    if not (cfg.use_vllm and cfg.vllm_mode == 'server'):
+        return None
+    args = ['--vllm_tensor_parallel_size', str(cfg.vllm_tensor_parallel_size),
+            '--vllm_data_parallel_size', str(cfg.vllm_data_parallel_size),
+            '--vllm_gpu_memory_utilization', str(cfg.vllm_gpu_memory_utilization),
+            '--port', str((cfg.vllm_server_port or [8000])[0])]
+    if cfg.vllm_max_model_len:
+        args += ['--vllm_max_model_len', str(cfg.vllm_max_model_len)]
+    if cfg.vllm_enable_lora:
+        args += ['--vllm_enable_lora', 'true', '--vllm_max_lora_rank', str(cfg.lora_rank)]
+    return args

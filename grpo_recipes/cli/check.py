@@ -54,7 +54,7 @@ def _check(opts, extra):
                                      file_env=launch.file_env, config_file=launch.config_file)).to_dict()
             report.fix_verified = {**parsed, **report.fix_verified, 'ok': report.fix_verified['ok'] and parsed['ok']}
     elif getattr(opts, 'verify', False) and report.fixes:
-        from ..frontends.fix_syntax import fixed_launch
+        from ..fix_syntax import fixed_launch
         fixed, outside = fixed_launch(launch, report.fixes[0])  # as the launch's own framework reads it
         result = validate(fixed)
         report.fix_verified = {**result.to_dict(), 'not_parsed': outside}

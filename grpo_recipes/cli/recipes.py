@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ..errors import GuardError
+from ..recipes import rollout_argv
 from .common import fail, parse_command, print_json
 
 
@@ -72,21 +73,6 @@ def recipe_report(recipe, environ: dict | None = None, extra: list[str] | None =
         env = {'CUDA_VISIBLE_DEVICES': recipe.rollout_gpus} if recipe.rollout_gpus else {}
         launch.rollout = read_rollout(['--model', cfg.model, *args], env, f'{recipe.name} (rollout-args)')
     return check_launch(launch, hw, model_config=model_config)
-
-
-def rollout_argv(cfg) -> list[str] | None:
-    """`swift rollout` arguments that mirror a server-mode recipe's vLLM settings (None: not server mode)."""
-    if not (cfg.use_vllm and cfg.vllm_mode == 'server'):
-        return None
-    args = ['--vllm_tensor_parallel_size', str(cfg.vllm_tensor_parallel_size),
-            '--vllm_data_parallel_size', str(cfg.vllm_data_parallel_size),
-            '--vllm_gpu_memory_utilization', str(cfg.vllm_gpu_memory_utilization),
-            '--port', str((cfg.vllm_server_port or [8000])[0])]
-    if cfg.vllm_max_model_len:
-        args += ['--vllm_max_model_len', str(cfg.vllm_max_model_len)]
-    if cfg.vllm_enable_lora:
-        args += ['--vllm_enable_lora', 'true', '--vllm_max_lora_rank', str(cfg.lora_rank)]
-    return args
 
 
 def _summary(recipe) -> dict:

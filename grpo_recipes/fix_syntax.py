@@ -12,7 +12,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from ..launch import CONFIG_SUFFIXES
+from .launch import CONFIG_SUFFIXES
 
 
 def syntax_of(launch) -> tuple[str, str | None]:
@@ -25,7 +25,7 @@ def syntax_of(launch) -> tuple[str, str | None]:
 
 
 def _swift_names() -> set[str]:
-    from ..swift_args import all_flags
+    from .swift_args import all_flags
     return {f.lstrip('-') for f in all_flags()}
 
 
@@ -51,8 +51,8 @@ def swift_flags(text: str | None) -> str | None:
 def swift_cli_fix(fix, launch) -> str:
     """A memory fix for a ``swift rlhf`` command line: the environment line (envfix.render), then the flags to set
     and what they were."""
-    from ..memory.envfix import render
-    from ..memory.search import _yaml
+    from .memory.envfix import render
+    from .memory.search import _yaml
     parts = [render({k: v for k, (_, v) in fix.env.items()}, launch)] if fix.env else []
     if fix.changes:
         new = ' '.join(f'--{k} {_yaml(v)}' for k, (_, v) in fix.changes.items())
@@ -62,7 +62,7 @@ def swift_cli_fix(fix, launch) -> str:
 
 
 def _trl_script_flags() -> set[str]:
-    from .trl.arguments import CLASSES, snapshot
+    from .frontends.trl.arguments import CLASSES, snapshot
     return {f['name'] for cls in CLASSES for f in snapshot()[cls]}
 
 
@@ -82,7 +82,7 @@ def render_fixes(report) -> None:
     if report.launch.kind != 'train':
         return
     if report.launch.framework == 'trl' and report.launch.trl.get('ignores_cli'):
-        from .trl.script_cli import apply_to_report
+        from .frontends.trl.script_cli import apply_to_report
         apply_to_report(report)  # the script's file and line, not flags it would ignore
         return
     syntax, config = syntax_of(report.launch)
@@ -99,8 +99,8 @@ def fixed_launch(launch, fix):
     parts of the fix the parser cannot see (accelerate's own options)."""
     if launch.framework != 'trl':
         return replace(launch, argv=launch.argv + fix.argv(), notes=list(launch.notes)), []
-    from ..memory.search import _yaml
-    from .trl.arguments import trl_terms
+    from .memory.search import _yaml
+    from .frontends.trl.arguments import trl_terms
     flags: list[str] = []
     outside: list[str] = []
     env = dict(launch.env)
