@@ -189,12 +189,22 @@ def rollout_remote(cfg: GRPOConfig, launch: Launch) -> str | None:
 
 
 def _config_from(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfig, list[str]]:
+    from .frontends.shell_expand import unresolved_message
     if launch.framework == 'trl':
         from .frontends.trl import to_config
-        return to_config(launch, trl_version)
+        try:
+            return to_config(launch, trl_version)
+        except (TypeError, ValueError) as e:  # a $VAR left where TRL's field is a number
+            why = unresolved_message(launch.argv, str(launch.config_file), str(e))
+            if why is None:
+                raise
+            raise GuardError(why) from None
     try:
         return GRPOConfig.from_argv(launch.argv)
     except ArgumentError as e:
+        why = unresolved_message(launch.argv, str(launch.config_file), str(e))
+        if why is not None:
+            raise GuardError(why) from None
         hint = ''
         if re.search(r"'<[^'>]*>'", str(e)):
             hint = ' (a <...> placeholder left from an example script: put the real value there)'
@@ -212,6 +222,9 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     assumptions = apply_rollout(cfg, launch)
     if launch.framework == 'trl':
         from .frontends.trl import old_vllm_device
+        from .frontends.accelerate_cmd import default_processes
+        nproc_note = default_processes(launch.env, launch.trl, hw.gpus)  # no --num_processes, no config file
+        assumptions += [nproc_note] if nproc_note else []
         assumptions += old_vllm_device(cfg, launch, packages.get('trl'))
         if launch.trl.get('script_settings'):
             assumptions.append(launch.trl['script_settings'])

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 from ..config import GRPOConfig
 from ..errors import GuardError
 from ..launch import Launch, Rollout
+from .accelerate_cmd import display_command, launcher_prefix, require_script, trl_cli_launch_args
 
 # accelerate launch options that take a value (accelerate/commands/launch.py launch_command_parser);
 # every other option of it is a flag.
@@ -355,8 +356,10 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
             opts, rest = _accelerate_options(argv[2:])
             script = rest[0] if rest else None
             script_args = rest[1:]
+            require_script(script, source)  # accelerate's usage error: no training script
         else:
-            opts, script, script_args = {}, 'trl grpo', argv[2:]
+            acc_words, script_args = trl_cli_launch_args(argv[2:], ACCELERATE_VALUE_OPTIONS, set(_fields(*CLASSES)))
+            opts, script = _accelerate_options(acc_words)[0], 'trl grpo'
             if '--accelerate_config' in script_args:  # trl/cli/accelerate_config.py: a file, or a packaged name
                 i = script_args.index('--accelerate_config')
                 if i + 1 >= len(script_args):
@@ -371,6 +374,8 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
                 script_args = script_args[:i] + script_args[i + 2:]
         acc = accelerate_settings(opts, env)
         info.update(accelerate=acc, script=script)
+        if acc.get('num_processes') is None and acc.get('config_source') is None:  # accelerate_cmd.py
+            info.update(nproc_from_devices=True, launcher_cvd=env.get('CUDA_VISIBLE_DEVICES'))
         n = acc.get('num_processes') or 1
         machines = max(1, acc.get('num_machines') or 1)
         launch_env['NPROC_PER_NODE'] = str(max(1, n // machines))
@@ -406,6 +411,7 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
         else:
             script, script_args = (rest[0] if rest else None), rest[1:]
         info.update(script=script)
+    info.update(display=display_command(argv, script), prefix=launcher_prefix(argv))
     info['script_args'] = list(script_args)  # as typed (TRL's own parser reads --config itself)
     if script and script.endswith('.py') and os.path.isfile(script):
         # a script that writes GRPOConfig(...) in code: its literal keywords, then the command line's flags
