@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _hardware_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group('hardware (default: nvidia-smi if present, else unknown)')
     g.add_argument('--gpus', type=int, metavar='N', help='physical GPUs per node')
-    g.add_argument('--gpu-type', metavar='T', help='GPU model, e.g. A100-80G, A100-40G, H100')
+    g.add_argument('--gpu-type', metavar='T', help='GPU model, e.g. A100-80G, A100-40G, H100, or the name nvidia-smi '
+                   'prints ("NVIDIA A100-SXM4-40GB"); a name that could be several cards is refused')
     g.add_argument('--rollout-gpus', metavar='IDS', help='server mode: GPU ids of `swift rollout` (e.g. 4,5)')
     p.add_argument('--data-stats', metavar='JSON', help='`grpo-data stats DATA --json` output: plan memory with '
                    'the data\'s real prompt lengths and check max_length against them')
@@ -163,6 +164,8 @@ def _check(opts, extra):
     from ..launch import load_launch
     if opts.gpus is not None and opts.gpus < 1:
         raise GuardError(f'--gpus {opts.gpus}: must be >= 1')
+    from ..gpu_names import check_hardware_flags
+    check_hardware_flags(opts.gpu_type, opts.gpu_mem)  # exact card names, --gpu-mem > 0
     launch = load_launch(_launch_args(opts.config, extra), rollout=opts.rollout)
     hw = detect(opts.gpus, opts.gpu_type, opts.rollout_gpus, opts.gpu_mem)
     from ..check import load_data_stats
