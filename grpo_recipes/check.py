@@ -155,8 +155,11 @@ def model_config_for(model: str | None, given: dict | None) -> tuple[dict | None
     rollout-server check share."""
     if given is not None:
         return given, None
+    from .model_source import MissingLocalPath
     try:
         return load_model_config(model), None
+    except MissingLocalPath:
+        raise
     except GuardError:
         return None, f'no config.json for {model}: pass --model-config DIR or a local model dir'
 
@@ -240,7 +243,10 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     if launch.trl.get('vllm_device_gpu') is not None and hw.rollout_gpus is None:
         hw = replace(hw, rollout_gpus=(launch.trl['vllm_device_gpu'],))  # TRL 0.14-0.15's in-trainer vLLM GPU
     plan = build_plan(cfg, launch.env, hw)
+    from .model_source import config_source, dataset_message, missing_datasets
+    given_config = model_config is not None
     model_config, unchecked = model_config_for(cfg.model, model_config)
+    assumptions += [config_source(cfg.model, given_config)] if model_config is not None else []
     base = Path(launch.config_file).parent if launch.config_file and os.path.isfile(launch.config_file) else None
     ctx = Context(cfg=cfg, launch=launch, plan=plan, hw=hw, model=model_config, remaining=remaining,
                   packages=packages,
@@ -248,6 +254,9 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
                   environ={k: os.environ[k] for k in ('PYTORCH_CUDA_ALLOC_CONF',) if k in os.environ},
                   data_stats=data_stats)
     findings = run_rules(ctx)
+    findings += [Finding(WARNING, 'data.missing-local', ['dataset'], dataset_message(d), 'the path of a file or dir '
+                         'that exists (or a hub id)', 'swift/dataset/loader.py::_load_repo_dataset')
+                 for d in missing_datasets(cfg.dataset, base)]  # model_source.py
     report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings, packages=packages,
                          assumptions=assumptions, memory_unchecked=unchecked)
     if memory and unchecked is None:
