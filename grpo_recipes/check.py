@@ -254,9 +254,10 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
                   environ={k: os.environ[k] for k in ('PYTORCH_CUDA_ALLOC_CONF',) if k in os.environ},
                   data_stats=data_stats)
     findings = run_rules(ctx)
-    findings += [Finding(WARNING, 'data.missing-local', ['dataset'], dataset_message(d), 'the path of a file or dir '
-                         'that exists (or a hub id)', 'swift/dataset/loader.py::_load_repo_dataset')
-                 for d in missing_datasets(cfg.dataset, base)]  # model_source.py
+    findings += [Finding(WARNING if d.startswith(('/', '~')) else INFO, 'data.missing-local', ['dataset'],
+                         dataset_message(d), 'the path of a file or dir that exists (or a hub id)',
+                         'swift/dataset/loader.py::_load_repo_dataset')
+                 for d in missing_datasets(cfg.dataset, base)]  # model_source.py: absolute: a warning
     report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings, packages=packages,
                          assumptions=assumptions, memory_unchecked=unchecked)
     if memory and unchecked is None:

@@ -72,10 +72,13 @@ def missing_datasets(datasets: list[str], base: Path | None = None) -> list[str]
 
 
 def dataset_message(path: str) -> str:
-    return (f'dataset {path}: no such file or dir here; ms-swift reads a name like this as a local path '
-            f'(swift/dataset/loader.py: "The local path does not exist" for an absolute one; a relative one is then '
-            f'looked up on the hub and not found). Create it first (grpo-data prepare-gsm8k / filter), or fix the '
-            f'path; ignore this if the launch runs on another machine that has it')
+    """The finding's text. An absolute path is a warning (ms-swift raises "The local path does not exist"); a
+    relative one is information, since a launcher may write it before the launch (the recipes' launchers do)."""
+    if path.startswith(('/', '~')):
+        return (f'dataset {path}: no such file or dir here; ms-swift stops on it ("The local path does not exist", '
+                f'swift/dataset/loader.py); fix the path, or ignore this if the launch runs on another machine')
+    return (f'dataset {path}: not there yet; ms-swift reads it as a local path (a name like this is no hub id) and '
+            f'cannot load it unless something writes it before the launch (grpo-data prepare-gsm8k / filter do)')
 
 
 def config_source(model: str | None, given: bool) -> str:
