@@ -74,10 +74,13 @@ def check_rollout(launch: Launch, hw: Hardware, packages: dict | None = None, mo
     hw = with_rollout_gpus(hw, r)
     plan = build_plan(cfg, {}, hw)
     plan.visible_gpus, plan.visible_count, plan.processes = [], 0, []
+    from .model_source import config_source
+    given_config = model_config is not None
     model_config, unchecked = model_config_for(r.model, model_config)
     report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw,
                          findings=rollout_findings(r, hw, model_config, as_error=True),
                          packages=installed_packages() if packages is None else packages, memory_unchecked=unchecked)
+    report.assumptions += [config_source(r.model, given_config)] if model_config is not None else []
     if unchecked is None:
         inp = memory_inputs(report, model_config)
         if inp is not None:
