@@ -161,6 +161,10 @@ def model_config_for(model: str | None, given: dict | None) -> tuple[dict | None
     except MissingLocalPath:
         raise
     except GuardError:
+        from .frontends.shell_expand import unresolved
+        if model and unresolved(model):  # $MODEL_DIR set nowhere the guard could see
+            return None, (f'--model {model}: {", ".join(unresolved(model))} could not be resolved, so the model is '
+                          f'not known here; export it before running the guard, or pass --model-config DIR')
         return None, f'no config.json for {model}: pass --model-config DIR or a local model dir'
 
 

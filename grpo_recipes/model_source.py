@@ -44,7 +44,7 @@ def _strip_dataset(spec: str) -> str:
 
 def require_local_model(model: str) -> None:
     """``--model`` written as a local path that does not exist: one line, exit 2."""
-    if not looks_local(model):
+    if not looks_local(model) or '$' in model:  # an unresolved $VAR is said as such by model_config_for
         return
     p = Path(model).expanduser()
     if p.exists():
@@ -62,7 +62,7 @@ def missing_datasets(datasets: list[str], base: Path | None = None) -> list[str]
     for spec in datasets:
         path = _strip_dataset(str(spec))
         local = looks_local(path) or path.lower().endswith(DATA_SUFFIXES)
-        if not local:
+        if not local or '$' in path:  # an unresolved $VAR: its value is not known here
             continue
         p = Path(path).expanduser()
         if p.exists() or (base is not None and not p.is_absolute() and (base / p).exists()):

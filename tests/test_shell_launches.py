@@ -173,3 +173,18 @@ def test_messages_name_the_command_as_typed(tmp_path, argv, name, prefix):
     f = next(f for f in r.findings if f.rule == 'device.data-parallel')
     assert f.message.startswith(name) and f.fix.startswith(prefix)
     assert 'trl trl' not in f.message + f.fix and 'accelerate train_grpo' not in f.message + f.fix
+
+
+def test_unresolved_model_and_dataset_are_said_as_such(tmp_path):
+    launch = read_launch(['--', 'swift', 'rlhf', '--rlhf_type', 'grpo', '--model', '$MODEL_DIR', '--reward_funcs',
+                          'format', '--dataset', '$DATA/train.jsonl'], environ={})
+    r = check_launch(launch, Hardware(gpus=1, gpu_type='A100-80G', source='flags'), packages=PKGS)
+    assert '$MODEL_DIR could not be resolved' in r.memory_unchecked
+    assert not [f for f in r.findings if f.rule == 'data.missing-local']
+
+
+def test_rollout_flag_with_bash_c_reads_the_server_command():
+    launch = read_launch(['--', *SWIFT.format(ng='8').split(), '--use_vllm', 'true', '--vllm_mode', 'server'],
+                         environ={}, rollout="nohup bash -c 'cd /srv && CUDA_VISIBLE_DEVICES=1 swift rollout --model "
+                                             "Qwen/Qwen2.5-7B-Instruct' > rollout.log 2>&1 &")
+    assert launch.rollout is not None and launch.rollout.gpus == [1]

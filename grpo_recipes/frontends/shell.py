@@ -95,9 +95,11 @@ def parse_command_text(text: str, what: str = 'command') -> Command:
         raise GuardError(f'{what}: cannot split {text[:60]!r}… as a shell command ({e}); check its quotes') from None
     first = segments(words)
     env, argv = split_env(first[0] if first else [])
-    inner = shell_c(argv)  # bash -c 'CMD ...': the command the inner shell runs
+    inner = shell_c(argv)  # bash -c 'cd x && CMD ...': the first command of the inner shell's that the guard reads
     if inner is not None:
-        cmd = parse_command_text(inner, what)
+        from . import kind_of
+        cmds = read_script(inner, {}, what)
+        cmd = next((c for c in cmds if kind_of(c.argv)), cmds[0] if cmds else Command(argv=argv))
         return Command(env={**env, **cmd.env}, argv=cmd.argv)
     if not argv:
         raise GuardError(f'{what}: {text!r} has no command after its VAR=value assignments')
