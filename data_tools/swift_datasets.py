@@ -123,7 +123,8 @@ def materialise(specs: list[str], dst: Path, use_hf: bool | None = None, num_pro
                 raise DataSourceError(
                     f'{spec}: offline (cannot reach {HUB_HOSTS[key][0]}) and ModelScope datasets are not read from '
                     f'{_caches(False)} without it; pass a local file as DATASET (grpo-data stats /path/train.jsonl; '
-                    f'a launcher: DATASET=/path/train.jsonl), or the Hugging Face id with --use-hf if its cache holds it')
+                    f'a launcher: DATASET=/path/train.jsonl), or the Hugging Face id with --use-hf if its cache '
+                    f'holds it')
     env_saved = {k: os.environ.get(k) for k in ('HF_HUB_OFFLINE', 'HF_DATASETS_OFFLINE')}
     if 'hf' in offline_hubs:
         os.environ['HF_HUB_OFFLINE'] = os.environ['HF_DATASETS_OFFLINE'] = '1'  # use the cache, never wait

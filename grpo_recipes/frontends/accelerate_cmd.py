@@ -14,7 +14,7 @@ launch options with the same ``launch_command_parser`` and calls ``launch_comman
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import GuardError
 
