@@ -188,3 +188,11 @@ def test_rollout_flag_with_bash_c_reads_the_server_command():
                          environ={}, rollout="nohup bash -c 'cd /srv && CUDA_VISIBLE_DEVICES=1 swift rollout --model "
                                              "Qwen/Qwen2.5-7B-Instruct' > rollout.log 2>&1 &")
     assert launch.rollout is not None and launch.rollout.gpus == [1]
+
+
+def test_a_commented_assignment_expansion_assigns_nothing(tmp_path):
+    script = tmp_path / 'run.sh'
+    script.write_text('# CUDA_VISIBLE_DEVICES=${NG:=2} swift rollout --model Qwen/Qwen2.5-7B-Instruct\n'
+                      + SWIFT.format(ng='${NG:-8}') + '\n', encoding='utf-8')
+    launch = read_launch([str(script)], environ={})
+    assert launch.argv[launch.argv.index('--num_generations') + 1] == '8'

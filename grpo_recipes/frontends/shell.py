@@ -178,7 +178,8 @@ def read_script(text: str, environ: Mapping[str, str] | None = None, source: str
             raise GuardError(f'{source}:{line}: cannot split this line as a shell command (unbalanced quote?)')
         if not words:
             continue
-        words = [_expand(w, scope, exported) for w in words]
+        line_scope = dict(scope) if commented else scope  # a comment's ${X:=1} assigns nothing
+        words = [_expand(w, line_scope, None if commented else exported) for w in words]
         for seg in segments(words):
             if not commented and seg[0] == 'export':
                 for w in seg[1:]:
