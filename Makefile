@@ -4,6 +4,9 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.grpo-recipes-installed
 PYTHON  ?= python3
+# Where torch comes from on a machine without a GPU. Empty: PyPI, whose Linux wheel is the CUDA build (with the
+# nvidia-* packages, several GB). The CPU build: make TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
 
 .PHONY: demo test install snapshot bench clean
 
@@ -11,11 +14,12 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@# GPU users bring their own CUDA torch; a machine without an NVIDIA GPU gets the CPU build.
+	@# GPU users bring their own CUDA torch; a machine without an NVIDIA GPU gets torch from TORCH_INDEX.
 	if ! command -v nvidia-smi >/dev/null 2>&1 && ! $(PY) -c 'import torch' 2>/dev/null; then \
-	  $(PY) -m pip install --quiet torch==2.13.0; fi
+	  $(PY) -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)); fi
 	DS_BUILD_OPS=0 $(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
 	touch $(STAMP)
+	@echo "installed grpo-guard, grpo-recipes and grpo-data in $(VENV)/bin; to put them on PATH: source $(VENV)/bin/activate"
 
 # The main job on embedded defaults, offline: list the recipes, show one recipe's guard plan on its
 # hardware, then prepare and length-filter the bundled GSM8K sample with the bundled Qwen2.5 tokenizer.
@@ -26,6 +30,7 @@ demo: $(STAMP)
 	$(VENV)/bin/grpo-data prepare-gsm8k data_tools/sample/gsm8k_train_300.jsonl -o output/demo/gsm8k.jsonl
 	$(VENV)/bin/grpo-data stats output/demo/gsm8k.jsonl --coverage 0.999 --max-completion-length 1024
 	$(VENV)/bin/grpo-data filter output/demo/gsm8k.jsonl -o output/demo/gsm8k.filtered.jsonl --max-length 256
+	@echo "the commands are in $(VENV)/bin; to put them on PATH: source $(VENV)/bin/activate"
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -3,7 +3,8 @@
     grpo-data filter INPUT -o OUTPUT --max-length N [--tokenizer DIR] [--mode prompt|full]
     grpo-data stats INPUT [--tokenizer DIR] [--coverage 0.99] [--max-completion-length N] [--plot F]
 
-Exit status: 0 done, 1 the data cannot be processed (named file/line and the fix), 2 usage.
+Exit status: 0 done, 1 the data cannot be used or the output cannot be written (named file/line and the fix),
+2 usage or unreadable input.
 """
 from __future__ import annotations
 
@@ -212,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except OSError as e:
         print(f'error: {e.filename or ""}: {e.strerror}', file=sys.stderr)
-        return 1
+        from .filemode import reading_input
+        return 2 if reading_input(e, opts) else 1
 
 
 if __name__ == '__main__':

@@ -20,7 +20,13 @@ BOM = b'\xef\xbb\xbf'
 
 
 class InputError(ValueError):
-    """The input as a whole cannot be read (named file, reason, fix)."""
+    """The input as a whole cannot be read, or an option is wrong (named file, reason, fix): exit 2."""
+    exit_code = 2
+
+
+class DataError(InputError):
+    """The data was read but cannot be used (no rows, no prompt column), or the output cannot be written: exit 1."""
+    exit_code = 1
 
 
 @dataclass
@@ -179,7 +185,7 @@ class Atomic:
         self.dest = dest
         parent = dest.parent if str(dest.parent) else Path('.')
         if not parent.is_dir():
-            raise InputError(f'{dest}: cannot write: directory {parent} does not exist')
+            raise DataError(f'{dest}: cannot write: directory {parent} does not exist')
         try:
             if is_dir:
                 self.tmp = Path(tempfile.mkdtemp(prefix=f'.{dest.name}.', suffix='.tmp', dir=parent))
@@ -188,8 +194,10 @@ class Atomic:
                 os.close(fd)
                 self.tmp = Path(name)
         except OSError as e:
-            raise InputError(f'{dest}: cannot write ({e.strerror})') from None
+            raise DataError(f'{dest}: cannot write ({e.strerror})') from None
         self.is_dir = is_dir
+        from .filemode import output_mode
+        output_mode(self.tmp, dest, is_dir)  # mkstemp's 0600 -> the umask's mode (or the replaced file's)
 
     def commit(self) -> None:
         if self.is_dir and self.dest.exists():

@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-from .formats import Atomic, InputError
+from .formats import Atomic, DataError, InputError
 
 INSTRUCTION = 'Solve the problem step by step, then give the final answer as \\boxed{N}.'
 ANSWER_RE = re.compile(r'####\s*(-?[0-9.,]+)')
@@ -60,7 +60,7 @@ def prepare(src: Path, dst: Path, rejects: Path | None = None) -> dict:
                                      'solution': solution}, ensure_ascii=False) + '\n')
                 counts['kept'] += 1
         if counts['input_rows'] == 0:
-            raise InputError(f'{src}: no rows')
+            raise DataError(f'{src}: no rows')
         out.commit()
         rej.commit()
         return counts

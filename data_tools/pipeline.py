@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .formats import Atomic, InputError, Record, RejectsWriter, Writer, default_rejects_path, \
+from .formats import Atomic, DataError, InputError, Record, RejectsWriter, Writer, default_rejects_path, \
     detect_format, read_chunks
 from .rows import NoPromptColumn, RowError, to_messages
 from .tokenize import ChatTokenizer
@@ -59,7 +59,7 @@ def measure(path: Path, tok: ChatTokenizer, mode: str = 'prompt', columns: dict 
                 msgs = to_messages(rec.row, columns, system, mode)
             except NoPromptColumn as e:
                 if not seen_good:
-                    raise InputError(f'{path} line {rec.line}: {e}. Map your prompt column with --columns, e.g. '
+                    raise DataError(f'{path} line {rec.line}: {e}. Map your prompt column with --columns, e.g. '
                                      f'--columns \'{{"my_prompt": "query"}}\'') from None
                 m.error = str(e)
                 continue
@@ -135,7 +135,7 @@ def run_filter(input_path: Path, output: Path, tok: ChatTokenizer, max_length: i
             writer.write(kept)
             summary.kept += len(kept)
         if summary.input_rows == 0:
-            raise InputError(f'{input_path}: no rows (the file is empty)')
+            raise DataError(f'{input_path}: no rows (the file is empty)')
         writer.close()
         rej.close()
         writer = rej = None
@@ -203,7 +203,7 @@ def run_stats(input_path: Path, tok: ChatTokenizer, mode: str = 'prompt', column
             else:
                 lengths.append(m.length)
     if not lengths:
-        raise InputError(f'{input_path}: no measurable rows ({malformed} malformed)')
+        raise DataError(f'{input_path}: no measurable rows ({malformed} malformed)')
     srt = sorted(lengths)
     st = Stats(input=str(input_path), mode=mode, count=len(srt), malformed=malformed,
                mean=round(sum(srt) / len(srt), 2), max=srt[-1], min=srt[0], coverage=coverage,

@@ -122,8 +122,9 @@ def materialise(specs: list[str], dst: Path, use_hf: bool | None = None, num_pro
             if not hf:  # ModelScope's loader has no offline mode: it would retry the hub for about a minute
                 raise DataSourceError(
                     f'{spec}: offline (cannot reach {HUB_HOSTS[key][0]}) and ModelScope datasets are not read from '
-                    f'{_caches(False)} without it; pass a local file (--dataset /path/train.jsonl, or DATASET=/path '
-                    f'for a launcher), or the Hugging Face id with --use-hf if its cache holds it')
+                    f'{_caches(False)} without it; pass a local file as DATASET (grpo-data stats /path/train.jsonl; '
+                    f'a launcher: DATASET=/path/train.jsonl), or the Hugging Face id with --use-hf if its cache '
+                    f'holds it')
     env_saved = {k: os.environ.get(k) for k in ('HF_HUB_OFFLINE', 'HF_DATASETS_OFFLINE')}
     if 'hf' in offline_hubs:
         os.environ['HF_HUB_OFFLINE'] = os.environ['HF_DATASETS_OFFLINE'] = '1'  # use the cache, never wait
@@ -143,7 +144,8 @@ def materialise(specs: list[str], dst: Path, use_hf: bool | None = None, num_pro
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             if offline_hubs:
                 raise DataSourceError(f'{", ".join(specs)}: offline, and not in {where} ({first}); pass a local '
-                                      f'file (--dataset /path/train.jsonl, or DATASET=/path for a launcher)') from None
+                                      f'file as DATASET (grpo-data stats /path/train.jsonl; a launcher: '
+                                      f'DATASET=/path/train.jsonl)') from None
             raise DataSourceError(f'{", ".join(specs)}: ms-swift could not load it ({first})') from None
     finally:
         for k, v in env_saved.items():

@@ -18,7 +18,8 @@ BUNDLED_TOKENIZER = Path(__file__).resolve().parent / 'tokenizer'
 
 
 class TokenizerError(ValueError):
-    pass
+    """The tokenizer cannot be loaded (unreadable input): exit 2."""
+    exit_code = 2
 
 
 def _find_tokenizer_dir(spec: str) -> Path:

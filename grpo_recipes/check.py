@@ -157,9 +157,16 @@ def model_config_for(model: str | None, given: dict | None) -> tuple[dict | None
     rollout-server check share."""
     if given is not None:
         return given, None
+    from .model_source import MissingLocalPath
     try:
         return load_model_config(model), None
+    except MissingLocalPath:
+        raise
     except GuardError:
+        from .frontends.shell_expand import unresolved
+        if model and unresolved(model):  # $MODEL_DIR set nowhere the guard could see
+            return None, (f'--model {model}: {", ".join(unresolved(model))} could not be resolved, so the model is '
+                          f'not known here; export it before running the guard, or pass --model-config DIR')
         return None, f'no config.json for {model}: pass --model-config DIR or a local model dir'
 
 
@@ -192,14 +199,24 @@ def rollout_remote(cfg: GRPOConfig, launch: Launch) -> str | None:
 
 def _config_from(launch: Launch, trl_version: str | None = None,
                  swift_version: str | None = None) -> tuple[GRPOConfig, list[str]]:
+    from .frontends.shell_expand import unresolved_message
     if launch.framework == 'trl':
-        return to_config(launch, trl_version)
+        try:
+            return to_config(launch, trl_version)
+        except (TypeError, ValueError) as e:  # a $VAR left where TRL's field is a number
+            why = unresolved_message(launch.argv, str(launch.config_file), str(e))
+            if why is None:
+                raise
+            raise GuardError(why) from None
     try:
         from .frontends.swift.versions import config_from_argv  # the ms-swift release the user runs (3.x or 4.x)
         cfg, remaining, notes = config_from_argv(launch.argv, swift_version)
         launch.notes.extend(n for n in notes if n not in launch.notes)
         return cfg, remaining
     except ArgumentError as e:
+        why = unresolved_message(launch.argv, str(launch.config_file), str(e))
+        if why is not None:
+            raise GuardError(why) from None
         hint = ''
         if re.search(r"'<[^'>]*>'", str(e)):
             hint = ' (a <...> placeholder left from an example script: put the real value there)'
@@ -215,6 +232,9 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     cfg, remaining = _config_from(launch, packages.get('trl'), packages.get('ms-swift'))
     cfg, assumptions = with_rollout(cfg, launch)
     if launch.framework == 'trl':
+        from .frontends.trl.accelerate_cmd import default_processes
+        nproc_note = default_processes(launch.env, launch.trl, hw.gpus)  # no --num_processes, no config file
+        assumptions += [nproc_note] if nproc_note else []
         cfg, more = old_vllm_device(cfg, launch, packages.get('trl'))
         assumptions += more
         if launch.trl.get('script_settings'):
@@ -236,7 +256,11 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         g = launch.trl['vllm_device_gpu']  # TRL 0.14-0.15's / ms-swift < 3.6's in-trainer vLLM GPU(s)
         hw = replace(hw, rollout_gpus=tuple(g) if isinstance(g, (list, tuple)) else (g,))
     plan = build_plan(cfg, launch.env, hw)
+    from .model_source import dataset_message, missing_datasets
+    from .models import config_source
+    given_config = model_config is not None
     model_config, unchecked = model_config_for(cfg.model, model_config)
+    assumptions += [config_source(cfg.model, given_config)] if model_config is not None else []
     base = Path(launch.config_file).parent if launch.config_file and os.path.isfile(launch.config_file) else None
     ctx = Context(cfg=cfg, launch=launch, plan=plan, hw=hw, model=model_config, remaining=remaining,
                   packages=packages,
@@ -244,6 +268,10 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
                   environ={k: os.environ[k] for k in ('PYTORCH_CUDA_ALLOC_CONF',) if k in os.environ},
                   data_stats=data_stats)
     findings = run_rules(ctx)
+    findings += [Finding(WARNING if d.startswith(('/', '~')) else INFO, 'data.missing-local', ['dataset'],
+                         dataset_message(d), 'the path of a file or dir that exists (or a hub id)',
+                         'swift/dataset/loader.py::_load_repo_dataset')
+                 for d in missing_datasets(cfg.dataset, base)]  # model_source.py: absolute: a warning
     report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings, packages=packages,
                          assumptions=assumptions, memory_unchecked=unchecked)
     if memory and unchecked is None:
@@ -278,10 +306,13 @@ def check_rollout(launch: Launch, hw: Hardware, packages: dict | None = None,
     hw = with_rollout_gpus(hw, r)
     plan = build_plan(cfg, {}, hw)
     plan.visible_gpus, plan.visible_count, plan.processes = [], 0, []
+    from .models import config_source
+    given_config = model_config is not None
     model_config, unchecked = model_config_for(r.model, model_config)
     report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw,
                          findings=rollout_findings(r, hw, model_config, as_error=True),
                          packages=installed_packages() if packages is None else packages, memory_unchecked=unchecked)
+    report.assumptions += [config_source(r.model, given_config)] if model_config is not None else []
     if unchecked is None:
         inp = memory_inputs(report, model_config)
         if inp is not None:

@@ -24,40 +24,10 @@ CATALOGUE: dict[str, tuple[float, str]] = {
     'A6000': (47.54, 'torch OOM message "47.54 GiB total capacity", google-research/semivl#18 (RTX A6000 48GB)'),
 }
 
-ALIASES = {
-    'A100': 'A100-80G', 'A100-SXM4-80GB': 'A100-80G', 'A100-PCIE-80GB': 'A100-80G', 'A100-SXM4-40GB': 'A100-40G',
-    'A100-PCIE-40GB': 'A100-40G', 'A800': 'A800-80G', 'H100': 'H100-80G', 'H800': 'H800-80G',
-    '3090': 'RTX3090', '4090': 'RTX4090', 'L40': 'L40S',
-}
-
-
 def _norm(name: str) -> str:
     s = name.upper().replace('NVIDIA', '').replace('GEFORCE', '').replace(' ', '').replace('_', '-')
     s = s.replace('80GB', '80G').replace('40GB', '40G')
     return s.strip('-')
-
-
-def lookup(name: str | None) -> tuple[str, float] | None:
-    """(canonical name, capacity GiB) for a user-given or driver-reported GPU name."""
-    if not name:
-        return None
-    key = _norm(name)
-    table = {_norm(k): k for k in CATALOGUE}
-    table.update({_norm(k): v for k, v in ALIASES.items()})
-    for cand in (key, key.replace('-SXM4', '').replace('-PCIE', '').replace('-SXM', '')):
-        if cand in table:
-            canon = table[cand]
-            return canon, CATALOGUE[canon][0]
-    m = re.search(r'(A100|A800|H100|H800)-?.*?(40|80)G', key)
-    if m:
-        canon = f'{m.group(1)}-{m.group(2)}G'
-        if canon in CATALOGUE:
-            return canon, CATALOGUE[canon][0]
-    for k in sorted(table, key=len, reverse=True):
-        if k and k in key:
-            canon = table[k]
-            return canon, CATALOGUE[canon][0]
-    return None
 
 
 # Nominal memory (GB, as sold) of each catalogue card, to match a source that names only a class.

@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 
 from .errors import GuardError
-from .gpus import lookup
+from .gpu_names import lookup
 
 
 @dataclass(frozen=True)

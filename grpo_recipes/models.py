@@ -55,6 +55,8 @@ def resolve_model_dir(model: str | None) -> tuple[Path | None, str | None]:
     """(local dir holding config.json, built-in file name): exactly one is set."""
     if not model:
         raise GuardError('--model is not set; add `model: Qwen/Qwen2.5-7B-Instruct` (or a local dir) to the config')
+    from .model_source import require_local_model
+    require_local_model(model)  # a local path that is not there: an error, never a bundled config by its name
     p = Path(model).expanduser()
     if (p / 'config.json').is_file():
         return p, None
@@ -97,3 +99,17 @@ def config_only_dir(model: str | None, workdir: Path) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     (d / 'config.json').write_text(json.dumps(builtin_config(builtin), indent=2), encoding='utf-8')
     return d
+
+
+def config_source(model: str | None, given: bool) -> str:
+    """Where the plan's config.json came from, for the assumptions: the file, or the bundled copy's name."""
+    if given:
+        return 'model config: the config.json given with --model-config'
+    try:
+        local, builtin = resolve_model_dir(model)
+    except GuardError:
+        return ''
+    if local is not None:
+        return f'model config: {local / "config.json"}'
+    return (f'model config: the bundled copy grpo_recipes/model_configs/{builtin} (the model {model} is neither a '
+            f'local dir nor in the Hugging Face / ModelScope cache here)')

@@ -239,7 +239,7 @@ def test_unwritable_output(tmp_path):
 def test_missing_tokenizer_hub_id_is_one_line(tmp_path):
     proc = run_cli('data_tools.cli', 'stats', str(SAMPLE), '--tokenizer', 'nobody/NoSuchModel', '--quiet',
                    env={'HF_HOME': str(tmp_path), 'MODELSCOPE_CACHE': str(tmp_path)})
-    assert proc.returncode == 1 and 'not reachable' in proc.stderr
+    assert proc.returncode == 2 and 'not reachable' in proc.stderr  # unreadable input: 2 (issue 21 item 18)
     assert len(proc.stderr.strip().splitlines()) == 1
 
 

@@ -85,7 +85,7 @@ def test_hub_id_offline_without_cache_is_one_line_and_exit_2(tmp_path):
 
 def test_missing_local_file_is_not_looked_up_on_a_hub(tmp_path):
     proc = grpo_data('stats', str(tmp_path / 'nope.jsonl#10'))
-    assert proc.returncode == 1 and 'no such file' in proc.stderr
+    assert proc.returncode == 2 and 'no such file' in proc.stderr  # unreadable input: 2 (issue 21 item 18)
 
 
 def test_several_datasets_streamed_keep_the_accounting(prepared, tmp_path):

@@ -151,23 +151,25 @@ def test_one_accelerate_process_seeing_two_gpus_is_data_parallel_too():
     # accelerate's simple launcher (one process, no --multi_gpu) leaves the run undistributed, and TrainingArguments
     # then counts every visible GPU (transformers/training_args.py _setup_devices): DataParallel, as with python
     args = ['train_grpo.py', '--model_name_or_path', INT4, '--use_peft', '--use_vllm', '--vllm_mode', 'server']
-    proc, out = check(*HW40, '--', 'CUDA_VISIBLE_DEVICES=0,1', 'accelerate', 'launch', *args)
+    # (--num_processes 1: with neither it nor a config file accelerate starts one process per visible GPU, issue 21)
+    proc, out = check(*HW40, '--', 'CUDA_VISIBLE_DEVICES=0,1', 'accelerate', 'launch', '--num_processes', '1', *args)
     assert proc.returncode == 1 and 'device.data-parallel' in rules(out)
     proc, out = check(*HW40, '--', 'CUDA_VISIBLE_DEVICES=0,1', 'torchrun', '--nproc_per_node', '1', *args)
     assert 'device.data-parallel' not in rules(out) | rules(out, 'warning')  # torchrun: distributed, one GPU
 
 
-def test_trl_cli_accelerate_config_by_name():
+def test_trl_cli_accelerate_config_by_name(tmp_path):
     # `trl grpo --accelerate_config zero3`: TRL's CLI resolves the name to the config it ships
-    # (trl/cli/accelerate_config.py); without it, the launch is one process
+    # (trl/cli/accelerate_config.py); without it (and no accelerate config file), accelerate starts one process per
+    # visible GPU (accelerate/commands/launch.py _validate_launch_command; issue 21 item 4: was planned as one)
     args = ['trl', 'grpo', '--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct', '--dataset_name', 'trl-lib/DeepMath-103K',
             '--use_vllm', '--vllm_mode', 'colocate', '--dtype', 'bfloat16', '--vllm_max_model_length', '2048']
     proc, out = check(*HW80, '--', *args[:2], '--accelerate_config', 'zero3', *args[2:])
     assert out['plan']['world_size'] == 8 and out['config']['deepspeed'] == 'zero3'
     assert 'accelerate_config' not in {n for f in out['findings'] for n in f['arguments']}
     assert any('trl/accelerate_configs/zero3.yaml' in a for a in out['assumptions'])
-    _, one = check(*HW80, '--', *args)
-    assert one['plan']['world_size'] == 1 and one['config']['deepspeed'] is None
+    _, one = check(*HW80, '--', *args, env={'HF_HOME': str(tmp_path)})
+    assert one['plan']['world_size'] == 6 and one['config']['deepspeed'] is None
     bad, _ = check(*HW80, '--', *args[:2], '--accelerate_config', 'zero9', *args[2:])
     assert bad.returncode == 2 and '--accelerate_config zero9' in bad.stderr
 

@@ -242,7 +242,8 @@ def test_calibrate_reads_limit_mm_per_prompt_and_vllm_cli_spellings():
 
 def test_consumer_and_workstation_cards_are_in_the_catalogue():
     """Capacities as torch reports them (gpus.py sources): RTX 3090 23.58, RTX 4090 23.64, RTX A6000 47.54 GiB."""
-    from grpo_recipes.gpus import candidates, lookup
+    from grpo_recipes.gpu_names import lookup
+    from grpo_recipes.gpus import candidates
     assert lookup('NVIDIA GeForce RTX 3090') == ('RTX3090', 23.58)
     assert lookup('RTX 4090') == ('RTX4090', 23.64)
     assert lookup('NVIDIA RTX A6000') == ('A6000', 47.54)

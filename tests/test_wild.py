@@ -28,7 +28,9 @@ def test_index_is_complete():
 @pytest.mark.parametrize('case', _params())
 def test_wild_launch_verdict(case):
     cwd = WILD / case.get('cwd', '.')
-    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', *case['hardware'], *case['version'],
+    # a model path on the author's machine: its config.json given as the guard's message asks (--model-config)
+    mc = ['--model-config', str((WILD / case['model_config']).resolve())] if case.get('model_config') else []
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', *case['hardware'], *case['version'], *mc,
                    str((WILD / case['launch']).relative_to(cwd)), cwd=cwd)
     assert 'Traceback' not in proc.stderr, proc.stderr[-2000:]
     out = json.loads(proc.stdout)

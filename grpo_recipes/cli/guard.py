@@ -86,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _hardware_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group('hardware (default: nvidia-smi if present, else unknown)')
     g.add_argument('--gpus', type=int, metavar='N', help='physical GPUs per node')
-    g.add_argument('--gpu-type', metavar='T', help='GPU model, e.g. A100-80G, A100-40G, H100')
+    g.add_argument('--gpu-type', metavar='T', help='GPU model, e.g. A100-80G, A100-40G, H100, or the name nvidia-smi '
+                   'prints ("NVIDIA A100-SXM4-40GB"); a name that could be several cards is refused')
     g.add_argument('--rollout-gpus', metavar='IDS', help='server mode: GPU ids of `swift rollout` (e.g. 4,5)')
     p.add_argument('--data-stats', metavar='JSON', help='`grpo-data stats DATA --json` output: plan memory with '
                    'the data\'s real prompt lengths and check max_length against them')

@@ -48,8 +48,10 @@ def plan_table(report: CheckReport) -> Table:
     t.add_column(style='bold', no_wrap=True)
     t.add_column(overflow='fold')
     hw_text = f'{hw.gpus} GPU(s)' if hw.gpus is not None else 'unknown (pass --gpus N --gpu-type T)'
-    if hw.gpu_type:
-        hw_text += f' {hw.gpu_type}'
+    if hw.gpu_type or hw.gpu_mem_gib:
+        card, cap = hw.capacity()  # the resolved catalogue card and its capacity
+        hw_text += f' {card or hw.gpu_type}' + (f' ({cap:.2f} GiB{", --gpu-mem" if hw.gpu_mem_gib else ""})'
+                                                if cap else ' (capacity unknown)')
     t.add_row('hardware', escape(f'{hw_text} [{hw.source}]'))
     t.add_row('model', f'{cfg.model} ({cfg.tuner_type}{", " + cfg.quant_method if cfg.quant_method else ""})')
     nproc = p.nproc_per_node if p.nproc_per_node is not None else '1 (NPROC_PER_NODE unset)'

@@ -80,7 +80,8 @@ _OTHER_MACHINE = re.compile(r'\b(?:another|other|separate|different|remote|secon
 def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, Rollout | None]:
     p = Path(path)
     try:
-        text = p.read_text(encoding='utf-8')
+        with open(p, encoding='utf-8', newline='') as f:
+            text = f.read()  # as bash reads it: a CR before LF stays in the line
     except FileNotFoundError:
         raise GuardError(f'{p}: no such file; pass a launcher script, a config file, or a command after --') from None
     except (OSError, UnicodeDecodeError) as e:
@@ -104,7 +105,15 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
         return None, rollout
     cmd, (framework, _) = train
     env = {**environ, **cmd.env}
-    launch = _train_launch(framework, cmd.argv if framework != 'swift' else cmd.argv[2:], env, f'{p}:{cmd.line}')
+    from .trl.accelerate_cmd import NoScript
+    from .crlf import crlf_note, lost_continuation
+    lost_continuation(cmd.argv, f'{p}:{cmd.line}')  # `\` + CR: bash ends the command at that line
+    try:
+        launch = _train_launch(framework, cmd.argv if framework != 'swift' else cmd.argv[2:], env, f'{p}:{cmd.line}')
+    except NoScript as e:
+        following = next((c for c in cmds if c.line > cmd.line and not c.commented), None)
+        raise GuardError(e.with_next(' '.join(following.argv) if following else None)) from None
+    launch.notes += crlf_note(text, str(p))
     if launch.config_file == '<command line>':
         launch.config_file = f'{p}:{cmd.line}'
     launch.alloc = _alloc(environ, cmd.env, {k: f'{p}:{n} ({"prefix" if n == cmd.line else "export"})'
@@ -116,6 +125,17 @@ def _alloc(environ, command_env, sources, launch: Launch, script_line: str | Non
     """The allocator variables of the training process (allocconf.read_setting)."""
     from ..allocconf import read_setting
     return read_setting(environ, command_env, sources, launch.file_env, launch.config_file, script_line)
+
+
+def _inner_command(env: dict[str, str], argv: list[str], environ: Mapping[str, str]) -> tuple[dict, list[str]]:
+    """``bash -c 'cd x && accelerate launch ...'`` -> the first command the guard reads, with its environment."""
+    from .shell_expand import shell_c
+    text = shell_c(argv)
+    if text is None:
+        return env, argv
+    cmds = read_script(text, {**environ, **env}, source='bash -c')
+    cmd = next((c for c in cmds if kind_of(c.argv)), cmds[0] if cmds else Command(argv=argv))
+    return {**env, **cmd.env}, cmd.argv
 
 
 def read_launch(args: list[str], environ: Mapping[str, str] | None = None,
@@ -139,6 +159,7 @@ def read_launch(args: list[str], environ: Mapping[str, str] | None = None,
             launch.argv += args[1:]
     else:
         env, rest = split_env(args)
+        env, rest = _inner_command(env, rest, environ)  # bash -c "accelerate launch ..."
         merged = {**environ, **env}
         kind = kind_of(rest)
         if kind is None:

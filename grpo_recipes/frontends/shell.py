@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..errors import GuardError
+from .shell_expand import expand, shell_c, strip_wrapper
 
 _ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$', re.S)
-_VAR = re.compile(r'\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))')
 
 
 @dataclass
@@ -41,8 +41,6 @@ _CONTROL = {'&&', '||', ';', '|', '&'}
 _REDIRECT = re.compile(r'^(?:\d*(?:>>?|<|>&)|&>>?)(.*)$')
 # `<node1_port>`: an example's placeholder (kept, so the parser can name it), not a redirection
 _PLACEHOLDER = re.compile(r'^<[^<>]+>$')
-# Commands that run the rest of the line as a command of their own.
-_WRAPPERS = {'nohup', 'exec', 'time', 'setsid', 'command'}
 
 
 def segments(words: list[str]) -> list[list[str]]:
@@ -76,8 +74,9 @@ def split_env(argv: list[str]) -> tuple[dict[str, str], list[str]]:
             env[m.group(1)] = m.group(2)
             rest.pop(0)
             continue
-        if rest[0] in _WRAPPERS and len(rest) > 1:
-            rest.pop(0)
+        inner = strip_wrapper(rest)  # nohup / setsid / timeout 1h / nice -n 5 ... cmd
+        if inner is not None:
+            rest = inner
             continue
         if rest[0] == 'env':
             rest.pop(0)
@@ -98,13 +97,19 @@ def parse_command_text(text: str, what: str = 'command') -> Command:
         raise GuardError(f'{what}: cannot split {text[:60]!r}… as a shell command ({e}); check its quotes') from None
     first = segments(words)
     env, argv = split_env(first[0] if first else [])
+    inner = shell_c(argv)  # bash -c 'cd x && CMD ...': the first command of the inner shell's that the guard reads
+    if inner is not None:
+        from . import kind_of
+        cmds = read_script(inner, {}, what)
+        cmd = next((c for c in cmds if kind_of(c.argv)), cmds[0] if cmds else Command(argv=argv))
+        return Command(env={**env, **cmd.env}, argv=cmd.argv)
     if not argv:
         raise GuardError(f'{what}: {text!r} has no command after its VAR=value assignments')
     return Command(env=env, argv=argv)
 
 
-def _expand(word: str, scope: Mapping[str, str]) -> str:
-    return _VAR.sub(lambda m: scope.get(m.group(1) or m.group(2), m.group(0)), word)
+def _expand(word: str, scope: dict[str, str], exported: dict[str, str] | None = None) -> str:
+    return expand(word, scope, exported)  # ${VAR:-default}, ${VAR:=default}, ... (shell_expand.py)
 
 
 def _logical_lines(text: str) -> list[tuple[int, str, bool]]:
@@ -112,7 +117,7 @@ def _logical_lines(text: str) -> list[tuple[int, str, bool]]:
     commented command whose lines each start with ``#`` joined too. Lines inside an open quote join."""
     out: list[tuple[int, str, bool]] = []
     buf, start, commented = '', 0, False
-    for no, raw in enumerate(text.splitlines(), 1):
+    for no, raw in enumerate(text.split('\n'), 1):  # bash splits at LF only: a CR stays in the line
         if buf and not commented and _open_quote(buf):
             buf += '\n' + raw  # inside a quoted value spanning lines, '#' is text
         else:
@@ -176,7 +181,8 @@ def read_script(text: str, environ: Mapping[str, str] | None = None, source: str
             raise GuardError(f'{source}:{line}: cannot split this line as a shell command (unbalanced quote?)')
         if not words:
             continue
-        words = [_expand(w, scope) for w in words]
+        line_scope = dict(scope) if commented else scope  # a comment's ${X:=1} assigns nothing
+        words = [_expand(w, line_scope, None if commented else exported) for w in words]
         for seg in segments(words):
             if not commented and seg[0] == 'export':
                 for w in seg[1:]:
@@ -193,6 +199,13 @@ def read_script(text: str, environ: Mapping[str, str] | None = None, source: str
             if not argv:
                 if not commented:
                     scope.update(env)  # plain assignments: shell variables, not exported
+                continue
+            inner = shell_c(argv)  # nohup bash -c "accelerate launch ..." &: the inner shell's own commands
+            if inner is not None:
+                sub = read_script(inner, {**scope, **env}, source)
+                out += [Command(env={**exported, **env, **c.env}, argv=c.argv, line=line, commented=commented,
+                                above=note, env_lines={**exported_at, **{k: line for k in {**env, **c.env}}})
+                        for c in sub]
                 continue
             out.append(Command(env={**exported, **env}, argv=argv, line=line, commented=commented, above=note,
                                env_lines={**exported_at, **{k: line for k in env}}))

@@ -73,14 +73,15 @@ def _trl_devices(ctx: Context, vis: list[int]) -> list[Finding]:
     if single:
         if p.visible_count < 2:
             return []
-        msg = (f'`{launcher} {ctx.launch.trl.get("script")}` is one process that sees {p.visible_count} GPUs '
+        msg = (f'`{ctx.launch.trl.get("display") or launcher}` is one process that sees {p.visible_count} GPUs '
                f'({_ids(vis)}): the HF Trainer wraps the model in nn.DataParallel ("if self.args.n_gpu > 1: model = '
                f'nn.DataParallel(model)", transformers/trainer.py _wrap_model), so forward and log-prob passes '
                f'replicate onto every visible GPU')
         if cfg.use_vllm:
             msg += ', including the one meant for vLLM, whose memory then grows until CUDA OOM'
         return [Finding(ERROR if cfg.use_vllm else WARNING, 'device.data-parallel', ['CUDA_VISIBLE_DEVICES'], msg,
-                        f'CUDA_VISIBLE_DEVICES={vis[0]} {launcher} ... for one training GPU (and the vLLM server on '
+                        f'CUDA_VISIBLE_DEVICES={vis[0]} {ctx.launch.trl.get("prefix") or launcher} ... for one '
+                        f'training GPU (and the vLLM server on '
                         f'another: CUDA_VISIBLE_DEVICES={vis[-1]} trl vllm-serve ...), or accelerate launch '
                         f'--multi_gpu --num_processes {p.visible_count} ...',
                         'transformers/trainer.py::_wrap_model; transformers/training_args.py::_setup_devices')]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..findings import ERROR, Finding
 from ..memory.arch import Arch
-from ..gpus import lookup
+from ..gpu_names import lookup
 from .registry import Context, rule
 
 

@@ -22,8 +22,9 @@ from ...errors import GuardError
 from ...launch import Launch, Rollout, visible_devices
 from ...plan import world_size
 from ...versions import version_tuple
+from .accelerate_cmd import display_command, launcher_prefix, require_script, trl_cli_launch_args
 from .accelerate import _accelerate_options, _read_yaml, accelerate_settings, packaged_accelerate_config
-from .arguments import CLASSES, TORCHRUN_VALUE_OPTIONS, parse_args, snapshot
+from .arguments import ACCELERATE_VALUE_OPTIONS, CLASSES, TORCHRUN_VALUE_OPTIONS, _fields, parse_args, snapshot
 from .script import read_script_settings
 
 
@@ -40,8 +41,10 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
             opts, rest = _accelerate_options(argv[2:])
             script = rest[0] if rest else None
             script_args = rest[1:]
+            require_script(script, source)  # accelerate's usage error: no training script
         else:
-            opts, script, script_args = {}, 'trl grpo', argv[2:]
+            acc_words, script_args = trl_cli_launch_args(argv[2:], ACCELERATE_VALUE_OPTIONS, set(_fields(*CLASSES)))
+            opts, script = _accelerate_options(acc_words)[0], 'trl grpo'
             if '--accelerate_config' in script_args:  # trl/cli/accelerate_config.py: a file, or a packaged name
                 i = script_args.index('--accelerate_config')
                 if i + 1 >= len(script_args):
@@ -56,6 +59,8 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
                 script_args = script_args[:i] + script_args[i + 2:]
         acc = accelerate_settings(opts, env)
         info.update(accelerate=acc, script=script)
+        if acc.get('num_processes') is None and acc.get('config_source') is None:  # accelerate_cmd.py
+            info.update(nproc_from_devices=True, launcher_cvd=env.get('CUDA_VISIBLE_DEVICES'))
         n = acc.get('num_processes') or 1
         machines = max(1, acc.get('num_machines') or 1)
         launch_env['NPROC_PER_NODE'] = str(max(1, n // machines))
@@ -91,6 +96,7 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
         else:
             script, script_args = (rest[0] if rest else None), rest[1:]
         info.update(script=script)
+    info.update(display=display_command(argv, script), prefix=launcher_prefix(argv))
     info['script_args'] = list(script_args)  # as typed (TRL's own parser reads --config itself)
     if script and script.endswith('.py') and os.path.isfile(script):
         # a script that writes GRPOConfig(...) in code: its literal keywords, then the command line's flags

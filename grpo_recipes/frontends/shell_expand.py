@@ -1,0 +1,118 @@
+"""What bash does to a word or a command before the framework sees it, for :mod:`.shell`: parameter expansion
+(``$VAR``, ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}``, ``${VAR:=default}``, ``${VAR=default}``,
+``${VAR:+alt}``, ``${VAR+alt}``) and the commands that run another command (``nohup``, ``setsid``,
+``timeout 1h``, ``nice -n 5``, ``bash -c '...'``, ``sh -c "..."``).
+
+Semantics follow bash(1), "Parameter Expansion": with the colon the default applies when the variable is unset
+*or empty*, without it only when unset; ``:=``/``=`` also assign the default to the variable (a shell variable;
+an exported one stays exported with the new value). A variable set nowhere (not earlier in the script, not in
+the environment) is left as written, so a caller can say it could not be resolved (:func:`unresolved`).
+Pure: nothing is executed.
+"""
+from __future__ import annotations
+
+import re
+from typing import MutableMapping
+
+_NAME = r'[A-Za-z_][A-Za-z0-9_]*'
+# $NAME, ${NAME}, ${NAME<op>word} with op one of :- - := = :+ + (word: anything without a closing brace,
+# nested ${...} in the word is expanded first by :func:`expand`'s inner-first loop).
+_PARAM = re.compile(rf'\$(?:\{{({_NAME})(?:(:?[-=+])([^{{}}]*))?\}}|({_NAME}))')
+_LEFT = re.compile(rf'\$(?:\{{{_NAME}[^{{}}]*\}}|{_NAME})')
+
+# Commands that run the rest of their words as a command of their own, with the options each takes a value for.
+# nohup/exec/time/command: coreutils and bash builtins; setsid (util-linux): -c -f -w, no values; timeout
+# (coreutils): DURATION before the command, -s/-k take a value; nice: -n takes a value; stdbuf: -i/-o/-e values.
+WRAPPERS: dict[str, set[str]] = {
+    'nohup': set(), 'exec': set(), 'time': set(), 'command': set(), 'setsid': set(),
+    'timeout': {'-s', '--signal', '-k', '--kill-after'}, 'nice': {'-n', '--adjustment'},
+    'stdbuf': {'-i', '-o', '-e', '--input', '--output', '--error'},
+}
+# Wrappers whose first positional word is theirs, not the command's (timeout's DURATION).
+_POSITIONAL = {'timeout': 1}
+SHELLS = ('bash', 'sh', 'dash', 'zsh')
+
+
+def expand(word: str, scope: MutableMapping[str, str], exported: MutableMapping[str, str] | None = None) -> str:
+    """One word with its parameter expansions done from ``scope``; ``:=``/``=`` assign into it."""
+    def one(m: re.Match) -> str:
+        name = m.group(1) or m.group(4)
+        op, arg = m.group(2), m.group(3) or ''
+        val = scope.get(name)
+        if op is None:
+            return val if val is not None else m.group(0)
+        use_default = val is None or (op.startswith(':') and val == '')
+        if op.endswith('+'):
+            return '' if use_default else arg
+        if not use_default:
+            return val
+        if op.endswith('='):
+            scope[name] = arg
+            if exported is not None and name in exported:
+                exported[name] = arg
+        return arg
+
+    prev = None
+    while prev != word:  # inner-first: ${A:-${B:-x}} expands ${B:-x} on the first pass
+        prev = word
+        word = _PARAM.sub(one, word)  # an unset plain $NAME is kept as written, so the loop ends
+    return word
+
+
+def unresolved(word: str) -> list[str]:
+    """The ``$VAR``/``${...}`` references left in an expanded word (set nowhere the reader could see)."""
+    return _LEFT.findall(word)
+
+
+def strip_wrapper(words: list[str]) -> list[str] | None:
+    """``nohup cmd ...`` / ``timeout -s INT 2h cmd ...`` / ``nice -n 5 cmd`` -> ``cmd ...``; None if ``words``
+    does not start with a wrapper (or the wrapper has no command after it)."""
+    head = words[0] if words else ''
+    if head not in WRAPPERS:
+        return None
+    takes = WRAPPERS[head]
+    i, positional = 1, _POSITIONAL.get(head, 0)
+    while i < len(words):
+        w = words[i]
+        if w == '--':
+            i += 1
+            break
+        if w.startswith('-') and len(w) > 1:
+            i += 2 if w in takes else 1  # --signal=INT and -n5 carry their value
+            continue
+        if positional:
+            positional -= 1
+            i += 1
+            continue
+        break
+    rest = words[i:]
+    return rest or None
+
+
+def shell_c(words: list[str]) -> str | None:
+    """``bash -c 'STRING' [name args]`` (also ``sh``, ``-lc``, ``-ec`` ...) -> STRING; None otherwise."""
+    if not words or words[0].rsplit('/', 1)[-1] not in SHELLS:
+        return None
+    for i, w in enumerate(words[1:], 1):
+        if not w.startswith('-'):
+            return None  # bash script.sh: a script, not a command string
+        if 'c' in w.lstrip('-') and not w.startswith('--') and i + 1 < len(words):
+            return words[i + 1]
+    return None
+
+
+def unresolved_message(argv: list[str], source: str, error: str = '') -> str | None:
+    """One line for a launch whose parse failed on a value still holding ``$VAR``: the variable could not be
+    resolved (it is set neither earlier in the script nor in this environment), which is not the framework
+    rejecting the argument. None when no word of ``argv`` that the error names (or, with no error text, no word
+    at all) holds an unresolved reference."""
+    for i, word in enumerate(argv):
+        refs = unresolved(word)
+        if not refs or (error and not any(r in error for r in refs)):
+            continue
+        flag = argv[i - 1] if i and argv[i - 1].startswith('-') and not word.startswith('-') else None
+        what = f'{flag} {word}' if flag else word
+        return (f'{source}: {what}: {", ".join(refs)} could not be resolved (set neither earlier in the script nor '
+                f'in this environment), so its value is unknown here; export it before running the guard, or write '
+                f'the value')
+    return None
