@@ -14,8 +14,16 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..check import check_launch
+from ..config import GRPOConfig
 from ..errors import GuardError
+from ..frontends import read_launch
+from ..frontends.swift.reader import read_rollout
+from ..hardware import Hardware, parse_gpu_ids
+from ..realparse import validate_many
+from ..recipes import LEVEL_CODE, LEVEL_TEXT, discover, find, plan_block, rewrite_header
 from .common import fail, parse_command, print_json
+from .render import make_console, print_report
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,14 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def recipe_report(recipe, environ: dict | None = None, extra: list[str] | None = None):
     """The guard's check of a recipe on the hardware in its header."""
-    from ..check import check_launch
-    from ..hardware import Hardware, parse_gpu_ids
-    from ..frontends import read_launch as load_launch
-    from ..frontends.swift.reader import read_rollout
-    launch = load_launch([str(recipe.path), *(extra or [])], environ=environ if environ is not None else {})
+    launch = read_launch([str(recipe.path), *(extra or [])], environ=environ if environ is not None else {})
     rollout = parse_gpu_ids(recipe.rollout_gpus, '@rollout_gpus') if recipe.rollout_gpus else None
     hw = Hardware(gpus=recipe.gpus or None, gpu_type=recipe.gpu_type, source='recipe header', rollout_gpus=rollout)
-    from ..config import GRPOConfig
     cfg, _ = GRPOConfig.from_argv(launch.argv)
     args = rollout_argv(cfg)
     if args is not None:  # server mode: the `swift rollout` command the launcher runs, as the guard reads it
@@ -97,15 +100,12 @@ def _summary(recipe) -> dict:
 
 
 def cmd_ls(opts) -> int:
-    from ..recipes import discover
     rows = [_summary(r) for r in discover()]
     if opts.json:
         print_json(rows)
         return 0
     from rich import box
     from rich.table import Table
-    from ..recipes import LEVEL_CODE, LEVEL_TEXT
-    from .render import make_console
     t = Table(title='GRPO recipes for ms-swift 4.6 (grpo-recipes plan NAME: the full plan)', title_justify='left',
               title_style='bold', box=box.SIMPLE_HEAD, pad_edge=False)
     for col in ('recipe', 'GPUs', 'mode', 'tuner', 'peak', 'valid.'):
@@ -123,7 +123,6 @@ def cmd_ls(opts) -> int:
 
 
 def cmd_cp(opts) -> int:
-    from ..recipes import find
     recipe = find(opts.name)
     dest = opts.dest
     dest.mkdir(parents=True, exist_ok=True)
@@ -149,11 +148,8 @@ def cmd_cp(opts) -> int:
 
 
 def cmd_validate(opts) -> int:
-    from ..frontends import read_launch as load_launch
-    from ..realparse import validate_many
-    from ..recipes import discover, find
     recipes = [find(n) for n in opts.names] if opts.names else discover()
-    launches = [load_launch([str(r.path)], environ={}) for r in recipes]
+    launches = [read_launch([str(r.path)], environ={}) for r in recipes]
     parsed = validate_many(launches)
     results = []
     for r, res in zip(recipes, parsed):
@@ -175,18 +171,15 @@ def cmd_validate(opts) -> int:
 
 
 def cmd_plan(opts) -> int:
-    from ..recipes import find
     report = recipe_report(find(opts.name))
     if opts.json:
         print_json(report.to_dict())
     else:
-        from .render import print_report
         print_report(report)
     return 0 if report.ok else 1
 
 
 def cmd_header(opts) -> int:
-    from ..recipes import discover, find, plan_block, rewrite_header
     recipes = [find(n) for n in opts.names] if opts.names else discover()
     stale = []
     for r in recipes:
@@ -205,11 +198,8 @@ def cmd_header(opts) -> int:
 
 
 def cmd_arg(opts) -> int:
-    from ..config import GRPOConfig
-    from ..frontends import read_launch as load_launch
-    from ..recipes import find
     recipe = find(opts.recipe)
-    launch = load_launch([str(recipe.path)], environ={})
+    launch = read_launch([str(recipe.path)], environ={})
     cfg, _ = GRPOConfig.from_argv(launch.argv)
     values = []
     for key in opts.keys:  # all checked before anything is printed
@@ -230,11 +220,8 @@ def cmd_arg(opts) -> int:
 
 def cmd_rollout_args(opts) -> int:
     """`swift rollout` arguments that mirror the recipe's vLLM settings (single source of truth)."""
-    from ..recipes import find
-    from ..config import GRPOConfig
-    from ..frontends import read_launch as load_launch
     recipe = find(opts.recipe)
-    cfg, _ = GRPOConfig.from_argv(load_launch([str(recipe.path)], environ={}).argv)
+    cfg, _ = GRPOConfig.from_argv(read_launch([str(recipe.path)], environ={}).argv)
     args = rollout_argv(cfg)
     if args is None:
         raise GuardError(f'{recipe.name}: not a server-mode recipe')
