@@ -39,7 +39,7 @@ VLLM_RENAMES = {'gpu_memory_utilization': 'vllm_gpu_memory_utilization', 'tensor
                 'enforce_eager': 'vllm_enforce_eager'}
 # vLLM engine arguments ms-swift has no flag for; they travel in vllm_engine_kwargs (with or without vllm_)
 ENGINE_KEYS = ('max_num_batched_tokens', 'kv_cache_dtype', 'quantization', 'limit_mm_per_prompt',
-               'enable_chunked_prefill')
+               'enable_chunked_prefill', 'mm_processor_kwargs')
 FRAMEWORKS_MAPPED = ('ms-swift', 'trl', 'vllm', 'unsloth')
 
 
@@ -166,7 +166,7 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     if cap is None:  # the card the case names, from the catalogue (every card a loose name could be)
         cards = candidates(_gpu(case))
         if not cards:
-            raise CannotPredict('gpu_total_gib')
+            return _vllm_weights_only(case, arch)
         outs = [_predict_vllm(case, arch, c) for _, c in cards]
         if len({o['fits'] for o in outs}) > 1:
             raise CannotPredict(f'gpu_total_gib (the verdict depends on which card: {cards})')
@@ -207,6 +207,24 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
             'activation_gib': round(v['activation'] / GiB, 3), 'sampler': sampler, 'sampler_why': why,
             'kv_bytes_per_token': kv_per_token,
             'startup_failed': failed, 'fits': not failed, 'reasons': [p['check'] for p in problems]}
+
+
+def _vllm_weights_only(case: dict, arch: Arch) -> dict:
+    """A vLLM case whose card is unknown: the weights vLLM loads do not depend on the card, so a stated
+    "Model loading took" figure is still predicted; with no such figure the case cannot be predicted."""
+    out = case.get('outcome') or {}
+    if out.get('model_load_gib_per_gpu', out.get('model_load_gib')) is None:
+        raise CannotPredict('gpu_total_gib')
+    c = case.get('config') or {}
+    engine = {k: c.get(k, c.get(f'vllm_{k}')) for k in ENGINE_KEYS}
+    if engine.get('quantization') is None and str(c.get('load_format', '')).lower() == 'bitsandbytes':
+        engine['quantization'] = 'bitsandbytes'
+    cfg, _ = _config(case, {'use_vllm': True, 'vllm_mode': 'colocate', 'rlhf_type': 'grpo'}, renames=VLLM_RENAMES)
+    if c.get('torch_dtype'):
+        arch = replace(arch, dtype=str(c['torch_dtype']))
+    tp = max(1, cfg.vllm_tensor_parallel_size)
+    w = vllm_startup.vllm_weight_bytes(cfg, arch, {k: v for k, v in engine.items() if v is not None}) / tp
+    return {'weights_gib': round(w / GiB, 3), 'card': 'not known: weights only'}
 
 
 def _predict_train(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict:

@@ -28,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .arch import Arch, vision_params
+from .vllm_engine import processor_bounds
 from ..versions import version_tuple
 
 FACTS_FILE = Path(__file__).with_name('vllm_mm_facts.json')
@@ -171,7 +172,7 @@ def parse_limits(value) -> dict[str, int]:
 
 def mm_profile(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_model_len: int, limits: dict,
                chunked_prefill: bool = True, model_type: str | None = None,
-               vllm_version: str | None = None) -> dict | None:
+               vllm_version: str | None = None, processor_kwargs=None) -> dict | None:
     """The multimodal part of V1's profiling run, or None for a text-only model (or every modality at limit 0):
     ``encoder_peak`` (the tower on the dummy batch), ``cached`` (its outputs, held in the encoder cache through the
     dummy forward and sampler), ``items``, ``tokens_per_item``, ``modality``."""
@@ -179,7 +180,7 @@ def mm_profile(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_mod
     facts = vision_facts(mt) if tower_params(a) else None
     if not facts:
         return None
-    pp, vision = facts['preprocessor'], facts['vision']
+    pp, vision = processor_bounds(facts['preprocessor'], processor_kwargs), facts['vision']
     per_item = max_tokens_per_item(pp, max_model_len, limits, vllm_version)
     if not per_item:
         return None  # every modality disabled: no encoder cache and no encoder profiling (encoder_cache_manager.py)
@@ -200,7 +201,7 @@ def mm_profile(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_mod
 
 
 def mm_profile_v0(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_model_len: int, limits: dict,
-                  model_type: str | None = None) -> dict | None:
+                  model_type: str | None = None, processor_kwargs=None) -> dict | None:
     """The V0 engine's multimodal profiling (vLLM 0.7.3 worker/model_runner.py ``_dummy_run``): every dummy sequence
     carries each modality at its limit (1 by default under V0), so the sequences are cut to
     max(1, min(max_num_seqs, max_num_batched_tokens // max_mm_tokens)) with max_mm_tokens the sum over modalities of
@@ -211,7 +212,7 @@ def mm_profile_v0(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_
     facts = vision_facts(mt) if tower_params(a) else None
     if not facts:
         return None
-    pp, vision = facts['preprocessor'], facts['vision']
+    pp, vision = processor_bounds(facts['preprocessor'], processor_kwargs), facts['vision']
     v0_limits = {'image': limits.get('image', 1), 'video': limits.get('video', 1)}
     per_item = max_tokens_per_item(pp, max_model_len, v0_limits, v0=True)
     max_mm = sum(v0_limits[m] * t for m, t in per_item.items())
