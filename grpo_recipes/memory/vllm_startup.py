@@ -137,7 +137,7 @@ def max_tokens_per_item(pp: dict, max_model_len: int, limits: dict[str, int], vl
 
 
 def encoder_peak_per_patch(model_type: str, vision: dict, tp: int, dtype_bytes: int,
-                           gather_qkv: bool = True) -> float:
+                           gather_qkv: bool = True, gather_list: bool = False) -> float:
     """Live bytes per patch at the vision tower's peak (vLLM 0.10.1.1 model_executor/models/qwen2_5_vl.py
     ``Qwen2_5_VisionBlock.forward``; qwen2_vl.py ``Qwen2VisionBlock``): the pixel rows (fp32 and the cast copy)
     stay referenced by the caller, and inside a block the larger of
@@ -145,7 +145,10 @@ def encoder_peak_per_patch(model_type: str, vision: dict, tp: int, dtype_bytes: 
       (2i/tp, MergedColumnParallelLinear) and SiluAndMul's output (i/tp); Qwen2-VL's fc1/QuickGELU: 2e + 2m/tp;
     - attention: x and the normed input (2e), qkv (3e/tp), the contiguous q, k, v (3e/tp) and the rotated q, k
       (2e/tp); with ``gather_qkv`` (vLLM 0.10.1.1 and 0.11.0 ``split_qkv``; gone in 0.14.0, whose QKVParallelLinear
-      keeps each rank's heads) qkv is also all-gathered to 3e when tp > 1."""
+      keeps each rank's heads) qkv is also all-gathered to 3e when tp > 1;
+    - with ``gather_list`` (the V0 path; vllm_engine): the moment of the gather itself, ``all_gather_interleave``
+      (qwen2_5_vl.py, 0.9.0.1 and 0.10.1.1) fills a list of tp zeros_like copies (3e) and then concatenates them
+      into a new 3e tensor beside the block input, the normed input and the rank's own qkv: 2e + 3e/tp + 6e."""
     patch_row = vision.get('in_chans', 3) * vision['temporal_patch_size'] * vision['patch_size'] ** 2
     if model_type == 'qwen2_vl':
         e = vision['embed_dim']
@@ -154,6 +157,8 @@ def encoder_peak_per_patch(model_type: str, vision: dict, tp: int, dtype_bytes: 
         e, i = vision['hidden_size'], vision['intermediate_size']
         mlp = 4 * e + 3 * i / tp
     attn = 2 * e + 8 * e / tp + (3 * e if tp > 1 and gather_qkv else 0)
+    if tp > 1 and gather_qkv and gather_list:
+        attn = max(attn, 2 * e + 3 * e / tp + 6 * e)
     return patch_row * PIXEL_INPUT_BYTES + max(mlp, attn) * dtype_bytes
 
 
@@ -221,7 +226,7 @@ def mm_profile_v0(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_
     rows = max(1, min(max_num_seqs, batched_tokens // max_mm))
     seq_len = batched_tokens // rows
     passes = {m: rows * v0_limits[m] * t for m, t in max_tokens_per_item(pp, seq_len, v0_limits, v0=True).items()}
-    per_patch = encoder_peak_per_patch(mt, vision, tp, a.dtype_bytes)
+    per_patch = encoder_peak_per_patch(mt, vision, tp, a.dtype_bytes, gather_list=True)
     merged = pp['merge_size'] ** 2
     biggest = max(passes.values())
     peak = biggest * merged * per_patch + (sum(passes.values()) - biggest) * a.hidden * a.dtype_bytes
