@@ -192,7 +192,8 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     graphs_env = c.get('VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS')
     inp = Inputs(arch=arch, capacity_gib=cap, gpu_name=_gpu(case), prompt_len=0, vllm_entry='server',
                  vllm_sampler=sampler, vllm_sampler_why=why, vllm_version=case.get('framework_version'),
-                 vllm_graphs_env=None if graphs_env is None else str(graphs_env))
+                 vllm_graphs_env=None if graphs_env is None else str(graphs_env),
+                 vllm_use_v1_env=None if c.get('VLLM_USE_V1') is None else str(c['VLLM_USE_V1']))
     v = vllm_terms(cfg, inp)
     problems: list[dict] = []
     plan = build_plan(cfg, {}, Hardware())

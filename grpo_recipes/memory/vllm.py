@@ -119,7 +119,8 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
     weights = vs.vllm_weight_bytes(cfg, a, opts) / tp  # as vLLM loads them: --quantization, bnb, GPTQ/AWQ/FP8
     tb = _positive_int(opts.get('max_num_batched_tokens'))
     # V1 became the default engine in vLLM 0.8.0; 0.8-0.9 fall back to V0 on pre-Ampere cards, fp8 KV, fp32 (vllm_engine)
-    v0 = ve.uses_v0(inp.vllm_version, inp.gpu_name, opts.get('kv_cache_dtype'), a.dtype)
+    v0 = ve.uses_v0(inp.vllm_version, inp.gpu_name, opts.get('kv_cache_dtype'), a.dtype,
+                    inp.vllm_use_v1_env)
     max_len = _max_model_len(cfg, a)
     if not tb and v0 and max_len <= 32768:
         # V0 without chunked prefill (its default up to a 32K context; longer contexts turn chunked prefill
@@ -144,9 +145,11 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
     mm = vs.mm_profile_v0(a, tp, tb, seqs, max_len, limits, processor_kwargs=mmkw) if v0 else \
         vs.mm_profile(a, tp, tb, seqs, max_len, limits, opts.get('enable_chunked_prefill') is not False,
                       vllm_version=inp.vllm_version, processor_kwargs=mmkw)
-    if mm and mm.get('rows'):  # V0 samples only the sequences that carry the dummy items
-        act = vllm_profile_peak(a, tp, tb, mm['rows'], inp.vllm_sampler)
-    act = vs.profile_with_encoder(act, tb, a, mm)
+    llm_tokens = tb
+    if mm and mm.get('rows'):  # V0 samples only the sequences that carry the dummy items, over all their tokens
+        llm_tokens = mm.get('llm_tokens', tb)
+        act = vllm_profile_peak(a, tp, llm_tokens, mm['rows'], inp.vllm_sampler)
+    act = vs.profile_with_encoder(act, llm_tokens, a, mm)
     non_torch = VLLM_NON_TORCH_TP if tp > 1 else VLLM_NON_TORCH_TP1
     graphs = vs.cuda_graph_bytes(vs.capture_sizes(inp.vllm_version, seqs, tb, cfg.vllm_enforce_eager),
                                  VLLM_CUDA_GRAPHS)
@@ -199,7 +202,8 @@ def vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_start
             # vLLM's estimate is the longest length whose whole blocks fit (estimate_max_model_len binary-searches
             # cdiv(len, block_size) x page size against the available memory): a multiple of the block size
             est = KV_BLOCK * int(v['kv_cache'] // (KV_BLOCK * kv_per_token))
-            if ve.uses_v0(inp.vllm_version, inp.gpu_name, vllm_engine_options(cfg).get('kv_cache_dtype'), a.dtype):
+            if ve.uses_v0(inp.vllm_version, inp.gpu_name, vllm_engine_options(cfg).get('kv_cache_dtype'), a.dtype,
+                          inp.vllm_use_v1_env):
                 # the V0 worker (vllm/worker/worker.py raise_if_cache_size_invalid): block_size x num_gpu_blocks
                 held = KV_BLOCK * int(v['kv_cache'] // (KV_BLOCK * kv_per_token))
                 message = (f"The model's max seq len ({mml}) is larger than the maximum number of tokens that can be "

@@ -48,10 +48,11 @@ def compute_capability(gpu_name: str | None) -> tuple[int, int] | None:
 
 
 def uses_v0(vllm_version: str | None, gpu_name: str | None = None, kv_cache_dtype: str | None = None,
-            dtype: str | None = None) -> bool:
+            dtype: str | None = None, use_v1_env: str | None = None) -> bool:
     """Whether this launch runs vLLM's V0 engine: every version before 0.8, and on 0.8-0.9 what
-    ``_is_v1_supported_oracle`` sends back to V0 (compute capability < 8.0; an fp8 KV cache off Hopper; float32).
-    An unknown version is V1 (today's engine)."""
+    ``_is_v1_supported_oracle`` sends back to V0 (compute capability < 8.0; an fp8 KV cache off Hopper; float32),
+    or ``VLLM_USE_V1=0`` (vllm/envs.py, 0.9.0.1: ``bool(int(os.getenv("VLLM_USE_V1", "1")))``; an explicit 1 skips the
+    fallback). An unknown version is V1 (today's engine)."""
     v = version_tuple(vllm_version)
     if v is None:
         return False
@@ -59,6 +60,9 @@ def uses_v0(vllm_version: str | None, gpu_name: str | None = None, kv_cache_dtyp
         return True
     if v >= V0_FALLBACK_UNTIL:
         return False
+    env = str(use_v1_env).strip() if use_v1_env is not None else ''
+    if env.isdigit():
+        return int(env) == 0
     cc = compute_capability(gpu_name)
     if cc is not None and cc[0] < 8:
         return True
