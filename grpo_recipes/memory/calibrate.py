@@ -176,10 +176,7 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
         return out
     c = case.get('config') or {}
     extra = {'use_vllm': True, 'vllm_mode': 'colocate', 'rlhf_type': 'grpo'}
-    engine = {k: c.get(k, c.get(f'vllm_{k}')) for k in ENGINE_KEYS}
-    if engine.get('quantization') is None and str(c.get('load_format', '')).lower() == 'bitsandbytes':
-        engine['quantization'] = 'bitsandbytes'  # vLLM's older spelling: --load-format bitsandbytes
-    engine = {k: v for k, v in engine.items() if v is not None}
+    engine = _engine_keys(c)
     if engine:
         extra['vllm_engine_kwargs'] = json.dumps(engine)
     # an unstated gpu_memory_utilization is vLLM's default, 0.9
@@ -210,21 +207,22 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
             'startup_failed': failed, 'fits': not failed, 'reasons': [p['check'] for p in problems]}
 
 
-def _vllm_weights_only(case: dict, arch: Arch) -> dict:
-    """A vLLM case whose card is unknown: the weights vLLM loads do not depend on the card, so a stated
-    "Model loading took" figure is still predicted; with no such figure the case cannot be predicted."""
-    out = case.get('outcome') or {}
-    if out.get('model_load_gib_per_gpu', out.get('model_load_gib')) is None:
-        raise CannotPredict('gpu_total_gib')
-    c = case.get('config') or {}
+def _engine_keys(c: dict) -> dict:
+    """The engine arguments a case states (with or without vllm_); --load-format bitsandbytes means bitsandbytes."""
     engine = {k: c.get(k, c.get(f'vllm_{k}')) for k in ENGINE_KEYS}
     if engine.get('quantization') is None and str(c.get('load_format', '')).lower() == 'bitsandbytes':
         engine['quantization'] = 'bitsandbytes'
+    return {k: v for k, v in engine.items() if v is not None}
+
+
+def _vllm_weights_only(case: dict, arch: Arch) -> dict:
+    """No known card: a stated "Model loading took" is still predicted (weights do not depend on the card)."""
+    out, c = case.get('outcome') or {}, case.get('config') or {}
+    if out.get('model_load_gib_per_gpu', out.get('model_load_gib')) is None:
+        raise CannotPredict('gpu_total_gib')
     cfg, _ = _config(case, {'use_vllm': True, 'vllm_mode': 'colocate', 'rlhf_type': 'grpo'}, renames=VLLM_RENAMES)
-    if c.get('torch_dtype'):
-        arch = replace(arch, dtype=str(c['torch_dtype']))
-    tp = max(1, cfg.vllm_tensor_parallel_size)
-    w = vllm_startup.vllm_weight_bytes(cfg, arch, {k: v for k, v in engine.items() if v is not None}) / tp
+    arch = replace(arch, dtype=str(c['torch_dtype'])) if c.get('torch_dtype') else arch
+    w = vllm_startup.vllm_weight_bytes(cfg, arch, _engine_keys(c)) / max(1, cfg.vllm_tensor_parallel_size)
     return {'weights_gib': round(w / GiB, 3), 'card': 'not known: weights only'}
 
 
