@@ -102,3 +102,32 @@ def test_rope_cache_and_processor_bounds():
     pp = {'min_pixels': 3136, 'max_pixels': 12845056, 'patch_size': 14, 'temporal_patch_size': 2, 'merge_size': 2}
     assert processor_bounds(pp, '{"max_pixels": 1048576}')['max_pixels'] == 1048576
     assert processor_bounds(pp, None) == pp
+
+
+def test_v0_multimodal_profile_runs_the_llm_over_every_placeholder_token():
+    """multimodal/profiling.py get_decoder_dummy_data (0.8.4, 0.9.0.1): under V0 a dummy prompt longer than
+    max_num_batched_tokens / max_num_seqs is only warned about, never cut. Qwen2.5-VL-7B at max_model_len 8192 with
+    V0's one image and one video: 16384 + 16384 placeholder tokens on max(1, min(256, 8192 // 32768)) = 1 row, so the
+    LLM forward runs over 32768 tokens, not 8192."""
+    from grpo_recipes.memory import vllm_startup as vs
+    vl7b = {'model_type': 'qwen2_5_vl', 'hidden_size': 3584, 'intermediate_size': 18944, 'num_hidden_layers': 28,
+            'num_attention_heads': 28, 'num_key_value_heads': 4, 'vocab_size': 152064,
+            'max_position_embeddings': 128000, 'torch_dtype': 'bfloat16',
+            'vision_config': {'hidden_size': 1280, 'out_hidden_size': 3584}}
+    mm = vs.mm_profile_v0(Arch.from_config(vl7b), 1, 8192, 256, 8192, {})
+    assert (mm['rows'], mm['llm_tokens']) == (1, 32768)
+    # a prompt that fits is unchanged: at 32768 the row holds its 32768 placeholder tokens
+    assert vs.mm_profile_v0(Arch.from_config(vl7b), 1, 32768, 256, 32768, {})['llm_tokens'] == 32768
+
+
+def test_v0_tp_gather_holds_the_list_and_its_concatenation():
+    """qwen2_5_vl.py all_gather_interleave (0.9.0.1, 0.10.1.1): tp zeros_like copies gathered (3e) and concatenated
+    into a new 3e tensor while the block input, its normed copy and the rank's qkv (3e/tp) are live: at TP 4 and
+    e = 1280, 2e + 3e/4 + 6e = 11200 values per patch, above the 2e + 8e/4 + 3e = 8960 after the split."""
+    from grpo_recipes.memory import vllm_startup as vs
+    vision = {'hidden_size': 1280, 'intermediate_size': 3420, 'patch_size': 14, 'temporal_patch_size': 2}
+    pixels = 3 * 2 * 14 * 14 * vs.PIXEL_INPUT_BYTES
+    assert vs.encoder_peak_per_patch('qwen2_5_vl', vision, 4, 2, gather_list=True) == pixels + 2 * 11200
+    assert vs.encoder_peak_per_patch('qwen2_5_vl', vision, 4, 2) == pixels + 2 * 8960
+    assert vs.encoder_peak_per_patch('qwen2_5_vl', vision, 1, 2, gather_list=True) == \
+        vs.encoder_peak_per_patch('qwen2_5_vl', vision, 1, 2)

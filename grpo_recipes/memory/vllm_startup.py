@@ -230,7 +230,7 @@ def mm_profile_v0(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_
     merged = pp['merge_size'] ** 2
     biggest = max(passes.values())
     peak = biggest * merged * per_patch + (sum(passes.values()) - biggest) * a.hidden * a.dtype_bytes
-    # the dummy prompt is never cut to seq_len (multimodal/profiling.py get_decoder_dummy_data, 0.9.0.1: V0 only
+    # the dummy prompt is never cut to seq_len (multimodal/profiling.py get_decoder_dummy_data, 0.8.4/0.9.0.1: V0 only
     # warns when the placeholders exceed it), so each row's LLM forward runs over all its placeholder tokens
     llm_tokens = rows * max(seq_len, sum(passes.values()) // rows)
     return {'encoder_peak': peak, 'cached': sum(passes.values()) * a.hidden * a.dtype_bytes, 'items': rows,
