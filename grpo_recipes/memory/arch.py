@@ -77,6 +77,8 @@ class Arch:
     dim, conv kernel) from ``linear_num_key_heads`` etc."""
     gated_q: bool = False
     """Qwen3-Next / Qwen3.5 attention: q_proj also projects an output gate (2 x heads x head_dim outputs)."""
+    rotary_fraction: float = 1.0
+    """``partial_rotary_factor``: the share of head_dim that RoPE rotates (vLLM's rotary_dim; Qwen3-Next 0.25)."""
 
     @classmethod
     def from_config(cls, cfg: dict) -> 'Arch':
@@ -108,7 +110,8 @@ class Arch:
             linear_attention=(int(cfg.get('linear_num_key_heads') or 0), int(cfg.get('linear_key_head_dim') or 0),
                               int(cfg.get('linear_num_value_heads') or 0), int(cfg.get('linear_value_head_dim') or 0),
                               int(cfg.get('linear_conv_kernel_dim') or 4)) if _attention_layers(cfg) else (),
-            gated_q=mt.startswith(('qwen3_next', 'qwen3_5')))
+            gated_q=mt.startswith(('qwen3_next', 'qwen3_5')),
+            rotary_fraction=float(cfg.get('partial_rotary_factor') or 1.0))
 
     # ---- parameter counts ----
     @property

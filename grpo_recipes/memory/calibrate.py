@@ -39,7 +39,7 @@ VLLM_RENAMES = {'gpu_memory_utilization': 'vllm_gpu_memory_utilization', 'tensor
                 'enforce_eager': 'vllm_enforce_eager'}
 # vLLM engine arguments ms-swift has no flag for; they travel in vllm_engine_kwargs (with or without vllm_)
 ENGINE_KEYS = ('max_num_batched_tokens', 'kv_cache_dtype', 'quantization', 'limit_mm_per_prompt',
-               'enable_chunked_prefill')
+               'enable_chunked_prefill', 'mm_processor_kwargs')
 FRAMEWORKS_MAPPED = ('ms-swift', 'trl', 'vllm', 'unsloth')
 
 
@@ -166,7 +166,7 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     if cap is None:  # the card the case names, from the catalogue (every card a loose name could be)
         cards = candidates(_gpu(case))
         if not cards:
-            raise CannotPredict('gpu_total_gib')
+            return _vllm_weights_only(case, arch)
         outs = [_predict_vllm(case, arch, c) for _, c in cards]
         if len({o['fits'] for o in outs}) > 1:
             raise CannotPredict(f'gpu_total_gib (the verdict depends on which card: {cards})')
@@ -176,10 +176,7 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
         return out
     c = case.get('config') or {}
     extra = {'use_vllm': True, 'vllm_mode': 'colocate', 'rlhf_type': 'grpo'}
-    engine = {k: c.get(k, c.get(f'vllm_{k}')) for k in ENGINE_KEYS}
-    if engine.get('quantization') is None and str(c.get('load_format', '')).lower() == 'bitsandbytes':
-        engine['quantization'] = 'bitsandbytes'  # vLLM's older spelling: --load-format bitsandbytes
-    engine = {k: v for k, v in engine.items() if v is not None}
+    engine = _engine_keys(c)
     if engine:
         extra['vllm_engine_kwargs'] = json.dumps(engine)
     # an unstated gpu_memory_utilization is vLLM's default, 0.9
@@ -192,7 +189,8 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     graphs_env = c.get('VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS')
     inp = Inputs(arch=arch, capacity_gib=cap, gpu_name=_gpu(case), prompt_len=0, vllm_entry='server',
                  vllm_sampler=sampler, vllm_sampler_why=why, vllm_version=case.get('framework_version'),
-                 vllm_graphs_env=None if graphs_env is None else str(graphs_env))
+                 vllm_graphs_env=None if graphs_env is None else str(graphs_env),
+                 vllm_use_v1_env=None if c.get('VLLM_USE_V1') is None else str(c['VLLM_USE_V1']))
     v = vllm_terms(cfg, inp)
     problems: list[dict] = []
     plan = build_plan(cfg, {}, Hardware())
@@ -207,6 +205,25 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
             'activation_gib': round(v['activation'] / GiB, 3), 'sampler': sampler, 'sampler_why': why,
             'kv_bytes_per_token': kv_per_token,
             'startup_failed': failed, 'fits': not failed, 'reasons': [p['check'] for p in problems]}
+
+
+def _engine_keys(c: dict) -> dict:
+    """The engine arguments a case states (with or without vllm_); --load-format bitsandbytes means bitsandbytes."""
+    engine = {k: c.get(k, c.get(f'vllm_{k}')) for k in ENGINE_KEYS}
+    if engine.get('quantization') is None and str(c.get('load_format', '')).lower() == 'bitsandbytes':
+        engine['quantization'] = 'bitsandbytes'
+    return {k: v for k, v in engine.items() if v is not None}
+
+
+def _vllm_weights_only(case: dict, arch: Arch) -> dict:
+    """No known card: a stated "Model loading took" is still predicted (weights do not depend on the card)."""
+    out, c = case.get('outcome') or {}, case.get('config') or {}
+    if out.get('model_load_gib_per_gpu', out.get('model_load_gib')) is None:
+        raise CannotPredict('gpu_total_gib')
+    cfg, _ = _config(case, {'use_vllm': True, 'vllm_mode': 'colocate', 'rlhf_type': 'grpo'}, renames=VLLM_RENAMES)
+    arch = replace(arch, dtype=str(c['torch_dtype'])) if c.get('torch_dtype') else arch
+    w = vllm_startup.vllm_weight_bytes(cfg, arch, _engine_keys(c)) / max(1, cfg.vllm_tensor_parallel_size)
+    return {'weights_gib': round(w / GiB, 3), 'card': 'not known: weights only'}
 
 
 def _predict_train(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict:

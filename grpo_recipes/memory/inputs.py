@@ -111,6 +111,8 @@ class Inputs:
     vllm_version: str | None = None
     """The vLLM that runs the rollouts, when known (installed, or a calibration case's): before 0.8 the V0
     engine's scheduler defaults apply (see ``vllm_terms``)."""
+    vllm_use_v1_env: str | None = None
+    """``VLLM_USE_V1`` as the launch sets it: 0 runs vLLM 0.8-0.9 on the V0 engine (``vllm_engine.uses_v0``)."""
     vllm_graphs_env: str | None = None
     """``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` as the launch sets it (see ``graphs_profiled``)."""
     adamw: str = 'fused'

@@ -8,6 +8,7 @@ import math
 from ..config import GRPOConfig
 from ..plan import Plan
 from ..versions import version_tuple
+from . import vllm_engine as ve
 from . import vllm_startup as vs
 from .arch import Arch
 from .inputs import (KV_BLOCK, SAMPLER_BUFFERS, VLLM_CUDA_GRAPHS, VLLM_GRAPHS_PROFILED_FROM, VLLM_NON_TORCH_TP,
@@ -117,8 +118,9 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
     opts = vllm_engine_options(cfg)
     weights = vs.vllm_weight_bytes(cfg, a, opts) / tp  # as vLLM loads them: --quantization, bnb, GPTQ/AWQ/FP8
     tb = _positive_int(opts.get('max_num_batched_tokens'))
-    v = version_tuple(inp.vllm_version)
-    v0 = v is not None and v < (0, 8, 0)  # V1 became the default engine in vLLM 0.8.0
+    # V1 became the default engine in vLLM 0.8.0; 0.8-0.9 fall back to V0 on pre-Ampere cards, fp8 KV, fp32 (vllm_engine)
+    v0 = ve.uses_v0(inp.vllm_version, inp.gpu_name, opts.get('kv_cache_dtype'), a.dtype,
+                    inp.vllm_use_v1_env)
     max_len = _max_model_len(cfg, a)
     if not tb and v0 and max_len <= 32768:
         # V0 without chunked prefill (its default up to a 32K context; longer contexts turn chunked prefill
@@ -139,12 +141,15 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
     act = vllm_profile_peak(a, tp, tb, seqs, inp.vllm_sampler)
     # multimodal models: the encoder's profiling pass on the largest items, its outputs cached (vllm_startup)
     limits = vs.parse_limits(opts.get('limit_mm_per_prompt', getattr(cfg, 'vllm_limit_mm_per_prompt', None)))
-    mm = vs.mm_profile_v0(a, tp, tb, seqs, max_len, limits) if v0 else \
+    mmkw = opts.get('mm_processor_kwargs')  # max_pixels / min_pixels bound the largest image (vllm_engine)
+    mm = vs.mm_profile_v0(a, tp, tb, seqs, max_len, limits, processor_kwargs=mmkw) if v0 else \
         vs.mm_profile(a, tp, tb, seqs, max_len, limits, opts.get('enable_chunked_prefill') is not False,
-                      vllm_version=inp.vllm_version)
-    if mm and mm.get('rows'):  # V0 samples only the sequences that carry the dummy items
-        act = vllm_profile_peak(a, tp, tb, mm['rows'], inp.vllm_sampler)
-    act = vs.profile_with_encoder(act, tb, a, mm)
+                      vllm_version=inp.vllm_version, processor_kwargs=mmkw)
+    llm_tokens = tb
+    if mm and mm.get('rows'):  # V0 samples only the sequences that carry the dummy items, over all their tokens
+        llm_tokens = mm.get('llm_tokens', tb)
+        act = vllm_profile_peak(a, tp, llm_tokens, mm['rows'], inp.vllm_sampler)
+    act = vs.profile_with_encoder(act, llm_tokens, a, mm)
     non_torch = VLLM_NON_TORCH_TP if tp > 1 else VLLM_NON_TORCH_TP1
     graphs = vs.cuda_graph_bytes(vs.capture_sizes(inp.vllm_version, seqs, tb, cfg.vllm_enforce_eager),
                                  VLLM_CUDA_GRAPHS)
@@ -152,8 +157,9 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
     # graphs are captured afterwards and come on top, unless the profiler estimates them (graphs_profiled): then
     # they come out of the KV budget and stay inside the reservation
     inside = bool(graphs) and graphs_profiled(inp.vllm_version, inp.vllm_graphs_env)
-    kv = requested - weights - act - non_torch - (graphs if inside else 0.0)
-    return {'requested': requested, 'weights': weights, 'activation': act, 'non_torch': non_torch,
+    rope = ve.rope_cache_bytes(a)  # the rotary cos/sin buffer, loaded with the model on every rank (vllm_engine)
+    kv = requested - weights - rope - act - non_torch - (graphs if inside else 0.0)
+    return {'requested': requested, 'weights': weights, 'rope_cache': rope, 'activation': act, 'non_torch': non_torch,
             'cuda_graphs': graphs, 'kv_cache': kv, 'graphs_outside': 0.0 if inside else graphs}
 
 
@@ -196,8 +202,8 @@ def vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_start
             # vLLM's estimate is the longest length whose whole blocks fit (estimate_max_model_len binary-searches
             # cdiv(len, block_size) x page size against the available memory): a multiple of the block size
             est = KV_BLOCK * int(v['kv_cache'] // (KV_BLOCK * kv_per_token))
-            ver = version_tuple(inp.vllm_version)
-            if ver is not None and ver < (0, 8, 0):
+            if ve.uses_v0(inp.vllm_version, inp.gpu_name, vllm_engine_options(cfg).get('kv_cache_dtype'), a.dtype,
+                          inp.vllm_use_v1_env):
                 # the V0 worker (vllm/worker/worker.py raise_if_cache_size_invalid): block_size x num_gpu_blocks
                 held = KV_BLOCK * int(v['kv_cache'] // (KV_BLOCK * kv_per_token))
                 message = (f"The model's max seq len ({mml}) is larger than the maximum number of tokens that can be "

@@ -28,6 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .arch import Arch, vision_params
+from .vllm_engine import processor_bounds
 from ..versions import version_tuple
 
 FACTS_FILE = Path(__file__).with_name('vllm_mm_facts.json')
@@ -136,7 +137,7 @@ def max_tokens_per_item(pp: dict, max_model_len: int, limits: dict[str, int], vl
 
 
 def encoder_peak_per_patch(model_type: str, vision: dict, tp: int, dtype_bytes: int,
-                           gather_qkv: bool = True) -> float:
+                           gather_qkv: bool = True, gather_list: bool = False) -> float:
     """Live bytes per patch at the vision tower's peak (vLLM 0.10.1.1 model_executor/models/qwen2_5_vl.py
     ``Qwen2_5_VisionBlock.forward``; qwen2_vl.py ``Qwen2VisionBlock``): the pixel rows (fp32 and the cast copy)
     stay referenced by the caller, and inside a block the larger of
@@ -144,7 +145,10 @@ def encoder_peak_per_patch(model_type: str, vision: dict, tp: int, dtype_bytes: 
       (2i/tp, MergedColumnParallelLinear) and SiluAndMul's output (i/tp); Qwen2-VL's fc1/QuickGELU: 2e + 2m/tp;
     - attention: x and the normed input (2e), qkv (3e/tp), the contiguous q, k, v (3e/tp) and the rotated q, k
       (2e/tp); with ``gather_qkv`` (vLLM 0.10.1.1 and 0.11.0 ``split_qkv``; gone in 0.14.0, whose QKVParallelLinear
-      keeps each rank's heads) qkv is also all-gathered to 3e when tp > 1."""
+      keeps each rank's heads) qkv is also all-gathered to 3e when tp > 1;
+    - with ``gather_list`` (the V0 path; vllm_engine): the moment of the gather itself, ``all_gather_interleave``
+      (qwen2_5_vl.py, 0.9.0.1 and 0.10.1.1) fills a list of tp zeros_like copies (3e) and then concatenates them
+      into a new 3e tensor beside the block input, the normed input and the rank's own qkv: 2e + 3e/tp + 6e."""
     patch_row = vision.get('in_chans', 3) * vision['temporal_patch_size'] * vision['patch_size'] ** 2
     if model_type == 'qwen2_vl':
         e = vision['embed_dim']
@@ -153,6 +157,8 @@ def encoder_peak_per_patch(model_type: str, vision: dict, tp: int, dtype_bytes: 
         e, i = vision['hidden_size'], vision['intermediate_size']
         mlp = 4 * e + 3 * i / tp
     attn = 2 * e + 8 * e / tp + (3 * e if tp > 1 and gather_qkv else 0)
+    if tp > 1 and gather_qkv and gather_list:
+        attn = max(attn, 2 * e + 3 * e / tp + 6 * e)
     return patch_row * PIXEL_INPUT_BYTES + max(mlp, attn) * dtype_bytes
 
 
@@ -171,7 +177,7 @@ def parse_limits(value) -> dict[str, int]:
 
 def mm_profile(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_model_len: int, limits: dict,
                chunked_prefill: bool = True, model_type: str | None = None,
-               vllm_version: str | None = None) -> dict | None:
+               vllm_version: str | None = None, processor_kwargs=None) -> dict | None:
     """The multimodal part of V1's profiling run, or None for a text-only model (or every modality at limit 0):
     ``encoder_peak`` (the tower on the dummy batch), ``cached`` (its outputs, held in the encoder cache through the
     dummy forward and sampler), ``items``, ``tokens_per_item``, ``modality``."""
@@ -179,7 +185,7 @@ def mm_profile(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_mod
     facts = vision_facts(mt) if tower_params(a) else None
     if not facts:
         return None
-    pp, vision = facts['preprocessor'], facts['vision']
+    pp, vision = processor_bounds(facts['preprocessor'], processor_kwargs), facts['vision']
     per_item = max_tokens_per_item(pp, max_model_len, limits, vllm_version)
     if not per_item:
         return None  # every modality disabled: no encoder cache and no encoder profiling (encoder_cache_manager.py)
@@ -200,7 +206,7 @@ def mm_profile(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_mod
 
 
 def mm_profile_v0(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_model_len: int, limits: dict,
-                  model_type: str | None = None) -> dict | None:
+                  model_type: str | None = None, processor_kwargs=None) -> dict | None:
     """The V0 engine's multimodal profiling (vLLM 0.7.3 worker/model_runner.py ``_dummy_run``): every dummy sequence
     carries each modality at its limit (1 by default under V0), so the sequences are cut to
     max(1, min(max_num_seqs, max_num_batched_tokens // max_mm_tokens)) with max_mm_tokens the sum over modalities of
@@ -211,7 +217,7 @@ def mm_profile_v0(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_
     facts = vision_facts(mt) if tower_params(a) else None
     if not facts:
         return None
-    pp, vision = facts['preprocessor'], facts['vision']
+    pp, vision = processor_bounds(facts['preprocessor'], processor_kwargs), facts['vision']
     v0_limits = {'image': limits.get('image', 1), 'video': limits.get('video', 1)}
     per_item = max_tokens_per_item(pp, max_model_len, v0_limits, v0=True)
     max_mm = sum(v0_limits[m] * t for m, t in per_item.items())
@@ -220,12 +226,16 @@ def mm_profile_v0(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_
     rows = max(1, min(max_num_seqs, batched_tokens // max_mm))
     seq_len = batched_tokens // rows
     passes = {m: rows * v0_limits[m] * t for m, t in max_tokens_per_item(pp, seq_len, v0_limits, v0=True).items()}
-    per_patch = encoder_peak_per_patch(mt, vision, tp, a.dtype_bytes)
+    per_patch = encoder_peak_per_patch(mt, vision, tp, a.dtype_bytes, gather_list=True)
     merged = pp['merge_size'] ** 2
     biggest = max(passes.values())
     peak = biggest * merged * per_patch + (sum(passes.values()) - biggest) * a.hidden * a.dtype_bytes
+    # the dummy prompt is never cut to seq_len (multimodal/profiling.py get_decoder_dummy_data, 0.8.4/0.9.0.1: V0 only
+    # warns when the placeholders exceed it), so each row's LLM forward runs over all its placeholder tokens
+    llm_tokens = rows * max(seq_len, sum(passes.values()) // rows)
     return {'encoder_peak': peak, 'cached': sum(passes.values()) * a.hidden * a.dtype_bytes, 'items': rows,
-            'tokens_per_item': max(per_item.values()), 'modality': max(passes, key=passes.get), 'rows': rows}
+            'tokens_per_item': max(per_item.values()), 'modality': max(passes, key=passes.get), 'rows': rows,
+            'llm_tokens': llm_tokens}
 
 
 def profile_with_encoder(text_peak: float, dummy_forward_tokens: int, a: Arch, mm: dict | None) -> float:

@@ -1,0 +1,97 @@
+"""Which vLLM engine starts, and the start-up terms around it that the published cases showed missing
+(tests/data/vllm_published_cases.jsonl). Pure: no torch, no vLLM import. Sizes in bytes.
+
+Versions read (PyPI wheels): vLLM 0.9.0.1 (engine/arg_utils.py, model_executor/models/qwen2_vl.py,
+model_executor/layers/rotary_embedding.py) and 0.6.4.post1 (worker/worker.py); the file is named at each term.
+
+- ``uses_v0``: from 0.8 the V1 engine is the default, but ``EngineArgs._is_v1_supported_oracle`` (engine/arg_utils.py,
+  0.9.0.1) falls back to V0 on a CUDA card of compute capability below 8.0 (V100, T4, RTX 20xx), for a
+  ``kv_cache_dtype`` other than ``auto`` unless FlashAttention supports fp8 there (FA3, Hopper), and for a dtype other
+  than float16/bfloat16.
+- ``rope_cache_bytes``: ``RotaryEmbedding.__init__`` (model_executor/layers/rotary_embedding.py, 0.9.0.1) registers a
+  ``cos_sin_cache`` buffer of max_position x rotary_dim values in the model dtype; ``get_rope`` shares one instance
+  per shape, so a model holds one. It is allocated while the model loads (in vLLM's "Model loading took" figure) and
+  is replicated on every TP rank.
+- ``processor_bounds``: ``Qwen2VLProcessingInfo._get_image_processor_kwargs`` (qwen2_vl.py, 0.9.0.1) merges the
+  engine's ``mm_processor_kwargs`` into the image processor, so a ``max_pixels``/``min_pixels`` there bounds the
+  largest image the profiler builds (``get_image_size_with_most_features``).
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from ..versions import version_tuple
+from .arch import Arch
+
+# NVIDIA's compute-capability table (developer.nvidia.com/cuda-gpus): the card families the guard meets.
+COMPUTE_CAPABILITY = (
+    (r'V100', (7, 0)), (r'T4\b|TESLAT4', (7, 5)), (r'20[0-9]0|TITANRTX|QUADRORTX', (7, 5)),
+    (r'H100|H800|H20|H200|GH200', (9, 0)), (r'4090|4080|4070|4060|L40|L4\b|L20|ADA', (8, 9)),
+    (r'A100|A800|A30\b', (8, 0)), (r'30[5-9]0|A6000|A5000|A4000|A10|A40\b|A16|A2\b', (8, 6)),
+)
+# V1 became the default engine in 0.8.0; the fallback oracle above is read in 0.9.0.1. From 0.10 it is not modelled
+# (V0 was being removed), so a case from 0.10 on is taken to run V1 whatever the card.
+V1_DEFAULT_FROM = (0, 8, 0)
+V0_FALLBACK_UNTIL = (0, 10, 0)
+
+
+def compute_capability(gpu_name: str | None) -> tuple[int, int] | None:
+    """(major, minor) of a card named loosely ("NVIDIA V100 32GB", "Tesla T4"), None when unknown."""
+    if not gpu_name:
+        return None
+    key = re.sub(r'[\s_-]', '', str(gpu_name).upper()).replace('NVIDIA', '').replace('GEFORCE', '').replace('RTX', '')
+    for pattern, cc in COMPUTE_CAPABILITY:
+        if re.search(pattern, key):
+            return cc
+    return None
+
+
+def uses_v0(vllm_version: str | None, gpu_name: str | None = None, kv_cache_dtype: str | None = None,
+            dtype: str | None = None, use_v1_env: str | None = None) -> bool:
+    """Whether this launch runs vLLM's V0 engine: every version before 0.8, and on 0.8-0.9 what
+    ``_is_v1_supported_oracle`` sends back to V0 (compute capability < 8.0; an fp8 KV cache off Hopper; float32),
+    or ``VLLM_USE_V1=0`` (vllm/envs.py, 0.9.0.1: ``bool(int(os.getenv("VLLM_USE_V1", "1")))``; an explicit 1 skips the
+    fallback). An unknown version is V1 (today's engine)."""
+    v = version_tuple(vllm_version)
+    if v is None:
+        return False
+    if v < V1_DEFAULT_FROM:
+        return True
+    if v >= V0_FALLBACK_UNTIL:
+        return False
+    env = str(use_v1_env).strip() if use_v1_env is not None else ''
+    if env.isdigit():
+        return int(env) == 0
+    cc = compute_capability(gpu_name)
+    if cc is not None and cc[0] < 8:
+        return True
+    kv = str(kv_cache_dtype or 'auto').lower()
+    if kv != 'auto' and not (kv.startswith('fp8') and cc is not None and cc[0] == 9):
+        return True
+    return str(dtype or '').lower() in ('float32', 'float', 'fp32')
+
+
+def rope_cache_bytes(a: Arch) -> float:
+    """The rotary embedding's cos/sin cache: max_position_embeddings x rotary_dim values in the model dtype
+    (rotary_dim = head_dim x ``partial_rotary_factor``); one per rank."""
+    return a.context_len * int(a.head_dim * a.rotary_fraction) * a.dtype_bytes
+
+
+def processor_bounds(pp: dict, mm_processor_kwargs) -> dict:
+    """The preprocessor facts with ``mm_processor_kwargs``' ``min_pixels``/``max_pixels`` applied (a dict or its JSON
+    text; anything else leaves them as released)."""
+    kw = mm_processor_kwargs
+    if isinstance(kw, str):
+        try:
+            kw = json.loads(kw)
+        except ValueError:
+            kw = None
+    if not isinstance(kw, dict):
+        return pp
+    out = dict(pp)
+    for key in ('min_pixels', 'max_pixels'):
+        v = kw.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            out[key] = v
+    return out
