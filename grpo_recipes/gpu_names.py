@@ -32,6 +32,8 @@ def _words(name: str) -> list[str]:
     for w in words:  # "RTX 4090" and a bare "4090" are the model RTX4090; "80 GB" is one size word
         if out and out[-1] == 'RTX' and w.isdigit():
             out[-1] = 'RTX' + w
+        elif out and out[-1] == 'RTX' and re.fullmatch(r'A\d{4}', w):  # "NVIDIA RTX A6000": the workstation card A6000
+            out[-1] = w
         elif out and w in ('GB', 'G', 'GIB') and out[-1].isdigit():
             out[-1] += 'G'
         elif re.fullmatch(r'30[89]0|40[89]0', w):

@@ -231,7 +231,7 @@ def test_offload_or_lower_util_never_increases_memory(base, change):
 
 def test_calibration_scores_on_the_published_cases():
     from grpo_recipes.memory.cases import load_cases
-    from grpo_recipes.memory.calibrate import score
+    from grpo_recipes.memory.scoring import score
     result = score(load_cases(SHARED / 'calibration' / 'memory_cases.jsonl'))
     assert result['fit_accuracy'] >= 0.9 and result['fit_cases'] >= 5
     assert result['vllm_weights_max_rel_error'] <= 0.03
@@ -243,7 +243,7 @@ def test_calibration_scores_on_the_published_cases():
 
 def test_calibration_names_the_missing_field(tmp_path):
     from grpo_recipes.memory.cases import load_cases
-    from grpo_recipes.memory.calibrate import score
+    from grpo_recipes.memory.scoring import score
     p = tmp_path / 'c.jsonl'
     p.write_text(json.dumps({'id': 'x', 'kind': 'grpo_train', 'framework': 'ms-swift', 'model_config': None,
                              'config': {}, 'outcome': {'oom': True}}) + '\n')
@@ -331,7 +331,7 @@ def test_calibration_survives_malformed_cases():
     or 'cannot predict' naming a field, never a traceback and never an internal error."""
     import copy
     from grpo_recipes.memory.cases import load_cases
-    from grpo_recipes.memory.calibrate import score
+    from grpo_recipes.memory.scoring import score
     variants = []
     for case in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl'):
         paths = [(k,) for k in case if k not in ('id', 'kind')]
@@ -426,7 +426,7 @@ def test_scorer_reads_per_gpu_lists_negative_kv_and_auto_dtype():
     """Forms a source states its figures in, read rather than refused (calibrate.normalise)."""
     import copy
     from grpo_recipes.memory.cases import load_cases
-    from grpo_recipes.memory.calibrate import score
+    from grpo_recipes.memory.scoring import score
     cases = {c['id']: c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')}
     tp2 = copy.deepcopy(cases['vllm-llmd-qwen3-32b-h100-tp2'])
     tp2['outcome']['kv_cache_gib_per_gpu'] = [34.49, 34.9]  # two workers' logs: vLLM keeps the smaller
@@ -592,7 +592,7 @@ def test_calibration_scores_unstated_versions_as_a_range_and_packed_rows_as_a_bo
     # foreach, which copies the second moments): with neither version stated the case is scored against both.
     # With padding_free and no sample lengths, planning at max_length is an upper bound, checked as one.
     from grpo_recipes.memory.cases import load_cases
-    from grpo_recipes.memory.calibrate import score
+    from grpo_recipes.memory.scoring import score
     qwen7b = builtin_config('Qwen2.5-7B-Instruct.json')
     base = {'kind': 'sft_train', 'framework': 'ms-swift', 'model_config': qwen7b, 'num_gpus': 1,
             'config': {'train_type': 'full', 'torch_dtype': 'bfloat16', 'per_device_train_batch_size': 1,

@@ -52,7 +52,7 @@ def test_expandable_segments_plan_lower():
 
 @pytest.mark.skipif(not RUNS.is_file(), reason='the shared H100 runs are not beside the repository')
 def test_the_real_h100_runs_are_predicted_at_the_device_level():
-    from grpo_recipes.memory.calibrate import score
+    from grpo_recipes.memory.scoring import score
     from grpo_recipes.memory.cases import load_cases
     result = score(load_cases(RUNS))
     rows = [r for r in result['per_case'] if 'device' in r]

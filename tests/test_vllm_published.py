@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from grpo_recipes.memory.calibrate import score
+from grpo_recipes.memory.scoring import score
 from grpo_recipes.memory.cases import load_cases
 from grpo_recipes.memory.vllm_engine import compute_capability, processor_bounds, rope_cache_bytes, uses_v0
 from grpo_recipes.memory.arch import Arch

@@ -1,7 +1,7 @@
 """``grpo-guard calibrate``: score the memory model on published measurements."""
 from __future__ import annotations
 
-from ..memory.calibrate import score
+from ..memory.scoring import score
 from ..memory.cases import load_cases
 from .common import print_json
 from .render import print_calibration
