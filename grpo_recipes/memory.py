@@ -273,19 +273,27 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
     tokens = bs * math.ceil((prompt + cfg.max_completion_length) / sp)
     h, L, I = a.hidden, a.layers, a.token_mlp_width
     # One decoder layer's saved tensors per token, 16-bit weights, as `grpo-guard trace` counts them on the
-    # real model class (grpo_recipes/trace.py; Qwen2.5-7B: 239,736 B traced vs 239,616 B here):
-    #   RMSNorm x2 (transformers Qwen2RMSNorm: fp32 upcast 4h, the 16-bit normalised copy 2h, the output 2h);
-    #   attention (SDPA flash: q 2h, k and v 2kv each, output 2h, fp32 logsumexp; the o_proj input 2h);
-    #   SwiGLU MLP (gate, silu(gate), up, their product: 8I).  -> 24h + 4kv + 8I
-    kv = a.kv_dim
-    per_layer_token = 24 * h + 4 * kv + 8 * I
+    # real model class (grpo_recipes/trace.py, transformers 5.19 modeling_qwen2.py/modeling_qwen3.py):
+    #   RMSNorm x2 (Qwen2RMSNorm: fp32 upcast 4h, the 16-bit normalised copy 2h, the output 2h): 16h;
+    #   attention with q = heads x head_dim (not h: Qwen3-0.6B has q = 2h) and kv = kv_heads x head_dim: the
+    #   rotated q and k (2q, 2kv), v (2kv) and SDPA's output (2q; the o_proj input is a view of it), fp32
+    #   logsumexp; GQA runs in SDPA itself (enable_gqa, integrations/sdpa_attention.py use_gqa_in_sdpa: no mask,
+    #   the unpadded micro-batch), so K/V are never repeated to the query heads: 4q + 4kv;
+    #   Qwen3's per-head q_norm/k_norm (the same RMSNorm over head_dim, its output consumed by the rotary
+    #   embedding, which saves only cos/sin): fp32 upcast + normalised copy, 6q + 6kv;
+    #   SwiGLU MLP (gate, silu(gate), up, their product): 8I.  -> 16h + 4q + 4kv (+ 6q + 6kv) + 8I
+    #   (Qwen2.5-1.5B 103,350 B traced vs 103,424 here; Qwen3-0.6B 71,823 vs 71,680)
+    kv, q = a.kv_dim, a.q_dim
+    per_layer_token = 16 * h + 4 * q + 4 * kv + 8 * I + (6 * q + 6 * kv if a.qk_norm else 0)
     if cfg.is_lora:
-        # frozen linears keep no input and frozen norms no normalised copy (-(10h + 2I)); each adapted linear
-        # keeps its input cast to the adapters' fp32 (peft/tuners/lora/layer.py Linear.forward,
-        # _cast_input_dtype), or with lora_dropout > 0 the dropout's fp32 output and its bool mask (CUDA
-        # native_dropout), plus lora_A's fp32 output (4r)
+        # frozen linears keep no input and frozen norms no normalised copy (-(8h + 2I): both norms' copies, their
+        # outputs, the down projection's input; with qk_norm -(2q + 2kv)); each adapted linear keeps its input
+        # cast to the adapters' fp32 (peft/tuners/lora/layer.py Linear.forward, _cast_input_dtype), or with
+        # lora_dropout > 0 the dropout's fp32 output and its bool mask (CUDA native_dropout), plus lora_A's fp32
+        # output (4r)
         sum_in, n_mod = a.lora_inputs(cfg.target_modules)
-        per_layer_token += -(10 * h + 2 * I) + (5 if cfg.lora_dropout > 0 else 4) * sum_in + 4 * cfg.lora_rank * n_mod
+        per_layer_token += -(8 * h + 2 * I) - (2 * q + 2 * kv if a.qk_norm else 0) + \
+            (5 if cfg.lora_dropout > 0 else 4) * sum_in + 4 * cfg.lora_rank * n_mod
     if cfg.use_liger_kernel:
         # transformers applies Liger's kernels with their defaults (rope, rms_norm, swiglu, fused linear loss;
         # liger_kernel/transformers/monkey_patch.py): each RMSNorm keeps its 16-bit input and a per-row fp32 rstd
@@ -295,8 +303,21 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
         per_layer_token -= 8 * h + 2 * I
     checkpointed = bool(cfg.gradient_checkpointing or cfg.fsdp_sharding)  # fsdp2.json turns it on
     if checkpointed:
-        # layer inputs (2h bytes/token/layer) + one layer recomputed during backward
-        recompute = tokens * per_layer_token
+        # layer inputs (2h bytes/token/layer) + one layer recomputed during backward. Its peak is the end of the
+        # recompute (torch/utils/checkpoint.py, non-reentrant: the layer's forward re-run inside backward), at the
+        # MLP's down projection: beside every tensor the layer saves, what the running forward still references
+        # (the residual, transformers Qwen2DecoderLayer.forward; the down projection's 16-bit output) and the
+        # gradient backward holds for the layer's output (the residual branch's 16-bit gradient, the next layer's
+        # RMSNorm input gradient in fp32 and cast back to 16 bits): 2h + 2h + 2h + 4h + 2h = 12h. Under LoRA the
+        # frozen MLP's input (2h) and the down projection's input (2I) are held only by the running forward, and
+        # with lora_dropout the input's fp32 cast too (4I: the dropout keeps its output, not its input;
+        # peft/tuners/lora/layer.py Linear.forward). Traced: Qwen2.5-7B LoRA 1 x 9,216 to 1 x 32,768 tokens.
+        transient = 12 * h
+        if cfg.is_lora:
+            targets = cfg.target_modules or ['all-linear']
+            down = any(t in ('all-linear', 'all') or t.endswith('down_proj') for t in targets)
+            transient += 2 * h + 2 * I + (4 * I if down and cfg.lora_dropout > 0 else 0)
+        recompute = tokens * (per_layer_token + transient)
         act = tokens * 2 * h * L + recompute
     else:
         act = tokens * per_layer_token * L

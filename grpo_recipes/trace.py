@@ -23,6 +23,7 @@ Imports torch, transformers and peft: never on the fast ``check`` path.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 import weakref
 from dataclasses import asdict, dataclass, field
@@ -205,6 +206,25 @@ def _cuda_like_dropout(model) -> None:
                     drops[k] = CudaLikeDropout(d.p)
 
 
+@contextlib.contextmanager
+def _unpadded_masks():
+    """The traced micro-batch has no padding (every row at prompt + completion). On real tensors transformers then
+    builds no 4D mask and SDPA runs causal flash attention with ``enable_gqa`` (transformers masking_utils.py
+    ``_ignore_causal_mask_sdpa``: ``fast_all(padding_mask)``; integrations/sdpa_attention.py ``use_gqa_in_sdpa``: no
+    mask). On fake tensors that check reads the mask as "tracing" (import_utils.py ``is_tracing``:
+    ``is_fake_tensor``) and builds a (bs, 1, T, T) mask and repeats K/V, which the GPU never does for this batch:
+    answer it as real tensors without padding do (the sliding-window condition is kept)."""
+    from unittest import mock
+    from transformers import masking_utils
+    original = masking_utils._ignore_causal_mask_sdpa
+
+    def unpadded(padding_mask, *args, **kwargs):
+        return original(None, *args, **kwargs)
+
+    with mock.patch.object(masking_utils, '_ignore_causal_mask_sdpa', unpadded):
+        yield
+
+
 def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: bool = True,
                cuda_dropout: bool = True, sft: bool = False,
                adamw: str = 'fused') -> tuple[LiveBytes, dict, list[str]]:
@@ -233,7 +253,7 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
     T = prompt_len + C
     counter = LiveBytes()
     model = _build_model(model_config, dtype, cfg)
-    with (FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()):
+    with (FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()), _unpadded_masks():
         with counter.mode:
             counter.stage = 'load'
             model = model.to_empty(device='cpu')
