@@ -313,11 +313,22 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
         # with lora_dropout the input's fp32 cast too (4I: the dropout keeps its output, not its input;
         # peft/tuners/lora/layer.py Linear.forward). Traced: Qwen2.5-7B LoRA 1 x 9,216 to 1 x 32,768 tokens.
         transient = 12 * h
+        down_keeps = 2 * I  # what the down projection saved of its input: a trained linear keeps it
         if cfg.is_lora:
             targets = cfg.target_modules or ['all-linear']
             down = any(t in ('all-linear', 'all') or t.endswith('down_proj') for t in targets)
             transient += 2 * h + 2 * I + (4 * I if down and cfg.lora_dropout > 0 else 0)
-        recompute = tokens * (per_layer_token + transient)
+            down_keeps = (5 if cfg.lora_dropout > 0 else 4) * I if down else 0
+        # Later, in the MLP's backward (the product silu(gate) x up): the 16-bit gradients of the product, of
+        # silu(gate) and of up (3 x 2I) and of the layer's output (2h) are live, the down projection's saved input
+        # freed. In full training this moment is the larger (traced: Qwen2.5-1.5B full, 1 x 32,768 tokens).
+        in_mlp_backward = 6 * I + 2 * h - down_keeps
+        recompute = tokens * (per_layer_token + max(transient, in_mlp_backward))
+        if not cfg.is_lora and (a.tied or (stage is None and fsdp is None)):
+            # the lm_head's gradient exists by then (vocab x h): a tied one waits in autograd's input buffer of the
+            # shared weight until the embedding's backward adds to it (the late term below), an untied one is
+            # already in .grad, which the no-ZeRO rule below takes as absent while activations are live
+            recompute += a.vocab * h * pb
         act = tokens * 2 * h * L + recompute
     else:
         act = tokens * per_layer_token * L
