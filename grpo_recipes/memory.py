@@ -354,6 +354,14 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
         # (`grpo-guard trace` in SFT mode, trace_step(sft=True): Qwen2.5-7B LoRA 1 x 2048, peak at
         # aten._log_softmax_backward_data)
         t['logits'] = bs * C * V * 12 * fragmentation
+    elif cfg.deepspeed:
+        # Under DeepSpeed accelerate does not wrap the forward (accelerate 1.15 accelerator.py: native_amp stays False
+        # for DistributedType.DEEPSPEED, so prepare_model adds no autocast and no convert_outputs_to_fp32; checked on
+        # CPU with accelerate and DeepSpeed themselves, tests/test_trace_long.py), and neither ms-swift
+        # (_get_logps_via_local_forward) nor TRL casts: the 16-bit logits take selective_log_softmax's row-wise
+        # log_softmax path. Traced (trace_step(upcast_logits=False)): the same four full-size buffers at the peak
+        # (backward, aten.div), 16-bit: 8 B per element (Qwen2.5-7B LoRA at 8 x 1,024 and 1 x 8,192 completions)
+        t['logits'] = bs * C * V * 8 * fragmentation
     else:
         t['logits'] = bs * C * V * 16 * fragmentation
     # Terms that never coexist (traced, grpo_recipes/trace.py). In full training

@@ -227,7 +227,7 @@ def _unpadded_masks():
 
 def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: bool = True,
                cuda_dropout: bool = True, sft: bool = False,
-               adamw: str = 'fused') -> tuple[LiveBytes, dict, list[str]]:
+               adamw: str = 'fused', upcast_logits: bool = True) -> tuple[LiveBytes, dict, list[str]]:
     """Run ``steps`` GRPO optimizer steps of one micro-batch on fake tensors (``fake=False``: on real CPU tensors,
     for small models: the check that the fake run counts what a real run allocates); returns the counter, the
     storage keys by category, and notes.
@@ -236,7 +236,9 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
     model's own forward with ``labels``, transformers ``ForCausalLMLoss``), over the last
     ``max_completion_length`` tokens (ms-swift ``prepare_logits_to_keep`` keeps logits from the first label on).
     ``adamw``: ``fused`` (``adamw_torch_fused``) or ``foreach`` (``adamw_torch``: torch's AdamW with neither flag
-    runs the foreach implementation on CUDA, torch/optim/optimizer.py ``_default_to_fused_or_foreach``)."""
+    runs the foreach implementation on CUDA, torch/optim/optimizer.py ``_default_to_fused_or_foreach``).
+    ``upcast_logits``: accelerate's fp32 copy of the logits (bf16 mixed precision); False under DeepSpeed, where
+    accelerate neither autocasts nor converts the outputs (see ``trace_launch``), so the logits stay 16-bit."""
     import contextlib
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -289,7 +291,8 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
                 # swift/rlhf_trainers/grpo_trainer.py _get_logps_via_local_forward
                 with torch.set_grad_enabled(grad):
                     out = m(input_ids=ids, attention_mask=mask, logits_to_keep=C + 1, use_cache=False)
-                    logits = out.logits.float()  # accelerate convert_outputs_to_fp32 (bf16 mixed precision)
+                    # accelerate convert_outputs_to_fp32 (bf16 mixed precision); under DeepSpeed the model's 16 bits
+                    logits = out.logits.float() if upcast_logits else out.logits
                     del out
                     logits = logits[:, -(C + 1):-1, :]
                     logits.div_(1.0)  # temperature, in place
@@ -386,8 +389,13 @@ def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adam
     sharded = bool(cfg.deepspeed or cfg.fsdp_sharding)
     # under DeepSpeed/FSDP the optimizer steps sharded state the single process cannot show: trace with the fused
     # step and take the optimizer's temporaries from the same accounting as the states
+    # Under DeepSpeed accelerate leaves the forward alone: native_amp stays False for bf16 (accelerate 1.15
+    # accelerator.py Accelerator.__init__, "self.distributed_type not in (DistributedType.DEEPSPEED, ...)"), so
+    # prepare_model applies neither autocast nor convert_outputs_to_fp32, and ms-swift's
+    # _get_logps_via_local_forward (and TRL's _get_per_token_logps_and_entropies) casts nothing: the logits reach
+    # selective_log_softmax in 16 bits and take its row-wise log_softmax path (trl/trainer/utils.py)
     counter, keys, notes = trace_step(cfg, model_config, prompt_len, adamw='fused' if sharded else
-                                      ('foreach' if adamw == 'foreach' else 'fused'))
+                                      ('foreach' if adamw == 'foreach' else 'fused'), upcast_logits=not cfg.deepspeed)
     if adamw_why:
         notes.append(f'optimizer: {adamw_why}')
     cats = categorise(counter, keys)
@@ -405,9 +413,20 @@ def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adam
         notes.append(f'{cfg.deepspeed or "FSDP " + str(cfg.fsdp_sharding)}: parameters, gradients and optimizer '
                      f'state from DeepSpeed\'s/FSDP\'s accounting ({per_param:.2f} GiB); activations traced')
     elif model_config.get('quantization_config') or cfg.quant_method:
-        # the base was traced at 16 bits: swap its bytes for the packed int4 checkpoint's (arch.weight_bytes)
-        traced += (terms.get('weights', 0.0) / GiB) - cats['parameters'] + (terms.get('lora_params', 0.0) / GiB)
-        notes.append('quantised base: its traced 16-bit bytes replaced by the int4 weights the analytic model counts')
+        # the base was traced at 16 bits: its parameters become the packed checkpoint's bytes (arch.weight_bytes: GPTQ
+        # qweight eight 4-bit values per int32, fp16 scales and int32-packed zeros per group, 16-bit embeddings and
+        # norms; bnb NF4 with its absmax) plus the fp32 adapters, in the category as in the total, so the categories
+        # still add up to the peak. The int4 matmul dequantises one linear's weight to 16 bits before multiplying
+        # (GPTQModel nn_modules/qlinear/torch.py TorchQuantLinear._forward: dequantize_weight().to(x.dtype), then
+        # torch.matmul; bitsandbytes MatMul4Bit likewise): at most the largest linear at a time, a temporary.
+        packed = (terms.get('weights', 0.0) + terms.get('lora_params', 0.0)) / GiB
+        dequant = 2 * arch.hidden * max(arch.intermediate if not arch.experts else arch.moe_intermediate,
+                                        arch.q_dim) / GiB
+        traced += packed - cats['parameters'] + dequant
+        cats['parameters'] = round(packed, 3)
+        cats['temporaries'] = round(cats['temporaries'] + dequant, 3)
+        notes.append(f'quantised base: its traced 16-bit bytes replaced by the packed weights the analytic model counts '
+                     f'({packed:.2f} GiB with the adapters), plus one linear dequantised to 16 bits ({dequant:.2f} GiB)')
     elif not cfg.is_lora and cfg.beta:
         traced += terms.get('ref_model', 0.0) / GiB
         notes.append('full training with beta > 0: the frozen reference copy added from the analytic model')
