@@ -324,6 +324,8 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
         # freed. In full training this moment is the larger (traced: Qwen2.5-1.5B full, 1 x 32,768 tokens).
         in_mlp_backward = 6 * I + 2 * h - down_keeps
         recompute = tokens * (per_layer_token + max(transient, in_mlp_backward))
+        # the first layer's MLP backward, with its checkpointed input (the embedding's output): see the no-ZeRO rule
+        first_layer = tokens * (per_layer_token + in_mlp_backward + 2 * h)
         if not cfg.is_lora and (a.tied or (stage is None and fsdp is None)):
             # the lm_head's gradient exists by then (vocab x h): a tied one waits in autograd's input buffer of the
             # shared weight until the embedding's backward adds to it (the late term below), an untied one is
@@ -332,6 +334,7 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
         act = tokens * 2 * h * L + recompute
     else:
         act = tokens * per_layer_token * L
+        first_layer = 0.0
     t['activations'] = act * fragmentation
     # logits over completion tokens (ms-swift computes log-probs for completion positions only,
     # logits_to_keep, swift grpo_trainer _get_logps_via_local_forward): the mixed-precision wrapper's fp32 copy
@@ -374,6 +377,14 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
     if not cfg.is_lora and stage is None and fsdp is None:
         overlap += min(pb * T, dynamic)
         dynamic -= min(pb * T, dynamic)
+        # ...but with checkpointing the first layer's backward is a later peak: every gradient is there except that
+        # layer's and the (untied) embedding's, beside the layer's live tensors (traced: Llama-3.1-8B full,
+        # 1 x 17,408 tokens, peak in layer 0's MLP backward with 13.7 of 15.0 GiB of gradients)
+        emb = 0 if a.tied else a.vocab * h
+        at_first = pb * (T - a.attention_linear_params() - a.mlp_linear_params() - emb) + first_layer * fragmentation
+        beyond = max(0.0, at_first - (pb * T + dynamic))
+        overlap -= beyond
+        dynamic += beyond
     # Transients after the activations and logits are freed; the largest of them and what is left of the dynamic
     # terms counts (they happen at different times).
     late: dict[str, float] = {}
