@@ -227,7 +227,8 @@ def _unpadded_masks():
 
 def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: bool = True,
                cuda_dropout: bool = True, sft: bool = False,
-               adamw: str = 'fused', upcast_logits: bool = True) -> tuple[LiveBytes, dict, list[str]]:
+               adamw: str = 'fused', upcast_logits: bool = True,
+               unpadded: bool = False) -> tuple[LiveBytes, dict, list[str]]:
     """Run ``steps`` GRPO optimizer steps of one micro-batch on fake tensors (``fake=False``: on real CPU tensors,
     for small models: the check that the fake run counts what a real run allocates); returns the counter, the
     storage keys by category, and notes.
@@ -238,7 +239,10 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
     ``adamw``: ``fused`` (``adamw_torch_fused``) or ``foreach`` (``adamw_torch``: torch's AdamW with neither flag
     runs the foreach implementation on CUDA, torch/optim/optimizer.py ``_default_to_fused_or_foreach``).
     ``upcast_logits``: accelerate's fp32 copy of the logits (bf16 mixed precision); False under DeepSpeed, where
-    accelerate neither autocasts nor converts the outputs (see ``trace_launch``), so the logits stay 16-bit."""
+    accelerate neither autocasts nor converts the outputs (see ``trace_launch``), so the logits stay 16-bit.
+    ``unpadded``: attention as real tensors run it for a micro-batch without padding (``_unpadded_masks``: no 4D mask,
+    GQA inside SDPA), the batch ``trace_launch`` plans; else as for a padded batch (the mask built, K/V repeated), which
+    is also what fake tensors do on their own and what ms-swift's CPU steps in the parity tests run."""
     import contextlib
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -255,7 +259,8 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
     T = prompt_len + C
     counter = LiveBytes()
     model = _build_model(model_config, dtype, cfg)
-    with (FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()), _unpadded_masks():
+    with (FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()), \
+            (_unpadded_masks() if unpadded else contextlib.nullcontext()):
         with counter.mode:
             counter.stage = 'load'
             model = model.to_empty(device='cpu')
@@ -395,7 +400,8 @@ def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adam
     # _get_logps_via_local_forward (and TRL's _get_per_token_logps_and_entropies) casts nothing: the logits reach
     # selective_log_softmax in 16 bits and take its row-wise log_softmax path (trl/trainer/utils.py)
     counter, keys, notes = trace_step(cfg, model_config, prompt_len, adamw='fused' if sharded else
-                                      ('foreach' if adamw == 'foreach' else 'fused'), upcast_logits=not cfg.deepspeed)
+                                      ('foreach' if adamw == 'foreach' else 'fused'), upcast_logits=not cfg.deepspeed,
+                                      unpadded=True)
     if adamw_why:
         notes.append(f'optimizer: {adamw_why}')
     cats = categorise(counter, keys)

@@ -129,7 +129,8 @@ def main() -> int:
         cfg, _ = GRPOConfig.from_argv(launch_argv(tuner, gc, bs, completion))
         plan = build_plan(cfg, {}, Hardware(gpus=1))
         t0 = time.time()
-        counter, keys, _ = trace_step(cfg, MODELS[model], prompt, sft=(loss == 'sft'), adamw=adamw)
+        counter, keys, _ = trace_step(cfg, MODELS[model], prompt, sft=(loss == 'sft'), adamw=adamw,
+                                     unpadded=True)  # every row at the planned length, as the analytic model plans
         traced = round(counter.peak / 2 ** 30, 3)
         analytic = analytic_peak(cfg, plan, Arch.from_config(MODELS[model]), prompt, sft=(loss == 'sft'),
                                  adamw=adamw)

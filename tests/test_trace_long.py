@@ -47,12 +47,13 @@ TINY_GQA = {'architectures': ['Qwen2ForCausalLM'], 'model_type': 'qwen2', 'hidde
 def test_fake_trace_runs_attention_as_real_unpadded_tensors_do():
     """On real tensors an all-ones mask lets transformers skip the 4D mask and run causal SDPA with GQA inside it; the
     fake-tensor trace must take the same path (else a (T, T) mask and repeated K/V appear that the GPU never holds).
-    At 1,024 tokens on a tiny model the mask alone would be several times the activations."""
+    At 1,024 tokens on a tiny model the mask alone would be several times the activations. (On real tensors the patch
+    changes nothing: transformers reads the all-ones mask itself.)"""
     from grpo_recipes.trace import trace_step
     cfg = _cfg('full', 1, 64, False)
     cfg.torch_dtype = 'float32'
-    fake, _, _ = trace_step(cfg, TINY_GQA, 960, fake=True)
-    real, _, _ = trace_step(cfg, TINY_GQA, 960, fake=False)
+    fake, _, _ = trace_step(cfg, TINY_GQA, 960, fake=True, unpadded=True)
+    real, _, _ = trace_step(cfg, TINY_GQA, 960, fake=False, unpadded=True)
     assert abs(fake.peak / real.peak - 1) <= 0.05, (fake.peak, real.peak)
 
 
