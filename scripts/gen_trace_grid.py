@@ -46,6 +46,20 @@ MODELS = {
                                                  'out_hidden_size': 3584, 'patch_size': 14, 'spatial_merge_size': 2,
                                                  'window_size': 112, 'fullatt_block_indexes': [7, 15, 23, 31],
                                                  'temporal_patch_size': 2}},
+    # small tied-embedding models (config.json fields of Qwen/Qwen2.5-0.5B-Instruct, Qwen/Qwen2.5-1.5B-Instruct and
+    # Qwen/Qwen3-0.6B, whose attention is wider than its hidden size: 16 heads x 128 = 2 x 1024)
+    'Qwen2.5-0.5B-Instruct': {'architectures': ['Qwen2ForCausalLM'], 'model_type': 'qwen2', 'hidden_size': 896,
+                              'intermediate_size': 4864, 'num_hidden_layers': 24, 'num_attention_heads': 14,
+                              'num_key_value_heads': 2, 'vocab_size': 151936, 'tie_word_embeddings': True,
+                              'max_position_embeddings': 32768, 'torch_dtype': 'bfloat16'},
+    'Qwen2.5-1.5B-Instruct': {'architectures': ['Qwen2ForCausalLM'], 'model_type': 'qwen2', 'hidden_size': 1536,
+                              'intermediate_size': 8960, 'num_hidden_layers': 28, 'num_attention_heads': 12,
+                              'num_key_value_heads': 2, 'vocab_size': 151936, 'tie_word_embeddings': True,
+                              'max_position_embeddings': 32768, 'torch_dtype': 'bfloat16'},
+    'Qwen3-0.6B': {'architectures': ['Qwen3ForCausalLM'], 'model_type': 'qwen3', 'hidden_size': 1024,
+                   'intermediate_size': 3072, 'num_hidden_layers': 28, 'num_attention_heads': 16,
+                   'num_key_value_heads': 8, 'head_dim': 128, 'vocab_size': 151936, 'tie_word_embeddings': True,
+                   'max_position_embeddings': 40960, 'rms_norm_eps': 1e-6, 'torch_dtype': 'bfloat16'},
     'Qwen3-30B-A3B': {'architectures': ['Qwen3MoeForCausalLM'], 'model_type': 'qwen3_moe', 'hidden_size': 2048,
                       'intermediate_size': 6144, 'moe_intermediate_size': 768, 'num_experts': 128,
                       'num_experts_per_tok': 8, 'num_hidden_layers': 48, 'num_attention_heads': 32,
@@ -81,6 +95,18 @@ VARIANTS = [
     ('Qwen2.5-VL-7B-Instruct', 'full', True, 2, 256, 1024, 'grpo', 'fused'),
     ('Qwen3-30B-A3B', 'full', True, 2, 256, 1024, 'grpo', 'fused'),
 ]
+# long prompts, up to 32,768 tokens per sequence (the 7B LoRA recipe at micro-batch 1 with a raised max_length, and
+# micro-batch 4 at 32k), and small tied-embedding models without checkpointing
+LONG = [
+    ('Qwen2.5-7B-Instruct', 'lora', True, 1, 8192, 1024), ('Qwen2.5-7B-Instruct', 'lora', True, 1, 16384, 1024),
+    ('Qwen2.5-7B-Instruct', 'lora', True, 1, 31744, 1024), ('Qwen2.5-7B-Instruct', 'lora', True, 4, 31744, 1024),
+    ('Qwen2.5-7B-Instruct', 'full', True, 1, 8192, 1024), ('Qwen3-8B', 'lora', True, 1, 16384, 1024),
+    ('Llama-3.1-8B-Instruct', 'full', True, 1, 16384, 1024), ('Qwen2.5-1.5B-Instruct', 'full', True, 1, 31744, 1024),
+    ('Qwen2.5-1.5B-Instruct', 'full', True, 1, 8192, 512), ('Qwen3-0.6B', 'lora', True, 1, 16384, 1024),
+    ('Qwen2.5-1.5B-Instruct', 'full', False, 4, 128, 512), ('Qwen2.5-0.5B-Instruct', 'full', False, 4, 256, 1024),
+    ('Qwen2.5-0.5B-Instruct', 'lora', False, 4, 128, 512), ('Qwen3-0.6B', 'full', False, 4, 256, 1024),
+    ('Qwen3-0.6B', 'lora', False, 4, 256, 1024), ('Qwen3-0.6B', 'full', False, 1, 2048, 512),
+]
 
 
 def launch_argv(tuner, gc, bs, completion):
@@ -98,11 +124,13 @@ def main() -> int:
     points = []
     from grpo_recipes.memory.arch import Arch
     from grpo_recipes.memory.trace import analytic_peak, categorise, trace_step
-    for model, tuner, gc, bs, prompt, completion, loss, adamw in [g + ('grpo', 'fused') for g in GRID] + VARIANTS:
+    for model, tuner, gc, bs, prompt, completion, loss, adamw in [g + ('grpo', 'fused') for g in GRID] + VARIANTS + \
+            [g + ('grpo', 'fused') for g in LONG]:
         cfg, _ = GRPOConfig.from_argv(launch_argv(tuner, gc, bs, completion))
         plan = build_plan(cfg, {}, Hardware(gpus=1))
         t0 = time.time()
-        counter, keys, _ = trace_step(cfg, MODELS[model], prompt, sft=(loss == 'sft'), adamw=adamw)
+        counter, keys, _ = trace_step(cfg, MODELS[model], prompt, sft=(loss == 'sft'), adamw=adamw,
+                                     unpadded=True)  # every row at the planned length, as the analytic model plans
         traced = round(counter.peak / 2 ** 30, 3)
         analytic = analytic_peak(cfg, plan, Arch.from_config(MODELS[model]), prompt, sft=(loss == 'sft'),
                                  adamw=adamw)

@@ -569,11 +569,13 @@ def test_eight_bit_adamw_keeps_one_byte_per_moment():
 def test_unbounded_prompts_refuse_only_what_fails_with_the_shortest_prompts():
     # ms-swift's external/grpo_32b_full.sh shape: 32B full, ZeRO-3 over 8 GPUs, no max_length, completions of
     # 2048. With prompts as long as the model context it cannot fit, but nothing in the launch says they are;
-    # with short prompts it is over by under 1% only when a micro-batch holds a 2048-token completion.
+    # with short prompts it is over by under 1% only when a micro-batch holds a full-length completion. (The script's
+    # completions are 2048; under DeepSpeed the logits stay 16-bit, accelerate adding no fp32 copy, which halves
+    # their term, so at 2048 it now fits: the same borderline needs 4096-token completions.)
     over = {'model': 'deepseek-ai/DeepSeek-R1-Distill-Qwen-32B', 'tuner_type': 'full', 'deepspeed': 'zero3',
             'vllm_mode': 'server', 'vllm_server_host': ['10.0.0.2'], 'vllm_tensor_parallel_size': 2,
             'vllm_gpu_memory_utilization': 0.9, 'vllm_max_model_len': None, 'max_length': None,
-            'max_completion_length': 2048, 'per_device_train_batch_size': 1, 'num_generations': 8, 'beta': 0.0}
+            'max_completion_length': 4096, 'per_device_train_batch_size': 1, 'num_generations': 8, 'beta': 0.0}
     env = {'CUDA_VISIBLE_DEVICES': '0,1,2,3,4,5,6,7', 'NPROC_PER_NODE': 8}
     hw = Hardware(gpus=8, gpu_type='A100-80G', rollout_gpus=(0, 1))
     _, report = make(over, env=env, hw=hw)

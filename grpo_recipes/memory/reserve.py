@@ -52,13 +52,14 @@ def allocator_kind(conf: AllocConf | None) -> tuple[str, str]:
 
 
 def largest_transient(cfg, arch) -> float:
-    """Bytes of the largest block a training step frees and asks for again: one micro-batch's fp32 logits (Liger's
-    fused loss never holds them: its chunk instead, as memory.trainer_terms counts it)."""
+    """Bytes of the largest block a training step frees and asks for again: one micro-batch's logits (fp32, or 16-bit
+    under DeepSpeed; Liger's fused loss never holds them: its chunk instead, as memory.trainer_terms counts it)."""
     bs, V = cfg.per_device_train_batch_size, arch.vocab
     C = math.ceil(cfg.max_completion_length / max(1, cfg.sequence_parallel_size))
     if cfg.use_liger_kernel:
         return max(1, math.ceil(bs * C / math.ceil(V / arch.hidden))) * V * 4
-    return bs * C * V * 4
+    # under DeepSpeed the logits stay 16-bit (accelerate adds no fp32 copy: memory.trainer.logits)
+    return bs * C * V * (2 if cfg.deepspeed else 4)
 
 
 def reserve_bytes(cfg, arch, conf: AllocConf | None) -> float:

@@ -23,123 +23,14 @@ Imports torch, transformers and peft: never on the fast ``check`` path.
 """
 from __future__ import annotations
 
+import contextlib
 import time
-import weakref
 from dataclasses import asdict, dataclass, field
 
 from .arch import Arch
+from .live_bytes import GiB, LiveBytes
 from .inputs import Inputs
 from .trainer import trainer_terms
-
-GiB = 2 ** 30
-
-
-class LiveBytes:
-    """Live storage bytes under a dispatch mode: current total, peak, and which storages were live at the peak."""
-
-    def __init__(self):
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        counter = self
-
-        class _Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                out = func(*args, **(kwargs or {}))
-                counter.after(func, out, args)
-                return out
-
-        self.mode = _Mode()
-        self.live: dict[int, tuple[int, int, bool]] = {}
-        """id(storage) -> (serial, bytes, made with grad enabled) for every live storage (the serial tells apart two
-        storages that had the same id at different times). Grad mode tells an activation from a temporary: forward
-        passes that build the graph (the step's forward, and a checkpointed layer's recompute, which
-        torch.utils.checkpoint runs under enable_grad inside backward) run with it on; backward kernels, no-grad
-        passes (the reference pass) and the optimizer with it off."""
-        self.serial = 0
-        self.total = 0
-        self.peak = 0
-        self.peak_live: dict[int, tuple[int, int]] = {}
-        self.peak_at = ''
-        self.stage = ''
-        self.window_base: int | None = None
-        self.window_peak = 0
-        self.events: list = []
-        """Every allocation ``(serial, bytes)`` and free ``(serial, None)`` in order, for the caching-allocator
-        simulator (``allocator.replay``): what the trace's ``reserved`` figure is computed from. One correction: any
-        Python dispatch mode (this counter, FakeTensorMode) makes autograd take the out-of-place path that it keeps for
-        tensor subclasses, so ``gather``'s backward (torch/csrc/autograd/FunctionsManual.cpp ``gather_backward``:
-        ``new_zeros`` then ``scatter_add_`` unless ``areAnyTensorSubclassLike``) allocates a second full-size buffer that
-        the uninstrumented GPU step writes in place; the events record that ``scatter_add`` as in place."""
-        self.zeros: set[int] = set()  # serials made by aten.new_zeros
-        self.event_id: dict[int, int] = {}  # serial -> the event id it frees (an in-place result frees its input's)
-        self.silent: set[int] = set()  # serials whose block lives on in an in-place result
-        self.step_peak = 0
-        """Largest rise over the live bytes at the start of a loss computation, through its backward (what the
-        trainer step allocates on top of the weights, gradients and optimizer state already there)."""
-
-    def _release(self, key: int, serial: int) -> None:
-        entry = self.live.get(key)
-        if entry is not None and entry[0] == serial:
-            del self.live[key]
-            self.total -= entry[1]
-            if serial in self.silent:
-                self.silent.discard(serial)
-            else:
-                self.events.append((self.event_id.pop(serial, serial), None))
-
-    def track(self, t, reuse: int | None = None) -> None:
-        import torch
-        st = t.untyped_storage()
-        key = id(st)
-        if key in self.live:
-            return
-        n = st.nbytes()
-        self.serial += 1
-        self.live[key] = (self.serial, n, torch.is_grad_enabled())
-        if reuse is None:
-            self.events.append((self.serial, n))
-        else:
-            self.event_id[self.serial] = self.event_id.get(reuse, reuse)
-            self.silent.add(reuse)
-        self.total += n
-        weakref.finalize(st, self._release, key, self.serial)
-
-    def after(self, func, out, args=()) -> None:
-        import torch
-        from torch.utils._pytree import tree_flatten
-        reuse = None
-        if func is torch.ops.aten.scatter_add.default and args and isinstance(args[0], torch.Tensor):
-            entry = self.live.get(id(args[0].untyped_storage()))
-            reuse = entry[0] if entry is not None and entry[0] in self.zeros else None
-        for t in tree_flatten(out)[0]:
-            if isinstance(t, torch.Tensor):
-                self.track(t, reuse)
-                if func is torch.ops.aten.new_zeros.default:
-                    self.zeros.add(self.serial)
-        if self.window_base is not None and self.total > self.window_peak:
-            self.window_peak = self.total
-        if self.total > self.peak:
-            self.peak = self.total
-            self.peak_live = dict(self.live)
-            self.peak_at = f'{self.stage}: {func}'
-
-    def open_window(self) -> None:
-        self.window_base = self.window_peak = self.total
-
-    def close_window(self) -> None:
-        if self.window_base is not None:
-            self.step_peak = max(self.step_peak, self.window_peak - self.window_base)
-        self.window_base = None
-
-    def keys_of(self, tensors) -> set[tuple[int, int]]:
-        """(id, serial) of the storages of ``tensors`` (alive now, so tracked now)."""
-        out = set()
-        for t in tensors:
-            if t is not None:
-                key = id(t.untyped_storage())
-                if key in self.live:
-                    out.add((key, self.live[key][0]))
-        return out
 
 
 @dataclass
@@ -239,9 +130,29 @@ def _cuda_like_dropout(model) -> None:
                     drops[k] = CudaLikeDropout(d.p)
 
 
+@contextlib.contextmanager
+def _unpadded_masks():
+    """The traced micro-batch has no padding (every row at prompt + completion). On real tensors transformers then
+    builds no 4D mask and SDPA runs causal flash attention with ``enable_gqa`` (transformers masking_utils.py
+    ``_ignore_causal_mask_sdpa``: ``fast_all(padding_mask)``; integrations/sdpa_attention.py ``use_gqa_in_sdpa``: no
+    mask). On fake tensors that check reads the mask as "tracing" (import_utils.py ``is_tracing``:
+    ``is_fake_tensor``) and builds a (bs, 1, T, T) mask and repeats K/V, which the GPU never does for this batch:
+    answer it as real tensors without padding do (the sliding-window condition is kept)."""
+    from unittest import mock
+    from transformers import masking_utils
+    original = masking_utils._ignore_causal_mask_sdpa
+
+    def unpadded(padding_mask, *args, **kwargs):
+        return original(None, *args, **kwargs)
+
+    with mock.patch.object(masking_utils, '_ignore_causal_mask_sdpa', unpadded):
+        yield
+
+
 def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: bool = True,
                cuda_dropout: bool = True, sft: bool = False,
-               adamw: str = 'fused') -> tuple[LiveBytes, dict, list[str]]:
+               adamw: str = 'fused', upcast_logits: bool = True,
+               unpadded: bool = False) -> tuple[LiveBytes, dict, list[str]]:
     """Run ``steps`` GRPO optimizer steps of one micro-batch on fake tensors (``fake=False``: on real CPU tensors,
     for small models: the check that the fake run counts what a real run allocates); returns the counter, the
     storage keys by category, and notes.
@@ -250,7 +161,12 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
     model's own forward with ``labels``, transformers ``ForCausalLMLoss``), over the last
     ``max_completion_length`` tokens (ms-swift ``prepare_logits_to_keep`` keeps logits from the first label on).
     ``adamw``: ``fused`` (``adamw_torch_fused``) or ``foreach`` (``adamw_torch``: torch's AdamW with neither flag
-    runs the foreach implementation on CUDA, torch/optim/optimizer.py ``_default_to_fused_or_foreach``)."""
+    runs the foreach implementation on CUDA, torch/optim/optimizer.py ``_default_to_fused_or_foreach``).
+    ``upcast_logits``: accelerate's fp32 copy of the logits (bf16 mixed precision); False under DeepSpeed, where
+    accelerate neither autocasts nor converts the outputs (see ``trace_launch``), so the logits stay 16-bit.
+    ``unpadded``: attention as real tensors run it for a micro-batch without padding (``_unpadded_masks``: no 4D mask,
+    GQA inside SDPA), the batch ``trace_launch`` plans; else as for a padded batch (the mask built, K/V repeated), which
+    is also what fake tensors do on their own and what ms-swift's CPU steps in the parity tests run."""
     import contextlib
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -267,7 +183,8 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
     T = prompt_len + C
     counter = LiveBytes()
     model = _build_model(model_config, dtype, cfg)
-    with (FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()):
+    with (FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()), \
+            (_unpadded_masks() if unpadded else contextlib.nullcontext()):
         with counter.mode:
             counter.stage = 'load'
             model = model.to_empty(device='cpu')
@@ -303,7 +220,8 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
                 # swift/rlhf_trainers/grpo_trainer.py _get_logps_via_local_forward
                 with torch.set_grad_enabled(grad):
                     out = m(input_ids=ids, attention_mask=mask, logits_to_keep=C + 1, use_cache=False)
-                    logits = out.logits.float()  # accelerate convert_outputs_to_fp32 (bf16 mixed precision)
+                    # accelerate convert_outputs_to_fp32 (bf16 mixed precision); under DeepSpeed the model's 16 bits
+                    logits = out.logits.float() if upcast_logits else out.logits
                     del out
                     logits = logits[:, -(C + 1):-1, :]
                     logits.div_(1.0)  # temperature, in place
@@ -399,8 +317,14 @@ def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adam
     sharded = bool(cfg.deepspeed or cfg.fsdp_sharding)
     # under DeepSpeed/FSDP the optimizer steps sharded state the single process cannot show: trace with the fused
     # step and take the optimizer's temporaries from the same accounting as the states
+    # Under DeepSpeed accelerate leaves the forward alone: native_amp stays False for bf16 (accelerate 1.15
+    # accelerator.py Accelerator.__init__, "self.distributed_type not in (DistributedType.DEEPSPEED, ...)"), so
+    # prepare_model applies neither autocast nor convert_outputs_to_fp32, and ms-swift's
+    # _get_logps_via_local_forward (and TRL's _get_per_token_logps_and_entropies) casts nothing: the logits reach
+    # selective_log_softmax in 16 bits and take its row-wise log_softmax path (trl/trainer/utils.py)
     counter, keys, notes = trace_step(cfg, model_config, prompt_len, adamw='fused' if sharded else
-                                      ('foreach' if adamw == 'foreach' else 'fused'))
+                                      ('foreach' if adamw == 'foreach' else 'fused'), upcast_logits=not cfg.deepspeed,
+                                      unpadded=True)
     if adamw_why:
         notes.append(f'optimizer: {adamw_why}')
     cats = categorise(counter, keys)
@@ -418,9 +342,20 @@ def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adam
         notes.append(f'{cfg.deepspeed or "FSDP " + str(cfg.fsdp_sharding)}: parameters, gradients and optimizer '
                      f'state from DeepSpeed\'s/FSDP\'s accounting ({per_param:.2f} GiB); activations traced')
     elif model_config.get('quantization_config') or cfg.quant_method:
-        # the base was traced at 16 bits: swap its bytes for the packed int4 checkpoint's (arch.weight_bytes)
-        traced += (terms.get('weights', 0.0) / GiB) - cats['parameters'] + (terms.get('lora_params', 0.0) / GiB)
-        notes.append('quantised base: its traced 16-bit bytes replaced by the int4 weights the analytic model counts')
+        # the base was traced at 16 bits: its parameters become the packed checkpoint's bytes (arch.weight_bytes: GPTQ
+        # qweight eight 4-bit values per int32, fp16 scales and int32-packed zeros per group, 16-bit embeddings and
+        # norms; bnb NF4 with its absmax) plus the fp32 adapters, in the category as in the total, so the categories
+        # still add up to the peak. The int4 matmul dequantises one linear's weight to 16 bits before multiplying
+        # (GPTQModel nn_modules/qlinear/torch.py TorchQuantLinear._forward: dequantize_weight().to(x.dtype), then
+        # torch.matmul; bitsandbytes MatMul4Bit likewise): at most the largest linear at a time, a temporary.
+        packed = (terms.get('weights', 0.0) + terms.get('lora_params', 0.0)) / GiB
+        dequant = 2 * arch.hidden * max(arch.intermediate if not arch.experts else arch.moe_intermediate,
+                                        arch.q_dim) / GiB
+        traced += packed - cats['parameters'] + dequant
+        cats['parameters'] = round(packed, 3)
+        cats['temporaries'] = round(cats['temporaries'] + dequant, 3)
+        notes.append(f'quantised base: its traced 16-bit bytes replaced by the packed weights the analytic model counts '
+                     f'({packed:.2f} GiB with the adapters), plus one linear dequantised to 16 bits ({dequant:.2f} GiB)')
     elif not cfg.is_lora and cfg.beta:
         traced += terms.get('ref_model', 0.0) / GiB
         notes.append('full training with beta > 0: the frozen reference copy added from the analytic model')

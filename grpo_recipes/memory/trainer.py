@@ -167,26 +167,35 @@ def _tokens(cfg: GRPOConfig, inp: Inputs) -> tuple[int, int]:
             math.ceil(cfg.max_completion_length / sp))
 
 
-def activations(cfg: GRPOConfig, inp: Inputs) -> tuple[float, float]:
+def activations(cfg: GRPOConfig, r: Rank, inp: Inputs) -> tuple[float, float, float]:
     """(bytes autograd keeps for the backward of one micro-batch, the one recomputed layer's share of them under
-    gradient checkpointing, else 0), before the fragmentation allowance."""
+    gradient checkpointing, else 0, and the first layer's backward peak for the no-ZeRO full-training rule, else 0),
+    before the fragmentation allowance."""
     a = inp.arch
     tokens, _ = _tokens(cfg, inp)
     h, L, I = a.hidden, a.layers, a.token_mlp_width
     # One decoder layer's saved tensors per token, 16-bit weights, as `grpo-guard trace` counts them on the
-    # real model class (grpo_recipes/trace.py; Qwen2.5-7B: 239,736 B traced vs 239,616 B here):
-    #   RMSNorm x2 (transformers Qwen2RMSNorm: fp32 upcast 4h, the 16-bit normalised copy 2h, the output 2h);
-    #   attention (SDPA flash: q 2h, k and v 2kv each, output 2h, fp32 logsumexp; the o_proj input 2h);
-    #   SwiGLU MLP (gate, silu(gate), up, their product: 8I).  -> 24h + 4kv + 8I
-    kv = a.kv_dim
-    per_layer_token = 24 * h + 4 * kv + 8 * I
+    # real model class (grpo_recipes/memory/trace.py, transformers 5.19 modeling_qwen2.py/modeling_qwen3.py):
+    #   RMSNorm x2 (Qwen2RMSNorm: fp32 upcast 4h, the 16-bit normalised copy 2h, the output 2h): 16h;
+    #   attention with q = heads x head_dim (not h: Qwen3-0.6B has q = 2h) and kv = kv_heads x head_dim: the
+    #   rotated q and k (2q, 2kv), v (2kv) and SDPA's output (2q; the o_proj input is a view of it), fp32
+    #   logsumexp; GQA runs in SDPA itself (enable_gqa, integrations/sdpa_attention.py use_gqa_in_sdpa: no mask,
+    #   the unpadded micro-batch), so K/V are never repeated to the query heads: 4q + 4kv;
+    #   Qwen3's per-head q_norm/k_norm (the same RMSNorm over head_dim, its output consumed by the rotary
+    #   embedding, which saves only cos/sin): fp32 upcast + normalised copy, 6q + 6kv;
+    #   SwiGLU MLP (gate, silu(gate), up, their product): 8I.  -> 16h + 4q + 4kv (+ 6q + 6kv) + 8I
+    #   (Qwen2.5-1.5B 103,350 B traced vs 103,424 here; Qwen3-0.6B 71,823 vs 71,680)
+    kv, q = a.kv_dim, a.q_dim
+    per_layer_token = 16 * h + 4 * q + 4 * kv + 8 * I + (6 * q + 6 * kv if a.qk_norm else 0)
     if cfg.is_lora:
-        # frozen linears keep no input and frozen norms no normalised copy (-(10h + 2I)); each adapted linear
-        # keeps its input cast to the adapters' fp32 (peft/tuners/lora/layer.py Linear.forward,
-        # _cast_input_dtype), or with lora_dropout > 0 the dropout's fp32 output and its bool mask (CUDA
-        # native_dropout), plus lora_A's fp32 output (4r)
+        # frozen linears keep no input and frozen norms no normalised copy (-(8h + 2I): both norms' copies, their
+        # outputs, the down projection's input; with qk_norm -(2q + 2kv)); each adapted linear keeps its input
+        # cast to the adapters' fp32 (peft/tuners/lora/layer.py Linear.forward, _cast_input_dtype), or with
+        # lora_dropout > 0 the dropout's fp32 output and its bool mask (CUDA native_dropout), plus lora_A's fp32
+        # output (4r)
         sum_in, n_mod = a.lora_inputs(cfg.target_modules)
-        per_layer_token += -(10 * h + 2 * I) + (5 if cfg.lora_dropout > 0 else 4) * sum_in + 4 * cfg.lora_rank * n_mod
+        per_layer_token += -(8 * h + 2 * I) - (2 * q + 2 * kv if a.qk_norm else 0) + \
+            (5 if cfg.lora_dropout > 0 else 4) * sum_in + 4 * cfg.lora_rank * n_mod
     if cfg.use_liger_kernel:
         # transformers applies Liger's kernels with their defaults (rope, rms_norm, swiglu, fused linear loss;
         # liger_kernel/transformers/monkey_patch.py): each RMSNorm keeps its 16-bit input and a per-row fp32 rstd
@@ -194,11 +203,37 @@ def activations(cfg: GRPOConfig, inp: Inputs) -> tuple[float, float]:
         # -4h per norm), and SwiGLU keeps gate and up only, recomputing silu in backward (ops/swiglu.py: -2I).
         # Not traced (Triton kernels have no CPU/fake implementation); read from Liger's code.
         per_layer_token -= 8 * h + 2 * I
-    if checkpointed(cfg):
-        # layer inputs (2h bytes/token/layer) + one layer recomputed during backward
-        recompute = tokens * per_layer_token
-        return tokens * 2 * h * L + recompute, recompute
-    return tokens * per_layer_token * L, 0.0
+    if not checkpointed(cfg):
+        return tokens * per_layer_token * L, 0.0, 0.0
+    # layer inputs (2h bytes/token/layer) + one layer recomputed during backward. Its peak is the end of the
+    # recompute (torch/utils/checkpoint.py, non-reentrant: the layer's forward re-run inside backward), at the
+    # MLP's down projection: beside every tensor the layer saves, what the running forward still references
+    # (the residual, transformers Qwen2DecoderLayer.forward; the down projection's 16-bit output) and the
+    # gradient backward holds for the layer's output (the residual branch's 16-bit gradient, the next layer's
+    # RMSNorm input gradient in fp32 and cast back to 16 bits): 2h + 2h + 2h + 4h + 2h = 12h. Under LoRA the
+    # frozen MLP's input (2h) and the down projection's input (2I) are held only by the running forward, and
+    # with lora_dropout the input's fp32 cast too (4I: the dropout keeps its output, not its input;
+    # peft/tuners/lora/layer.py Linear.forward). Traced: Qwen2.5-7B LoRA 1 x 9,216 to 1 x 32,768 tokens.
+    transient = 12 * h
+    down_keeps = 2 * I  # what the down projection saved of its input: a trained linear keeps it
+    if cfg.is_lora:
+        targets = cfg.target_modules or ['all-linear']
+        down = any(t in ('all-linear', 'all') or t.endswith('down_proj') for t in targets)
+        transient += 2 * h + 2 * I + (4 * I if down and cfg.lora_dropout > 0 else 0)
+        down_keeps = (5 if cfg.lora_dropout > 0 else 4) * I if down else 0
+    # Later, in the MLP's backward (the product silu(gate) x up): the 16-bit gradients of the product, of
+    # silu(gate) and of up (3 x 2I) and of the layer's output (2h) are live, the down projection's saved input
+    # freed. In full training this moment is the larger (traced: Qwen2.5-1.5B full, 1 x 32,768 tokens).
+    in_mlp_backward = 6 * I + 2 * h - down_keeps
+    recompute = tokens * (per_layer_token + max(transient, in_mlp_backward))
+    # the first layer's MLP backward, with its checkpointed input (the embedding's output): see trainer_terms
+    first_layer = tokens * (per_layer_token + in_mlp_backward + 2 * h)
+    if not cfg.is_lora and (a.tied or (r.stage is None and r.fsdp is None)):
+        # the lm_head's gradient exists by then (vocab x h): a tied one waits in autograd's input buffer of the
+        # shared weight until the embedding's backward adds to it (the late term), an untied one is already in
+        # .grad, which the no-ZeRO rule in trainer_terms takes as absent while activations are live
+        recompute += a.vocab * h * r.pb
+    return tokens * 2 * h * L + recompute, recompute, first_layer
 
 
 def checkpointed(cfg: GRPOConfig) -> bool:
@@ -230,6 +265,14 @@ def logits(cfg: GRPOConfig, inp: Inputs, fragmentation: float) -> float:
         # (`grpo-guard trace` in SFT mode, trace_step(sft=True): Qwen2.5-7B LoRA 1 x 2048, peak at
         # aten._log_softmax_backward_data)
         return bs * C * V * 12 * fragmentation
+    if cfg.deepspeed:
+        # Under DeepSpeed accelerate does not wrap the forward (accelerate 1.15 accelerator.py: native_amp stays False
+        # for DistributedType.DEEPSPEED, so prepare_model adds no autocast and no convert_outputs_to_fp32; checked on
+        # CPU with accelerate and DeepSpeed themselves, tests/test_trace_long.py), and neither ms-swift
+        # (_get_logps_via_local_forward) nor TRL casts: the 16-bit logits take selective_log_softmax's row-wise
+        # log_softmax path. Traced (trace_step(upcast_logits=False)): the same four full-size buffers at the peak
+        # (backward, aten.div), 16-bit: 8 B per element (Qwen2.5-7B LoRA at 8 x 1,024 and 1 x 8,192 completions)
+        return bs * C * V * 8 * fragmentation
     return bs * C * V * 16 * fragmentation
 
 
@@ -285,7 +328,7 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
     ref = ref_model(cfg, r)
     if ref is not None:
         t['ref_model'] = ref
-    act, recompute = activations(cfg, inp)
+    act, recompute, first_layer = activations(cfg, r, inp)
     # a trained vision tower keeps its blocks' tensors; a frozen one only holds its forward's (vision_train.py)
     vis = vt.vision_activation_bytes(r.arch, cfg.freeze_vit, inp.images_per_prompt, inp.max_pixels,
                                      cfg.per_device_train_batch_size, checkpointed(cfg))
@@ -302,6 +345,16 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
     if not cfg.is_lora and r.stage is None and r.fsdp is None:
         overlap += min(r.pb * r.T, dynamic)
         dynamic -= min(r.pb * r.T, dynamic)
+        # ...but with checkpointing the first layer's backward is a later peak: every gradient is there except that
+        # layer's and the (untied) embedding's, beside the layer's live tensors (traced: Llama-3.1-8B full,
+        # 1 x 17,408 tokens, peak in layer 0's MLP backward with 13.7 of 15.0 GiB of gradients)
+        a = r.arch
+        emb = 0 if a.tied else a.vocab * a.hidden
+        at_first = r.pb * (r.T - a.attention_linear_params() - a.mlp_linear_params() - emb) + \
+            first_layer * fragmentation
+        beyond = max(0.0, at_first - (r.pb * r.T + dynamic))
+        overlap -= beyond
+        dynamic += beyond
     # Transients after the activations and logits are freed; the largest of them and what is left of the dynamic
     # terms counts (they happen at different times).
     late = transients(cfg, r, inp)
