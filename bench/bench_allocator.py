@@ -67,7 +67,8 @@ def trace_events(config: dict, shape: str):
                                    bs, '--max_completion_length', C, '--gradient_checkpointing',
                                    'true' if gc == '1' else 'false', '--torch_dtype', 'bfloat16', '--beta', '0',
                                    '--lora_rank', '16'])  # what bench_gpu_memory.run_shape runs
-    counter, _, _ = trace_step(cfg, config, int(prompt), adamw='fused')
+    # the harness's micro-batches have no padding: attention as real tensors run it (trace.py _unpadded_masks)
+    counter, _, _ = trace_step(cfg, config, int(prompt), adamw='fused', unpadded=True)
     return counter.peak, list(counter.events)
 
 

@@ -11,7 +11,6 @@ guard can name the right type for a model without importing ms-swift.
 
 tests/test_swift_registry.py runs the --check path against the installed ms-swift.
 """
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -50,22 +49,8 @@ def render(snapshot: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--check', action='store_true', help='compare with the checked-in snapshot; exit 1 on drift')
-    ap.add_argument('--output', type=Path, default=SNAPSHOT)
-    opts = ap.parse_args(argv)
-    text = render(build_snapshot())
-    if opts.check:
-        old = opts.output.read_text(encoding='utf-8') if opts.output.exists() else ''
-        if old != text:
-            print(f'{opts.output}: registry snapshot drifted from the installed ms-swift; '
-                  f'run `python scripts/gen_swift_registry.py` and review the diff', file=sys.stderr)
-            return 1
-        print(f'{opts.output}: up to date')
-        return 0
-    opts.output.write_text(text, encoding='utf-8')
-    print(f'wrote {opts.output}')
-    return 0
+    from snapshot_cli import run  # scripts/snapshot_cli.py, beside this file
+    return run(__doc__.splitlines()[0], build_snapshot, render, SNAPSHOT, 'registry snapshot', 'scripts/gen_swift_registry.py', argv)
 
 
 if __name__ == '__main__':

@@ -90,22 +90,8 @@ def render(snapshot: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--check', action='store_true', help='compare with the checked-in snapshot; exit 1 on drift')
-    ap.add_argument('--output', type=Path, default=SNAPSHOT)
-    opts = ap.parse_args(argv)
-    text = render(build_snapshot())
-    if opts.check:
-        old = opts.output.read_text(encoding='utf-8') if opts.output.exists() else ''
-        if old != text:
-            print(f'{opts.output}: snapshot drifted from the installed ms-swift; '
-                  f'run `python scripts/gen_swift_snapshot.py` and review the diff', file=sys.stderr)
-            return 1
-        print(f'{opts.output}: up to date')
-        return 0
-    opts.output.write_text(text, encoding='utf-8')
-    print(f'wrote {opts.output}')
-    return 0
+    from snapshot_cli import run  # scripts/snapshot_cli.py, beside this file
+    return run(__doc__.splitlines()[0], build_snapshot, render, SNAPSHOT, 'snapshot', 'scripts/gen_swift_snapshot.py', argv)
 
 
 if __name__ == '__main__':
