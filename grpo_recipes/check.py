@@ -15,7 +15,7 @@ from .swift_args import ArgumentError
 from .hardware import Hardware
 from .launch import Launch, Rollout
 from .models import load_model_config
-from .findings import ERROR, INFO, SEVERITY_ORDER, WARNING, Finding
+from .findings import ERROR, INFO, SEVERITY_ORDER, WARNING, Finding, declare
 from .frontends.trl.arguments import in_trl_terms, trl_terms
 from .frontends.trl.reader import old_vllm_device, to_config
 from .memory.estimate import estimate
@@ -221,6 +221,10 @@ def _config_from(launch: Launch, trl_version: str | None = None,
         if re.search(r"'<[^'>]*>'", str(e)):
             hint = ' (a <...> placeholder left from an example script: put the real value there)'
         raise InvalidLaunch(f'{launch.config_file}: swift rlhf rejects the arguments: {e}{hint}') from None
+
+
+# what check_launch adds after the rules: a local dataset path that is not there (model_source.py)
+declare(f'{__name__}.check_launch', ('data.missing-local',))
 
 
 def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,

@@ -11,7 +11,7 @@ from ..versions import version_tuple
 from .registry import Context, rule
 
 
-@rule('args.unknown')
+@rule('args.unknown', 'args.config-key')
 def unknown_arguments(ctx: Context) -> list[Finding]:
     """An argument the framework's parser does not know. ms-swift stops with ``ValueError: remaining_argv``
     (swift/pipelines/base.py); TRL's TrlParser with "Some specified arguments are not used by the HfArgumentParser"
