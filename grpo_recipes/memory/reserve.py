@@ -35,10 +35,11 @@ GiB = 2 ** 30
 DEVICE_CONTEXT = 1.22 * GiB
 
 # Simulated reserve over the simulated allocated peak, in units of the largest transient block (median over the
-# sweep of bench/bench_allocator.py, 19 shapes, 2026-11-24: default 1.99 (range 0.54-2.58), expandable 0.21
-# (0.03-1.09); see the module docstring). One number per setting is the fast path's approximation: the trace and
+# sweep of bench/bench_allocator.py, 19 shapes, 2026-11-24, re-derived after the trace ran attention as real
+# tensors do (unpadded micro-batches): default 1.96 (range 0.56-2.55), expandable 0.21 (0.10-1.10); see the module
+# docstring). One number per setting is the fast path's approximation: the trace and
 # `grpo-guard trace` replay the real sequence.
-RESERVE_PER_BLOCK = {'default': 1.99, 'expandable': 0.21}
+RESERVE_PER_BLOCK = {'default': 1.96, 'expandable': 0.21}
 
 
 def allocator_kind(conf: AllocConf | None) -> tuple[str, str]:
