@@ -69,7 +69,7 @@ def _request(launch: Launch, workdir: Path, index: int) -> tuple[dict, list[str]
     cfg, remaining = GRPOConfig.from_argv(launch.argv)
     model_dir = config_only_dir(cfg.model, workdir / 'models')
     overrides = ['--model', str(model_dir), '--output_dir', str(workdir / f'output{index}'), '--use_cpu', 'true']
-    env_updates = {k: v for k, v in launch.file_env.items() if k not in os.environ}
+    env_updates = {k: v for k, v in launch.file_env.items() if k not in os.environ and k not in ('MASTER_ADDR', 'MASTER_PORT')}
     env_updates['CUDA_VISIBLE_DEVICES'] = ''
     request = {
         'argv': launch.argv + overrides,
@@ -80,11 +80,22 @@ def _request(launch: Launch, workdir: Path, index: int) -> tuple[dict, list[str]
     return request, remaining, overrides
 
 
+def _free_port() -> int:
+    """A TCP port nothing listens on now (the OS picks it)."""
+    import socket
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
 def _run_worker(module: str, requests: list[dict], what: str, timeout: float, python: str | None,
                 cwd: str | None = None, env_updates: dict | None = None) -> list[str]:
     """Run a parser worker on JSON requests in a subprocess; its result lines, one per request."""
     child_env = {**os.environ, **(env_updates or {})}
     child_env.setdefault('PYTHONWARNINGS', 'ignore')
+    # transformers' _setup_devices may start a CPU process group for a simulated world: on a port of its own, never
+    # the launch's (or torch's default 29500), which a training job on this machine may hold (EADDRINUSE)
+    child_env.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(_free_port()))
     try:
         proc = subprocess.run([python or sys.executable, '-m', module], input=json.dumps(requests),
                               capture_output=True, text=True, timeout=timeout, cwd=cwd, env=child_env)

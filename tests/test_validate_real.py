@@ -79,3 +79,17 @@ def test_world_size_comes_from_env(write_yaml):
 def test_shipped_example_is_valid():
     rc, out = validate(EXAMPLE)
     assert rc == 0, out
+
+
+def test_a_port_held_by_another_job_does_not_stop_validate():
+    # a training job on this machine holds the launch's MASTER_PORT (here: the caller's): the parse-only worker
+    # runs its simulated world on a port of its own (realparse._free_port), not on the held one
+    import socket
+    with socket.socket() as held:
+        held.bind(('127.0.0.1', 0))
+        held.listen()
+        port = str(held.getsockname()[1])
+        proc = run_cli('grpo_recipes.cli.guard', 'validate', '--json', str(EXAMPLE),
+                       env={'MASTER_ADDR': '127.0.0.1', 'MASTER_PORT': port})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert json.loads(proc.stdout)['parser']['ok']
