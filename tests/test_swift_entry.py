@@ -105,3 +105,13 @@ def test_entry_in_a_launcher_script(tmp_path):
     launch = read_launch([str(script)], environ={})
     assert launch.framework == 'swift' and launch.env['NPROC_PER_NODE'] == '2'
     assert launch.argv[launch.argv.index('--model') + 1] == 'Qwen/Qwen2.5-7B-Instruct'
+
+
+def test_unresolved_process_count_is_said_as_such():
+    """ms-swift issue #6509's launch: `torchrun --nproc_per_node=$nproc_per_node ... ${CODE_PATH}/swift/cli/rlhf.py`
+    with the variables set outside the script."""
+    with pytest.raises(GuardError, match=r'\$nproc_per_node: the variable could not be resolved'):
+        read_launch(['--', 'torchrun', '--nproc_per_node=$nproc_per_node', '${CODE_PATH}/swift/cli/rlhf.py', *ARGS],
+                    environ={})
+    launch = read_launch(['--', 'torchrun', '--nproc_per_node=8', '${CODE_PATH}/swift/cli/rlhf.py', *ARGS], environ={})
+    assert launch.framework == 'swift' and launch.env['NPROC_PER_NODE'] == '8'

@@ -86,6 +86,10 @@ def _int(value: Any, what: str, source: str) -> int:
     try:
         return int(value)
     except (TypeError, ValueError):
+        if '$' in str(value):  # a variable set neither in the script nor in this environment
+            raise GuardError(f'{source}: {what} {value}: the variable could not be resolved (set neither earlier in '
+                             f'the script nor in this environment); export it before running the guard, or write '
+                             f'the value') from None
         raise GuardError(f'{source}: {what} {value!r}: must be an integer') from None
 
 
