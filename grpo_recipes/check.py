@@ -247,6 +247,9 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         if source:
             assumptions.append(f'accelerate\'s settings from {source}, then its command-line options')
     else:
+        from .frontends.swift.entry import default_swift_processes  # deepspeed ... swift/cli/rlhf.py, no count
+        nproc_note = default_swift_processes(launch, hw.gpus)
+        assumptions += [nproc_note] if nproc_note else []
         from .frontends.swift.versions import in_trainer_vllm  # ms-swift < 3.6: vLLM inside the trainer
         cfg, more = in_trainer_vllm(cfg, launch, packages.get('ms-swift'))
         assumptions += more

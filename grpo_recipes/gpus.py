@@ -17,6 +17,8 @@ CATALOGUE: dict[str, tuple[float, str]] = {
     'H100-80G': (79.18, 'cal: llm-d vLLM logs 79.18'),
     'H800-80G': (79.18, 'same memory as H100 80GB'),
     'H20': (95.0, 'cal: trl #2972 (H20 96GB)'),
+    'H200': (139.81, 'torch OOM message "GPU 0 has a total capacity of 139.81 GiB" on 8x "NVIDIA H200", '
+                     'https://github.com/sungwon-chae/arxiv_confi/blob/HEAD/etu_logging.md (H200 141GB)'),
     'L40S': (44.39, 'torch OOM messages for L40S 48GB'),
     'A10': (22.07, 'torch OOM messages for A10 24GB'),
     'RTX3090': (23.58, 'cal: ms-swift README case (3090)'),
@@ -32,7 +34,7 @@ def _norm(name: str) -> str:
 
 # Nominal memory (GB, as sold) of each catalogue card, to match a source that names only a class.
 NOMINAL_GB = {'A100-40G': 40, 'A100-80G': 80, 'A800-40G': 40, 'A800-80G': 80, 'H100-80G': 80, 'H800-80G': 80,
-              'H20': 96, 'L40S': 48, 'A10': 24, 'RTX3090': 24, 'RTX4090': 24, 'A6000': 48}
+              'H20': 96, 'H200': 141, 'L40S': 48, 'A10': 24, 'RTX3090': 24, 'RTX4090': 24, 'A6000': 48}
 
 
 def _family(card: str) -> str:
@@ -47,7 +49,7 @@ def candidates(name: str | None) -> list[tuple[str, float]]:
     if not name:
         return []
     key = _norm(name)
-    family = re.search(r'(A100|A800|H100|H800|H20|L40S?|A6000|A10|3090|4090)', key)
+    family = re.search(r'(A100|A800|H100|H800|H200|H20|L40S?|A6000|A10|3090|4090)', key)
     size = re.search(r'(\d{2,3})\s*G', key)
     if family:
         fam = 'L40S' if family.group(1) == 'L40' else family.group(1)

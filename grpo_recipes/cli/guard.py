@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument('config', nargs='?', help='swift rlhf YAML/JSON config (omit and use `-- swift rlhf ...`)')
     v.add_argument('--json', action='store_true', help='print one JSON object')
     v.add_argument('--timeout', type=float, default=900.0, help='seconds to wait for the parser (default 900)')
+    v.add_argument('--gpus', type=int, metavar='N', help='physical GPUs per node: the process count of a launch that '
+                   'starts one per visible GPU (default: nvidia-smi, or CUDA_VISIBLE_DEVICES)')
     for c in (v, sub.choices['check'], sub.choices['run']):
         c.add_argument('--swift-version', metavar='V', help='ms-swift launches: the ms-swift release the launch will '
                        'run (default: the installed one); 3.x is read with ms-swift 3.10\'s arguments')

@@ -11,6 +11,8 @@ from .common import launch_args, print_json
 
 def run(opts, extra: list[str]) -> int:
     launch = read_launch(launch_args(opts.config, extra))
+    from ..frontends.launcher_count import apply_default_processes  # one process per visible GPU, as check counts
+    apply_default_processes(launch, opts.gpus)
     if opts.swift_version and launch.framework != 'trl':
         from ..frontends.swift.versions import require_installed
         require_installed(opts.swift_version)

@@ -38,6 +38,9 @@ def kind_of(argv: list[str]) -> tuple[str, str] | None:
         return 'trl', 'rollout'
     if head == 'trl' and argv[1:2] == ['grpo']:
         return 'trl', 'train'
+    from .swift.entry import entry_index
+    if entry_index(argv) is not None:  # deepspeed/torchrun/python running ms-swift's swift/cli/rlhf.py
+        return 'swift', 'train'
     if head == 'accelerate' and argv[1:2] == ['launch']:
         return 'trl', 'train'
     if head in ('torchrun', 'deepspeed'):
@@ -66,7 +69,8 @@ def read_rollout_command(cmd: Command, environ: Mapping[str, str], source: str) 
 
 def _train_launch(framework: str, argv: list[str], env: Mapping[str, str], source: str) -> Launch:
     if framework == 'swift':
-        return load_swift(argv, env)
+        from .swift.entry import load_swift_entry
+        return load_swift_entry(argv, env, source) or load_swift(argv, env)
     return load_trl(argv, env, source)
 
 
@@ -109,7 +113,9 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
     from .crlf import crlf_note, lost_continuation
     lost_continuation(cmd.argv, f'{p}:{cmd.line}')  # `\` + CR: bash ends the command at that line
     try:
-        launch = _train_launch(framework, cmd.argv if framework != 'swift' else cmd.argv[2:], env, f'{p}:{cmd.line}')
+        from .swift.entry import entry_index
+        swift_argv = cmd.argv if entry_index(cmd.argv) is not None else cmd.argv[2:]  # swift/cli/rlhf.py: whole
+        launch = _train_launch(framework, cmd.argv if framework != 'swift' else swift_argv, env, f'{p}:{cmd.line}')
     except NoScript as e:
         following = next((c for c in cmds if c.line > cmd.line and not c.commented), None)
         raise GuardError(e.with_next(' '.join(following.argv) if following else None)) from None
@@ -171,8 +177,6 @@ def read_launch(args: list[str], environ: Mapping[str, str] | None = None,
             launch, roll = None, read_rollout_command(Command(env=env, argv=rest), environ, 'command line')
         else:
             argv = rest[2:] if rest[:2] == ['swift', 'rlhf'] else rest
-            if framework == 'swift' and argv[:3] and os.path.basename(rest[0]).startswith('python'):
-                argv = rest[3:]  # python -m swift.cli.rlhf ...
             launch = _train_launch(framework, argv, merged, 'command line')
             launch.alloc = _alloc(environ, env, {}, launch)
     if rollout is not None:

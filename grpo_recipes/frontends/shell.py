@@ -14,6 +14,7 @@ from typing import Mapping
 
 from ..errors import GuardError
 from .shell_expand import expand, shell_c, strip_wrapper
+from .shell_words import split_words
 
 _ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$', re.S)
 
@@ -174,15 +175,15 @@ def read_script(text: str, environ: Mapping[str, str] | None = None, source: str
         else:
             above.clear()
         try:
-            words = shlex.split(text_, comments=True)
+            line_scope = dict(scope) if commented else scope  # a comment's ${X:=1} assigns nothing
+            # split as bash does: ${V:-a b} is one unit, then an unquoted expansion splits (shell_words.py)
+            words = split_words(text_, line_scope, None if commented else exported)
         except ValueError:
             if commented:
                 continue  # prose in a comment
             raise GuardError(f'{source}:{line}: cannot split this line as a shell command (unbalanced quote?)')
         if not words:
             continue
-        line_scope = dict(scope) if commented else scope  # a comment's ${X:=1} assigns nothing
-        words = [_expand(w, line_scope, None if commented else exported) for w in words]
         for seg in segments(words):
             if not commented and seg[0] == 'export':
                 for w in seg[1:]:

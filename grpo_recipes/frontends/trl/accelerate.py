@@ -114,6 +114,9 @@ def accelerate_settings(opts: dict[str, Any], environ: Mapping[str, str]) -> dic
         'offload_param_device': ds.get('offload_param_device'),
         'fsdp': conf.get('distributed_type') == 'FSDP',
     }
+    if source is not None:  # a config file without num_processes (or distributed_type): accelerate_cmd.py
+        from .accelerate_cmd import config_num_processes
+        out['num_processes'] = config_num_processes(conf, source, opts.get('num_processes'))
     for key in ('num_processes', 'num_machines', 'machine_rank', 'main_process_ip', 'gpu_ids', 'mixed_precision',
                 'zero_stage', 'offload_optimizer_device', 'offload_param_device'):
         if opts.get(key) is not None:

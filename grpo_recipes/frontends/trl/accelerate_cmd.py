@@ -88,6 +88,28 @@ def default_processes(launch_env: dict[str, str], trl: dict[str, Any], gpus: int
             f'visible GPU ({why}: {n} process(es){multi}; accelerate/commands/launch.py _validate_launch_command)')
 
 
+def config_num_processes(conf: dict, source: str, given=None):
+    """The process count of an accelerate config file that has no ``num_processes`` (and no ``--num_processes`` on
+    the command line), as accelerate 1.15.0 reads it (the file's own value otherwise): ``accelerate/commands/config/config_args.py``
+    ``BaseConfig.process_config`` sets 1 when ``distributed_type`` is ``NO``; otherwise ``ClusterConfig.num_processes``
+    keeps its default -1 and ``accelerate/commands/launch.py::_validate_launch_command`` stops with "You need to
+    manually pass in `--num_processes` using this config yaml." (the device count is used only when there is no config
+    file at all: :func:`default_processes`)."""
+    kind = conf.get('distributed_type')
+    if 'distributed_type' not in conf:
+        raise GuardError(f'accelerate config {source}: no distributed_type, so accelerate stops with "A '
+                         f'`distributed_type` must be specified in the config file." (accelerate/commands/config/'
+                         f'config_args.py process_config); add e.g. `distributed_type: MULTI_GPU` and `num_processes`')
+    if given is not None or 'num_processes' in conf:
+        return conf.get('num_processes')  # the command line's --num_processes is applied after
+    if kind == 'NO':
+        return 1
+    raise GuardError(f'accelerate config {source}: distributed_type {kind} and no num_processes, so `accelerate launch` '
+                     f'stops with "You need to manually pass in `--num_processes` using this config yaml." (accelerate/'
+                     f'commands/launch.py _validate_launch_command); add `num_processes: N` to the file or pass '
+                     f'--num_processes N')
+
+
 # accelerate launch's flags (no value) that `trl grpo` hands to accelerate (accelerate/commands/launch.py).
 ACCELERATE_FLAGS = {'multi_gpu', 'use_deepspeed', 'use_fsdp', 'cpu', 'tpu', 'debug', 'quiet', 'same_network',
                     'use_megatron_lm', 'no_python', 'module'}
