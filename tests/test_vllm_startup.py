@@ -86,10 +86,12 @@ def test_encoder_profile_of_qwen25_vl_3b_on_the_largest_image():
 
 
 def test_encoder_attention_dominates_at_high_tp():
-    """qwen2_5_vl.py split_qkv all-gathers qkv when tp > 1: at TP 4 attention holds 2e + 8e/4 + 3e = 8960 values per
-    patch, more than the MLP's 4e + 3i/4 = 7685: 65536 x (7056 + 2 x 8960) = 1,636,827,136 B."""
+    """qwen2_5_vl.py split_qkv all-gathers qkv when tp > 1 (vLLM 0.10.1.1): all_gather_interleave fills a list of tp
+    copies and concatenates them beside the block input, the normed input and the rank's own qkv, so at TP 4 attention
+    holds 2e + 3e/4 + 6e = 11200 values per patch (e = 1280), more than the MLP's 4e + 3i/4 = 7685:
+    65536 x (7056 + 2 x 11200) = 1,930,428,416 B."""
     a = Arch.from_config(QWEN25_VL_3B)
-    assert vs.mm_profile(a, 4, 8192, 256, 32768, {}, vllm_version='0.10.1.1')['encoder_peak'] == 1_636_827_136
+    assert vs.mm_profile(a, 4, 8192, 256, 32768, {}, vllm_version='0.10.1.1')['encoder_peak'] == 1_930_428_416
 
 
 def test_vllm_terms_take_the_encoder_pass_for_a_vl_model():

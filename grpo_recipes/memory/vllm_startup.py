@@ -146,7 +146,7 @@ def encoder_peak_per_patch(model_type: str, vision: dict, tp: int, dtype_bytes: 
     - attention: x and the normed input (2e), qkv (3e/tp), the contiguous q, k, v (3e/tp) and the rotated q, k
       (2e/tp); with ``gather_qkv`` (vLLM 0.10.1.1 and 0.11.0 ``split_qkv``; gone in 0.14.0, whose QKVParallelLinear
       keeps each rank's heads) qkv is also all-gathered to 3e when tp > 1;
-    - with ``gather_list`` (the V0 path; vllm_engine): the moment of the gather itself, ``all_gather_interleave``
+    - with ``gather_list`` (where ``split_qkv`` gathers, V0 and V1 alike): the moment of the gather itself, ``all_gather_interleave``
       (qwen2_5_vl.py, 0.9.0.1 and 0.10.1.1) fills a list of tp zeros_like copies (3e) and then concatenates them
       into a new 3e tensor beside the block input, the normed input and the rank's own qkv: 2e + 3e/tp + 6e."""
     patch_row = vision.get('in_chans', 3) * vision['temporal_patch_size'] * vision['patch_size'] ** 2
@@ -200,7 +200,8 @@ def mm_profile(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_mod
     patches = items * tokens * pp['merge_size'] ** 2
     ver = version_tuple(vllm_version)
     gather = ver is not None and ver < (0, 14, 0)
-    peak = patches * encoder_peak_per_patch(mt, vision, tp, a.dtype_bytes, gather)
+    # split_qkv's all_gather_interleave (qwen2_5_vl.py 0.10.1.1, 0.11.0) holds the gathered list and its concatenation
+    peak = patches * encoder_peak_per_patch(mt, vision, tp, a.dtype_bytes, gather, gather_list=gather)
     cached = items * tokens * a.hidden * a.dtype_bytes
     return {'encoder_peak': peak, 'cached': cached, 'items': items, 'tokens_per_item': tokens, 'modality': modality}
 
