@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from ..findings import ERROR, INFO, WARNING, Finding, declare
 from .arch import Arch
+from .envfix import candidate
 from .estimate import dominant_term, estimate
 from .inputs import VLLM_CUDA_GRAPHS, Inputs
 from .search import largest_completion_that_fits, largest_prompt_that_fits, search_fixes
@@ -229,12 +230,15 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
         elif m.fits and m.total_gib + MODEL_ERROR * _uncertain_gib(m) > m.capacity_gib and \
                 ('tight', m.role) not in seen:
             seen.add(('tight', m.role))
+            env_fix = m.role != 'rollout' and candidate(report) is not None  # envfix: where it is compatible
             report.findings.append(Finding(
                 WARNING, 'memory.tight', [],
                 f'GPU {m.gpu} ({m.role}) is predicted at {m.peak_fraction:.1%} of its {m.capacity_gib:.1f} GiB; the '
                 f'memory model\'s median error on training peaks is {MODEL_ERROR:.0%} (README, Calibration) and '
                 f'{_uncertain_gib(m):.1f} GiB of this is the trainer\'s, so it may not fit',
-                f'keep {MODEL_ERROR:.0%} headroom: lower vllm_gpu_memory_utilization or the micro-batch'))
+                f'keep {MODEL_ERROR:.0%} headroom: ' + ('export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (the '
+                'caching allocator then reserves less; no training setting changes), or ' if env_fix else '') +
+                'lower vllm_gpu_memory_utilization or the micro-batch'))
     hard = [f for f in report.findings if f.severity == ERROR and f.rule.startswith(('memory.', 'vllm.'))]
     train_hard = [m for m in report.memory if m.role != 'rollout' and not m.fits]
     if conditional is not None:
