@@ -18,7 +18,7 @@ Server mode plans the rollout GPUs on their own; without vLLM, HF generate's KV 
 from __future__ import annotations
 
 from ..config import GRPOConfig
-from ..plan import Plan
+from ..plan import Plan, prompt_bound
 from .inputs import CUDA_CONTEXT, FRAGMENTATION, NCCL_PER_GROUP, GiB, GPUMemory, Inputs, _g
 from .reserve import DEVICE_CONTEXT, quantities, reserve_bytes
 from .trainer import trainer_terms
@@ -30,7 +30,7 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     cap = inp.capacity_gib
     ctx_len = a.context_len
     if inp.prompt_len is None:
-        inp.prompt_len = min(cfg.max_length or ctx_len, ctx_len)
+        inp.prompt_len = prompt_bound(cfg, ctx_len, vllm=False, leave_room=False).tokens
     tr = trainer_terms(cfg, plan, inp, fragmentation=FRAGMENTATION if inp.alloc is None else 1.0)
     if inp.alloc is not None:  # the caching allocator's reserve and the measured CUDA context (reserve.py)
         tr.update(allocator_reserve=reserve_bytes(cfg, a, inp.alloc), cuda_context=DEVICE_CONTEXT)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from ..config import GRPOConfig
 from ..frontends.trl.arguments import SWIFT_ONLY, trl_terms
-from ..plan import build_plan
+from ..plan import build_plan, prompt_bound
 from .estimate import estimate
 from .inputs import Inputs
 
@@ -174,7 +174,7 @@ def _apply(cfg: GRPOConfig, change: dict) -> GRPOConfig:
 
 def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
     cfg, plan = report.cfg, report.plan
-    prompt_len = inp.prompt_len or cfg.max_length or 0
+    prompt_len = inp.prompt_len or prompt_bound(cfg, None, vllm=False).tokens or 0
     knobs = _knobs(cfg, plan.world_size, inp.arch.heads, prompt_len, report.launch.framework, inp.adamw)
     from .envfix import ENV_KEY, candidate, with_env
     env_fix = candidate(report)
