@@ -63,7 +63,7 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     if inp.sft:
         parts['train'] = train_parts
     elif colocate:
-        v = vllm_terms(cfg, inp)
+        v = vllm_terms(cfg, inp, plan)
         components.update({f'vllm_{k}': _g(x) for k, x in v.items() if k not in ('requested', 'graphs_outside')})
         components['vllm_reserved'] = _g(v['requested'])
         sleep = cfg.effective_sleep_level
@@ -97,7 +97,7 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         out.append(_finish(GPUMemory(gpu=gid, role=role, capacity_gib=cap, components=dict(components),
                                      vllm=dict(vinfo), problems=list(problems)), parts))
     if server and not inp.sft:
-        v = vllm_terms(cfg, inp)
+        v = vllm_terms(cfg, inp, plan)
         rprob: list[dict] = []
         nccl = NCCL_PER_GROUP * (2 if cfg.vllm_tensor_parallel_size > 1 else 1)
         rinfo = vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT - nccl, rprob)
