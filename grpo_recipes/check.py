@@ -185,7 +185,7 @@ def rollout_remote(cfg: GRPOConfig, launch: Launch) -> str | None:
     """Server mode: why the rollout server runs on another machine than this trainer, else None. The trainer's
     own vllm_server_host / vllm_server_base_url decides where a non-local address is given; else the script's
     comment above the rollout command (Rollout.remote)."""
-    if not (cfg.use_vllm and cfg.vllm_mode == 'server'):
+    if not (cfg.use_vllm and cfg.vllm_mode == 'server') or cfg.vllm_in_trainer:  # in a training process: here
         return None
     from urllib.parse import urlparse
     hosts = list(cfg.vllm_server_host or [])

@@ -211,7 +211,7 @@ def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
     gpus = vis[-niw:]
     # async mode: TP 1, one engine per GPU
     cfg = replace(cfg, vllm_mode='server', vllm_server_host=['127.0.0.1'], vllm_tensor_parallel_size=1,
-                  vllm_data_parallel_size=niw)
+                  vllm_data_parallel_size=niw, vllm_in_trainer=True)
     launch.trl['vllm_device_gpu'] = tuple(gpus)
     return cfg, [f'ms-swift {version}: "async mode": training on GPU(s) {",".join(map(str, vis[:nproc]))}, vLLM inside the '
             f'trainer on GPU(s) {",".join(map(str, gpus))} (vllm_device auto: the last num_infer_workers={niw}) at '

@@ -212,7 +212,7 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
         use_liger_kernel=bool(d.get('use_liger_loss') or d.get('use_liger_kernel')),
         optim=str(values['optim']) if 'optim' in values else None,
         ds3_gather_for_generation=bool(d.get('ds3_gather_for_generation', True)),
-        reward_funcs=['(script)'],
+        reward_funcs_in_script=True,
         explicit=frozenset(values),
     )
     if cfg.vllm_server_host == ['0.0.0.0']:
@@ -246,7 +246,7 @@ def old_vllm_device(cfg: GRPOConfig, launch: Launch, trl_version: str | None) ->
         cfg = replace(cfg, vllm_tensor_parallel_size=1, vllm_mode='colocate')
         return cfg, [f'TRL {trl_version}: vLLM runs in the training process on cuda:{idx} (vllm_device {dev}), beside '
                 f'the trainer on that GPU; planned as colocate']
-    cfg = replace(cfg, vllm_tensor_parallel_size=1, vllm_mode='server', vllm_server_host=['(in-trainer)'])
+    cfg = replace(cfg, vllm_tensor_parallel_size=1, vllm_mode='server', vllm_server_host=None, vllm_in_trainer=True)
     physical = vis[idx] if vis is not None and idx < len(vis) else idx
     launch.trl['vllm_device_gpu'] = physical
     return cfg, [f'TRL {trl_version}: vLLM runs in the training process of rank 0 on its own GPU (vllm_device {dev} = '

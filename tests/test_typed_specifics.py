@@ -1,0 +1,26 @@
+"""What a front end cannot name on the command line is a typed, documented field, never a placeholder string in a
+field that holds names: GRPOConfig.reward_funcs_in_script (a TRL script passes its rewards in code) and
+GRPOConfig.vllm_in_trainer (TRL 0.14-0.15's vllm_device: vLLM inside a training process, on this machine)."""
+from grpo_recipes.check import check_launch
+from grpo_recipes.frontends import read_launch
+from grpo_recipes.frontends.trl.reader import to_config
+from grpo_recipes.hardware import Hardware
+
+TRAIN = ['accelerate', 'launch', '--num_processes', '3', '--use_deepspeed', '--zero_stage', '3', 'train_grpo.py',
+         '--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct', '--use_vllm', '--vllm_device', 'auto', '--dtype',
+         'bfloat16', '--per_device_train_batch_size', '4', '--num_generations', '6']
+
+
+def test_a_trl_script_names_no_reward_function():
+    cfg, _ = to_config(read_launch(TRAIN[:10], environ={}))
+    assert cfg.reward_funcs == [] and cfg.reward_funcs_in_script
+
+
+def test_trl_0_15_vllm_device_runs_here_not_on_another_machine():
+    # TRL 0.15.2 GRPOTrainer: vllm_device "auto" with 3 processes and 4 visible GPUs puts vLLM on cuda:3 of this node
+    launch = read_launch(['CUDA_VISIBLE_DEVICES=0,1,2,3', *TRAIN], environ={})
+    report = check_launch(launch, Hardware(gpus=4, gpu_type='A100-80G'), packages={'trl': '0.15.2'}, fixes=False)
+    assert report.cfg.vllm_in_trainer and report.cfg.vllm_mode == 'server' and report.cfg.vllm_server_host is None
+    assert report.plan.rollout_remote is None and report.plan.rollout_gpus == [3]
+    assert [m.gpu for m in report.memory if m.role == 'rollout'] == ['3']
+    assert not any('another machine' in a for a in report.assumptions)
