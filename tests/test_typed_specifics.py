@@ -24,3 +24,21 @@ def test_trl_0_15_vllm_device_runs_here_not_on_another_machine():
     assert report.plan.rollout_remote is None and report.plan.rollout_gpus == [3]
     assert [m.gpu for m in report.memory if m.role == 'rollout'] == ['3']
     assert not any('another machine' in a for a in report.assumptions)
+
+
+def test_an_older_trls_batch_semantics_make_a_new_config():
+    # TRL 0.14 GRPOConfig: per_device_train_batch_size counts prompts (v0.14.0 trl/trainer/grpo_trainer.py)
+    from grpo_recipes.frontends.trl.versions import apply_semantics
+    cfg, _ = to_config(read_launch(TRAIN[:10] + ['--per_device_train_batch_size', '2', '--num_generations', '4',
+                                                  '--generation_batch_size', '16'], environ={}))
+    old, notes = apply_semantics(cfg, '0.14.0')
+    assert (old.per_device_train_batch_size, old.steps_per_generation, old.generation_batch_size) == (8, 1, None)
+    assert (cfg.per_device_train_batch_size, cfg.generation_batch_size) == (2, 16) and notes
+    assert apply_semantics(cfg, None) == (cfg, [])
+
+
+def test_trls_listening_address_is_the_clients_default_host():
+    # trl vllm-serve listens on 0.0.0.0; the trainer's client reaches it at 127.0.0.1 (TRL's VLLMClient default)
+    cfg, _ = to_config(read_launch(TRAIN[:10] + ['--vllm_mode', 'server', '--vllm_server_host', '0.0.0.0'],
+                                   environ={}))
+    assert cfg.vllm_server_host == ['127.0.0.1']

@@ -21,7 +21,7 @@ What changed between 3.10 and 4.x where it changes the plan (read in both releas
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ... import swift_args
 from ...errors import GuardError
@@ -102,10 +102,12 @@ def config_from_argv(argv: list[str], version: str | None):
             tok = '--tuner_type' + eq + val
         renamed.append(tok)
     cfg, _ = GRPOConfig.from_argv(renamed)
+    changes: dict = {}
     if cfg.use_vllm:  # swift/llm/argument/rlhf_args.py _init_rollout (3.10)
-        cfg.vllm_mode = 'server' if (cfg.vllm_server_host or cfg.vllm_server_base_url) else 'colocate'
+        changes['vllm_mode'] = 'server' if (cfg.vllm_server_host or cfg.vllm_server_base_url) else 'colocate'
     if cfg.vllm_max_num_seqs is None:
-        cfg.vllm_max_num_seqs = VLLM_MAX_NUM_SEQS_3
+        changes['vllm_max_num_seqs'] = VLLM_MAX_NUM_SEQS_3
+    cfg = replace(cfg, **changes)
     return cfg, keep, notes
 
 
@@ -190,7 +192,6 @@ def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
     mode (every process trains and samples); otherwise "async mode", where the visible GPUs must be NPROC_PER_NODE +
     num_infer_workers and vLLM (``vllm_device auto``) takes the last num_infer_workers of them. Those GPUs are then
     planned like a rollout server's at the launch's own vllm_gpu_memory_utilization. Returns (the config, assumptions)."""
-    from dataclasses import replace
     vt = _vt(version)
     if not (vt is not None and vt < IN_TRAINER_UNTIL and cfg.use_vllm and not cfg.vllm_server_host
             and not cfg.vllm_server_base_url):

@@ -184,6 +184,9 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
     if isinstance(targets, str):
         targets = [targets]
     host = d.get('vllm_server_host')
+    hosts = [host] if isinstance(host, str) else host
+    if hosts == ['0.0.0.0']:
+        hosts = ['127.0.0.1']  # TRL's client default host is where the server listens
     cfg = GRPOConfig(
         model=m.get('model_name_or_path'), rlhf_type='grpo', tuner_type='lora' if peft else 'full',
         torch_dtype={'bfloat16': 'bfloat16', 'float16': 'float16', 'float32': 'float32'}.get(str(m.get('dtype')),
@@ -204,7 +207,7 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
         vllm_max_model_len=d.get('vllm_max_model_length'),
         # TRL puts vLLM to sleep at level 2 (weights and KV cache freed): trl/generation/vllm_generation.py
         sleep_level=2 if d.get('vllm_enable_sleep_mode') else 0,
-        vllm_server_host=[host] if isinstance(host, str) else host,
+        vllm_server_host=hosts,
         vllm_server_port=[int(d.get('vllm_server_port') or 8000)],
         vllm_server_base_url=[d['vllm_server_base_url']] if d.get('vllm_server_base_url') else None,
         deepspeed=deepspeed, fsdp='full_shard' if acc.get('fsdp') else None,
@@ -215,9 +218,8 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
         reward_funcs_in_script=True,
         explicit=frozenset(values),
     )
-    if cfg.vllm_server_host == ['0.0.0.0']:
-        cfg.vllm_server_host = ['127.0.0.1']  # TRL's client default host is where the server listens
-    version_notes += apply_semantics(cfg, trl_version)
+    cfg, semantics = apply_semantics(cfg, trl_version)
+    version_notes += semantics
     launch.notes.extend(n for n in version_notes if n not in launch.notes)
     return cfg, unknown
 
