@@ -241,9 +241,9 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         assumptions += [nproc_note] if nproc_note else []
         cfg, more = old_vllm_device(cfg, launch, packages.get('trl'))
         assumptions += more
-        if launch.trl.get('script_settings'):
-            assumptions.append(launch.trl['script_settings'])
-        source = (launch.trl.get('accelerate') or {}).get('config_source')
+        if launch.trl.script_settings:
+            assumptions.append(launch.trl.script_settings)
+        source = (launch.trl.accelerate or {}).get('config_source')
         if source:
             assumptions.append(f'accelerate\'s settings from {source}, then its command-line options')
     else:
@@ -256,8 +256,8 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         hw = replace(hw, rollout_remote=remote)
         assumptions.append(f'the rollout server runs on another machine ({remote}): its GPUs are that machine\'s, '
                            f'not checked against the training GPUs, and planned on the same card type')
-    if launch.trl.get('vllm_device_gpu') is not None and hw.rollout_gpus is None:
-        g = launch.trl['vllm_device_gpu']  # TRL 0.14-0.15's / ms-swift < 3.6's in-trainer vLLM GPU(s)
+    if launch.trl.vllm_device_gpu is not None and hw.rollout_gpus is None:
+        g = launch.trl.vllm_device_gpu  # TRL 0.14-0.15's / ms-swift < 3.6's in-trainer vLLM GPU(s)
         hw = replace(hw, rollout_gpus=tuple(g) if isinstance(g, (list, tuple)) else (g,))
     plan = build_plan(cfg, launch.env, hw)
     from .model_source import dataset_message, missing_datasets

@@ -1,6 +1,8 @@
 """What a front end cannot name on the command line is a typed, documented field, never a placeholder string in a
 field that holds names: GRPOConfig.reward_funcs_in_script (a TRL script passes its rewards in code) and
 GRPOConfig.vllm_in_trainer (TRL 0.14-0.15's vllm_device: vLLM inside a training process, on this machine)."""
+import pytest
+
 from grpo_recipes.check import check_launch
 from grpo_recipes.frontends import read_launch
 from grpo_recipes.frontends.trl.reader import to_config
@@ -42,3 +44,18 @@ def test_trls_listening_address_is_the_clients_default_host():
     cfg, _ = to_config(read_launch(TRAIN[:10] + ['--vllm_mode', 'server', '--vllm_server_host', '0.0.0.0'],
                                    environ={}))
     assert cfg.vllm_server_host == ['127.0.0.1']
+
+
+def test_a_trl_launchs_specifics_are_typed_fields():
+    from grpo_recipes.launch import TrlSpecifics
+    launch = read_launch(['CUDA_VISIBLE_DEVICES=0,1,2,3', *TRAIN], environ={})
+    t = launch.trl
+    assert isinstance(t, TrlSpecifics)
+    assert (t.launcher, t.script, t.accelerate['num_processes'], t.accelerate['zero_stage']) == \
+        ('accelerate', 'train_grpo.py', 3, 3)
+    assert t.script_args[:2] == ['--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct'] and t.vllm_device is None
+    assert launch.to_dict()['trl']['launcher'] == 'accelerate' and 'vllm_device' not in launch.to_dict()['trl']
+    check_launch(launch, Hardware(gpus=4, gpu_type='A100-80G'), packages={'trl': '0.15.2'}, fixes=False)
+    assert (t.vllm_device, t.vllm_device_index, t.vllm_device_gpu) == ('auto', 3, 3)  # TRL 0.15: "auto" = cuda:3
+    with pytest.raises(TypeError):  # a misspelt specific is refused, not carried along
+        TrlSpecifics(launcher='accelerate', scrpit='x.py')

@@ -58,7 +58,7 @@ _HOST_RE = re.compile(r'^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9\-\.]*[A-Za-z0-9])?$
 def trl_old_vllm_device(ctx: Context) -> list[Finding]:
     """TRL 0.14-0.15 started vLLM inside the trainer on ``vllm_device`` and checked it the way quoted here
     (trl v0.15 trl/trainer/grpo_trainer.py, GRPOTrainer.__init__)."""
-    idx = ctx.launch.trl.get('vllm_device_index')
+    idx = ctx.launch.trl.vllm_device_index
     if idx is None:
         return []
     p = ctx.plan

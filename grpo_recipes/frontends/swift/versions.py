@@ -206,14 +206,14 @@ def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
     if len(vis) == niw:
         return replace(cfg, vllm_mode='colocate'), [f'ms-swift {version}: {niw} visible GPU(s) = num_infer_workers: colocate mode (training and sampling '
                 f'on every GPU)']
-    launch.trl['swift_infer_workers'] = {'workers': niw, 'visible': vis, 'nproc': nproc, 'version': version}
+    launch.trl.swift_infer_workers = {'workers': niw, 'visible': vis, 'nproc': nproc, 'version': version}
     if len(vis) != nproc + niw:
         return cfg, []  # rule in_trainer_vllm_layout reports ms-swift's own assertion
     gpus = vis[-niw:]
     # async mode: TP 1, one engine per GPU
     cfg = replace(cfg, vllm_mode='server', vllm_server_host=['127.0.0.1'], vllm_tensor_parallel_size=1,
                   vllm_data_parallel_size=niw, vllm_in_trainer=True)
-    launch.trl['vllm_device_gpu'] = tuple(gpus)
+    launch.trl.vllm_device_gpu = tuple(gpus)
     return cfg, [f'ms-swift {version}: "async mode": training on GPU(s) {",".join(map(str, vis[:nproc]))}, vLLM inside the '
             f'trainer on GPU(s) {",".join(map(str, gpus))} (vllm_device auto: the last num_infer_workers={niw}) at '
             f'vllm_gpu_memory_utilization {cfg.vllm_gpu_memory_utilization}; planned like a rollout server\'s GPUs']

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from ...config import GRPOConfig
 from ...errors import GuardError
-from ...launch import Launch, Rollout, visible_devices
+from ...launch import Launch, Rollout, TrlSpecifics, visible_devices
 from ...plan import world_size
 from ...versions import version_tuple
 from .accelerate_cmd import display_command, launcher_prefix, require_script, trl_cli_launch_args
@@ -137,7 +137,7 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
              'sleep_level': 'vllm_enable_sleep_mode', 'NPROC_PER_NODE': 'accelerate launch --num_processes',
              'deepspeed': 'accelerate --config_file (deepspeed_config.zero_stage)'}
     return Launch(argv=script_args, env=launch_env, config_file=config_file or source, framework='trl', names=names,
-                  trl=info, command=list(argv))
+                  trl=TrlSpecifics(**info), command=list(argv))
 
 
 # TRL 0.14-0.15 (vLLM inside the trainer): the defaults that differ from the snapshot's TRL, from
@@ -162,15 +162,15 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
     m.update({k: v for k, v in values.items() if k in m})
     old = values.get('_unknown_values', {})
     from .versions import apply_defaults, apply_semantics  # an older TRL's defaults, names and semantics
-    version_notes = apply_defaults(d, m, values, old, trl_version, launch.trl.get('script'))
+    version_notes = apply_defaults(d, m, values, old, trl_version, launch.trl.script)
     if is_in_trainer_vllm(trl_version):
         for k, default in OLD_VLLM_DEFAULTS.items():
             d[k] = values[k] if k in values else old.get(k, default)
         if str(old.get('vllm_max_model_len', '')).isdigit():
             d['vllm_max_model_length'] = int(old['vllm_max_model_len'])
         d['vllm_mode'] = 'colocate'  # replaced by old_vllm_device once the device is known
-        launch.trl['vllm_device'] = str(d['vllm_device']) if d.get('use_vllm') else None
-    acc = launch.trl.get('accelerate') or {}
+        launch.trl.vllm_device = str(d['vllm_device']) if d.get('use_vllm') else None
+    acc = launch.trl.accelerate or {}
     stage = acc.get('zero_stage')
     deepspeed = None
     if stage is not None:
@@ -229,7 +229,7 @@ def old_vllm_device(cfg: GRPOConfig, launch: Launch, trl_version: str | None) ->
     is visible, else cuda:<num_processes>, the GPU after the training ones). A dedicated device is planned like a
     rollout server on that GPU; one shared with training like colocate. Returns the config so planned and the
     assumptions made; the device index (and a dedicated GPU) are recorded in ``launch.trl`` for the rules."""
-    dev = launch.trl.get('vllm_device')
+    dev = launch.trl.vllm_device
     if not (cfg.use_vllm and dev and is_in_trainer_vllm(trl_version)):
         return cfg, []
     env = launch.env
@@ -243,14 +243,14 @@ def old_vllm_device(cfg: GRPOConfig, launch: Launch, trl_version: str | None) ->
         idx = int(dev[5:])
     else:
         return cfg, [f'vllm_device {dev!r}: not a cuda:N device; vLLM planned beside rank 0']
-    launch.trl['vllm_device_index'] = idx
+    launch.trl.vllm_device_index = idx
     if idx < nproc:
         cfg = replace(cfg, vllm_tensor_parallel_size=1, vllm_mode='colocate')
         return cfg, [f'TRL {trl_version}: vLLM runs in the training process on cuda:{idx} (vllm_device {dev}), beside '
                 f'the trainer on that GPU; planned as colocate']
     cfg = replace(cfg, vllm_tensor_parallel_size=1, vllm_mode='server', vllm_server_host=None, vllm_in_trainer=True)
     physical = vis[idx] if vis is not None and idx < len(vis) else idx
-    launch.trl['vllm_device_gpu'] = physical
+    launch.trl.vllm_device_gpu = physical
     return cfg, [f'TRL {trl_version}: vLLM runs in the training process of rank 0 on its own GPU (vllm_device {dev} = '
             f'cuda:{idx}, physical GPU {physical}) at vllm_gpu_memory_utilization '
             f'{cfg.vllm_gpu_memory_utilization}; that GPU is planned like a rollout server\'s']
