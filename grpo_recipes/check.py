@@ -239,7 +239,7 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         from .frontends.trl.accelerate_cmd import default_processes
         nproc_note = default_processes(launch.env, launch.trl, hw.gpus)  # no --num_processes, no config file
         assumptions += [nproc_note] if nproc_note else []
-        cfg, more = old_vllm_device(cfg, launch, packages.get('trl'))
+        cfg, launch, more = old_vllm_device(cfg, launch, packages.get('trl'))
         assumptions += more
         if launch.trl.script_settings:
             assumptions.append(launch.trl.script_settings)
@@ -248,7 +248,7 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
             assumptions.append(f'accelerate\'s settings from {source}, then its command-line options')
     else:
         from .frontends.swift.versions import in_trainer_vllm  # ms-swift < 3.6: vLLM inside the trainer
-        cfg, more = in_trainer_vllm(cfg, launch, packages.get('ms-swift'))
+        cfg, launch, more = in_trainer_vllm(cfg, launch, packages.get('ms-swift'))
         assumptions += more
     hw = with_rollout_gpus(hw, launch.rollout)
     remote = rollout_remote(cfg, launch)

@@ -55,7 +55,9 @@ def test_a_trl_launchs_specifics_are_typed_fields():
         ('accelerate', 'train_grpo.py', 3, 3)
     assert t.script_args[:2] == ['--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct'] and t.vllm_device is None
     assert launch.to_dict()['trl']['launcher'] == 'accelerate' and 'vllm_device' not in launch.to_dict()['trl']
-    check_launch(launch, Hardware(gpus=4, gpu_type='A100-80G'), packages={'trl': '0.15.2'}, fixes=False)
-    assert (t.vllm_device, t.vllm_device_index, t.vllm_device_gpu) == ('auto', 3, 3)  # TRL 0.15: "auto" = cuda:3
+    report = check_launch(launch, Hardware(gpus=4, gpu_type='A100-80G'), packages={'trl': '0.15.2'}, fixes=False)
+    r = report.launch.trl  # TRL 0.15: "auto" = cuda:3, recorded on the checked launch, a copy
+    assert (r.vllm_device, r.vllm_device_index, r.vllm_device_gpu) == ('auto', 3, 3)
+    assert (t.vllm_device_index, t.vllm_device_gpu) == (None, None)
     with pytest.raises(TypeError):  # a misspelt specific is refused, not carried along
         TrlSpecifics(launcher='accelerate', scrpit='x.py')

@@ -224,14 +224,16 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
     return cfg, unknown
 
 
-def old_vllm_device(cfg: GRPOConfig, launch: Launch, trl_version: str | None) -> tuple[GRPOConfig, list[str]]:
+def old_vllm_device(cfg: GRPOConfig, launch: Launch,
+                    trl_version: str | None) -> tuple[GRPOConfig, Launch, list[str]]:
     """TRL 0.14-0.15: where ``vllm_device`` puts vLLM, as GRPOTrainer resolves it ("auto": cuda:0 when one GPU
     is visible, else cuda:<num_processes>, the GPU after the training ones). A dedicated device is planned like a
-    rollout server on that GPU; one shared with training like colocate. Returns the config so planned and the
-    assumptions made; the device index (and a dedicated GPU) are recorded in ``launch.trl`` for the rules."""
+    rollout server on that GPU; one shared with training like colocate. Returns the config so planned, the launch
+    with the device index (and a dedicated GPU) in its ``trl`` for the rules (a copy: ``launch`` is left as it is),
+    and the assumptions made."""
     dev = launch.trl.vllm_device
     if not (cfg.use_vllm and dev and is_in_trainer_vllm(trl_version)):
-        return cfg, []
+        return cfg, launch, []
     env = launch.env
     raw = env.get('CUDA_VISIBLE_DEVICES', '')
     vis = visible_devices(raw) if raw.strip().replace(',', '').isdigit() else None  # plain ids only, else unknown
@@ -242,16 +244,15 @@ def old_vllm_device(cfg: GRPOConfig, launch: Launch, trl_version: str | None) ->
     elif dev.startswith('cuda:') and dev[5:].isdigit():
         idx = int(dev[5:])
     else:
-        return cfg, [f'vllm_device {dev!r}: not a cuda:N device; vLLM planned beside rank 0']
-    launch.trl.vllm_device_index = idx
+        return cfg, launch, [f'vllm_device {dev!r}: not a cuda:N device; vLLM planned beside rank 0']
     if idx < nproc:
         cfg = replace(cfg, vllm_tensor_parallel_size=1, vllm_mode='colocate')
-        return cfg, [f'TRL {trl_version}: vLLM runs in the training process on cuda:{idx} (vllm_device {dev}), beside '
+        return cfg, replace(launch, trl=replace(launch.trl, vllm_device_index=idx)), [f'TRL {trl_version}: vLLM runs in the training process on cuda:{idx} (vllm_device {dev}), beside '
                 f'the trainer on that GPU; planned as colocate']
     cfg = replace(cfg, vllm_tensor_parallel_size=1, vllm_mode='server', vllm_server_host=None, vllm_in_trainer=True)
     physical = vis[idx] if vis is not None and idx < len(vis) else idx
-    launch.trl.vllm_device_gpu = physical
-    return cfg, [f'TRL {trl_version}: vLLM runs in the training process of rank 0 on its own GPU (vllm_device {dev} = '
+    launch = replace(launch, trl=replace(launch.trl, vllm_device_index=idx, vllm_device_gpu=physical))
+    return cfg, launch, [f'TRL {trl_version}: vLLM runs in the training process of rank 0 on its own GPU (vllm_device {dev} = '
             f'cuda:{idx}, physical GPU {physical}) at vllm_gpu_memory_utilization '
             f'{cfg.vllm_gpu_memory_utilization}; that GPU is planned like a rollout server\'s']
 
