@@ -39,3 +39,23 @@ def test_unbounded_falls_back_to_the_model_context():
     assert prompt_bound(BASE, 32768, leave_room=False).tokens == 32768
     assert prompt_bound(BASE, None).tokens is None
     assert prompt_bound(replace(BASE, max_completion_length=40000), 32768).tokens == 1
+
+
+def test_the_estimates_default_is_max_length_and_leaves_the_inputs_as_given():
+    import json
+    from pathlib import Path
+
+    from grpo_recipes.hardware import Hardware
+    from grpo_recipes.memory.arch import Arch
+    from grpo_recipes.memory.estimate import estimate
+    from grpo_recipes.memory.inputs import Inputs
+    from grpo_recipes.plan import build_plan
+    arch = Arch.from_config(json.loads((Path(__file__).resolve().parents[1] /
+                                        'grpo_recipes/model_configs/Qwen2.5-7B-Instruct.json').read_text()))
+    cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--max_length', '3000', '--max_completion_length', '1000'])
+    plan = build_plan(cfg, {}, Hardware(gpus=1))
+    inp = Inputs(arch=arch, capacity_gib=79.15, gpu_name='A100-80G')
+    default = estimate(cfg, plan, inp)
+    assert inp.prompt_len is None
+    assert [m.total_gib for m in default] == [m.total_gib for m in estimate(cfg, plan, replace(inp, prompt_len=3000))]
+    assert [m.total_gib for m in default] != [m.total_gib for m in estimate(cfg, plan, replace(inp, prompt_len=100))]

@@ -17,6 +17,8 @@ Server mode plans the rollout GPUs on their own; without vLLM, HF generate's KV 
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..config import GRPOConfig
 from ..plan import Plan, prompt_bound
 from .inputs import CUDA_CONTEXT, FRAGMENTATION, NCCL_PER_GROUP, GiB, GPUMemory, Inputs, _g
@@ -29,8 +31,8 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     a = inp.arch
     cap = inp.capacity_gib
     ctx_len = a.context_len
-    if inp.prompt_len is None:
-        inp.prompt_len = prompt_bound(cfg, ctx_len, vllm=False, leave_room=False).tokens
+    if inp.prompt_len is None:  # a copy: the caller's Inputs stay as given
+        inp = replace(inp, prompt_len=prompt_bound(cfg, ctx_len, vllm=False, leave_room=False).tokens)
     tr = trainer_terms(cfg, plan, inp, fragmentation=FRAGMENTATION if inp.alloc is None else 1.0)
     if inp.alloc is not None:  # the caching allocator's reserve and the measured CUDA context (reserve.py)
         tr.update(allocator_reserve=reserve_bytes(cfg, a, inp.alloc), cuda_context=DEVICE_CONTEXT)

@@ -191,7 +191,6 @@ def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
                 change = {k: v for k, v in change.items() if not k.startswith(ENV_KEY)}
                 new = _apply(cfg, change)
                 new_plan = build_plan(new, report.launch.env, report.hardware)
-                # a copy: estimate fills in prompt_len
                 cand = replace(inp, adamw='fused') if 'optim' in change else replace(inp)
                 mem = estimate(new, new_plan, with_env(cand, report, new, env))  # the allocator follows the new config
                 # only the training GPUs: no trainer setting moves a rollout server's GPU
