@@ -17,7 +17,7 @@ from .launch import Launch, Rollout
 from .models import load_model_config
 from .findings import ERROR, INFO, SEVERITY_ORDER, WARNING, Finding, declare
 from .frontends.trl.arguments import in_trl_terms, trl_terms
-from .frontends.trl.reader import old_vllm_device, to_config
+from .frontends.trl.reader import old_vllm_device, read_config
 from .memory.estimate import estimate
 from .memory.verdicts import memory_inputs, plan_memory
 from .plan import Plan, build_plan
@@ -198,11 +198,12 @@ def rollout_remote(cfg: GRPOConfig, launch: Launch) -> str | None:
 
 
 def _config_from(launch: Launch, trl_version: str | None = None,
-                 swift_version: str | None = None) -> tuple[GRPOConfig, list[str]]:
+                 swift_version: str | None = None) -> tuple[GRPOConfig, list[str], Launch]:
+    """(the typed config, what the framework's parser left over, the launch with the notes reading it made: a copy)."""
     from .frontends.shell_expand import unresolved_message
     if launch.framework == 'trl':
         try:
-            return to_config(launch, trl_version)
+            return read_config(launch, trl_version)
         except (TypeError, ValueError) as e:  # a $VAR left where TRL's field is a number
             why = unresolved_message(launch.argv, str(launch.config_file), str(e))
             if why is None:
@@ -211,8 +212,9 @@ def _config_from(launch: Launch, trl_version: str | None = None,
     try:
         from .frontends.swift.versions import config_from_argv  # the ms-swift release the user runs (3.x or 4.x)
         cfg, remaining, notes = config_from_argv(launch.argv, swift_version)
-        launch.notes.extend(n for n in notes if n not in launch.notes)
-        return cfg, remaining
+        known = list(launch.notes)
+        known.extend(n for n in notes if n not in known)
+        return cfg, remaining, replace(launch, notes=known)
     except ArgumentError as e:
         why = unresolved_message(launch.argv, str(launch.config_file), str(e))
         if why is not None:
@@ -233,7 +235,7 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     if launch.kind == 'rollout':
         return check_rollout(launch, hw, packages=packages, model_config=model_config)
     packages = installed_packages() if packages is None else packages
-    cfg, remaining = _config_from(launch, packages.get('trl'), packages.get('ms-swift'))
+    cfg, remaining, launch = _config_from(launch, packages.get('trl'), packages.get('ms-swift'))
     cfg, assumptions = with_rollout(cfg, launch)
     if launch.framework == 'trl':
         from .frontends.trl.accelerate_cmd import default_processes
@@ -320,7 +322,7 @@ def check_rollout(launch: Launch, hw: Hardware, packages: dict | None = None,
     if unchecked is None:
         inp = memory_inputs(report, model_config)
         if inp is not None:
-            inp.prompt_len = 0
+            inp = replace(inp, prompt_len=0)  # a rollout server on its own: no prompt is planned
             report.memory = [m for m in estimate(cfg, plan, inp) if m.role == 'rollout']
             for m in report.memory[:1]:
                 for p in m.problems:

@@ -58,6 +58,8 @@ def test_a_trl_launchs_specifics_are_typed_fields():
     report = check_launch(launch, Hardware(gpus=4, gpu_type='A100-80G'), packages={'trl': '0.15.2'}, fixes=False)
     r = report.launch.trl  # TRL 0.15: "auto" = cuda:3, recorded on the checked launch, a copy
     assert (r.vllm_device, r.vllm_device_index, r.vllm_device_gpu) == ('auto', 3, 3)
-    assert (t.vllm_device_index, t.vllm_device_gpu) == (None, None)
+    assert (t.vllm_device, t.vllm_device_index, t.vllm_device_gpu) == (None, None, None)  # the read launch as read
+    note = 'completions are generated at every micro-step'  # TRL 0.15's semantics, noted by the reader
+    assert any(note in n for n in report.launch.notes) and not any(note in n for n in launch.notes)
     with pytest.raises(TypeError):  # a misspelt specific is refused, not carried along
         TrlSpecifics(launcher='accelerate', scrpit='x.py')

@@ -153,8 +153,16 @@ def is_in_trainer_vllm(trl_version: str | None) -> bool:
 
 
 def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfig, list[str]]:
-    """TRL's settings in the framework-neutral GRPOConfig (TRL's defaults where the user set nothing).
-    ``trl_version``: the TRL the launch runs, when older than the snapshot's (names it still had are read)."""
+    """TRL's settings in the framework-neutral GRPOConfig (TRL's defaults where the user set nothing), and the
+    arguments TRL does not know. ``trl_version``: the TRL the launch runs, when older than the snapshot's (names it
+    still had are read). ``read_config`` also gives the launch with the release's notes."""
+    cfg, unknown, _ = read_config(launch, trl_version)
+    return cfg, unknown
+
+
+def read_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfig, list[str], Launch]:
+    """``to_config``, and the launch with what reading it found (a copy; ``launch`` is left as it is): the older
+    release's notes, and TRL 0.14-0.15's ``vllm_device`` in its ``trl``."""
     values, unknown, _ = parse_args(launch.argv, CLASSES)
     d = {f['name']: f['default'] for f in snapshot()['GRPOConfig']}
     m = {f['name']: f['default'] for f in snapshot()['ModelConfig']}
@@ -169,7 +177,8 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
         if str(old.get('vllm_max_model_len', '')).isdigit():
             d['vllm_max_model_length'] = int(old['vllm_max_model_len'])
         d['vllm_mode'] = 'colocate'  # replaced by old_vllm_device once the device is known
-        launch.trl.vllm_device = str(d['vllm_device']) if d.get('use_vllm') else None
+        launch = replace(launch, trl=replace(launch.trl, vllm_device=str(d['vllm_device']) if d.get('use_vllm')
+                                             else None))
     acc = launch.trl.accelerate or {}
     stage = acc.get('zero_stage')
     deepspeed = None
@@ -220,8 +229,9 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
     )
     cfg, semantics = apply_semantics(cfg, trl_version)
     version_notes += semantics
-    launch.notes.extend(n for n in version_notes if n not in launch.notes)
-    return cfg, unknown
+    notes = list(launch.notes)
+    notes.extend(n for n in version_notes if n not in notes)
+    return cfg, unknown, replace(launch, notes=notes)
 
 
 def old_vllm_device(cfg: GRPOConfig, launch: Launch,
