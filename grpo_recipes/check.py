@@ -17,7 +17,7 @@ from .launch import Launch, Rollout
 from .models import load_model_config
 from .findings import ERROR, INFO, SEVERITY_ORDER, WARNING, Finding, declare
 from .frontends.trl.arguments import in_trl_terms, trl_terms
-from .frontends.trl.reader import old_vllm_device, to_config
+from .frontends.trl.reader import old_vllm_device, read_config
 from .memory.estimate import estimate
 from .memory.verdicts import memory_inputs, plan_memory
 from .plan import Plan, build_plan
@@ -185,7 +185,7 @@ def rollout_remote(cfg: GRPOConfig, launch: Launch) -> str | None:
     """Server mode: why the rollout server runs on another machine than this trainer, else None. The trainer's
     own vllm_server_host / vllm_server_base_url decides where a non-local address is given; else the script's
     comment above the rollout command (Rollout.remote)."""
-    if not (cfg.use_vllm and cfg.vllm_mode == 'server'):
+    if not (cfg.use_vllm and cfg.vllm_mode == 'server') or cfg.vllm_in_trainer:  # in a training process: here
         return None
     from urllib.parse import urlparse
     hosts = list(cfg.vllm_server_host or [])
@@ -198,11 +198,12 @@ def rollout_remote(cfg: GRPOConfig, launch: Launch) -> str | None:
 
 
 def _config_from(launch: Launch, trl_version: str | None = None,
-                 swift_version: str | None = None) -> tuple[GRPOConfig, list[str]]:
+                 swift_version: str | None = None) -> tuple[GRPOConfig, list[str], Launch]:
+    """(the typed config, what the framework's parser left over, the launch with the notes reading it made: a copy)."""
     from .frontends.shell_expand import unresolved_message
     if launch.framework == 'trl':
         try:
-            return to_config(launch, trl_version)
+            return read_config(launch, trl_version)
         except (TypeError, ValueError) as e:  # a $VAR left where TRL's field is a number
             why = unresolved_message(launch.argv, str(launch.config_file), str(e))
             if why is None:
@@ -211,8 +212,9 @@ def _config_from(launch: Launch, trl_version: str | None = None,
     try:
         from .frontends.swift.versions import config_from_argv  # the ms-swift release the user runs (3.x or 4.x)
         cfg, remaining, notes = config_from_argv(launch.argv, swift_version)
-        launch.notes.extend(n for n in notes if n not in launch.notes)
-        return cfg, remaining
+        known = list(launch.notes)
+        known.extend(n for n in notes if n not in known)
+        return cfg, remaining, replace(launch, notes=known)
     except ArgumentError as e:
         why = unresolved_message(launch.argv, str(launch.config_file), str(e))
         if why is not None:
@@ -233,17 +235,17 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     if launch.kind == 'rollout':
         return check_rollout(launch, hw, packages=packages, model_config=model_config)
     packages = installed_packages() if packages is None else packages
-    cfg, remaining = _config_from(launch, packages.get('trl'), packages.get('ms-swift'))
+    cfg, remaining, launch = _config_from(launch, packages.get('trl'), packages.get('ms-swift'))
     cfg, assumptions = with_rollout(cfg, launch)
     if launch.framework == 'trl':
         from .frontends.trl.accelerate_cmd import default_processes
         nproc_note = default_processes(launch.env, launch.trl, hw.gpus)  # no --num_processes, no config file
         assumptions += [nproc_note] if nproc_note else []
-        cfg, more = old_vllm_device(cfg, launch, packages.get('trl'))
+        cfg, launch, more = old_vllm_device(cfg, launch, packages.get('trl'))
         assumptions += more
-        if launch.trl.get('script_settings'):
-            assumptions.append(launch.trl['script_settings'])
-        source = (launch.trl.get('accelerate') or {}).get('config_source')
+        if launch.trl.script_settings:
+            assumptions.append(launch.trl.script_settings)
+        source = (launch.trl.accelerate or {}).get('config_source')
         if source:
             assumptions.append(f'accelerate\'s settings from {source}, then its command-line options')
     else:
@@ -251,7 +253,7 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         nproc_note = default_swift_processes(launch, hw.gpus)
         assumptions += [nproc_note] if nproc_note else []
         from .frontends.swift.versions import in_trainer_vllm  # ms-swift < 3.6: vLLM inside the trainer
-        cfg, more = in_trainer_vllm(cfg, launch, packages.get('ms-swift'))
+        cfg, launch, more = in_trainer_vllm(cfg, launch, packages.get('ms-swift'))
         assumptions += more
     hw = with_rollout_gpus(hw, launch.rollout)
     remote = rollout_remote(cfg, launch)
@@ -259,8 +261,8 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         hw = replace(hw, rollout_remote=remote)
         assumptions.append(f'the rollout server runs on another machine ({remote}): its GPUs are that machine\'s, '
                            f'not checked against the training GPUs, and planned on the same card type')
-    if launch.trl.get('vllm_device_gpu') is not None and hw.rollout_gpus is None:
-        g = launch.trl['vllm_device_gpu']  # TRL 0.14-0.15's / ms-swift < 3.6's in-trainer vLLM GPU(s)
+    if launch.trl.vllm_device_gpu is not None and hw.rollout_gpus is None:
+        g = launch.trl.vllm_device_gpu  # TRL 0.14-0.15's / ms-swift < 3.6's in-trainer vLLM GPU(s)
         hw = replace(hw, rollout_gpus=tuple(g) if isinstance(g, (list, tuple)) else (g,))
     plan = build_plan(cfg, launch.env, hw)
     from .model_source import dataset_message, missing_datasets
@@ -323,7 +325,7 @@ def check_rollout(launch: Launch, hw: Hardware, packages: dict | None = None,
     if unchecked is None:
         inp = memory_inputs(report, model_config)
         if inp is not None:
-            inp.prompt_len = 0
+            inp = replace(inp, prompt_len=0)  # a rollout server on its own: no prompt is planned
             report.memory = [m for m in estimate(cfg, plan, inp) if m.role == 'rollout']
             for m in report.memory[:1]:
                 for p in m.problems:

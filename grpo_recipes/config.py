@@ -112,6 +112,10 @@ class GRPOConfig:
     """Split the weight sync into this many layer groups (lowers the ZeRO-3 gather peak)."""
     async_generate: bool = False
     vllm_server_host: list[str] | None = None
+    vllm_in_trainer: bool = False
+    """vLLM runs inside a training process on GPU(s) of its own (TRL 0.14-0.15's ``vllm_device``, ms-swift < 3.6's
+    "async mode"): planned like a rollout server (``vllm_mode`` 'server') on this machine, with no server to reach.
+    Set by the front ends, never a flag."""
     vllm_server_port: list[int] = field(default_factory=lambda: [8000])
     vllm_server_base_url: list[str] | None = None
     vllm_server_group_port: list[int] | None = None
@@ -137,6 +141,9 @@ class GRPOConfig:
 
     # --- rewards and data ---
     reward_funcs: list[str] = field(default_factory=list)
+    reward_funcs_in_script: bool = False
+    """TRL: the training script hands its reward functions to GRPOTrainer in code, so none are named here and
+    ``reward_funcs`` stays empty. Set by the TRL front end, never a flag."""
     reward_weights: list[float] | None = None
     reward_model: list[str] | None = None
     use_gym_env: bool | None = None

@@ -18,7 +18,7 @@ from .launch import CONFIG_SUFFIXES
 def syntax_of(launch) -> tuple[str, str | None]:
     """('yaml', the file) when the launch's settings come from a YAML/JSON config file, else ('flags', None)."""
     if launch.framework == 'trl':
-        f = launch.trl.get('trl_config')
+        f = launch.trl.trl_config
         return ('yaml', f) if f else ('flags', None)
     f = launch.config_file or ''
     return ('yaml', f) if f.endswith(CONFIG_SUFFIXES) else ('flags', None)
@@ -81,7 +81,7 @@ def render_fixes(report) -> None:
     """Rewrite every finding's fix (and the memory fix) in the syntax of the launch (see the module docstring)."""
     if report.launch.kind != 'train':
         return
-    if report.launch.framework == 'trl' and report.launch.trl.get('ignores_cli'):
+    if report.launch.framework == 'trl' and report.launch.trl.ignores_cli:
         from .frontends.trl.script_cli import apply_to_report
         apply_to_report(report)  # the script's file and line, not flags it would ignore
         return
@@ -113,5 +113,6 @@ def fixed_launch(launch, fix):
             flags += text.split()
         else:
             outside.append(text)
-    trl = {**launch.trl, 'script_args': list(launch.trl.get('script_args', launch.argv)) + flags}
+    args = launch.trl.script_args
+    trl = replace(launch.trl, script_args=list(launch.argv if args is None else args) + flags)
     return replace(launch, argv=launch.argv + flags, env=env, trl=trl, notes=list(launch.notes)), outside

@@ -19,7 +19,7 @@ front end and returns one :class:`Launch`. Rules and the memory model see only t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
@@ -43,6 +43,68 @@ def visible_devices(raw: str | None) -> list[int] | None:
 
 
 @dataclass
+class TrlSpecifics:
+    """What a TRL launch says besides its GRPO arguments, as the TRL front end read it (frontends/trl/reader.py
+    ``load_trl``); for an ms-swift launch only the in-trainer vLLM fields below may be set. None: not given."""
+    launcher: str | None = None
+    """The launcher as typed: ``accelerate``, ``trl``, ``torchrun``, ``deepspeed``, ``python``/``python3``."""
+    script: str | None = None
+    """The training script (``trl grpo`` for TRL's own CLI, ``-m module`` for a module)."""
+    script_args: list[str] | None = None
+    """The script's arguments as typed (empty when the script ignores its command line)."""
+    accelerate: dict[str, Any] | None = None
+    """accelerate's settings (frontends/trl/accelerate.py ``accelerate_settings``: num_processes, zero_stage, ...,
+    config_source)."""
+    gpu_ids: str | None = None
+    """accelerate's ``--gpu_ids``, which becomes CUDA_VISIBLE_DEVICES."""
+    nproc_from_devices: bool = False
+    """No --num_processes and no config file: accelerate starts one process per visible GPU."""
+    launcher_cvd: str | None = None
+    """CUDA_VISIBLE_DEVICES as the launcher saw it (before --gpu_ids applies)."""
+    torchrun: dict[str, Any] | None = None
+    """torchrun's / deepspeed's own options (nproc_per_node, nnodes, ...)."""
+    display: str | None = None
+    """The launch as the user would name it (``accelerate launch train_grpo.py``)."""
+    prefix: str | None = None
+    """The words that start the launch (``accelerate launch``, ``python``)."""
+    ignores_cli: dict[str, Any] | None = None
+    """A script that never parses its command line: its path, the ignored flags, the lines of its settings."""
+    script_settings: str | None = None
+    """The note on the settings a script writes in code (``GRPOConfig(...)``)."""
+    script_flags: list[str] | None = None
+    """Those settings as flags, read before the command line's."""
+    trl_config: str | None = None
+    """TrlParser's ``--config`` YAML."""
+    trl_config_keys: list[str] | None = None
+    """Its keys (frontends/trl/config_keys.py judges them)."""
+    parser_classes: str | None = None
+    """Whose dataclasses parse the flags: ``trl``, ``own`` or None (frontends/trl/config_keys.py)."""
+    vllm_device: str | None = None
+    """TRL 0.14-0.15: ``vllm_device`` as set or defaulted (``auto``), with use_vllm."""
+    vllm_device_index: int | None = None
+    """TRL 0.14-0.15: the cuda:N index ``vllm_device`` resolves to."""
+    vllm_device_gpu: int | tuple[int, ...] | None = None
+    """The GPU(s) an in-trainer vLLM runs on by itself (TRL 0.14-0.15's vllm_device, ms-swift < 3.6's async mode)."""
+    swift_infer_workers: dict[str, Any] | None = None
+    """ms-swift < 3.6's async mode: workers, visible GPUs, NPROC_PER_NODE and version (rule device.infer-workers)."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Mapping-style reading (with ``[key]``) for code that takes these as a mapping (accelerate_cmd)."""
+        value = getattr(self, key)
+        return default if value is None else value
+
+    def __getitem__(self, key: str) -> Any:
+        value = getattr(self, key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) not in (None, False)}
+
+
+@dataclass
 class Launch:
     """One ``swift rlhf`` launch, as ms-swift would see it."""
     argv: list[str]
@@ -63,9 +125,9 @@ class Launch:
     """Server mode: the rollout server as launched (``--rollout CMD``, or the script's own command)."""
     names: dict[str, str] = field(default_factory=dict)
     """Framework-neutral field -> the framework's own flag, where they differ (TRL's ``max_prompt_length``)."""
-    trl: dict[str, Any] = field(default_factory=dict)
-    """TRL launches: the launcher (``accelerate``/``python``/``torchrun``/``trl``), accelerate's settings and
-    where they came from; empty for ms-swift."""
+    trl: TrlSpecifics = field(default_factory=TrlSpecifics)
+    """TRL launches: the launcher, accelerate's settings and where they came from, the script (``TrlSpecifics``);
+    empty for ms-swift but for its in-trainer vLLM layout."""
     command: list[str] = field(default_factory=list)
     """The command as typed (launcher and script included), for messages."""
     alloc: 'AllocSetting | None' = None
@@ -91,7 +153,7 @@ class Launch:
     def to_dict(self) -> dict[str, Any]:
         return {'framework': self.framework, 'config_file': self.config_file, 'argv': self.argv, 'env': self.env,
                 'file_env': self.file_env, 'uses_torchrun': self.uses_torchrun, 'notes': self.notes,
-                'rollout': self.rollout.to_dict() if self.rollout else None, 'trl': self.trl,
+                'rollout': self.rollout.to_dict() if self.rollout else None, 'trl': self.trl.to_dict(),
                 'alloc': self.alloc.to_dict() if self.alloc else None}
 
 

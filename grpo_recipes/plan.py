@@ -131,3 +131,44 @@ def build_plan(cfg: GRPOConfig, env: dict[str, str], hw: Hardware) -> Plan:
         if plan.vllm_engines:
             plan.rollout_concurrency_per_engine = gbs / plan.vllm_engines
     return plan
+
+
+@dataclass(frozen=True)
+class PromptBound:
+    """The longest prompt a launch lets through, worked out in one place (``prompt_bound``)."""
+    tokens: int | None
+    """Tokens; None when nothing bounds it and no context length is known."""
+    why: str
+    """What sets it, in words (``max_length``, vLLM's max_model_len - max_completion_length, the data, the model
+    context)."""
+    bounded: bool
+    """Whether the launch or the data bounds it (False: only the model context does)."""
+
+
+def prompt_bound(cfg: GRPOConfig, context_len: int | None, data_max: int | None = None, *, vllm: bool = True,
+                 leave_room: bool = True, clamp: bool = True) -> PromptBound:
+    """The longest prompt to plan for. A prompt is at most ``max_length`` (ms-swift truncates or resamples longer
+    ones); with ``vllm``, prompt + completion is at most vLLM's max_model_len (ms-swift caps max_tokens at
+    max_model_len - prompt, swift/infer_engine/infer_engine.py ``set_default_max_tokens``); with ``data_max`` (the
+    data's longest prompt, ``grpo-data stats``) at most that. When none of these applies it is the model context,
+    less max_completion_length with ``leave_room``. ``clamp`` caps the result at the model context.
+
+    The callers differ only in these switches: the memory verdict uses them all; the memory estimate's default
+    counts max_length only (no vLLM bound, no room left); the length rules compare against vLLM's max_model_len and
+    so leave it out, and keep a given max_length as written (``clamp`` only when max_length is unset)."""
+    C = cfg.max_completion_length
+    bounds = [(cfg.max_length, 'max_length')] if cfg.max_length else []
+    mml = cfg.vllm_max_model_len if (vllm and cfg.use_vllm) else None
+    if mml:
+        where = 'the rollout server\'s max_model_len' if cfg.vllm_mode == 'server' else 'vllm_max_model_len'
+        bounds.append((max(0, mml - C), f'{where} {mml} - max_completion_length {C}'))
+    if data_max is not None:
+        bounds.append((data_max, 'the data\'s longest prompt (--data-stats)'))
+    bounded = bool(bounds)
+    if not bounds:
+        if context_len is None:
+            return PromptBound(None, 'nothing bounds it', False)
+        bounds.append((max(1, context_len - C), f'the model context {context_len} - max_completion_length {C}')
+                      if leave_room else (context_len, f'the model context {context_len}'))
+    n, why = min(bounds, key=lambda b: b[0])
+    return PromptBound(min(n, context_len) if clamp and context_len is not None else n, why, bounded)

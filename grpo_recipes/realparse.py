@@ -171,9 +171,10 @@ def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: st
             requests.append({'what': 'rollout', 'argv': list(launch.rollout.argv), 'world_size': 1})
         else:
             # the script's own GRPOConfig(...) literals (frontends/trl/script.py) go through TRL's checks too
-            argv = list(launch.trl.get('script_flags', [])) + list(launch.trl.get('script_args', launch.argv))
+            args = launch.trl.script_args
+            argv = list(launch.trl.script_flags or []) + list(launch.argv if args is None else args)
             requests.append({'what': 'train', 'argv': argv, 'world_size': world_size_of(launch),
-                             'own_classes': launch.trl.get('parser_classes') == 'own'})  # frontends/trl/config_keys.py
+                             'own_classes': launch.trl.parser_classes == 'own'})  # frontends/trl/config_keys.py
     # run where the user is (cwd None): a relative --config path is theirs
     lines = _run_worker('grpo_recipes.frontends.trl.worker', requests, 'TRL parser', timeout, python,
                         env_updates={'CUDA_VISIBLE_DEVICES': ''})

@@ -140,7 +140,7 @@ def _trl_config(case: dict) -> tuple[GRPOConfig, dict]:
         launch = load_trl([*acc, 'train.py', *args], env, case['id'])
         cfg, _ = to_config(launch, case.get('framework_version'))
         if c.get('max_prompt_length') is not None:  # the source's TRL truncated prompts there
-            cfg.max_length = int(c['max_prompt_length'])
+            cfg = replace(cfg, max_length=int(c['max_prompt_length']))
     except (TypeError, ValueError, GuardError) as e:
         raise CannotPredict(f'config ({e})') from None
     return cfg, dict(launch.env)
@@ -303,10 +303,9 @@ def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool) -> d
     else:
         cfg, env = _config(case, extra)
     if sft:
-        cfg.use_vllm = False
-        cfg.vllm_mode = None
+        cfg = replace(cfg, use_vllm=False, vllm_mode=None)
     if use_vllm and cfg.vllm_mode is None:
-        cfg.vllm_mode = 'colocate'  # ms-swift 3.6-3.11 default
+        cfg = replace(cfg, vllm_mode='colocate')  # ms-swift 3.6-3.11 default
     n = int(case.get('num_gpus') or 1)
     env.setdefault('NPROC_PER_NODE', str(n))
     if not env['NPROC_PER_NODE'].isdigit() or int(env['NPROC_PER_NODE']) < 1:

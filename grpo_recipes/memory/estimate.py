@@ -17,8 +17,10 @@ Server mode plans the rollout GPUs on their own; without vLLM, HF generate's KV 
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..config import GRPOConfig
-from ..plan import Plan
+from ..plan import Plan, prompt_bound
 from .inputs import CUDA_CONTEXT, FRAGMENTATION, NCCL_PER_GROUP, GiB, GPUMemory, Inputs, _g
 from .reserve import DEVICE_CONTEXT, quantities, reserve_bytes
 from .trainer import trainer_terms
@@ -29,8 +31,8 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     a = inp.arch
     cap = inp.capacity_gib
     ctx_len = a.context_len
-    if inp.prompt_len is None:
-        inp.prompt_len = min(cfg.max_length or ctx_len, ctx_len)
+    if inp.prompt_len is None:  # a copy: the caller's Inputs stay as given
+        inp = replace(inp, prompt_len=prompt_bound(cfg, ctx_len, vllm=False, leave_room=False).tokens)
     tr = trainer_terms(cfg, plan, inp, fragmentation=FRAGMENTATION if inp.alloc is None else 1.0)
     if inp.alloc is not None:  # the caching allocator's reserve and the measured CUDA context (reserve.py)
         tr.update(allocator_reserve=reserve_bytes(cfg, a, inp.alloc), cuda_context=DEVICE_CONTEXT)
@@ -63,7 +65,7 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     if inp.sft:
         parts['train'] = train_parts
     elif colocate:
-        v = vllm_terms(cfg, inp)
+        v = vllm_terms(cfg, inp, plan)
         components.update({f'vllm_{k}': _g(x) for k, x in v.items() if k not in ('requested', 'graphs_outside')})
         components['vllm_reserved'] = _g(v['requested'])
         sleep = cfg.effective_sleep_level
@@ -97,7 +99,7 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         out.append(_finish(GPUMemory(gpu=gid, role=role, capacity_gib=cap, components=dict(components),
                                      vllm=dict(vinfo), problems=list(problems)), parts))
     if server and not inp.sft:
-        v = vllm_terms(cfg, inp)
+        v = vllm_terms(cfg, inp, plan)
         rprob: list[dict] = []
         nccl = NCCL_PER_GROUP * (2 if cfg.vllm_tensor_parallel_size > 1 else 1)
         rinfo = vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT - nccl, rprob)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from ..config import GRPOConfig
 from ..frontends.trl.arguments import SWIFT_ONLY, trl_terms
-from ..plan import build_plan
+from ..plan import build_plan, prompt_bound
 from .estimate import estimate
 from .inputs import Inputs
 
@@ -174,7 +174,7 @@ def _apply(cfg: GRPOConfig, change: dict) -> GRPOConfig:
 
 def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
     cfg, plan = report.cfg, report.plan
-    prompt_len = inp.prompt_len or cfg.max_length or 0
+    prompt_len = inp.prompt_len or prompt_bound(cfg, None, vllm=False).tokens or 0
     knobs = _knobs(cfg, plan.world_size, inp.arch.heads, prompt_len, report.launch.framework, inp.adamw)
     from .envfix import ENV_KEY, candidate, with_env
     env_fix = candidate(report)
@@ -191,7 +191,6 @@ def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
                 change = {k: v for k, v in change.items() if not k.startswith(ENV_KEY)}
                 new = _apply(cfg, change)
                 new_plan = build_plan(new, report.launch.env, report.hardware)
-                # a copy: estimate fills in prompt_len
                 cand = replace(inp, adamw='fused') if 'optim' in change else replace(inp)
                 mem = estimate(new, new_plan, with_env(cand, report, new, env))  # the allocator follows the new config
                 # only the training GPUs: no trainer setting moves a rollout server's GPU

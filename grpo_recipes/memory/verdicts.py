@@ -6,6 +6,7 @@ import os
 from dataclasses import replace
 
 from ..findings import ERROR, INFO, WARNING, Finding, declare
+from ..plan import prompt_bound as plan_prompt_bound
 from .arch import Arch
 from .envfix import candidate
 from .estimate import dominant_term, estimate
@@ -72,25 +73,10 @@ def _uncertain_gib(m) -> float:
 
 
 def prompt_bound(report, arch: Arch, data_stats: dict | None) -> tuple[int, str, bool]:
-    """(longest prompt to plan for, why, whether the launch itself bounds it). A prompt is at most
-    max_length (ms-swift truncates or resamples longer ones), and prompt + completion at most vLLM's
-    max_model_len (ms-swift caps max_tokens at max_model_len - prompt, set_default_max_tokens); with
-    --data-stats, at most the data's longest prompt."""
-    cfg = report.cfg
-    ctx = arch.context_len
-    C = cfg.max_completion_length
-    bounds = [(cfg.max_length, 'max_length')] if cfg.max_length else []
-    mml = cfg.vllm_max_model_len if cfg.use_vllm else None
-    if mml:
-        where = 'the rollout server\'s max_model_len' if cfg.vllm_mode == 'server' else 'vllm_max_model_len'
-        bounds.append((max(0, mml - C), f'{where} {mml} - max_completion_length {C}'))
-    if data_stats:
-        bounds.append((data_stats['max'], 'the data\'s longest prompt (--data-stats)'))
-    bounded = bool(bounds)
-    if not bounds:
-        bounds.append((max(1, ctx - C), f'the model context {ctx} - max_completion_length {C}'))
-    n, why = min(bounds, key=lambda b: b[0])
-    return min(n, ctx), why, bounded
+    """(longest prompt to plan for, why, whether the launch itself bounds it): ``plan.prompt_bound`` with every
+    bound (max_length, vLLM's max_model_len, --data-stats)."""
+    b = plan_prompt_bound(report.cfg, arch.context_len, data_stats['max'] if data_stats else None)
+    return b.tokens, b.why, b.bounded
 
 
 # An OOM that needs a micro-batch padded to more than this share of max_completion_length is a warning, not a

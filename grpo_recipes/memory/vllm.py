@@ -108,8 +108,8 @@ def vllm_profile_peak(a: Arch, tp: int, tokens: int, seqs: int, sampler: str = '
     return max(forward, sampler_peak)
 
 
-def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
-    """One vLLM engine shard on one GPU (bytes)."""
+def vllm_terms(cfg: GRPOConfig, inp: Inputs, plan: Plan | None = None) -> dict[str, float]:
+    """One vLLM engine shard on one GPU (bytes). A colocated engine needs ``plan`` (its steps_per_generation)."""
     a = inp.arch
     tp = max(1, cfg.vllm_tensor_parallel_size)
     cap = inp.capacity_gib * GiB
@@ -133,8 +133,12 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs) -> dict[str, float]:
     if not seqs and v0:
         seqs = 256  # V0 EngineArgs max_num_seqs default
     if not seqs and cfg.vllm_mode == 'colocate' and offline:
-        # ms-swift colocate: per_device_train_batch_size x TP x steps_per_generation (rollout_mixin)
-        spg = cfg.steps_per_generation or cfg.gradient_accumulation_steps or 1
+        # ms-swift colocate: per_device_train_batch_size x TP x steps_per_generation (rollout_mixin), the
+        # steps_per_generation ms-swift derives (args_mixin _init_generation_batch_params): the Plan's. None only when
+        # generation_batch_size does not divide, which the batch rules report and ms-swift refuses
+        if plan is None:
+            raise ValueError('vllm_terms: a colocated engine is sized from the Plan (its steps_per_generation)')
+        spg = plan.steps_per_generation or 1
         seqs = cfg.per_device_train_batch_size * tp * spg
     elif not seqs:
         seqs = 1024 if _vllm_large_card(inp.capacity_gib, inp.gpu_name) else 256  # vLLM V1 default max_num_seqs

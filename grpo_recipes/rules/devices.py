@@ -20,7 +20,7 @@ def visible_gpus_match_nproc(ctx: Context) -> list[Finding]:
     vis = p.visible_gpus or []
     if ctx.launch.framework == 'trl':
         return _trl_devices(ctx, vis)
-    if ctx.launch.trl.get('swift_infer_workers'):
+    if ctx.launch.trl.swift_infer_workers:
         return []  # ms-swift < 3.6's in-trainer vLLM GPUs: in_trainer_vllm_layout checks them
     if p.nproc_per_node is None and p.nnodes == 1:
         if p.visible_count < 2:
@@ -62,31 +62,31 @@ def _trl_devices(ctx: Context, vis: list[int]) -> list[Finding]:
     """TRL: one plain process seeing several GPUs is wrapped in DataParallel by the HF Trainer; accelerate
     gives process i the GPU cuda:i of those it sees (extra visible GPUs stay idle, no device_map)."""
     p, cfg = ctx.plan, ctx.cfg
-    launcher = ctx.launch.trl.get('launcher')
+    launcher = ctx.launch.trl.launcher
     # One process without a distributed launcher (python, or accelerate/trl grpo with one process: accelerate's
     # simple launcher sets no LOCAL_RANK) is DistributedType.NO, where TrainingArguments sets n_gpu to every
     # visible GPU (transformers/training_args.py _setup_devices); torchrun/deepspeed make even one process
     # distributed, with one GPU.
-    acc = ctx.launch.trl.get('accelerate') or {}
+    acc = ctx.launch.trl.accelerate or {}
     distributed = launcher in ('torchrun', 'deepspeed') or acc.get('zero_stage') is not None or acc.get('fsdp')
     single = p.processes_per_node == 1 and p.nnodes == 1 and not distributed
     if single:
         if p.visible_count < 2:
             return []
-        msg = (f'`{ctx.launch.trl.get("display") or launcher}` is one process that sees {p.visible_count} GPUs '
+        msg = (f'`{ctx.launch.trl.display or launcher}` is one process that sees {p.visible_count} GPUs '
                f'({_ids(vis)}): the HF Trainer wraps the model in nn.DataParallel ("if self.args.n_gpu > 1: model = '
                f'nn.DataParallel(model)", transformers/trainer.py _wrap_model), so forward and log-prob passes '
                f'replicate onto every visible GPU')
         if cfg.use_vllm:
             msg += ', including the one meant for vLLM, whose memory then grows until CUDA OOM'
         return [Finding(ERROR if cfg.use_vllm else WARNING, 'device.data-parallel', ['CUDA_VISIBLE_DEVICES'], msg,
-                        f'CUDA_VISIBLE_DEVICES={vis[0]} {ctx.launch.trl.get("prefix") or launcher} ... for one '
+                        f'CUDA_VISIBLE_DEVICES={vis[0]} {ctx.launch.trl.prefix or launcher} ... for one '
                         f'training GPU (and the vLLM server on '
                         f'another: CUDA_VISIBLE_DEVICES={vis[-1]} trl vllm-serve ...), or accelerate launch '
                         f'--multi_gpu --num_processes {p.visible_count} ...',
                         'transformers/trainer.py::_wrap_model; transformers/training_args.py::_setup_devices')]
     if p.visible_count < p.processes_per_node:
-        gids = ctx.launch.trl.get('gpu_ids')
+        gids = ctx.launch.trl.gpu_ids
         return [Finding(ERROR, 'device.nproc-exceeds-visible', ['num_processes', 'gpu_ids'],
                         f'accelerate starts {p.processes_per_node} process(es) per node but only {p.visible_count} '
                         f'GPU(s) are visible ({_ids(vis)}{", from --gpu_ids" if gids else ""}): the extra processes '
@@ -131,7 +131,7 @@ def rollout_gpus(ctx: Context) -> list[Finding]:
     TP x DP of them (swift/arguments/deploy_args.py RolloutArguments, "local_device_count ... must be greater than or
     equal"), and GPUs shared with training or missing from the node fail at vLLM start-up."""
     cfg, p, hw = ctx.cfg, ctx.plan, ctx.hw
-    if ctx.launch.trl.get('vllm_device_gpu') is not None:
+    if ctx.launch.trl.vllm_device_gpu is not None:
         return []  # TRL 0.14-0.15's in-trainer vLLM: trl.vllm-device checks its GPU as TRL did
     if not (cfg.use_vllm and cfg.vllm_mode == 'server'):
         if p.rollout_gpus:
@@ -147,7 +147,7 @@ def rollout_gpus(ctx: Context) -> list[Finding]:
     need = max(1, cfg.vllm_tensor_parallel_size) * max(1, cfg.vllm_data_parallel_size)
     have = len(p.rollout_gpus)
     train = set(p.visible_gpus or [])
-    if ctx.launch.framework == 'trl' and ctx.launch.trl.get('launcher') != 'python':
+    if ctx.launch.framework == 'trl' and ctx.launch.trl.launcher != 'python':
         train = set((p.visible_gpus or [])[:p.processes_per_node])  # accelerate/torchrun: process i on cuda:i
     overlap = sorted(train & set(p.rollout_gpus))
     here = p.nnodes == 1 and not p.rollout_remote  # the server shares this node's GPUs
@@ -229,7 +229,7 @@ def in_trainer_vllm_layout(ctx: Context) -> list[Finding]:
     """ms-swift < 3.6 ran vLLM inside the trainer ("async mode"): the visible GPUs must be NPROC_PER_NODE +
     num_infer_workers, else it stops at argument checking (swift/llm/argument/rlhf_args.py, ms-swift 3.4.1). The
     layout is read by frontends/swift/versions.py ``in_trainer_vllm``."""
-    info = ctx.launch.trl.get('swift_infer_workers') if ctx.launch.framework != 'trl' else None
+    info = ctx.launch.trl.swift_infer_workers if ctx.launch.framework != 'trl' else None
     if not info or len(info['visible']) == info['nproc'] + info['workers']:
         return []
     n, w, t = info['nproc'], info['workers'], len(info['visible'])

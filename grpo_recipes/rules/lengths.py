@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..findings import ERROR, INFO, WARNING, Finding
 from ..memory.arch import Arch, model_max_len
+from ..plan import prompt_bound
 from .registry import Context, rule
 
 
@@ -70,10 +71,9 @@ def length_rules(ctx: Context) -> list[Finding]:
                            f'vllm_max_model_len: {C + (cfg.max_length or 1024)}', src))
     elif limit is not None:
         room = limit - C
-        longest = cfg.max_length if cfg.max_length is not None else model_max
         stats = ctx.data_stats if ctx.data_stats and isinstance(ctx.data_stats.get('max'), int) else None
-        if stats:
-            longest = min(longest, stats['max']) if longest else stats['max']
+        longest = prompt_bound(cfg, model_max, stats['max'] if stats else None, vllm=False, leave_room=False,
+                               clamp=cfg.max_length is None).tokens
         if longest is not None and longest >= limit and stats is not None:
             out.append(Finding(ERROR, 'length.prompt-fills-context', ['max_length', 'vllm_max_model_len'],
                                f'the data has prompts of {stats["max"]} tokens and max_length '
@@ -137,7 +137,7 @@ def data_lengths(ctx: Context) -> list[Finding]:
                            f'{limit} (longest {st["max"]}); they will be {what}',
                            f'grpo-data filter DATA -o KEPT --max-length {limit}, or max_length: '
                            f'{st.get("max_length_for_coverage")} (covers {st.get("coverage", 0):.1%})'))
-    want = (min(limit, st['max']) if limit else st['max']) + cfg.max_completion_length
+    want = prompt_bound(cfg, None, st['max'], vllm=False).tokens + cfg.max_completion_length
     if cfg.use_vllm and (cfg.vllm_max_model_len is None or cfg.vllm_max_model_len > 2 * want):
         out.append(Finding(INFO, 'length.data-vllm-len', ['vllm_max_model_len'],
                            f'the data\'s longest prompt ({st["max"]} tokens) plus max_completion_length '

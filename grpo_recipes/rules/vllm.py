@@ -58,7 +58,7 @@ _HOST_RE = re.compile(r'^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9\-\.]*[A-Za-z0-9])?$
 def trl_old_vllm_device(ctx: Context) -> list[Finding]:
     """TRL 0.14-0.15 started vLLM inside the trainer on ``vllm_device`` and checked it the way quoted here
     (trl v0.15 trl/trainer/grpo_trainer.py, GRPOTrainer.__init__)."""
-    idx = ctx.launch.trl.get('vllm_device_index')
+    idx = ctx.launch.trl.vllm_device_index
     if idx is None:
         return []
     p = ctx.plan
@@ -86,7 +86,7 @@ def server_endpoints(ctx: Context) -> list[Finding]:
     """Server mode's address lists: ms-swift asserts a host or base URL (swift/arguments/rlhf_args.py) and
     its VLLMClient needs one port per host (swift/rlhf_trainers/vllm_client.py, ValueError)."""
     cfg = ctx.cfg
-    if not cfg.use_vllm or cfg.vllm_mode != 'server' or ctx.launch.trl.get('vllm_device_gpu') is not None:
+    if not cfg.use_vllm or cfg.vllm_mode != 'server' or cfg.vllm_in_trainer:  # no server to reach
         return []
     out = []
     if not cfg.vllm_server_host and not cfg.vllm_server_base_url:

@@ -77,10 +77,10 @@ def config_key_verdict(flag: str, launch, trl_version: str | None):
     else (severity or None for no finding, message, fix)."""
     from .arguments import CLASSES, describe_unknown, snapshot
     key = flag.lstrip('-').split('=', 1)[0].replace('-', '_')
-    info = launch.trl or {}
-    if key not in info.get('trl_config_keys', ()):
+    info = launch.trl
+    if key not in (info.trl_config_keys or ()):
         return None
-    typed = {a.lstrip('-').split('=', 1)[0].replace('-', '_') for a in info.get('script_args', [])
+    typed = {a.lstrip('-').split('=', 1)[0].replace('-', '_') for a in (info.script_args or [])
              if a.startswith('--')}
     if key in typed:
         return None
@@ -89,9 +89,9 @@ def config_key_verdict(flag: str, launch, trl_version: str | None):
         return (None, '', None)  # a field the judged release still had
     version = trl_version or snapshot()['trl_version']
     vt = _vt(version)
-    config = info.get('trl_config')
+    config = info.trl_config
     what = msg.split(': ', 1)[1] if ': ' in msg else msg
-    kind = info.get('parser_classes')
+    kind = info.parser_classes
     if kind != 'own':
         what = what.replace(' (your script may define it)', '')
     where = f'{config}: `{key}`'

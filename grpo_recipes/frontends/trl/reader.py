@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from ...config import GRPOConfig
 from ...errors import GuardError
-from ...launch import Launch, Rollout, visible_devices
+from ...launch import Launch, Rollout, TrlSpecifics, visible_devices
 from ...plan import world_size
 from ...versions import version_tuple
 from .accelerate_cmd import display_command, launcher_prefix, require_script, trl_cli_launch_args
@@ -137,7 +137,7 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
              'sleep_level': 'vllm_enable_sleep_mode', 'NPROC_PER_NODE': 'accelerate launch --num_processes',
              'deepspeed': 'accelerate --config_file (deepspeed_config.zero_stage)'}
     return Launch(argv=script_args, env=launch_env, config_file=config_file or source, framework='trl', names=names,
-                  trl=info, command=list(argv))
+                  trl=TrlSpecifics(**info), command=list(argv))
 
 
 # TRL 0.14-0.15 (vLLM inside the trainer): the defaults that differ from the snapshot's TRL, from
@@ -153,8 +153,16 @@ def is_in_trainer_vllm(trl_version: str | None) -> bool:
 
 
 def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfig, list[str]]:
-    """TRL's settings in the framework-neutral GRPOConfig (TRL's defaults where the user set nothing).
-    ``trl_version``: the TRL the launch runs, when older than the snapshot's (names it still had are read)."""
+    """TRL's settings in the framework-neutral GRPOConfig (TRL's defaults where the user set nothing), and the
+    arguments TRL does not know. ``trl_version``: the TRL the launch runs, when older than the snapshot's (names it
+    still had are read). ``read_config`` also gives the launch with the release's notes."""
+    cfg, unknown, _ = read_config(launch, trl_version)
+    return cfg, unknown
+
+
+def read_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfig, list[str], Launch]:
+    """``to_config``, and the launch with what reading it found (a copy; ``launch`` is left as it is): the older
+    release's notes, and TRL 0.14-0.15's ``vllm_device`` in its ``trl``."""
     values, unknown, _ = parse_args(launch.argv, CLASSES)
     d = {f['name']: f['default'] for f in snapshot()['GRPOConfig']}
     m = {f['name']: f['default'] for f in snapshot()['ModelConfig']}
@@ -162,15 +170,16 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
     m.update({k: v for k, v in values.items() if k in m})
     old = values.get('_unknown_values', {})
     from .versions import apply_defaults, apply_semantics  # an older TRL's defaults, names and semantics
-    version_notes = apply_defaults(d, m, values, old, trl_version, launch.trl.get('script'))
+    version_notes = apply_defaults(d, m, values, old, trl_version, launch.trl.script)
     if is_in_trainer_vllm(trl_version):
         for k, default in OLD_VLLM_DEFAULTS.items():
             d[k] = values[k] if k in values else old.get(k, default)
         if str(old.get('vllm_max_model_len', '')).isdigit():
             d['vllm_max_model_length'] = int(old['vllm_max_model_len'])
         d['vllm_mode'] = 'colocate'  # replaced by old_vllm_device once the device is known
-        launch.trl['vllm_device'] = str(d['vllm_device']) if d.get('use_vllm') else None
-    acc = launch.trl.get('accelerate') or {}
+        launch = replace(launch, trl=replace(launch.trl, vllm_device=str(d['vllm_device']) if d.get('use_vllm')
+                                             else None))
+    acc = launch.trl.accelerate or {}
     stage = acc.get('zero_stage')
     deepspeed = None
     if stage is not None:
@@ -184,6 +193,9 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
     if isinstance(targets, str):
         targets = [targets]
     host = d.get('vllm_server_host')
+    hosts = [host] if isinstance(host, str) else host
+    if hosts == ['0.0.0.0']:
+        hosts = ['127.0.0.1']  # TRL's client default host is where the server listens
     cfg = GRPOConfig(
         model=m.get('model_name_or_path'), rlhf_type='grpo', tuner_type='lora' if peft else 'full',
         torch_dtype={'bfloat16': 'bfloat16', 'float16': 'float16', 'float32': 'float32'}.get(str(m.get('dtype')),
@@ -204,7 +216,7 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
         vllm_max_model_len=d.get('vllm_max_model_length'),
         # TRL puts vLLM to sleep at level 2 (weights and KV cache freed): trl/generation/vllm_generation.py
         sleep_level=2 if d.get('vllm_enable_sleep_mode') else 0,
-        vllm_server_host=[host] if isinstance(host, str) else host,
+        vllm_server_host=hosts,
         vllm_server_port=[int(d.get('vllm_server_port') or 8000)],
         vllm_server_base_url=[d['vllm_server_base_url']] if d.get('vllm_server_base_url') else None,
         deepspeed=deepspeed, fsdp='full_shard' if acc.get('fsdp') else None,
@@ -212,24 +224,26 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
         use_liger_kernel=bool(d.get('use_liger_loss') or d.get('use_liger_kernel')),
         optim=str(values['optim']) if 'optim' in values else None,
         ds3_gather_for_generation=bool(d.get('ds3_gather_for_generation', True)),
-        reward_funcs=['(script)'],
+        reward_funcs_in_script=True,
         explicit=frozenset(values),
     )
-    if cfg.vllm_server_host == ['0.0.0.0']:
-        cfg.vllm_server_host = ['127.0.0.1']  # TRL's client default host is where the server listens
-    version_notes += apply_semantics(cfg, trl_version)
-    launch.notes.extend(n for n in version_notes if n not in launch.notes)
-    return cfg, unknown
+    cfg, semantics = apply_semantics(cfg, trl_version)
+    version_notes += semantics
+    notes = list(launch.notes)
+    notes.extend(n for n in version_notes if n not in notes)
+    return cfg, unknown, replace(launch, notes=notes)
 
 
-def old_vllm_device(cfg: GRPOConfig, launch: Launch, trl_version: str | None) -> tuple[GRPOConfig, list[str]]:
+def old_vllm_device(cfg: GRPOConfig, launch: Launch,
+                    trl_version: str | None) -> tuple[GRPOConfig, Launch, list[str]]:
     """TRL 0.14-0.15: where ``vllm_device`` puts vLLM, as GRPOTrainer resolves it ("auto": cuda:0 when one GPU
     is visible, else cuda:<num_processes>, the GPU after the training ones). A dedicated device is planned like a
-    rollout server on that GPU; one shared with training like colocate. Returns the config so planned and the
-    assumptions made; the device index (and a dedicated GPU) are recorded in ``launch.trl`` for the rules."""
-    dev = launch.trl.get('vllm_device')
+    rollout server on that GPU; one shared with training like colocate. Returns the config so planned, the launch
+    with the device index (and a dedicated GPU) in its ``trl`` for the rules (a copy: ``launch`` is left as it is),
+    and the assumptions made."""
+    dev = launch.trl.vllm_device
     if not (cfg.use_vllm and dev and is_in_trainer_vllm(trl_version)):
-        return cfg, []
+        return cfg, launch, []
     env = launch.env
     raw = env.get('CUDA_VISIBLE_DEVICES', '')
     vis = visible_devices(raw) if raw.strip().replace(',', '').isdigit() else None  # plain ids only, else unknown
@@ -240,16 +254,15 @@ def old_vllm_device(cfg: GRPOConfig, launch: Launch, trl_version: str | None) ->
     elif dev.startswith('cuda:') and dev[5:].isdigit():
         idx = int(dev[5:])
     else:
-        return cfg, [f'vllm_device {dev!r}: not a cuda:N device; vLLM planned beside rank 0']
-    launch.trl['vllm_device_index'] = idx
+        return cfg, launch, [f'vllm_device {dev!r}: not a cuda:N device; vLLM planned beside rank 0']
     if idx < nproc:
         cfg = replace(cfg, vllm_tensor_parallel_size=1, vllm_mode='colocate')
-        return cfg, [f'TRL {trl_version}: vLLM runs in the training process on cuda:{idx} (vllm_device {dev}), beside '
+        return cfg, replace(launch, trl=replace(launch.trl, vllm_device_index=idx)), [f'TRL {trl_version}: vLLM runs in the training process on cuda:{idx} (vllm_device {dev}), beside '
                 f'the trainer on that GPU; planned as colocate']
-    cfg = replace(cfg, vllm_tensor_parallel_size=1, vllm_mode='server', vllm_server_host=['(in-trainer)'])
+    cfg = replace(cfg, vllm_tensor_parallel_size=1, vllm_mode='server', vllm_server_host=None, vllm_in_trainer=True)
     physical = vis[idx] if vis is not None and idx < len(vis) else idx
-    launch.trl['vllm_device_gpu'] = physical
-    return cfg, [f'TRL {trl_version}: vLLM runs in the training process of rank 0 on its own GPU (vllm_device {dev} = '
+    launch = replace(launch, trl=replace(launch.trl, vllm_device_index=idx, vllm_device_gpu=physical))
+    return cfg, launch, [f'TRL {trl_version}: vLLM runs in the training process of rank 0 on its own GPU (vllm_device {dev} = '
             f'cuda:{idx}, physical GPU {physical}) at vllm_gpu_memory_utilization '
             f'{cfg.vllm_gpu_memory_utilization}; that GPU is planned like a rollout server\'s']
 

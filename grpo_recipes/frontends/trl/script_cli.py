@@ -87,7 +87,7 @@ def _number(v: str) -> bool:
 def apply_to_report(report) -> None:
     """A check of a launch whose script ignores its command line: one warning naming the ignored flags, and every
     fix pointed at the script's lines."""
-    info = report.launch.trl.get('ignores_cli') if report.launch.framework == 'trl' else None
+    info = report.launch.trl.ignores_cli if report.launch.framework == 'trl' else None
     if not info:
         return
     from dataclasses import replace

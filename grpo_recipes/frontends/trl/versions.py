@@ -30,6 +30,7 @@ named (github.com/huggingface/trl):
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 # (first release, last release, GRPOConfig field, that release's default), where it differs from today's.
 DEFAULTS = [
@@ -104,20 +105,21 @@ def apply_defaults(d: dict, m: dict, values: dict, old: dict, version: str | Non
     return notes
 
 
-def apply_semantics(cfg, version: str | None) -> list[str]:
-    """The release's batch semantics on the built config (counted in completions, as the rest of the guard)."""
+def apply_semantics(cfg, version: str | None) -> tuple:
+    """The release's batch semantics on the built config (counted in completions, as the rest of the guard):
+    (the config with them, a copy made with ``dataclasses.replace``; the notes)."""
     vt = _older(version)
     if vt is None:
-        return []
+        return cfg, []
     if vt[:2] == (0, 14):
         prompts = cfg.per_device_train_batch_size
-        cfg.per_device_train_batch_size = prompts * cfg.num_generations
-        cfg.steps_per_generation, cfg.generation_batch_size = 1, None
-        return [f'TRL {version}: per_device_train_batch_size counts prompts ({prompts} prompts x {cfg.num_generations} '
-                f'generations = {cfg.per_device_train_batch_size} completions per micro-batch), generated at every '
-                f'micro-step']
+        cfg = replace(cfg, per_device_train_batch_size=prompts * cfg.num_generations, steps_per_generation=1,
+                      generation_batch_size=None)
+        return cfg, [f'TRL {version}: per_device_train_batch_size counts prompts ({prompts} prompts x '
+                     f'{cfg.num_generations} generations = {cfg.per_device_train_batch_size} completions per '
+                     f'micro-batch), generated at every micro-step']
     if vt[:2] == (0, 15):
-        cfg.steps_per_generation, cfg.generation_batch_size = 1, None
-        return [f'TRL {version}: completions are generated at every micro-step (per_device_train_batch_size x '
-                f'processes per generation; buffering over gradient_accumulation_steps came in 0.16)']
-    return []
+        return replace(cfg, steps_per_generation=1, generation_batch_size=None), [
+            f'TRL {version}: completions are generated at every micro-step (per_device_train_batch_size x '
+            f'processes per generation; buffering over gradient_accumulation_steps came in 0.16)']
+    return cfg, []
