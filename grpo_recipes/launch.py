@@ -87,6 +87,9 @@ class TrlSpecifics:
     """The GPU(s) an in-trainer vLLM runs on by itself (TRL 0.14-0.15's vllm_device, ms-swift < 3.6's async mode)."""
     swift_infer_workers: dict[str, Any] | None = None
     """ms-swift < 3.6's async mode: workers, visible GPUs, NPROC_PER_NODE and version (rule device.infer-workers)."""
+    entry: dict[str, Any] | None = None
+    """ms-swift's own entry script run by ``deepspeed``/``torchrun``/``python`` (frontends/swift/entry.py): the
+    launcher, the script, how it is shown, the launcher's options, the source line and its CUDA_VISIBLE_DEVICES."""
 
     def get(self, key: str, default: Any = None) -> Any:
         """Mapping-style reading (with ``[key]``) for code that takes these as a mapping (accelerate_cmd)."""

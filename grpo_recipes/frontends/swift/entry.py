@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from typing import Any, Mapping
 
 from ...errors import GuardError
@@ -197,11 +198,11 @@ def load_swift_entry(argv: list[str], env: Mapping[str, str], source: str) -> La
         launch.env['NNODES'] = str(layout['nnodes'])
     script = argv[start - 1]
     display = f'{argv[0]} {"-m " if opts.get("module") else ""}{script}'
-    launch.trl.update(entry={'launcher': head, 'script': script, 'display': display, 'opts': opts, 'source': source,
-                             'cvd': env.get('CUDA_VISIBLE_DEVICES')})
+    launch.trl = replace(launch.trl, entry={'launcher': head, 'script': script, 'display': display, 'opts': opts,
+                                            'source': source, 'cvd': env.get('CUDA_VISIBLE_DEVICES')})
     if layout['nproc'] is None:
-        launch.trl.update(nproc_from_devices=True, launcher_cvd=None if head == 'deepspeed' else
-                          env.get('CUDA_VISIBLE_DEVICES'), display=display)
+        launch.trl = replace(launch.trl, nproc_from_devices=True, launcher_cvd=None if head == 'deepspeed' else
+                             env.get('CUDA_VISIBLE_DEVICES'), display=display)
     launch.command = list(argv)
     how = {'python': 'one process', 'torchrun': f'{launch.env.get("NPROC_PER_NODE", "one per visible GPU")} '
            f'process(es) per node (torchrun)', 'deepspeed': f'{launch.env.get("NPROC_PER_NODE", "one per GPU")} '
