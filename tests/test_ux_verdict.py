@@ -3,23 +3,10 @@ import json
 import shutil
 
 from conftest import ROOT
+from test_cli import CLEAN
 from grpo_recipes.cli import guard, recipes as recipes_cli
 
-UNKNOWN_MODEL = '''ENV:
-  CUDA_VISIBLE_DEVICES: "0"
-  NPROC_PER_NODE: 1
-rlhf_type: grpo
-model: acme/never-seen-7b
-use_vllm: true
-vllm_mode: colocate
-vllm_gpu_memory_utilization: 0.4
-vllm_max_model_len: 1536
-max_length: 512
-max_completion_length: 1024
-per_device_train_batch_size: 8
-num_generations: 8
-reward_funcs: [format]
-'''
+UNKNOWN_MODEL = CLEAN.replace('model: Qwen/Qwen2.5-7B-Instruct', 'model: acme/never-seen-7b')  # no config.json
 
 
 def _qwen_config_dir(tmp_path):
