@@ -96,6 +96,15 @@ def test_indivisible_num_generations_lists_valid_values():
                          'Valid values: [2, 4, 8].')
 
 
+def test_a_batch_of_one_completion_is_fixed_by_the_batch_alone():
+    # generation_batch_size 1: no num_generations >= 2 divides it, so the fix names the micro-batch only (not an
+    # empty list of valid values)
+    _, report = make({'per_device_train_batch_size': 1, 'gradient_accumulation_steps': 1}, env={
+        'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1})
+    f = next(f for f in report.findings if f.rule == 'batch.num-generations-divides')
+    assert 'Valid values: [].' in f.message and f.fix == 'per_device_train_batch_size: 8'
+
+
 def test_prompt_plus_completion_over_vllm_len_caps_completions():
     # ms-swift's set_default_max_tokens caps max_tokens at max_model_len - prompt (a logged warning, not a
     # failure): the guard warns and says by how much, and keeps the launch.

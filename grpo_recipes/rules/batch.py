@@ -59,9 +59,10 @@ def batch_rules(ctx: Context) -> list[Finding]:
     if G > 1 and gen is not None and gen % G:
         valid = [n for n in range(2, gen + 1) if gen % n == 0]
         fix_bs = next((b for b in range(bs, bs * G + 1) if (b * world * p.steps_per_generation) % G == 0), None)
-        fix = f'num_generations: one of {valid}'
-        if fix_bs:
-            fix += f', or per_device_train_batch_size: {fix_bs}'
+        # no num_generations >= 2 divides a batch of 1: only the batch can change (the message keeps ms-swift's words)
+        fixes = ([f'num_generations: one of {valid}'] if valid else []) + \
+            ([f'per_device_train_batch_size: {fix_bs}'] if fix_bs else [])
+        fix = ', or '.join(fixes) or None
         out.append(Finding(ERROR, 'batch.num-generations-divides', ['num_generations', 'per_device_train_batch_size',
                                                                      'gradient_accumulation_steps'],
                            (f'generation_batch_size ({gen}) must be divisible by num_generations ({G}). (valid: '
