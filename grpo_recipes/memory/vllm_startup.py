@@ -303,15 +303,20 @@ def vllm_weight_bytes(cfg, a: Arch, engine: dict) -> float:
 
 def capture_sizes(vllm_version: str | None, max_num_seqs: int, batched_tokens: int, enforce_eager: bool) -> list[int]:
     """Batch sizes vLLM V1 captures by default; [] with enforce_eager.
-    - up to 0.10.x (vllm/config/__init__.py ``_set_cudagraph_sizes``, 0.10.1.1): [1, 2, 4] + range(8, n + 1, 8) with
+    - 0.8.x: see below (max_num_seqs does not bound them);
+    - 0.9 to 0.10.x (vllm/config/__init__.py ``_set_cudagraph_sizes``, 0.10.1.1): [1, 2, 4] + range(8, n + 1, 8) with
       n = min(2 x max_num_seqs, 512) (SchedulerConfig cuda_graph_sizes), sizes above max_num_batched_tokens dropped;
     - from 0.11 (vllm/config/vllm.py ``_set_cudagraph_sizes``, 0.23.0): [1, 2, 4] + range(8, 256, 8) +
       range(256, n + 1, 16), n = min(2 x max_num_seqs, 512, max_num_batched_tokens), plus max_num_batched_tokens
       when it is within n."""
     if enforce_eager:
         return []
-    n = min(2 * max(1, max_num_seqs), 512)
     v = version_tuple(vllm_version)
+    if v is not None and v < (0, 9, 0):
+        # 0.8.x V1 (vllm/config.py VllmConfig._set_cudagraph_sizes, 0.8.4): [1, 2, 4] + range(8, 513, 8) whatever
+        # max_num_seqs, only the sizes above max_num_batched_tokens dropped (67 sizes from 512 batched tokens up)
+        return [s for s in [1, 2, 4] + list(range(8, 513, 8)) if s <= batched_tokens]
+    n = min(2 * max(1, max_num_seqs), 512)
     if v is not None and v < (0, 11, 0):
         sizes = [1, 2, 4] + list(range(8, n + 1, 8))
         return [s for s in sizes if s <= batched_tokens]
