@@ -129,19 +129,6 @@ def plan_block(report) -> list[str]:
     return lines
 
 
-def rewrite_header(path: Path, block: list[str]) -> bool:
-    text = path.read_text(encoding='utf-8').splitlines()
-    if PLAN_BEGIN in text and PLAN_END in text:
-        a, b = text.index(PLAN_BEGIN), text.index(PLAN_END)
-        new = text[:a] + block + text[b + 1:]
-    else:
-        last_meta = max((i for i, ln in enumerate(text) if META_RE.match(ln)), default=-1)
-        new = text[:last_meta + 1] + block + text[last_meta + 1:]
-    if new == text:
-        return False
-    path.write_text('\n'.join(new) + '\n', encoding='utf-8')
-    return True
-
 
 def rollout_argv(cfg) -> list[str] | None:
     """`swift rollout` arguments that mirror a server-mode recipe's vLLM settings (None: not server mode)."""

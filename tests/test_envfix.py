@@ -6,8 +6,6 @@ The savings come from the memory model's own reserve term (memory/reserve.py): t
 with expandable segments, so a 70 GiB card fits it only with the setting and a 50 GiB card not even then."""
 import json
 
-import pytest
-
 from grpo_recipes.memory.inputs import Inputs
 from grpo_recipes.allocconf import AllocSetting
 from grpo_recipes.memory.envfix import candidate, render

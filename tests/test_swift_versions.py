@@ -4,7 +4,6 @@ scripts/gen_swift_snapshot.py under ms-swift 3.10.3) and 3.10's vllm_mode / vllm
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 

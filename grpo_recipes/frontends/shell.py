@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..errors import GuardError
-from .shell_expand import expand, shell_c, strip_wrapper
+from .shell_expand import shell_c, strip_wrapper
 from .shell_words import split_words
 
 _ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$', re.S)
@@ -107,10 +107,6 @@ def parse_command_text(text: str, what: str = 'command') -> Command:
     if not argv:
         raise GuardError(f'{what}: {text!r} has no command after its VAR=value assignments')
     return Command(env=env, argv=argv)
-
-
-def _expand(word: str, scope: dict[str, str], exported: dict[str, str] | None = None) -> str:
-    return expand(word, scope, exported)  # ${VAR:-default}, ${VAR:=default}, ... (shell_expand.py)
 
 
 def _logical_lines(text: str) -> list[tuple[int, str, bool]]:
