@@ -17,11 +17,9 @@ from pathlib import Path
 from typing import Mapping
 
 from .errors import GuardError
+from .frontends.shell_expand import expand, unresolved
 
 _CALL = re.compile(r'^\s*grpo_launch\s+(.*)$')
-# the default expansions bash performs on the recipe argument: ${VAR:-default} and ${VAR-default}
-_DEFAULT = re.compile(r'\$\{(\w+):?-([^}]*)\}')
-_VAR = re.compile(r'\$\{(\w+)\}|\$(\w+)')
 LAUNCHER_ENV = ('MODEL', 'TRAIN_GPUS', 'GPUS', 'GPU_TYPE', 'ROLLOUT_GPUS', 'ROLLOUT_HOST', 'NNODES', 'RECIPE')
 """The environment variables of scripts/launch_lib.sh that change what its guard step checks."""
 
@@ -77,13 +75,6 @@ class RecipeLauncher:
                 'rollout': rollout, 'note': note}
 
 
-def _expand(word: str, environ: Mapping[str, str], here: Path) -> str:
-    word = _DEFAULT.sub(lambda m: environ.get(m.group(1)) or m.group(2), word)
-    word = _VAR.sub(lambda m: str(here) if (m.group(1) or m.group(2)) == 'HERE' else
-                    environ.get(m.group(1) or m.group(2), '\0'), word)
-    return word
-
-
 def recipe_launcher(path: str | None, environ: Mapping[str, str]) -> RecipeLauncher | None:
     """The recipe a launcher script runs through ``grpo_launch``, or None when the script is not one."""
     if not path or not path.endswith('.sh'):
@@ -104,8 +95,8 @@ def recipe_launcher(path: str | None, environ: Mapping[str, str]) -> RecipeLaunc
         if not words:
             raise GuardError(f'{p}:{n}: grpo_launch without a recipe; it takes RECIPE.yaml first')
         # launchers set HERE to their own directory (HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)")
-        resolved = _expand(words[0], environ, p.resolve().parent)
-        if '\0' in resolved or '$' in resolved:
+        resolved = expand(words[0], {**environ, 'HERE': str(p.resolve().parent)})
+        if unresolved(resolved):
             raise GuardError(f'{p}:{n}: cannot tell which recipe `grpo_launch {words[0]}` runs (a variable that is '
                              f'not set); check the recipe YAML itself: grpo-guard check RECIPE.yaml')
         recipe = Path(resolved)
