@@ -15,6 +15,7 @@ from .swift_args import ArgumentError
 from .hardware import Hardware
 from .launch import Launch, Rollout
 from .models import load_model_config
+from .frontends.launcher_count import default_process_count
 from .findings import ERROR, INFO, SEVERITY_ORDER, WARNING, Finding, declare
 from .frontends.trl.arguments import in_trl_terms, trl_terms
 from .frontends.trl.reader import old_vllm_device, read_config
@@ -237,10 +238,11 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     packages = installed_packages() if packages is None else packages
     cfg, remaining, launch = _config_from(launch, packages.get('trl'), packages.get('ms-swift'))
     cfg, assumptions = with_rollout(cfg, launch)
+    # accelerate with no --num_processes and no config file, deepspeed/torchrun running ms-swift's entry: one
+    # process per GPU of the node (launcher_count.py)
+    nproc_note = default_process_count(launch, hw.gpus)
+    assumptions += [nproc_note] if nproc_note else []
     if launch.framework == 'trl':
-        from .frontends.trl.accelerate_cmd import default_processes
-        nproc_note = default_processes(launch.env, launch.trl, hw.gpus)  # no --num_processes, no config file
-        assumptions += [nproc_note] if nproc_note else []
         cfg, launch, more = old_vllm_device(cfg, launch, packages.get('trl'))
         assumptions += more
         if launch.trl.script_settings:
@@ -249,9 +251,6 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         if source:
             assumptions.append(f'accelerate\'s settings from {source}, then its command-line options')
     else:
-        from .frontends.swift.entry import default_swift_processes  # deepspeed ... swift/cli/rlhf.py, no count
-        nproc_note = default_swift_processes(launch, hw.gpus)
-        assumptions += [nproc_note] if nproc_note else []
         from .frontends.swift.versions import in_trainer_vllm  # ms-swift < 3.6: vLLM inside the trainer
         cfg, launch, more = in_trainer_vllm(cfg, launch, packages.get('ms-swift'))
         assumptions += more

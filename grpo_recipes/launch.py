@@ -20,7 +20,7 @@ front end and returns one :class:`Launch`. Rules and the memory model see only t
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .allocconf import AllocSetting
@@ -40,6 +40,17 @@ def visible_devices(raw: str | None) -> list[int] | None:
         return [int(x) for x in raw.split(',')] if raw.strip() else []
     except ValueError:
         return None
+
+
+def visible_count(cvd: str | None, gpus: int | None) -> tuple[int | None, str]:
+    """GPUs ``torch.cuda.device_count()`` would see in the launching process: the ids of its CUDA_VISIBLE_DEVICES,
+    else the node's GPUs (``--gpus`` or nvidia-smi); (None, why) when neither is known."""
+    if cvd is not None:
+        ids = [x for x in cvd.split(',') if x.strip()]
+        return len(ids), f'CUDA_VISIBLE_DEVICES={cvd}'
+    if gpus:
+        return gpus, f'{gpus} GPU(s) on the node'
+    return None, 'the GPU count is not known (pass --gpus)'
 
 
 @dataclass

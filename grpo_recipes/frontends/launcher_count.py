@@ -4,23 +4,28 @@ no config file (``frontends/trl/accelerate_cmd.py``), deepspeed or ``torchrun --
 ms-swift's entry (``frontends/swift/entry.py``)."""
 from __future__ import annotations
 
+from ..hardware import detect
 from ..launch import Launch
+from .swift.entry import default_swift_processes
+from .trl.accelerate_cmd import default_processes
+
+
+def default_process_count(launch: Launch, gpus: int | None) -> str | None:
+    """Sets the launch's NPROC_PER_NODE where the launcher counts GPUs, from ``gpus`` (the node's, None: unknown);
+    returns the assumption, or None when the launch gives its own count."""
+    if launch.kind == 'rollout' or not launch.trl.get('nproc_from_devices'):
+        return None
+    if launch.framework == 'trl':
+        return default_processes(launch.env, launch.trl, gpus)
+    return default_swift_processes(launch, gpus)
 
 
 def apply_default_processes(launch: Launch, gpus: int | None) -> str | None:
-    """Sets the launch's NPROC_PER_NODE where the launcher counts GPUs; returns the assumption (also added to the
-    launch's notes), or None when the launch gives its own count."""
-    if launch.kind == 'rollout' or not launch.trl.get('nproc_from_devices'):
-        return None
-    if gpus is None:
-        from ..hardware import detect
+    """:func:`default_process_count` for ``validate``, with the node's GPUs from nvidia-smi when ``--gpus`` is not
+    given; the assumption is also added to the launch's notes."""
+    if gpus is None and launch.trl.get('nproc_from_devices'):
         gpus = detect(None, None, None).gpus
-    if launch.framework == 'trl':
-        from .trl.accelerate_cmd import default_processes
-        note = default_processes(launch.env, launch.trl, gpus)
-    else:
-        from .swift.entry import default_swift_processes
-        note = default_swift_processes(launch, gpus)
+    note = default_process_count(launch, gpus)
     if note and note not in launch.notes:
         launch.notes.append(note)
     return note

@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from ...errors import GuardError
-from ...launch import Launch
+from ...launch import Launch, visible_count
 
 LAUNCHERS = ('python', 'torchrun', 'deepspeed')
 MODULE = 'swift.cli.rlhf'
@@ -220,7 +220,7 @@ def default_swift_processes(launch: Launch, gpus: int | None) -> str | None:
     if not entry or not launch.trl.get('nproc_from_devices') or 'NPROC_PER_NODE' in launch.env:
         return None
     cvd = launch.trl.get('launcher_cvd')
-    n = len([x for x in cvd.split(',') if x.strip()]) if cvd else gpus
+    n, _ = visible_count(cvd or None, gpus)  # an empty CUDA_VISIBLE_DEVICES here: the node's GPUs
     if entry['launcher'] == 'deepspeed' and gpus:
         layout = deepspeed_layout(entry['opts'], entry['cvd'], gpus, entry['source'])
         n = layout['nproc']

@@ -17,6 +17,7 @@ import os
 from typing import Any
 
 from ...errors import GuardError
+from ...launch import visible_count
 
 
 def display_command(argv: list[str], script: str | None) -> str:
@@ -59,17 +60,6 @@ def require_script(script: str | None, source: str) -> None:
     """``accelerate launch [options]`` with no training script: accelerate's argparse stops at once."""
     if script is None or not script.strip():
         raise NoScript(source)
-
-
-def visible_count(cvd: str | None, gpus: int | None) -> tuple[int | None, str]:
-    """GPUs ``torch.cuda.device_count()`` would see in the launching process: the ids of its CUDA_VISIBLE_DEVICES,
-    else the node's GPUs (``--gpus`` or nvidia-smi); (None, why) when neither is known."""
-    if cvd is not None:
-        ids = [x for x in cvd.split(',') if x.strip()]
-        return len(ids), f'CUDA_VISIBLE_DEVICES={cvd}'
-    if gpus:
-        return gpus, f'{gpus} GPU(s) on the node'
-    return None, 'the GPU count is not known (pass --gpus)'
 
 
 def default_processes(launch_env: dict[str, str], trl: dict[str, Any], gpus: int | None) -> str | None:
