@@ -13,6 +13,9 @@ import os
 from pathlib import Path
 from typing import Mapping
 
+from .model_source import looks_local
+from .models import cached_snapshot
+
 WEIGHT_FILES = ('model.safetensors', 'model.safetensors.index.json', 'pytorch_model.bin',
                 'pytorch_model.bin.index.json')
 """transformers' weight file names (transformers/utils/__init__.py: SAFE_WEIGHTS_NAME, WEIGHTS_NAME and their
@@ -26,13 +29,12 @@ def _truthy(v: str | None) -> bool:
 def unreachable(model: str, environ: Mapping[str, str] | None = None, probe=None) -> str | None:
     """None when ``swift rlhf`` can load ``model`` here; else one line saying why not and what to do."""
     from data_tools.swift_datasets import HUB_HOSTS, _reachable
-    from .models import cached_snapshot
     env = os.environ if environ is None else environ
     probe = probe or (lambda host_port: _reachable(*host_port))
     p = Path(model).expanduser()
     if p.is_dir():
         return None
-    if model.startswith(('/', './', '../', '~')) or model.count('/') != 1:
+    if looks_local(model) or '/' not in model:  # a hub id is org/name
         return f'MODEL {model}: no such directory (and not a hub id org/name); set MODEL=/path/to/local/model'
     if cached_snapshot(model, WEIGHT_FILES) is not None:
         return None

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import GuardError
+from .model_source import require_local_model
 
 # Hub id → file in model_configs/ (the file name is the id's last part).
 BUILTIN_MODELS = {
@@ -55,7 +56,6 @@ def resolve_model_dir(model: str | None) -> tuple[Path | None, str | None]:
     """(local dir holding config.json, built-in file name): exactly one is set."""
     if not model:
         raise GuardError('--model is not set; add `model: Qwen/Qwen2.5-7B-Instruct` (or a local dir) to the config')
-    from .model_source import require_local_model
     require_local_model(model)  # a local path that is not there: an error, never a bundled config by its name
     p = Path(model).expanduser()
     if (p / 'config.json').is_file():
