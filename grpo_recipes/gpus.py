@@ -26,6 +26,7 @@ CATALOGUE: dict[str, tuple[float, str]] = {
     'A6000': (47.54, 'torch OOM message "47.54 GiB total capacity", google-research/semivl#18 (RTX A6000 48GB)'),
 }
 
+
 def _norm(name: str) -> str:
     s = name.upper().replace('NVIDIA', '').replace('GEFORCE', '').replace(' ', '').replace('_', '-')
     s = s.replace('80GB', '80G').replace('40GB', '40G')

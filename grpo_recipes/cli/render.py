@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..check import CheckReport
+from .verdict import verdict
 
 STYLE = {'error': 'bold red', 'warning': 'yellow', 'info': 'cyan'}
 
@@ -184,11 +185,13 @@ def print_report(report: CheckReport, console: Console | None = None, allow_unch
 
 
 def verdict_line(report: CheckReport, allow_unchecked: bool = False) -> str:
-    if not report.ok:
+    """The console's last line for the verdict ``verdict.verdict`` decides."""
+    decided = verdict(report)
+    if decided == 'REFUSED':
         return '[bold red]REFUSED[/]: fix the errors above'
     warn = report.counts()['warning']
     tail = f' ({warn} warning(s) above)' if warn else ''
-    if report.memory_unchecked:
+    if decided == 'UNCHECKED':
         how = 'accepted with --allow-unchecked' if allow_unchecked else 'pass --allow-unchecked to accept'
         return (f'[bold yellow]UNCHECKED[/]: rules OK; memory not checked: {escape(report.memory_unchecked)} '
                 f'({how}){tail}')
