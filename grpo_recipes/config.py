@@ -132,6 +132,9 @@ class GRPOConfig:
     gradient_checkpointing: bool = True
     use_liger_kernel: bool = False
     """Liger kernels: the fused linear + loss never materialises the full-vocabulary logits."""
+    ignore_args_error: bool = False
+    """ms-swift logs arguments its parser does not know instead of stopping (swift/pipelines/base.py; 3.x:
+    swift/llm/base.py)."""
     freeze_vit: bool = True
     """Multimodal models: keep the vision tower frozen (ms-swift's default); full training then trains the LLM only."""
     optim: str | None = None

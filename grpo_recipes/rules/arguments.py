@@ -1,7 +1,6 @@
 """Arguments the framework would not accept at all."""
 from __future__ import annotations
 
-from .. import swift_args
 from ..findings import ERROR, INFO, WARNING, Finding
 from ..frontends.swift import registry
 from ..frontends.swift.versions import explain
@@ -35,7 +34,7 @@ def unknown_arguments(ctx: Context) -> list[Finding]:
         return out
     out = []
     # --ignore_args_error true: ms-swift logs the leftovers instead of stopping (swift/pipelines/base.py, 3.x: llm/base.py)
-    ignored = str(swift_args.parse(ctx.launch.argv)[0].get('ignore_args_error')).lower() in ('true', '1')
+    ignored = ctx.cfg.ignore_args_error
     for u in explain(ctx.remaining, ctx.packages.get('ms-swift')):
         fix = f'rename {u.flag} to {u.suggestion}' if u.suggestion else f'remove {u.flag}'
         out.append(Finding(WARNING if ignored else ERROR, 'args.unknown', [u.flag.lstrip('-')],
