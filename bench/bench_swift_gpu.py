@@ -138,8 +138,9 @@ def build_model(out: Path, config: dict, tokenizer: Path) -> None:
     """A random-weight model dir from config.json (bf16, on the GPU) plus the tokenizer files."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
-    if (out / 'config.json').exists():
+    if (out / '.complete').exists():  # a dir left by a build that stopped part-way (disk full) is built again
         return
+    shutil.rmtree(out, ignore_errors=True)
     c = {k: v for k, v in config.items() if k != 'quantization_config'}
     hf = AutoConfig.for_model(c.pop('model_type'), **c)
     with torch.device('cuda'):
@@ -152,6 +153,7 @@ def build_model(out: Path, config: dict, tokenizer: Path) -> None:
     # Qwen2.5's generation settings: <|im_end|> and <|endoftext|> stop, sampling on
     (out / 'generation_config.json').write_text(json.dumps({'bos_token_id': 151643, 'eos_token_id': [151645, 151643],
                                                             'pad_token_id': 151643, 'do_sample': True}))
+    (out / '.complete').write_text('')
     del model
     torch.cuda.empty_cache()
 
@@ -161,7 +163,7 @@ class PeakPoller(threading.Thread):
 
     def __init__(self, index: int = 0):
         super().__init__(daemon=True)
-        self.index, self.peak_mib, self._stop = index, 0.0, threading.Event()
+        self.index, self.peak_mib, self._halt = index, 0.0, threading.Event()
 
     def _used(self):
         try:
@@ -178,12 +180,12 @@ class PeakPoller(threading.Thread):
 
     def run(self):
         used = self._used()
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             self.peak_mib = max(self.peak_mib, used())
-            self._stop.wait(0.1)
+            self._halt.wait(0.1)
 
     def stop(self) -> float:
-        self._stop.set()
+        self._halt.set()
         self.join(timeout=5)
         return self.peak_mib
 
