@@ -82,6 +82,11 @@ class CheckReport:
     """What the verdict took as given (prompt lengths planned, rollout settings guessed, ...), one line each."""
     memory_unchecked: str | None = None
     """Why per-GPU memory was not predicted (no config.json, unknown card), None when it was."""
+    speed: object = None
+    """Predicted seconds per optimizer step by phase (speed.model.SpeedEstimate); None when not predicted."""
+    speed_unchecked: str | None = None
+    speed_ranking: object = None
+    """``--fastest``: the configurations that fit, fastest first (speed.fastest.Ranking)."""
 
     @property
     def fits(self) -> bool | None:
@@ -115,7 +120,14 @@ class CheckReport:
             'hardware': self.hardware.to_dict(),
             'launch': self.launch.to_dict(),
             'config': self.cfg.to_dict(),
+            **speed_json(self),
         }
+
+
+def speed_json(report) -> dict:
+    """The ``speed`` (and ``--fastest``'s ``speed_ranking``) keys of ``--json`` (speed/report.py)."""
+    from .speed.report import speed_json as build
+    return build(report)
 
 
 def load_data_stats(path: str | os.PathLike) -> dict:
@@ -232,7 +244,8 @@ declare(f'{__name__}.check_launch', ('data.missing-local',))
 
 def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
                  model_config: dict | None = None, memory: bool = True, fixes: bool = True,
-                 data_stats: dict | None = None) -> CheckReport:
+                 data_stats: dict | None = None, completion_mean: int | None = None,
+                 fastest: bool = False) -> CheckReport:
     if launch.kind == 'rollout':
         return check_rollout(launch, hw, packages=packages, model_config=model_config)
     packages = installed_packages() if packages is None else packages
@@ -286,6 +299,8 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         plan_memory(report, model_config, want_fixes=fixes, data_stats=data_stats)
     elif not memory:
         report.memory_unchecked = 'memory planning was turned off'
+    from .speed.attach import attach_speed  # seconds per step by phase; --fastest ranks the configs that fit
+    attach_speed(report, model_config, data_stats, completion_mean, fastest)
     if launch.framework == 'trl':
         report.findings = [in_trl_terms(f) for f in report.findings]
         report.assumptions = [trl_terms(a) for a in report.assumptions]

@@ -46,7 +46,9 @@ def _check(opts, extra):
         from ..frontends.swift.versions import checked_packages
         packages = checked_packages(opts.swift_version, packages or installed_packages())
     report = check_launch(launch, hw, packages=packages, data_stats=stats,
-                          model_config=model_config_arg(opts.model_config))
+                          model_config=model_config_arg(opts.model_config),
+                          completion_mean=getattr(opts, 'completion_mean', None),
+                          fastest=getattr(opts, 'fastest', False))
     if getattr(opts, 'verify', False) and report.fixes and report.fixes[0].env:
         from ..memory.envfix import verify  # an environment line: re-plan the launch with it (and parse any arguments)
         report.fix_verified = verify(launch, report, lambda fixed: check_launch(

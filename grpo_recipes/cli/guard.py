@@ -93,6 +93,10 @@ def _hardware_args(p: argparse.ArgumentParser) -> None:
     g.add_argument('--rollout-gpus', metavar='IDS', help='server mode: GPU ids of `swift rollout` (e.g. 4,5)')
     p.add_argument('--data-stats', metavar='JSON', help='`grpo-data stats DATA --json` output: plan memory with '
                    'the data\'s real prompt lengths and check max_length against them')
+    p.add_argument('--completion-mean', type=int, metavar='N', help='completion tokens on average, for the predicted '
+                   'step time (default: the cap for reasoning models, else half of max_completion_length)')
+    p.add_argument('--fastest', action='store_true', help='rank the configurations that fit (micro-batch split, '
+                   'colocate or server, vLLM TP, checkpointing, sleep level) by predicted time per prompt')
     g.add_argument('--gpu-mem', type=float, metavar='GIB', help='GPU capacity in GiB as torch reports it '
                    '(overrides the --gpu-type catalogue)')
     p.add_argument('--verify', action='store_true', help='also put the proposed memory fix through ms-swift\'s '

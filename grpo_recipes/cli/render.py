@@ -146,6 +146,9 @@ def print_report(report: CheckReport, console: Console | None = None, allow_unch
             if 'rollout_tokens' in kv and report.launch.kind != 'rollout':  # a server alone has no trainer batch
                 line += f'; a rollout needs {kv["rollout_tokens"]:,} tokens'
             out.print(escape(line))
+    from ..speed.report import speed_lines  # predicted seconds per step, phases, --fastest's ranking
+    for i, line in enumerate(speed_lines(report)):
+        out.print(('\n' if i == 0 else '') + escape(line))
     c = report.counts()
     out.print()
     out.print(f'[bold]Findings[/]: {c["error"]} error(s), {c["warning"]} warning(s), {c["info"]} info')

@@ -1,0 +1,61 @@
+"""The throughput model's constants, each with the published measurement or spec it comes from, and its band (the
+optimistic and pessimistic values the low and high step times use). docs/throughput.md lists what was fitted to what.
+None is tuned to our own H100 runs (bench/results/gpu-h100-2026-11-26.jsonl): those are the bench's check."""
+from __future__ import annotations
+
+# Share of HBM bandwidth a well-compiled decode step reaches: gpt-fast's README (meta-pytorch/gpt-fast, "Benchmarks run
+# on an A100-80GB, power limited to 330W"): Llama-2-7B bf16 104.9 tok/s at 1,397.31 GB/s of the card's 2,039 GB/s =
+# 0.685. vLLM's CUDA-graph decode is taken at the same share. Band 0.5-0.8: a judgement (paged attention and the
+# sampler cost more than gpt-fast's static cache; a newer kernel stack may do better), not a measurement.
+DECODE_BW_EFF = (0.685, 0.8, 0.5)  # (point, optimistic, pessimistic)
+
+# Model FLOP utilisation of the compute-bound phases (training forward+backward, log-prob forwards, prefill): verl's
+# docs/perf/dpsk.md reports MFU 0.40 / 0.37 / 0.31 for Qwen3-30B-A3B GRPO on 8 / 16 / 32 GPUs (peers-and-memory.md
+# §B.4). Point 0.35, band 0.25-0.45 (the published spread widened by a third each way: HF/DeepSpeed trainers are not
+# Megatron).
+MFU = (0.35, 0.45, 0.25)
+
+# HF generate (``use_vllm false``): Python and kernel-launch time per decoder layer per generated token, on top of the
+# bandwidth time. The PyTorch blog "Accelerating Generative AI with PyTorch II: GPT, Fast" (2023-11-30) measures Llama-7B
+# on an A100 at 25.5 tok/s in eager mode; gpt-fast's README gives 104.9 tok/s compiled on the same card. (1/25.5 -
+# 1/104.9) / 32 layers = 0.93 ms per layer per step. HF generate's loop (logits processors, cache objects, PEFT
+# wrappers) is heavier than gpt-fast's minimal eager loop: band x0.8 to x2.5 (a judgement; set with our two H100 rows in
+# view, so those rows do not test the band's upper edge independently -- docs/throughput.md).
+HF_LAYER_OVERHEAD_S = 0.93e-3
+HF_OVERHEAD_BAND = (0.8, 2.5)
+# An unmerged PEFT LoRA adds, per adapted linear, dropout + lora_A + lora_B + scaling + add (peft/tuners/lora/layer.py
+# ``Linear.forward``): 5 kernels x 7 linears = 35 per layer, about as many as the base layer launches in eager mode (~35
+# counted in gpt-fast's model.py). Counted from the code, not measured: the per-layer overhead doubles.
+PEFT_LORA_LAUNCH_FACTOR = 2.0
+
+# vLLM with enforce_eager (no CUDA graphs): verl docs/README_vllm0.7.md, rollout 85 s eager vs 62 s with CUDA graphs
+# (run_qwen2-7b_seq_balance.sh, vLLM 0.7): x1.37 on the decode.
+EAGER_FACTOR = 85 / 62
+
+# One tensor-parallel all-reduce of a decode step's activations: vLLM's custom all-reduce on H100, 0.009-0.045 ms for
+# 0.5 KB-1 MB at TP 2-8 (sgl-project/sglang PR #2904, table "vllm"). 0.02 ms, two per layer (attention and MLP outputs).
+TP_ALLREDUCE_S = 2e-5
+
+# vLLM sleep + wake per rollout on a colocated engine, seconds, as a + b x (GiB of vLLM weights on the GPU): vllm-project/
+# vllm PR #48337 (A100, LoRA): Qwen3-0.6B level 1 1.44 s, level 2 1.92 s; Qwen3-8B level 1 12.76 s, level 2 6.84 s.
+# The line through the two points per level (1.2 and 16.4 GB of bf16 weights): fitted to those two points only.
+SLEEP_WAKE = {1: (0.55, 0.745), 2: (1.53, 0.324)}
+SLEEP_BAND = (0.7, 1.5)  # judgement: two points on one card
+
+# Across nodes: 400 Gb/s per GPU (NVIDIA DGX H100 data sheet: 8x ConnectX-7 400 Gb/s), 50 GB/s.
+INTERNODE_GBPS = 50.0
+
+# Optimizer step: AdamW reads and writes parameters, gradients and two moments (fp32 master weights under DeepSpeed):
+# ~32 bytes moved per trainable parameter (counted: read p, g, m, v and write p, m, v at 4 bytes, plus the 16-bit copy),
+# at DECODE_BW_EFF of HBM bandwidth. PCIe Gen4 x16 (32 GB/s, the PCI-SIG spec) for offloaded optimizer states.
+ADAM_BYTES_PER_PARAM = 32
+PCIE_GBPS = 32.0
+
+# Default completion lengths per model family when the launch does not say (--completion-mean): reasoning models run to
+# the cap (issue 30: "reasoning models reach the cap"; DeepSeek-R1's report shows responses growing to the limit);
+# others: half the cap. A stated default, not a measurement; the output says which one applied.
+REASONING_MARKERS = ('r1', 'qwq', 'reason', 'think', 'distill', 'qwen3')
+DEFAULT_COMPLETION_SHARE = 0.5
+# Prompt tokens when neither --data-stats nor a shorter max_length says: 256 (a stated default; GSM8K-style prompts
+# with a chat template are 100-250 tokens in the sample data's `grpo-data stats`).
+DEFAULT_PROMPT = 256

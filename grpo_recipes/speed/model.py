@@ -1,0 +1,302 @@
+"""Seconds per optimizer step of a GRPO launch, phase by phase.
+
+Pure: (GRPOConfig, Plan, SpeedInputs) -> SpeedEstimate. Phases (seconds per optimizer step, on the slowest GPU):
+
+- ``rollout``: prefill (prompts once per group with prefix caching) + decode. A decode step reads the weights and the
+  KV cache (memory-bound) or computes 2 x active params per sequence (compute-bound), whichever is longer. The KV cache
+  the memory model predicts caps how many sequences run at once, so a rollout runs in waves; the last wave lasts until
+  the longest completion ends (the cap unless told otherwise). HF generate (``use_vllm false``) adds a per-layer
+  Python/launch cost to every decode step.
+- ``logprobs``: the reference model's (``beta != 0``) and the old policy's (``num_iterations > 1``, a rollout reused
+  over several optimizer steps, or TRL's vLLM importance-sampling correction) forward passes, 2 x N x padded tokens.
+- ``train``: forward + backward, 6 x N x tokens (8 with gradient checkpointing; LoRA 4, 6 with checkpointing).
+- ``weight_sync``: weights into vLLM (ZeRO-3 gather, NCCL broadcast to a server) and vLLM's sleep/wake.
+- ``other``: the optimizer step and the training collectives (ZeRO-3 gathers per micro-batch, gradient reduction).
+
+Each constant is in constants.py with its source. The band (``low``/``high``) evaluates the same model with every
+constant at its optimistic and pessimistic value.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from ..config import GRPOConfig
+from ..memory.arch import Arch
+from ..plan import Plan
+from . import constants as K
+from .specs import GPUSpec
+
+
+@dataclass(frozen=True)
+class SpeedInputs:
+    arch: Arch
+    spec: GPUSpec
+    gpu_name: str
+    prompt_mean: int
+    """Prompt tokens on average (prefill)."""
+    prompt_pad: int
+    """Prompt tokens a micro-batch is padded to (its longest prompt)."""
+    completion_mean: int
+    completion_max: int
+    """The longest completion of a batch: max_completion_length unless told otherwise (the long tail)."""
+    framework: str = 'swift'
+    kv_tokens: int | None = None
+    """KV cache tokens per vLLM engine (the memory model's), None when not known: no waves are counted."""
+    vllm_weight_bytes: float | None = None
+    """vLLM's weights per engine (all TP ranks together), as loaded; None: the model's 16-bit weights."""
+    dataset_rows: int | None = None
+    vllm_large_card: bool = True
+    """vLLM V1's larger defaults (max_num_seqs 1024) apply (memory.vllm._vllm_large_card)."""
+
+
+@dataclass
+class SpeedEstimate:
+    step_seconds: float
+    step_seconds_low: float
+    step_seconds_high: float
+    phases: dict
+    """rollout, logprobs, train, weight_sync, other: seconds per optimizer step (point estimate)."""
+    detail: dict = field(default_factory=dict)
+    """Finer terms (prefill, decode, waves, sleep_wake, zero3_gather, optimizer, ...) and the counts behind them."""
+    completion_tokens_assumed: dict = field(default_factory=dict)
+    """{'mean', 'max', 'why'}."""
+    prompt_tokens_assumed: dict = field(default_factory=dict)
+    gpus: int = 1
+    """GPUs the launch holds (training + rollout server)."""
+    tokens_per_second: float = 0.0
+    """Completion tokens generated per second of wall time (all GPUs)."""
+    seconds_per_prompt: float = 0.0
+    gpu_hours_per_epoch: float | None = None
+    hours_per_epoch: float | None = None
+    assumptions: list = field(default_factory=list)
+
+    @property
+    def shares(self) -> dict:
+        total = sum(self.phases.values()) or 1.0
+        return {k: v / total for k, v in self.phases.items()}
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d['phase_shares'] = {k: round(v, 3) for k, v in self.shares.items()}
+        return d
+
+
+@dataclass(frozen=True)
+class _Consts:
+    bw_eff: float
+    mfu: float
+    hf_overhead: float
+    sleep: float
+
+
+POINT = _Consts(K.DECODE_BW_EFF[0], K.MFU[0], K.HF_LAYER_OVERHEAD_S, 1.0)
+FAST = _Consts(K.DECODE_BW_EFF[1], K.MFU[1], K.HF_LAYER_OVERHEAD_S * K.HF_OVERHEAD_BAND[0], K.SLEEP_BAND[0])
+SLOW = _Consts(K.DECODE_BW_EFF[2], K.MFU[2], K.HF_LAYER_OVERHEAD_S * K.HF_OVERHEAD_BAND[1], K.SLEEP_BAND[1])
+
+
+def train_flops_per_token(cfg: GRPOConfig, n: float) -> float:
+    """6N (8N with gradient checkpointing: the forward again); LoRA 4N (6N): no weight gradients for the frozen base."""
+    if cfg.is_lora:
+        return (6 if cfg.gradient_checkpointing else 4) * n
+    return (8 if cfg.gradient_checkpointing else 6) * n
+
+
+def _attn_flops_per_token(a: Arch, ctx: float) -> float:
+    """Forward attention score and value products per token at an average causal context of ctx/2."""
+    layers = a.layers if a.attention_layers is None else a.attention_layers
+    return 4 * layers * a.q_dim * ctx / 2
+
+
+def old_logprobs_needed(cfg: GRPOConfig, plan: Plan, framework: str) -> bool:
+    """The old policy's log-probs are a separate forward when the rollout is trained on more than once or over several
+    optimizer steps (ms-swift and TRL both compute ``old_per_token_logps`` then), or in TRL with vLLM (its importance-
+    sampling correction, ``vllm_importance_sampling_correction`` on by default, trl/trainer/grpo_trainer.py)."""
+    spg = plan.steps_per_generation or cfg.gradient_accumulation_steps
+    if cfg.num_iterations > 1 or spg > (cfg.gradient_accumulation_steps or 1):
+        return True
+    return framework == 'trl' and cfg.use_vllm
+
+
+def _decode_step(a: Arch, spec: GPUSpec, c: _Consts, weight_bytes: float, batch: float, ctx: float, tp: int,
+                 per_layer_overhead: float = 0.0) -> float:
+    """One decode step on one engine (TP ranks in parallel): max(bytes / bandwidth, FLOPs / compute) + overheads."""
+    kv = batch * ctx * a.kv_bytes_per_token(a.dtype_bytes)
+    mem = (weight_bytes + kv) / tp / (spec.hbm_gbps * 1e9 * c.bw_eff)
+    flops = batch * (2 * a.active_params() + _attn_flops_per_token(a, 2 * ctx)) / tp
+    comp = flops / (spec.bf16_tflops * 1e12 * c.mfu)
+    t = max(mem, comp) + a.layers * per_layer_overhead
+    if tp > 1:
+        t += 2 * a.layers * K.TP_ALLREDUCE_S
+    return t
+
+
+def _rollout(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple[float, dict]:
+    """Seconds of one rollout (one generation batch) on the slowest engine, and its terms."""
+    a, spec = inp.arch, inp.spec
+    G = max(1, cfg.num_generations)
+    P, Pm, Cm, Cx = inp.prompt_pad, inp.prompt_mean, inp.completion_mean, inp.completion_max
+    spg = plan.steps_per_generation or cfg.gradient_accumulation_steps or 1
+    d: dict = {}
+    if not cfg.use_vllm:
+        # HF generate on each training process: its share of the generation batch in one call, padded, no paged KV
+        reqs = cfg.per_device_train_batch_size * spg
+        w = a.weight_bytes()
+        overhead = c.hf_overhead * (K.PEFT_LORA_LAUNCH_FACTOR if cfg.is_lora else 1.0)
+        prefill = reqs * P * (2 * a.active_params() + _attn_flops_per_token(a, P)) / (spec.bf16_tflops * 1e12 * c.mfu)
+        step = _decode_step(a, spec, c, w, reqs, P + Cx / 2, 1, overhead)  # every row runs to the longest
+        decode = Cx * step
+        d.update(engine='hf_generate', sequences_per_engine=reqs, concurrency=reqs, waves=1, decode_steps=Cx,
+                 decode_step_ms=round(step * 1e3, 2))
+        return prefill + decode, {**d, 'prefill': prefill, 'decode': decode}
+    tp = max(1, cfg.vllm_tensor_parallel_size)
+    reqs = plan.rollout_concurrency_per_engine or (plan.generation_batch or G)
+    seqs_cap = cfg.vllm_max_num_seqs
+    if not seqs_cap:
+        # ms-swift colocate sizes max_num_seqs to the rollout (rollout_mixin); a server: vLLM V1's default
+        seqs_cap = math.ceil(reqs) if cfg.vllm_mode == 'colocate' else (1024 if inp.vllm_large_card else 256)
+    conc = min(reqs, seqs_cap)
+    if inp.kv_tokens:
+        # sequences that fit at their full length; vLLM admits more and preempts, which costs the same recompute
+        conc = min(conc, max(1, inp.kv_tokens // max(1, Pm + Cx)))
+    conc = max(1.0, conc)
+    waves = math.ceil(reqs / conc - 1e-9)
+    w = inp.vllm_weight_bytes if inp.vllm_weight_bytes is not None else a.weight_bytes()
+    eager = K.EAGER_FACTOR if cfg.vllm_enforce_eager else 1.0
+    # prefix caching (ms-swift's and vLLM's default): a group's G prompts are prefilled once
+    prompts = reqs / G if cfg.vllm_enable_prefix_caching is not False else reqs
+    prefill = prompts * Pm * (2 * a.active_params() + _attn_flops_per_token(a, Pm)) / tp / \
+        (spec.bf16_tflops * 1e12 * c.mfu)
+    bulk_steps = (waves - 1) * Cm
+    bulk = bulk_steps * _decode_step(a, spec, c, w, conc, Pm + Cm / 2, tp) * eager
+    # the last wave: conc_last sequences, the average one ends at the mean, the longest at the cap
+    last = reqs - (waves - 1) * conc
+    avg_active = max(1.0, last * Cm / max(1, Cx))
+    tail = Cx * _decode_step(a, spec, c, w, avg_active, Pm + Cm / 2, tp) * eager
+    d.update(engine='vllm', sequences_per_engine=reqs, concurrency=conc, max_num_seqs=seqs_cap, waves=waves,
+             decode_steps=bulk_steps + Cx, prefill=prefill, decode=bulk + tail, long_tail=tail,
+             decode_step_ms=round(_decode_step(a, spec, c, w, conc, Pm + Cm / 2, tp) * eager * 1e3, 2))
+    return prefill + bulk + tail, d
+
+
+def _link_gbps(plan: Plan, spec: GPUSpec) -> float:
+    return K.INTERNODE_GBPS if plan.nnodes > 1 else spec.link_gbps
+
+
+def _weight_sync(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple[float, dict]:
+    """Seconds per rollout to put the new weights into vLLM, plus vLLM's sleep/wake (colocate)."""
+    if not cfg.use_vllm:
+        return 0.0, {}
+    a, spec = inp.arch, inp.spec
+    w16 = a.weight_bytes(dtype_bytes=2)
+    world = max(1, plan.world_size)
+    d: dict = {}
+    gather = 0.0
+    if cfg.zero_stage == 3 and world > 1:  # the full 16-bit weights gathered from every rank
+        gather = w16 * (world - 1) / world / (_link_gbps(plan, spec) * 1e9)
+    if cfg.vllm_mode == 'server':
+        sent = a.lora_params(cfg.lora_rank, cfg.target_modules) * 2 if (cfg.is_lora and cfg.vllm_enable_lora) else w16
+        link = K.INTERNODE_GBPS if plan.rollout_remote else spec.link_gbps
+        load = sent / (link * 1e9)  # NCCL broadcast trainer -> server
+        d.update(broadcast=load, broadcast_bytes=sent)
+        sleep = 0.0
+    else:
+        tp = max(1, cfg.vllm_tensor_parallel_size)
+        load = 2 * w16 / tp / (spec.hbm_gbps * 1e9 * c.bw_eff)  # merge (LoRA) and load_weights: a copy on the GPU
+        sleep = 0.0
+        level = cfg.effective_sleep_level
+        if level in K.SLEEP_WAKE:
+            a0, b = K.SLEEP_WAKE[level]
+            gib = (inp.vllm_weight_bytes if inp.vllm_weight_bytes is not None else w16) / tp / 2 ** 30
+            sleep = (a0 + b * gib) * c.sleep
+        d.update(load=load, sleep_wake=sleep)
+    d['zero3_gather'] = gather
+    return gather + load + sleep, d
+
+
+def _train(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple[float, float, float, dict]:
+    """(train, logprobs, other) seconds per optimizer step on one training GPU, and the terms."""
+    a, spec = inp.arch, inp.spec
+    n = a.active_params()
+    bs = cfg.per_device_train_batch_size
+    ga = cfg.gradient_accumulation_steps or 1
+    seq = inp.prompt_pad + inp.completion_max  # GRPO pads a micro-batch to its longest prompt and completion
+    tokens = bs * ga * seq  # per GPU per optimizer step
+    attn = _attn_flops_per_token(a, seq)
+    peak = spec.bf16_tflops * 1e12 * c.mfu
+    train = tokens * (train_flops_per_token(cfg, n) + 3 * attn) / peak
+    fwd = tokens * (2 * n + attn) / peak
+    spg = plan.steps_per_generation or ga
+    passes = (1 if cfg.beta != 0 else 0)
+    old = old_logprobs_needed(cfg, plan, inp.framework)
+    # old log-probs: once per rollout, i.e. for the rollout's share of this optimizer step
+    logprobs = fwd * passes + (fwd / max(1, cfg.num_iterations) if old else 0.0)
+    world = max(1, plan.world_size)
+    link = _link_gbps(plan, spec) * 1e9
+    trainable = a.lora_params(cfg.lora_rank, cfg.target_modules) if cfg.is_lora else a.param_count()
+    stage = cfg.zero_stage or 0
+    shard = world if stage >= 1 else 1
+    optimizer = trainable * K.ADAM_BYTES_PER_PARAM / shard / (spec.hbm_gbps * 1e9 * c.bw_eff)
+    if cfg.offload_optimizer or (cfg.deepspeed or '').endswith('offload'):
+        optimizer += trainable * 4 / shard / (K.PCIE_GBPS * 1e9)  # 16-bit gradients down, 16-bit weights up
+    grad_reduce = 2 * trainable * 2 * (world - 1) / world / link if world > 1 else 0.0
+    zero3 = 0.0
+    if stage == 3 and world > 1:
+        w16 = a.weight_bytes(dtype_bytes=2)
+        # forward and backward all-gather per micro-batch (and the recompute's with checkpointing), and the log-prob
+        # forwards' gathers
+        gathers = ga * (3 if cfg.gradient_checkpointing else 2) + ga * (passes + (1 if old else 0))
+        zero3 = gathers * w16 * (world - 1) / world / link
+    other = optimizer + grad_reduce + zero3
+    return train, logprobs, other, {'train_tokens_per_gpu': tokens, 'padded_sequence': seq, 'optimizer': optimizer,
+                                    'grad_reduce': grad_reduce, 'zero3_gather_train': zero3,
+                                    'ref_logprobs': fwd * passes, 'old_logprobs': old,
+                                    'steps_per_generation': spg}
+
+
+def _one(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple[float, dict, dict]:
+    ga = cfg.gradient_accumulation_steps or 1
+    spg = plan.steps_per_generation or ga
+    mu = max(1, cfg.num_iterations)
+    per_gen = ga / (spg * mu)  # rollouts per optimizer step
+    roll, rd = _rollout(cfg, plan, inp, c)
+    sync, sd = _weight_sync(cfg, plan, inp, c)
+    train, logp, other, td = _train(cfg, plan, inp, c)
+    phases = {'rollout': roll * per_gen, 'logprobs': logp, 'train': train, 'weight_sync': sync * per_gen,
+              'other': other}
+    total = sum(phases.values())
+    if cfg.use_vllm and cfg.vllm_mode == 'server' and cfg.async_generate:
+        # ms-swift async_generate: the next rollout runs on the server while this batch trains
+        total = max(phases['rollout'] + phases['weight_sync'], phases['logprobs'] + phases['train'] + phases['other'])
+    return total, phases, {**rd, **sd, **td, 'rollouts_per_optimizer_step': per_gen}
+
+
+def launch_gpus(cfg: GRPOConfig, plan: Plan) -> int:
+    """GPUs the launch holds: the training processes, and a rollout server's TP x DP."""
+    n = max(1, plan.world_size)
+    if cfg.use_vllm and cfg.vllm_mode == 'server':
+        n += max(1, cfg.vllm_tensor_parallel_size) * max(1, cfg.vllm_data_parallel_size)
+    return n
+
+
+def predict(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs) -> SpeedEstimate:
+    total, phases, detail = _one(cfg, plan, inp, POINT)
+    low = _one(cfg, plan, inp, FAST)[0]
+    high = _one(cfg, plan, inp, SLOW)[0]
+    gpus = launch_gpus(cfg, plan)
+    completions = plan.optimizer_batch or (cfg.per_device_train_batch_size * (cfg.gradient_accumulation_steps or 1))
+    G = max(1, cfg.num_generations)
+    prompts = completions / G
+    est = SpeedEstimate(
+        step_seconds=round(total, 2), step_seconds_low=round(low, 2), step_seconds_high=round(high, 2),
+        phases={k: round(v, 3) for k, v in phases.items()},
+        detail={k: (round(v, 4) if isinstance(v, float) else v) for k, v in detail.items()},
+        completion_tokens_assumed={'mean': inp.completion_mean, 'max': inp.completion_max},
+        prompt_tokens_assumed={'mean': inp.prompt_mean, 'padded': inp.prompt_pad}, gpus=gpus,
+        tokens_per_second=round(completions * inp.completion_mean / total, 1) if total else 0.0,
+        seconds_per_prompt=round(total / prompts, 3) if prompts else 0.0)
+    if inp.dataset_rows:
+        steps = inp.dataset_rows / prompts * max(1, cfg.num_iterations) if prompts else 0
+        est.hours_per_epoch = round(steps * total / 3600, 2)
+        est.gpu_hours_per_epoch = round(steps * total * gpus / 3600, 1)
+    return est
