@@ -90,4 +90,4 @@ def attach_speed(report, model_config: dict | None, data_stats: dict | None = No
     report.speed = est
     if fastest:
         from .fastest import rank
-        report.speed_ranking = rank(report, inp)
+        report.speed_ranking = rank(report, inp, model_config, data_stats)
