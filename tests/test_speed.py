@@ -199,3 +199,31 @@ def test_console_prints_the_step_time_and_fastest():
                    env={'COLUMNS': '200'})
     assert 'Predicted speed:' in proc.stdout and 'per optimizer step (band' in proc.stdout
     assert 'Fastest configurations that fit' in proc.stdout
+
+
+def test_doubling_gpus_barely_moves_a_long_tail_rollout():
+    """Issue 30 (a verl run: 64 -> 128 GPUs took a step from 365 s to 356 s): at a fixed rollout, more engines give
+    each fewer sequences, but a memory-bound decode step costs about the same and the tail still runs to the cap."""
+    cfg = _cfg(per_device_train_batch_size=16, max_completion_length=4096)
+    four = _predict(cfg, env={'NPROC_PER_NODE': '4'}, completion_mean=4096, kv_tokens=10 ** 7)
+    cfg8 = replace(cfg, per_device_train_batch_size=8)  # the same completions per step on twice the GPUs
+    eight = _predict(cfg8, env={'NPROC_PER_NODE': '8'}, completion_mean=4096, kv_tokens=10 ** 7)
+    assert eight.phases['rollout'] > 0.8 * four.phases['rollout']
+    assert eight.phases['train'] < 0.6 * four.phases['train']  # the trainer's share does halve
+
+
+def test_bench_reproduces_its_fitted_rows_and_keeps_the_band_narrow():
+    """bench/bench_throughput.py (arithmetic only): the rows constants were derived from come back, every scored row
+    has a band, and the median band is at most 2x wide (issue 30)."""
+    import importlib.util
+    from conftest import ROOT
+    spec = importlib.util.spec_from_file_location('bench_throughput', ROOT / 'bench' / 'bench_throughput.py')
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    result = bench.score(bench.h100_rows() + bench.trl_ratio_rows() + bench.fitted_rows())
+    fitted = [r for r in result['rows'] if r['kind'] == 'fitted']
+    assert fitted and all(abs(r['error']) < 0.01 for r in fitted)
+    scored = [r for r in result['rows'] if r['kind'] != 'fitted']
+    assert all(r['low'] <= r['predicted'] <= r['high'] for r in scored)
+    assert result['median_band_width'] <= 2.0
+    assert {r['id'].split(':')[0] for r in scored} >= {'h100', 'trl blog'}

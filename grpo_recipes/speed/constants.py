@@ -38,8 +38,9 @@ TP_ALLREDUCE_S = 2e-5
 
 # vLLM sleep + wake per rollout on a colocated engine, seconds, as a + b x (GiB of vLLM weights on the GPU): vllm-project/
 # vllm PR #48337 (A100, LoRA): Qwen3-0.6B level 1 1.44 s, level 2 1.92 s; Qwen3-8B level 1 12.76 s, level 2 6.84 s.
-# The line through the two points per level (1.2 and 16.4 GB of bf16 weights): fitted to those two points only.
-SLEEP_WAKE = {1: (0.55, 0.745), 2: (1.53, 0.324)}
+# The line through the two points per level (1.2 GB = 1.118 GiB and 16.4 GB = 15.27 GiB of bf16 weights): fitted to
+# those two points only (level 1: b = 11.32 / 14.16 s per GiB; level 2: b = 4.92 / 14.16).
+SLEEP_WAKE = {1: (0.546, 0.800), 2: (1.531, 0.348)}
 SLEEP_BAND = (0.7, 1.5)  # judgement: two points on one card
 
 # Across nodes: 400 Gb/s per GPU (NVIDIA DGX H100 data sheet: 8x ConnectX-7 400 Gb/s), 50 GB/s.
