@@ -18,7 +18,7 @@ from .errors import GuardError
 from .recipes import META_RE, PLAN_BEGIN, PLAN_END
 
 INPUTS_PREFIX = '# planned from:'
-GENERATED = (INPUTS_PREFIX, '# hardware:', '# batch:', '# lengths:', '# GPU ', '#   vLLM KV')
+GENERATED = (INPUTS_PREFIX, '# hardware:', '# batch:', '# lengths:', '# GPU ', '#   vLLM KV', '# speed (predicted')
 """Every line plan_block writes starts with one of these (recipes.plan_block)."""
 
 

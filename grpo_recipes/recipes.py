@@ -125,6 +125,10 @@ def plan_block(report) -> list[str]:
         if m.vllm.get('kv_tokens'):
             lines.append(f'#   vLLM KV {m.vllm["kv_cache_gib"]:.1f} GiB = {m.vllm["kv_tokens"]:,} tokens; a rollout '
                          f'needs {m.vllm.get("rollout_tokens", 0):,}')
+    from .speed.report import header_line  # the predicted step time (docs/throughput.md)
+    speed = header_line(report)
+    if speed:
+        lines.append(speed)
     lines.append(PLAN_END)
     return lines
 

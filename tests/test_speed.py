@@ -227,3 +227,21 @@ def test_bench_reproduces_its_fitted_rows_and_keeps_the_band_narrow():
     assert all(r['low'] <= r['predicted'] <= r['high'] for r in scored)
     assert result['median_band_width'] <= 2.0
     assert {r['id'].split(':')[0] for r in scored} >= {'h100', 'trl blog'}
+
+
+def test_completion_mean_must_be_positive():
+    proc = run_cli('grpo_recipes.cli.guard', 'check', str(EXAMPLE), '--gpus', '2', '--gpu-type', 'H100',
+                   '--completion-mean', '0')
+    assert proc.returncode == 2 and '--completion-mean 0' in proc.stderr
+
+
+def test_readme_recipe_table_matches_the_headers_predicted_step():
+    import re
+    from conftest import ROOT
+    table = {m.group(1): m.group(2) for m in re.finditer(r'^\| ([\w.\-]+/[\w.\-]+) \|.*\| (\d+ \(\d+-\d+\)) \|',
+                                                         (ROOT / 'README.md').read_text(), re.M)}
+    assert table
+    for name, cell in table.items():
+        header = (ROOT / 'recipes' / f'{name}.yaml').read_text()
+        m = re.search(r'# speed \(predicted, docs/throughput.md\): (\d+) s/step \(band (\d+)-(\d+)\)', header)
+        assert m and cell == f'{m.group(1)} ({m.group(2)}-{m.group(3)})', name

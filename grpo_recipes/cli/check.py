@@ -21,6 +21,8 @@ from .render import print_report
 def _check(opts, extra):
     if opts.gpus is not None and opts.gpus < 1:
         raise GuardError(f'--gpus {opts.gpus}: must be >= 1')
+    if getattr(opts, 'completion_mean', None) is not None and opts.completion_mean < 1:
+        raise GuardError(f'--completion-mean {opts.completion_mean}: must be >= 1 (tokens)')
     from ..gpu_names import check_hardware_flags
     check_hardware_flags(opts.gpu_type, opts.gpu_mem)  # exact card names, --gpu-mem > 0
     from ..recipe_launcher import recipe_launcher

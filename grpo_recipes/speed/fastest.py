@@ -211,11 +211,12 @@ def rank(report, speed_inp, model_config: dict | None, data_stats: dict | None =
             continue
         if any(abs(c.step_seconds - b.step_seconds) <= 0.005 * b.step_seconds for b in best):
             continue  # the same prediction by another route: one is enough
+        c.text = _render(report, c.changes, c.env, c.rollout)
+        if any(c.text == b.text for b in best):
+            continue  # TRL has one sleep switch for ms-swift's two levels: the same lines
+        c.why = _why(c.phases, base.phases if base else {})
         best.append(c)
         if len(best) >= top:
             break
-    for c in best:
-        c.text = _render(report, c.changes, c.env, c.rollout)
-        c.why = _why(c.phases, base.phases if base else {})
     ranking.candidates = best
     return ranking

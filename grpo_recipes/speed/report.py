@@ -61,3 +61,15 @@ def speed_lines(report) -> list[str]:
     if ranking is not None:
         lines += ranking.lines()
     return lines
+
+
+def header_line(report) -> str | None:
+    """A recipe header's line (recipes.plan_block): predicted seconds per step, band, phase shares, what was assumed."""
+    est = getattr(report, 'speed', None)
+    if est is None:
+        return None
+    shares = est.shares
+    phases = ' '.join(f'{k} {shares[k]:.0%}' for k in PHASES if est.phases.get(k, 0) and shares[k] >= 0.005)
+    return (f'# speed (predicted, docs/throughput.md): {est.step_seconds:.0f} s/step (band {est.step_seconds_low:.0f}-'
+            f'{est.step_seconds_high:.0f}), {est.seconds_per_prompt:.1f} s/prompt; {phases}; completions '
+            f'{est.completion_tokens_assumed["mean"]} avg / {est.completion_tokens_assumed["max"]} max assumed')
