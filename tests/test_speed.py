@@ -245,3 +245,22 @@ def test_readme_recipe_table_matches_the_headers_predicted_step():
         header = (ROOT / 'recipes' / f'{name}.yaml').read_text()
         m = re.search(r'# speed \(predicted, docs/throughput.md\): (\d+) s/step \(band (\d+)-(\d+)\)', header)
         assert m and cell == f'{m.group(1)} ({m.group(2)}-{m.group(3)})', name
+
+
+def test_a_server_layout_is_written_with_its_rollout_command_and_keeps_the_prompts_per_step():
+    from grpo_recipes.speed import fastest
+    _, report = make({'tuner_type': 'full', 'per_device_train_batch_size': 4},
+                     env={'CUDA_VISIBLE_DEVICES': '0,1,2,3,4,5,6,7', 'NPROC_PER_NODE': 8},
+                     hw=Hardware(gpus=8, gpu_type='H100-80G', source='flags'))
+    layouts = [lay for lay in fastest._layouts(report, QWEN7B.heads) if lay[2]]
+    assert layouts
+    for changes, env, serve, hw in layouts:
+        world = int(env['NPROC_PER_NODE'])
+        assert world + len(hw.rollout_gpus) == 8
+        assert world * changes['per_device_train_batch_size'] * changes['gradient_accumulation_steps'] == \
+            report.plan.optimizer_batch
+        text = fastest._render(report, {k: (getattr(report.cfg, k), v) for k, v in changes.items()
+                                        if getattr(report.cfg, k) != v}, env, serve)
+        assert 'rollout server: CUDA_VISIBLE_DEVICES=' in text and 'swift rollout' in text
+        assert '+ vllm_mode: server' in text and 'vllm_tensor_parallel_size:' not in text  # the server's, not here
+        assert '+ ENV: NPROC_PER_NODE' in text

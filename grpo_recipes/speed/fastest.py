@@ -17,6 +17,8 @@ from ..plan import build_plan
 from .model import predict
 
 TOP = 3
+# In server mode these are the rollout server's (on its command), not the trainer's (ms-swift logs them as ignored)
+SERVER_SIDE = ('vllm_tensor_parallel_size', 'vllm_data_parallel_size', 'vllm_gpu_memory_utilization', 'sleep_level')
 PHASE_WORDS = {'rollout': 'rollout', 'logprobs': 'log-prob passes', 'train': 'forward+backward',
                'weight_sync': 'weight sync and sleep/wake', 'other': 'optimizer and collectives'}
 
@@ -114,17 +116,29 @@ def _layouts(report, heads: int) -> list[tuple[dict, dict, str | None, object]]:
               'per_device_train_batch_size': bs, 'gradient_accumulation_steps': per_proc // bs, 'sleep_level': 0}
         env = {'NPROC_PER_NODE': str(train), 'CUDA_VISIBLE_DEVICES': ','.join(str(i) for i in range(train))}
         rgpus = ','.join(str(i) for i in range(train, total))
-        serve = (f'CUDA_VISIBLE_DEVICES={rgpus} swift rollout --model {cfg.model} --vllm_data_parallel_size {k}'
-                 if launch.framework != 'trl' else
-                 f'CUDA_VISIBLE_DEVICES={rgpus} trl vllm-serve --model {cfg.model} --data-parallel-size {k}')
-        out.append((ch, env, serve, replace(hw, rollout_gpus=tuple(range(train, total)))))
+        for tp, dp in ((1, k), (k, 1)) if k > 1 and heads % k == 0 else ((1, k),):  # k engines, or one TP-k engine
+            swift = f'--vllm_data_parallel_size {dp}' if tp == 1 else f'--vllm_tensor_parallel_size {tp}'
+            trl = f'--data-parallel-size {dp}' if tp == 1 else f'--tensor-parallel-size {tp}'
+            serve = (f'CUDA_VISIBLE_DEVICES={rgpus} swift rollout --model {cfg.model} {swift}'
+                     if launch.framework != 'trl' else f'CUDA_VISIBLE_DEVICES={rgpus} trl vllm-serve --model {cfg.model} {trl}')
+            out.append(({**ch, 'vllm_tensor_parallel_size': tp, 'vllm_data_parallel_size': dp}, env, serve,
+                         replace(hw, rollout_gpus=tuple(range(train, total)))))
     return out
 
 
 def _render(report, changes: dict, env: dict, rollout: str | None) -> str:
     from ..fix_syntax import swift_cli_fix, syntax_of, trl_yaml
-    fix = Fix({k: v for k, v in changes.items() if k not in ('vllm_server_host',) or report.launch.framework != 'trl'},
-              0.0, '')
+    shown = {}
+    server = changes.get('vllm_mode', (None, report.cfg.vllm_mode))[1] == 'server'
+    for k, (old, new) in changes.items():
+        if k == 'vllm_server_host' and report.launch.framework == 'trl':
+            continue  # TRL's server_host defaults to this machine
+        if server and k in SERVER_SIDE:
+            continue  # the rollout server's own settings: on its command line, ignored by the trainer
+        if isinstance(new, list):  # one host: a scalar reads the same for ms-swift's nargs='+' argument
+            new = new[0] if len(new) == 1 else ' '.join(map(str, new))
+        shown[k] = (old, new)
+    fix = Fix(shown, 0.0, '')
     syntax, config = syntax_of(report.launch)
     if report.launch.framework == 'trl':
         text = fix.text(report.launch)
@@ -133,7 +147,14 @@ def _render(report, changes: dict, env: dict, rollout: str | None) -> str:
         text = swift_cli_fix(fix, report.launch) if syntax == 'flags' else fix.yaml_diff()
     lines = [text] if text else []
     if env:
-        lines.insert(0, ' '.join(f'{k}={v}' for k, v in env.items()) + ' for the training command')
+        if report.launch.framework == 'trl':
+            how = (f'CUDA_VISIBLE_DEVICES={env["CUDA_VISIBLE_DEVICES"]} accelerate launch --num_processes '
+                   f'{env["NPROC_PER_NODE"]} ... (the training command)')
+        elif syntax == 'yaml':
+            how = '+ ENV: ' + ', '.join(f'{k}: "{v}"' for k, v in env.items())
+        else:
+            how = ' '.join(f'{k}={v}' for k, v in env.items()) + ' before swift rlhf'
+        lines.insert(0, how)
     if rollout:
         lines.append(f'rollout server: {rollout}')
     return '\n'.join(lines)
