@@ -264,3 +264,16 @@ def test_a_server_layout_is_written_with_its_rollout_command_and_keeps_the_promp
         assert 'rollout server: CUDA_VISIBLE_DEVICES=' in text and 'swift rollout' in text
         assert '+ vllm_mode: server' in text and 'vllm_tensor_parallel_size:' not in text  # the server's, not here
         assert '+ ENV: NPROC_PER_NODE' in text
+
+
+def test_old_policy_log_probs_follow_each_framework():
+    from grpo_recipes.speed.model import old_logprobs_needed
+    plan = build_plan(_cfg(), {}, H100)
+    assert old_logprobs_needed(_cfg(), plan, 'swift')  # ms-swift 4.6: every prepared batch
+    assert old_logprobs_needed(_cfg(use_vllm=True), plan, 'trl')  # TRL's vLLM importance-sampling correction
+    assert not old_logprobs_needed(_cfg(use_vllm=False), plan, 'trl')
+    two = _cfg(use_vllm=False, num_iterations=2)
+    assert old_logprobs_needed(two, build_plan(two, {}, H100), 'trl')
+    # once per rollout: two iterations over a rollout halve the per-step share
+    assert _predict(_cfg(num_iterations=2)).phases['logprobs'] == pytest.approx(
+        _predict(_cfg()).phases['logprobs'] / 2, rel=0.01)

@@ -7,8 +7,9 @@ Pure: (GRPOConfig, Plan, SpeedInputs) -> SpeedEstimate. Phases (seconds per opti
   the memory model predicts caps how many sequences run at once, so a rollout runs in waves; the last wave lasts until
   the longest completion ends (the cap unless told otherwise). HF generate (``use_vllm false``) adds a per-layer
   Python/launch cost to every decode step.
-- ``logprobs``: the reference model's (``beta != 0``) and the old policy's (``num_iterations > 1``, a rollout reused
-  over several optimizer steps, or TRL's vLLM importance-sampling correction) forward passes, 2 x N x padded tokens.
+- ``logprobs``: the reference model's (``beta != 0``) and the old policy's (always in ms-swift 4.6; in TRL when a
+  rollout spans optimizer steps or with vLLM's importance-sampling correction) forward passes, 2 x N x padded tokens,
+  once per rollout.
 - ``train``: forward + backward, 6 x N x tokens (8 with gradient checkpointing; LoRA 4, 6 with checkpointing).
 - ``weight_sync``: weights into vLLM (ZeRO-3 gather, NCCL broadcast to a server) and vLLM's sleep/wake.
 - ``other``: the optimizer step and the training collectives (ZeRO-3 gathers per micro-batch, gradient reduction).
@@ -109,13 +110,17 @@ def _attn_flops_per_token(a: Arch, ctx: float) -> float:
 
 
 def old_logprobs_needed(cfg: GRPOConfig, plan: Plan, framework: str) -> bool:
-    """The old policy's log-probs are a separate forward when the rollout is trained on more than once or over several
-    optimizer steps (ms-swift and TRL both compute ``old_per_token_logps`` then), or in TRL with vLLM (its importance-
-    sampling correction, ``vllm_importance_sampling_correction`` on by default, trl/trainer/grpo_trainer.py)."""
-    spg = plan.steps_per_generation or cfg.gradient_accumulation_steps
-    if cfg.num_iterations > 1 or spg > (cfg.gradient_accumulation_steps or 1):
+    """Whether the old policy's log-probs are a forward pass of their own. ms-swift 4.6 computes them for every batch
+    it prepares (swift/rlhf_trainers/grpo_trainer.py ``_prepare_batch_inputs``: ``old_per_token_logps`` under
+    ``torch.no_grad()``, no condition). TRL only when gradient_accumulation_steps is not a multiple of
+    steps_per_generation x num_iterations, or with vLLM's importance-sampling correction (on by default;
+    trl/trainer/grpo_trainer.py, TRL 0.29)."""
+    if framework != 'trl':
         return True
-    return framework == 'trl' and cfg.use_vllm
+    spg = plan.steps_per_generation or cfg.gradient_accumulation_steps or 1
+    if (cfg.gradient_accumulation_steps or 1) % (spg * max(1, cfg.num_iterations)) != 0:
+        return True
+    return bool(cfg.use_vllm)
 
 
 def _decode_step(a: Arch, spec: GPUSpec, c: _Consts, weight_bytes: float, batch: float, ctx: float, tp: int,
@@ -229,8 +234,9 @@ def _train(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple[f
     spg = plan.steps_per_generation or ga
     passes = (1 if cfg.beta != 0 else 0)
     old = old_logprobs_needed(cfg, plan, inp.framework)
-    # old log-probs: once per rollout, i.e. for the rollout's share of this optimizer step
-    logprobs = fwd * passes + (fwd / max(1, cfg.num_iterations) if old else 0.0)
+    # reference and old log-probs: once per rollout (when its batch is prepared), reused over num_iterations
+    mu = max(1, cfg.num_iterations)
+    logprobs = (fwd * passes + (fwd if old else 0.0)) / mu
     world = max(1, plan.world_size)
     link = _link_gbps(plan, spec) * 1e9
     trainable = a.lora_params(cfg.lora_rank, cfg.target_modules) if cfg.is_lora else a.param_count()
@@ -250,7 +256,7 @@ def _train(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple[f
     other = optimizer + grad_reduce + zero3
     return train, logprobs, other, {'train_tokens_per_gpu': tokens, 'padded_sequence': seq, 'optimizer': optimizer,
                                     'grad_reduce': grad_reduce, 'zero3_gather_train': zero3,
-                                    'ref_logprobs': fwd * passes, 'old_logprobs': old,
+                                    'ref_logprobs': fwd * passes / mu, 'old_logprobs': old,
                                     'steps_per_generation': spg}
 
 
