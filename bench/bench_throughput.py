@@ -32,7 +32,7 @@ from grpo_recipes.memory.inputs import Inputs  # noqa: E402
 from grpo_recipes.models import load_model_config  # noqa: E402
 from grpo_recipes.plan import build_plan  # noqa: E402
 from grpo_recipes.speed import constants as K  # noqa: E402
-from grpo_recipes.speed.model import FAST, POINT, SLOW, SpeedInputs, _one, predict  # noqa: E402
+from grpo_recipes.speed.model import FAST, POINT, SLOW, SpeedInputs, _one  # noqa: E402
 from grpo_recipes.speed.specs import SPECS  # noqa: E402
 
 PACKAGES = {'ms-swift': '4.6.0', 'trl': '0.29.1', 'torch': '2.11.0', 'transformers': '5.19.0', 'vllm': None,

@@ -14,7 +14,8 @@ def completion_lengths(cfg, completion_mean: int | None) -> tuple[int, int, str]
     cap = max(1, cfg.max_completion_length)
     if completion_mean is not None:
         mean = max(1, min(cap, int(completion_mean)))
-        return mean, cap, f'--completion-mean {completion_mean}' + (f' (capped at {cap})' if completion_mean > cap else '')
+        capped = f' (capped at {cap})' if completion_mean > cap else ''
+        return mean, cap, f'--completion-mean {completion_mean}{capped}'
     name = (cfg.model or '').lower().rsplit('/', 1)[-1]
     if any(m in name for m in K.REASONING_MARKERS):
         return cap, cap, f'{cfg.model} looks like a reasoning model: completions assumed to reach the cap'

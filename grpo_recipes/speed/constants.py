@@ -16,9 +16,9 @@ DECODE_BW_EFF = (0.685, 0.8, 0.5)  # (point, optimistic, pessimistic)
 MFU = (0.35, 0.45, 0.25)
 
 # HF generate (``use_vllm false``): Python and kernel-launch time per decoder layer per generated token, on top of the
-# bandwidth time. The PyTorch blog "Accelerating Generative AI with PyTorch II: GPT, Fast" (2023-11-30) measures Llama-7B
-# on an A100 at 25.5 tok/s in eager mode; gpt-fast's README gives 104.9 tok/s compiled on the same card. (1/25.5 -
-# 1/104.9) / 32 layers = 0.93 ms per layer per step. HF generate's loop (logits processors, cache objects, PEFT
+# bandwidth time. The PyTorch blog "Accelerating Generative AI with PyTorch II: GPT, Fast" (2023-11-30) measures
+# Llama-7B on an A100 at 25.5 tok/s in eager mode; gpt-fast's README gives 104.9 tok/s compiled on the same card:
+# (1/25.5 - 1/104.9) / 32 layers = 0.93 ms per layer per step. HF generate's loop (logits processors, cache objects, PEFT
 # wrappers) is heavier than gpt-fast's minimal eager loop: band x0.8 to x2.5 (a judgement; set with our two H100 rows in
 # view, so those rows do not test the band's upper edge independently -- docs/throughput.md).
 HF_LAYER_OVERHEAD_S = 0.93e-3
@@ -36,8 +36,9 @@ EAGER_FACTOR = 85 / 62
 # 0.5 KB-1 MB at TP 2-8 (sgl-project/sglang PR #2904, table "vllm"). 0.02 ms, two per layer (attention and MLP outputs).
 TP_ALLREDUCE_S = 2e-5
 
-# vLLM sleep + wake per rollout on a colocated engine, seconds, as a + b x (GiB of vLLM weights on the GPU): vllm-project/
-# vllm PR #48337 (A100, LoRA): Qwen3-0.6B level 1 1.44 s, level 2 1.92 s; Qwen3-8B level 1 12.76 s, level 2 6.84 s.
+# vLLM sleep + wake per rollout on a colocated engine, seconds, as a + b x (GiB of vLLM weights on the GPU):
+# vllm-project/vllm PR #48337 (A100, LoRA): Qwen3-0.6B level 1 1.44 s, level 2 1.92 s; Qwen3-8B level 1 12.76 s,
+# level 2 6.84 s.
 # The line through the two points per level (1.2 GB = 1.118 GiB and 16.4 GB = 15.27 GiB of bf16 weights): fitted to
 # those two points only (level 1: b = 11.32 / 14.16 s per GiB; level 2: b = 4.92 / 14.16).
 SLEEP_WAKE = {1: (0.546, 0.800), 2: (1.531, 0.348)}

@@ -5,7 +5,8 @@ Knobs (every candidate keeps num_generations and the prompts per optimizer step)
 or a rollout server on k of the node's GPUs with the rest training), vLLM's tensor parallelism (colocate), gradient
 checkpointing and vLLM's sleep level. A candidate fits when the memory model (memory.estimate, the fit test
 memory/search.py applies) puts every GPU within its capacity with no vLLM start-up problem, and the check would not call
-it tight (memory.verdicts.MODEL_ERROR of headroom on the trainer's terms). Each is written as the launch's own fix lines (fix_syntax), with why the winner wins.
+it tight (memory.verdicts.MODEL_ERROR of headroom on the trainer's terms). Each is written as the launch's own fix
+lines (fix_syntax), with why the winner wins.
 """
 from __future__ import annotations
 
@@ -60,8 +61,8 @@ class Ranking:
                 'fit': self.fitted, 'candidates': [c.to_dict() for c in self.candidates]}
 
     def lines(self) -> list[str]:
-        out = [f'Fastest configurations that fit ({self.fitted} of {self.searched} searched fit; the launch as written: '
-               f'{self.current_seconds_per_prompt:.2f} s per prompt):']
+        out = [f'Fastest configurations that fit ({self.fitted} of {self.searched} searched fit; the launch as '
+               f'written: {self.current_seconds_per_prompt:.2f} s per prompt):']
         if not self.candidates:
             out.append('  none of the searched changes fits and is faster')
         for i, c in enumerate(self.candidates, 1):
@@ -119,8 +120,9 @@ def _layouts(report, heads: int) -> list[tuple[dict, dict, str | None, object]]:
         for tp, dp in ((1, k), (k, 1)) if k > 1 and heads % k == 0 else ((1, k),):  # k engines, or one TP-k engine
             swift = f'--vllm_data_parallel_size {dp}' if tp == 1 else f'--vllm_tensor_parallel_size {tp}'
             trl = f'--data-parallel-size {dp}' if tp == 1 else f'--tensor-parallel-size {tp}'
-            serve = (f'CUDA_VISIBLE_DEVICES={rgpus} swift rollout --model {cfg.model} {swift}'
-                     if launch.framework != 'trl' else f'CUDA_VISIBLE_DEVICES={rgpus} trl vllm-serve --model {cfg.model} {trl}')
+            serve = f'CUDA_VISIBLE_DEVICES={rgpus} ' + (f'swift rollout --model {cfg.model} {swift}'
+                                                         if launch.framework != 'trl' else
+                                                         f'trl vllm-serve --model {cfg.model} {trl}')
             out.append(({**ch, 'vllm_tensor_parallel_size': tp, 'vllm_data_parallel_size': dp}, env, serve,
                          replace(hw, rollout_gpus=tuple(range(train, total)))))
     return out

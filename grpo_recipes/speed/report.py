@@ -6,7 +6,7 @@ PHASES = ('rollout', 'logprobs', 'train', 'weight_sync', 'other')
 
 
 def speed_json(report) -> dict:
-    """``{"speed": {...}}`` (null with ``speed_unchecked`` when not predicted), plus ``speed_ranking`` with --fastest."""
+    """``{"speed": {...}}`` (null with ``speed_unchecked`` when not predicted); ``speed_ranking`` with --fastest."""
     est = getattr(report, 'speed', None)
     if est is None:
         out = {'speed': None}
