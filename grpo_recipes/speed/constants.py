@@ -18,9 +18,9 @@ MFU = (0.35, 0.45, 0.25)
 # HF generate (``use_vllm false``): Python and kernel-launch time per decoder layer per generated token, on top of the
 # bandwidth time. The PyTorch blog "Accelerating Generative AI with PyTorch II: GPT, Fast" (2023-11-30) measures
 # Llama-7B on an A100 at 25.5 tok/s in eager mode; gpt-fast's README gives 104.9 tok/s compiled on the same card:
-# (1/25.5 - 1/104.9) / 32 layers = 0.93 ms per layer per step. HF generate's loop (logits processors, cache objects, PEFT
-# wrappers) is heavier than gpt-fast's minimal eager loop: band x0.8 to x2.5 (a judgement; set with our two H100 rows in
-# view, so those rows do not test the band's upper edge independently -- docs/throughput.md).
+# (1/25.5 - 1/104.9) / 32 layers = 0.93 ms per layer per step. HF generate's loop (logits processors, cache
+# objects, PEFT wrappers) is heavier than gpt-fast's minimal eager loop: band x0.8 to x2.5 (a judgement; set with our
+# two H100 rows in view, so those rows do not test the band's upper edge independently -- docs/throughput.md).
 HF_LAYER_OVERHEAD_S = 0.93e-3
 HF_OVERHEAD_BAND = (0.8, 2.5)
 # An unmerged PEFT LoRA adds, per adapted linear, dropout + lora_A + lora_B + scaling + add (peft/tuners/lora/layer.py
