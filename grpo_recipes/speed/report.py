@@ -43,7 +43,7 @@ def speed_lines(report) -> list[str]:
     lines = [f'Predicted speed: {_fmt_s(est.step_seconds)} per optimizer step (band {_fmt_s(est.step_seconds_low)} - '
              f'{_fmt_s(est.step_seconds_high)}), {est.seconds_per_prompt:.2f} s per prompt, '
              f'{est.tokens_per_second:,.0f} completion tokens/s on {est.gpus} GPU(s)',
-             '  phases: ' + ', '.join(f'{k} {shares.get(k, 0):.0%}' for k in PHASES if est.phases.get(k)),
+             '  phases: ' + ', '.join(f'{k} {shares.get(k, 0):.0%}' for k in PHASES if shares.get(k, 0) >= 0.005),
              f'  assumed: completions of {est.completion_tokens_assumed["mean"]:,} tokens on average, the longest '
              f'{est.completion_tokens_assumed["max"]:,}; prompts of {est.prompt_tokens_assumed["mean"]:,} tokens']
     d = est.detail
