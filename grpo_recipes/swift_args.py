@@ -39,11 +39,65 @@ def _choice_type(choices):
 _TYPES = {'str': str, 'int': int, 'float': float, 'bool': string_to_bool}
 
 
-@lru_cache(maxsize=4)
+RELEASE_PREFIX = 'ms-swift=='
+"""A snapshot name ``ms-swift==3.3.1``: that release's arguments from frontends/swift/releases.json."""
+
+
+@lru_cache(maxsize=32)
 def snapshot(name: str = SNAPSHOT_FILE) -> dict:
-    """``name``: the snapshot file (another ms-swift release's: swift_versions.py picks it)."""
+    """``name``: the snapshot file, or ``ms-swift==X`` for release X's entry in releases.json (versions.py picks
+    it)."""
+    if name.startswith(RELEASE_PREFIX):
+        return release_snapshot(name[len(RELEASE_PREFIX):])
     text = resources.files('grpo_recipes').joinpath(name).read_text(encoding='utf-8')
     return json.loads(text)
+
+
+@lru_cache(maxsize=1)
+def releases() -> dict[str, dict[str, dict]]:
+    """{ms-swift version: {field: spec}} for every release in releases.json (scripts/gen_swift_release_snapshots.py:
+    the first release in full, each later one as what it changes), in release order; ``transformers`` per release in
+    ``release_transformers``."""
+    text = resources.files('grpo_recipes').joinpath('frontends/swift/releases.json').read_text(encoding='utf-8')
+    out: dict[str, dict[str, dict]] = {}
+    cur: dict[str, dict] = {}
+    for rel in json.loads(text)['releases']:
+        if 'fields' in rel:
+            cur = dict(rel['fields'])
+        else:
+            cur = {k: v for k, v in cur.items() if k not in set(rel['dropped'])}
+            cur.update(rel['changed'])
+        out[rel['ms_swift']] = {'transformers': rel['transformers'], 'fields': cur}
+    return out
+
+
+def release_arguments(fields: dict[str, dict]) -> list[dict]:
+    """A release's fields as the argparse entries swift_args_snapshot.json holds (what HfArgumentParser adds per
+    field: ``--name``, ``--name-with-dashes``, aliases; the ``--no_name`` complement of a bool defaulting to True)."""
+    out = []
+    for name, s in fields.items():
+        flags = [f'--{name}'] + ([f"--{name.replace('_', '-')}"] if '_' in name else []) + s.get('aliases', [])
+        e = {'dest': name, 'flags': flags, 'action': 'store', 'type': s.get('type', 'str'), 'nargs': s.get('nargs'),
+             'default': s.get('default')}
+        if 'choices' in s:
+            e['choices'] = s['choices']
+        if e['type'] == 'bool' and e['nargs'] == '?':
+            e['const'] = True
+        elif 'const' in s:
+            e['const'] = s['const']
+        if s.get('required'):
+            e['required'] = True
+        out.append(e)
+        if s.get('neg'):
+            out.append({'dest': name, 'flags': [f'--no_{name}', f"--no-{name.replace('_', '-')}"],
+                        'action': 'store_false', 'type': 'str', 'nargs': 0, 'default': False, 'const': False})
+    return out
+
+
+def release_snapshot(version: str) -> dict:
+    rel = releases()[version]
+    return {'ms_swift_version': version, 'transformers_version': rel['transformers'],
+            'arguments': release_arguments(rel['fields'])}
 
 
 class _Parser(argparse.ArgumentParser):
