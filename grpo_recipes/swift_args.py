@@ -133,20 +133,72 @@ def build_parser(name: str = SNAPSHOT_FILE) -> argparse.ArgumentParser:
 
 
 def parse(argv: list[str], name: str = SNAPSHOT_FILE) -> tuple[dict[str, Any], list[str]]:
-    """Split ``argv`` as ms-swift would: (values by dest, remaining unknown strings)."""
+    """Split ``argv`` as ms-swift would: (values by dest, remaining unknown strings). An ambiguous abbreviation
+    (``ambiguous``) and its values go to the remaining instead of stopping the parse."""
     if name != SNAPSHOT_FILE:  # another release's snapshot (swift_versions): one plain parse
+        argv, held = split_ambiguous(argv, name)
         ns, remaining = build_parser(name).parse_known_args(list(argv))
-        return vars(ns), remaining
+        return vars(ns), remaining + held
     values, remaining, _ = parse_explicit(argv)
     return values, remaining
+
+
+def ambiguous(flag: str, name: str = SNAPSHOT_FILE) -> list[str]:
+    """The options ``flag`` abbreviates when it abbreviates more than one (argparse's allow_abbrev, which
+    HfArgumentParser keeps: ms-swift stops with "ambiguous option: --x could match --a, --b"); else []."""
+    if not flag.startswith('--') or flag == '--':
+        return []
+    opt = flag.split('=', 1)[0]
+    options = build_parser(name)._option_string_actions
+    if opt in options:
+        return []
+    found = [o for o in options if o.startswith(opt)]
+    return found if len(found) > 1 else []
+
+
+def expand_abbreviations(argv: list[str], name: str = SNAPSHOT_FILE) -> list[str]:
+    """``argv`` with each unique abbreviation written out (``--num_gen 4`` -> ``--num_generations 4``), as the
+    release ``name``'s parser reads them; what another release's parser then makes of the full names is its own."""
+    options = build_parser(name)._option_string_actions
+    out = []
+    for tok in argv:
+        if tok.startswith('--') and tok != '--':
+            opt, eq, val = tok.partition('=')
+            if opt not in options:
+                found = [o for o in options if o.startswith(opt)]
+                if len(found) == 1:
+                    tok = found[0] + eq + val
+        out.append(tok)
+    return out
+
+
+def split_ambiguous(argv: list[str], name: str = SNAPSHOT_FILE) -> tuple[list[str], list[str]]:
+    """(``argv`` without its ambiguous abbreviations, those flags with the values that follow them): so one
+    ambiguous key is one finding and the rest of the launch is still read."""
+    keep, held = [], []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if ambiguous(tok, name):
+            held.append(tok)
+            i += 1
+            while '=' not in tok and i < len(argv) and not argv[i].startswith('--'):
+                held.append(argv[i])
+                i += 1
+            continue
+        keep.append(tok)
+        i += 1
+    return keep, held
 
 
 def parse_explicit(argv: list[str]) -> tuple[dict[str, Any], list[str], set[str]]:
     """One parse of ``argv``: (values by dest, remaining unknown strings, the dests the user set). Unset dests
     get their defaults as argparse gives them (a string default goes through the argument's type)."""
     parser = build_parser()
+    argv, held = split_ambiguous(argv)
     sentinel_ns = argparse.Namespace(**{a.dest: _UNSET for a in parser._actions if a.dest != argparse.SUPPRESS})
     ns, remaining = parser.parse_known_args(list(argv), namespace=sentinel_ns)
+    remaining = remaining + held
     values: dict[str, Any] = {}
     explicit: set[str] = set()
     for a in parser._actions:
@@ -193,15 +245,32 @@ RENAMED = {
 
 @dataclass(frozen=True)
 class UnknownArgument:
-    """A flag ms-swift's parser would leave in ``remaining_argv``."""
+    """A flag ms-swift's parser would leave in ``remaining_argv``; ``stops`` is how ms-swift stops on it where that
+    is not the ``remaining_argv`` ValueError (an ambiguous abbreviation: argparse's own error, which
+    ``--ignore_args_error`` does not turn off)."""
     flag: str
     suggestion: str | None
     reason: str
+    stops: str | None = None
 
     def describe(self) -> str:
+        if self.stops:
+            return f'{self.flag}: ambiguous to ms-swift 4.6; use {self.suggestion} ({self.reason})'
         if self.suggestion:
             return f'{self.flag}: unknown to ms-swift 4.6; use {self.suggestion} ({self.reason})'
         return f'{self.flag}: unknown to ms-swift 4.6 ({self.reason})'
+
+
+def ambiguity(token: str, name: str = SNAPSHOT_FILE) -> tuple[str, str, str] | None:
+    """(suggestion, reason, how ms-swift stops) for an ambiguous abbreviation, else None."""
+    found = ambiguous(token, name)
+    if not found:
+        return None
+    flag = token.split('=', 1)[0]
+    shown = [o for o in found if '-' not in o[2:]] or found  # --a_b and --a-b are one argument: name it once
+    best = difflib.get_close_matches(flag, shown, n=1, cutoff=0) or shown[:1]
+    return (best[0], f'it abbreviates {" and ".join(sorted(shown))}',
+            f'ms-swift stops with `swift rlhf: error: ambiguous option: {flag} could match {", ".join(found)}`')
 
 
 def explain_remaining(remaining: list[str]) -> list[UnknownArgument]:
@@ -212,6 +281,10 @@ def explain_remaining(remaining: list[str]) -> list[UnknownArgument]:
         if not token.startswith('--'):
             continue  # the value of an unknown flag
         flag = token.split('=', 1)[0]
+        amb = ambiguity(token)
+        if amb is not None:
+            out.append(UnknownArgument(flag, *amb))
+            continue
         key = flag[2:].replace('-', '_')
         if key in RENAMED:
             new, why = RENAMED[key]
