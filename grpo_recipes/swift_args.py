@@ -226,21 +226,31 @@ def all_flags() -> list[str]:
 
 
 # Arguments that existed in ms-swift 3.x (or in trl/vLLM) under another name. Each maps the old
-# spelling to (new spelling, why). Sources: ms-swift.md §1.11 (3.x → 4.x renames and removals).
+# spelling to (new spelling, why); when a release dropped it is read from releases.json (``dropped_in``).
 RENAMED = {
-    'train_type': ('tuner_type', 'renamed in ms-swift 4.0; there is no alias'),
-    'gpu_memory_utilization': ('vllm_gpu_memory_utilization', 'the unprefixed alias was removed in ms-swift 3.8'),
-    'tensor_parallel_size': ('vllm_tensor_parallel_size', 'the unprefixed alias was removed in ms-swift 3.8'),
-    'data_parallel_size': ('vllm_data_parallel_size', 'the unprefixed alias was removed in ms-swift 3.8'),
-    'pipeline_parallel_size': ('vllm_pipeline_parallel_size', 'the unprefixed alias was removed in ms-swift 3.8'),
-    'enforce_eager': ('vllm_enforce_eager', 'the unprefixed alias was removed in ms-swift 3.8'),
-    'max_num_seqs': ('vllm_max_num_seqs', 'the unprefixed alias was removed in ms-swift 3.8'),
-    'vllm_device': ('vllm_mode', 'removed in ms-swift 3.6: use --vllm_mode colocate, or --vllm_mode server '
-                                 'with `swift rollout` on its own GPUs'),
-    'num_infer_workers': ('vllm_mode', 'removed in ms-swift 3.6: use --vllm_mode colocate or server'),
+    'train_type': ('tuner_type', 'renamed --tuner_type in ms-swift 4.0, which still read --train_type'),
+    'gpu_memory_utilization': ('vllm_gpu_memory_utilization', 'the unprefixed alias'),
+    'tensor_parallel_size': ('vllm_tensor_parallel_size', 'the unprefixed alias'),
+    'data_parallel_size': ('vllm_data_parallel_size', 'the unprefixed alias'),
+    'pipeline_parallel_size': ('vllm_pipeline_parallel_size', 'the vLLM engine argument'),
+    'enforce_eager': ('vllm_enforce_eager', 'the vLLM engine argument'),
+    'max_num_seqs': ('vllm_max_num_seqs', 'the vLLM engine argument'),
+    'vllm_device': ('vllm_mode', 'use --vllm_mode colocate, or --vllm_mode server with `swift rollout` on its own '
+                                 'GPUs'),
+    'num_infer_workers': ('vllm_mode', 'use --vllm_mode colocate or server'),
     'max_prompt_length': ('max_length', 'in ms-swift GRPO, --max_length is the prompt limit'),
     'vllm_gpu_memory_ratio': ('vllm_gpu_memory_utilization', 'not an ms-swift argument'),
 }
+
+
+def dropped_in(name: str) -> str | None:
+    """``removed in ms-swift 3.10`` for a name the 3.x/4.x releases once had (releases.json), else None."""
+    rels = list(releases())
+    having = [i for i, r in enumerate(rels) if name in releases()[r]['fields']]
+    if not having or having[-1] + 1 >= len(rels):
+        return None
+    gone = rels[having[-1] + 1]
+    return f'removed in ms-swift {".".join(gone.split(".")[:2])}'
 
 
 @dataclass(frozen=True)
@@ -288,7 +298,7 @@ def explain_remaining(remaining: list[str]) -> list[UnknownArgument]:
         key = flag[2:].replace('-', '_')
         if key in RENAMED:
             new, why = RENAMED[key]
-            out.append(UnknownArgument(flag, f'--{new}', why))
+            out.append(UnknownArgument(flag, f'--{new}', '; '.join(filter(None, [why, dropped_in(key)]))))
             continue
         close = difflib.get_close_matches(key, names, n=1, cutoff=0.8)
         if close:

@@ -212,11 +212,11 @@ def explain(remaining: list[str], version: str | None) -> list[UnknownArgument]:
                 f'removed in ms-swift {_short(gone)}' if gone and _vt(gone) <= _vt(release) else None)
         if key in INTRODUCED and INTRODUCED[key][0] in fields:
             old, why = INTRODUCED[key]
-            out.append(UnknownArgument(flag, f'--{old}', '; '.join(filter(None, [when, why])), shown))
+            out.append(UnknownArgument(flag, f'--{old}', '; '.join(filter(None, [why, when])), shown))
         elif key in REMOVED:
             new, why = REMOVED[key]
             out.append(UnknownArgument(flag, f'--{new}' if new in fields else None,
-                                       '; '.join(filter(None, [when, why])), shown))
+                                       '; '.join(filter(None, [why, when])), shown))
         else:
             close = difflib.get_close_matches(key, names, n=1, cutoff=0.8)
             reason = when or ('closest known argument' if close else 'no similar argument')
