@@ -21,9 +21,8 @@ def batch_rules(ctx: Context) -> list[Finding]:
     if bs < 1:
         return [Finding(ERROR, 'batch.per-device', ['per_device_train_batch_size'],
                         f'per_device_train_batch_size must be >= 1 (got {bs})', 'per_device_train_batch_size: 1')]
-    if (cfg.gradient_accumulation_steps or 1) < 1:
-        return [Finding(ERROR, 'batch.accumulation', ['gradient_accumulation_steps'],
-                        'gradient_accumulation_steps must be >= 1', 'gradient_accumulation_steps: 1')]
+    if p.gradient_accumulation_steps < 1:
+        return [accumulation_finding(p.gradient_accumulation_steps, cfg, p, trl)]
     G = cfg.num_generations
     if G <= 1 and cfg.rlhf_type == 'grpo':
         out.append(Finding(ERROR, 'batch.num-generations', ['num_generations'],
@@ -81,6 +80,37 @@ def batch_rules(ctx: Context) -> list[Finding]:
     return out
 
 
+TRAINER_DIVISION = ('transformers/trainer.py::Trainer.set_initial_training_values: num_update_steps_per_epoch = '
+                    'len_dataloader // args.gradient_accumulation_steps')
+
+
+def accumulation_finding(ga: int, cfg, plan, trl: bool) -> Finding:
+    """gradient_accumulation_steps below 1, with the framework's own reason. ms-swift 4.6 takes steps_per_generation
+    from it when neither steps_per_generation nor generation_batch_size is given and stops in
+    ``_init_generation_batch_params`` ("steps_per_generation must be > 0, got 0."); otherwise, and in TRL (whose
+    GRPOConfig accepts 0: steps_per_generation and generation_batch_size become 0), transformers' Trainer divides by
+    it when it counts the update steps, which is a ZeroDivisionError for 0 and a negative step count below."""
+    derived = cfg.generation_batch_size is None and cfg.steps_per_generation is None
+    if not trl and derived:
+        msg = (f'gradient_accumulation_steps is {ga}: ms-swift takes steps_per_generation from it and stops with '
+               f'"steps_per_generation must be > 0, got {ga}."')
+        src = 'swift/rlhf_trainers/args_mixin.py::_init_generation_batch_params'
+    else:
+        if trl:
+            who = 'TRL\'s GRPOConfig accepts it' + (
+                f' (steps_per_generation {plan.steps_per_generation}, generation_batch_size {plan.generation_batch})'
+                if derived else '')
+        else:
+            who = 'ms-swift\'s parser accepts it (steps_per_generation or generation_batch_size is given)'
+        msg = (f'gradient_accumulation_steps is {ga}: {who}, then transformers\' Trainer divides by it '
+               f'(len_dataloader // gradient_accumulation_steps): '
+               + ('ZeroDivisionError: integer division or modulo by zero' if ga == 0 else
+                  'a negative number of update steps'))
+        src = TRAINER_DIVISION
+    return Finding(ERROR, 'batch.accumulation', ['gradient_accumulation_steps'], msg,
+                   'gradient_accumulation_steps: 1 (or more)', src)
+
+
 @rule('batch.clipping-inert', 'batch.rollout-misaligned')
 def batch_shape_warnings(ctx: Context) -> list[Finding]:
     """Batch shapes that run but behave unexpectedly: clipping that never acts (docs GRPO.md FAQ;
@@ -90,7 +120,9 @@ def batch_shape_warnings(ctx: Context) -> list[Finding]:
     if G <= 1 or cfg.per_device_train_batch_size < 1 or not p.steps_per_generation or p.steps_per_generation <= 0:
         return []
     out = []
-    ga = cfg.gradient_accumulation_steps or 1
+    ga = p.gradient_accumulation_steps
+    if ga < 1:
+        return []  # batch.accumulation refuses it
     spg = p.steps_per_generation
     if cfg.num_iterations <= 1 and spg == ga and cfg.is_set('epsilon'):
         out.append(Finding(INFO, 'batch.clipping-inert', ['epsilon', 'steps_per_generation', 'num_iterations'],
