@@ -158,3 +158,13 @@ def test_an_abbreviation_is_read_by_the_release_that_has_one_match():
     assert 'args.unknown' not in errors(out) and out['config']['num_generations'] == 4
     rc, out = check(*[a if a != '--train_type' else '--tuner_type' for a in argv])
     assert 'ambiguous to ms-swift 4.6' in errors(out)['args.unknown']['message']
+
+
+@pytest.mark.parametrize('given,judged,note', [
+    ('3', '3.0.3', None), ('3.5', '3.5.3', None), ('3.4.1', '3.4.1.post1', None), ('4.6.0', '4.6.0', None),
+    ('3.5.2', '3.5.3', "ms-swift 3.5.2: its arguments are checked against ms-swift 3.5.3's"),
+    ('3.13.1', '3.12.6', "ms-swift 3.13.1: not a release the guard knows; its arguments are read as ms-swift 3.12.6's"),
+    ('4.7.0', '4.6.0', 'ms-swift 4.7.0 is newer than the newest release the guard knows (4.6.x)')])
+def test_which_release_judges_a_version(given, judged, note):
+    release, said = versions.judged_release(given)
+    assert release == judged and (said is None if note is None else said.startswith(note))

@@ -73,6 +73,7 @@ def judged_release(version: str | None) -> tuple[str | None, str | None]:
     vt = _vt(version)
     if vt is None:
         return None, None
+    vt = vt + (0,) * (2 - len(vt))  # "4" is 4.0
     rels = known_releases()
     if vt[:2] < OLDEST:
         raise GuardError(f'ms-swift {version}: older than 3.0, and the guard knows the `swift rlhf` arguments of '
@@ -83,9 +84,9 @@ def judged_release(version: str | None) -> tuple[str | None, str | None]:
     if same:
         r = same[0]
         note = None
-        if _vt(r) != vt and not (len(vt) == 2 or _vt(r)[:3] == vt[:3]):
+        if len(_vt(version)) > 2 and _vt(r)[:3] != vt[:3]:
             note = (f'ms-swift {version}: its arguments are checked against ms-swift {r}\'s (the guard keeps one '
-                    f'snapshot per minor release, its newest patch)')
+                    f'snapshot per minor release: {_short(r)}\'s is {r})')
         return r, note
     if vt > _vt(newest):
         line = _dotted(_vt(newest)[:2])
@@ -93,8 +94,8 @@ def judged_release(version: str | None) -> tuple[str | None, str | None]:
                         f'arguments are read as {line}\'s')
     older = [r for r in rels if _vt(r) < vt]
     r = older[-1]
-    return r, (f'ms-swift {version}: no such release on PyPI; its arguments are read as ms-swift {r}\'s, the newest '
-               f'release before it')
+    return r, (f'ms-swift {version}: not a release the guard knows; its arguments are read as ms-swift {r}\'s, the '
+               f'newest known release before it')
 
 
 def snapshot_for(version: str | None) -> tuple[str, str, str | None]:
