@@ -116,13 +116,15 @@ class Resolver:
                 for alias in node.names:
                     if (alias.asname or alias.name) == name:
                         target = _absolute(mod, node, is_pkg)
-                        found = self.find(target, alias.name, seen) or self.find(f'{target}.{alias.name}', alias.name, seen)
+                        found = (self.find(target, alias.name, seen)
+                                 or self.find(f'{target}.{alias.name}', alias.name, seen))
                         if found:
                             return found
         for node in ast.walk(tree):  # _import_structure = {'submodule': ['Name', ...]}
             if isinstance(node, ast.Dict):
                 for k, v in zip(node.keys, node.values):
-                    if isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, (ast.List, ast.Tuple)):
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str) and \
+                            isinstance(v, (ast.List, ast.Tuple)):
                         if any(isinstance(e, ast.Constant) and e.value == name for e in v.elts):
                             found = self.find(f'{mod}.{k.value}', name, seen)
                             if found:
@@ -592,7 +594,8 @@ def render(data: dict) -> str:
     lines = ['{', f' "generated_by": {json.dumps(data["generated_by"])},', f' "about": {json.dumps(data["about"])},',
              ' "releases": [']
     for i, rel in enumerate(data['releases']):
-        lines.append(f'  {{"ms_swift": {json.dumps(rel["ms_swift"])}, "transformers": {json.dumps(rel["transformers"])},')
+        lines.append(f'  {{"ms_swift": {json.dumps(rel["ms_swift"])}, '
+                     f'"transformers": {json.dumps(rel["transformers"])},')
         key = 'fields' if 'fields' in rel else 'changed'
         items = [f'    {json.dumps(k)}: {json.dumps(v, sort_keys=True)}' for k, v in sorted(rel[key].items())]
         body = ',\n'.join(items)

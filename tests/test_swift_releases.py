@@ -103,7 +103,7 @@ def test_a_release_newer_than_the_newest_known_is_read_as_4_6(version):
     assert (f"ms-swift {version} is newer than the newest release the guard knows (4.6.x); its arguments are read as "
             "4.6's") in out['launch']['notes']
     assert out['config']['vllm_max_num_seqs'] is None  # 4.x semantics, not 3.10's 256
-    rc, out = check('--swift-version', version, *[a if a != '--tuner_type' else a for a in LAUNCH], '--train_type', 'lora')
+    rc, out = check('--swift-version', version, *LAUNCH, '--train_type', 'lora')
     assert 'use --tuner_type' in errors(out)['args.unknown']['message']  # never read as a 3.x release
 
 

@@ -148,8 +148,8 @@ def config_from_argv(argv: list[str], version: str | None):
         key = tok[2:].split('=', 1)[0].replace('-', '_') if tok.startswith('--') else None
         if key in REMOVED and key in fields and key != 'train_type':
             _, gone = history(key)
-            how = ('vLLM is placed as that release placed it (in_trainer_vllm)' if key in ('vllm_device', 'num_infer_workers')
-                   else 'its effect is not modelled here')
+            how = ('vLLM is placed as that release placed it (in_trainer_vllm)'
+                   if key in ('vllm_device', 'num_infer_workers') else 'its effect is not modelled here')
             note = f'--{key}: an argument of ms-swift {version} (removed in {_short(gone)}); {how}'
             if note not in notes:
                 notes.append(note)
@@ -185,7 +185,8 @@ class UnknownArgument:
         if self.stops:
             return f'{self.flag}: ambiguous to ms-swift {self.version}; use {self.suggestion} ({self.reason})'
         if self.suggestion:
-            return f'{self.flag}: ms-swift {self.version} has no argument {self.flag}; use {self.suggestion} ({self.reason})'
+            return (f'{self.flag}: ms-swift {self.version} has no argument {self.flag}; use {self.suggestion} '
+                    f'({self.reason})')
         return f'{self.flag}: ms-swift {self.version} has no argument {self.flag} ({self.reason})'
 
 
