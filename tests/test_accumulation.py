@@ -60,3 +60,19 @@ def test_accumulation_has_one_owner():
     assert GRPOConfig(gradient_accumulation_steps=0).accumulation_steps == 0
     cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo'])
     assert cfg.accumulation_steps == cfg.gradient_accumulation_steps == 1
+
+
+@pytest.mark.parametrize('version,words,source', [
+    ('4.1.3', 'ms-swift stops with "The effective train batch size (1 x 8 x 0) must be evenly divisible by the number '
+              'of generations per prompt (8).', 'swift/rlhf_trainers/arguments.py::GRPOConfig.check_num_generations'),
+    ('3.10.3', 'ms-swift stops with "The effective train batch size (1 x 8 x 0)',
+     'swift/trainers/rlhf_arguments.py::GRPOConfig.check_num_generations'),
+    ('3.4.1', 'TRL\'s GRPOTrainer stops with "The effective train batch size (1 x 8 x 0)',
+     'trl/trainer/grpo_trainer.py::GRPOTrainer.__init__ (TRL 0.17; ms-swift < 3.5 leaves the check to TRL)')])
+def test_releases_before_4_2_stop_in_their_own_check(version, words, source):
+    # 3.5-4.1: GRPOConfig.check_num_generations (no num_generations divides an effective batch of 0); before 3.5 TRL's
+    # GRPOTrainer (TRL 0.17 grpo_trainer.py counts gradient_accumulation_steps); "steps_per_generation must be > 0"
+    # came with _init_generation_batch_params in 4.2
+    rc, out = check('--swift-version', version, *SWIFT, '--gradient_accumulation_steps', '0')
+    f = accumulation(out)
+    assert rc == 1 and words in f['message'] and f['source'] == source

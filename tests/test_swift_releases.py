@@ -168,3 +168,21 @@ def test_an_abbreviation_is_read_by_the_release_that_has_one_match():
 def test_which_release_judges_a_version(given, judged, note):
     release, said = versions.judged_release(given)
     assert release == judged and (said is None if note is None else said.startswith(note))
+
+
+@pytest.mark.parametrize('version,source', [
+    ('4.6.0', 'swift/rlhf_trainers/args_mixin.py::_init_generation_batch_params'),
+    ('4.1.3', 'swift/rlhf_trainers/arguments.py::GRPOConfig.check_num_generations'),
+    ('3.10.3', 'swift/trainers/rlhf_arguments.py::GRPOConfig.check_num_generations')])
+def test_the_batch_message_is_the_judged_release_s_own(version, source):
+    i = LAUNCH.index('--num_generations')
+    argv = LAUNCH[:i + 1] + ['5'] + LAUNCH[i + 2:]
+    rc, out = check('--swift-version', version, *argv)
+    f = errors(out)['batch.num-generations-divides']
+    assert f['source'] == source
+    if version == '4.6.0':
+        assert f['message'] == 'generation_batch_size (16) must be evenly divisible by num_generations (5). Valid ' \
+                               'values: [2, 4, 8, 16].'
+    else:  # check_num_generations (3.5 to 4.1): the effective batch, world x per-device x steps_per_generation
+        assert f['message'].startswith('The effective train batch size (4 x 4 x 1) must be evenly divisible by the '
+                                       'number of generations per prompt (5).')
