@@ -109,7 +109,7 @@ class ArgumentError(ValueError):
     """A value ms-swift's parser would reject (bad type or choice, missing value)."""
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=8)
 def build_parser(name: str = SNAPSHOT_FILE) -> argparse.ArgumentParser:
     parser = _Parser(prog='swift rlhf', add_help=False, allow_abbrev=True)
     for a in snapshot(name)['arguments']:
