@@ -112,10 +112,6 @@ def is_3x(version: str | None) -> bool:
     return vt is not None and vt < (4,)
 
 
-def has_argument(release: str, name: str) -> bool:
-    return name in release_fields(release)
-
-
 def history(name: str) -> tuple[str | None, str | None]:
     """(the first release with ``name``, the first release after it without it; None where not applicable)."""
     rels = known_releases()
