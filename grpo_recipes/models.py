@@ -68,8 +68,9 @@ def resolve_model_dir(model: str | None) -> tuple[Path | None, str | None]:
         return None, builtin
     if p.exists():
         raise GuardError(f'--model {model}: the directory has no config.json')
-    raise GuardError(f'--model {model}: no local dir, no cached copy and no built-in config; pass a local '
-                     f'model dir (config.json is enough) or one of: {", ".join(BUILTIN_MODELS)}')
+    raise GuardError(f'--model {model}: no local dir, no cached copy and no built-in config; pass --model-config DIR '
+                     f'(its config.json), a local model dir (config.json is enough) or one of: '
+                     f'{", ".join(BUILTIN_MODELS)}')
 
 
 def builtin_config(fname: str) -> dict[str, Any]:
@@ -86,12 +87,20 @@ def load_model_config(model: str | None) -> dict[str, Any]:
     return builtin_config(builtin)
 
 
-def config_only_dir(model: str | None, workdir: Path) -> Path:
-    """A dir ms-swift can parse against: the user's own dir, or ``workdir/<name>/config.json``.
+def config_only_dir(model: str | None, workdir: Path, given: dict | None = None) -> Path:
+    """A dir ms-swift can parse against: the user's own dir, or ``workdir/<name>/config.json`` (``given``: the
+    config.json of ``--model-config``, for a model that is neither local nor cached nor bundled).
 
     The dir is named after the model (e.g. ``Qwen2.5-7B-Instruct``) so ms-swift matches its
     model_type and template the same way it would for the real checkpoint.
     """
+    if given is not None:
+        if not model:
+            raise GuardError('--model is not set; add `model: Qwen/Qwen2.5-7B-Instruct` (or a local dir) to the config')
+        d = workdir / (Path(model.rstrip('/')).name or 'model')
+        d.mkdir(parents=True, exist_ok=True)
+        (d / 'config.json').write_text(json.dumps(given, indent=2), encoding='utf-8')
+        return d
     local, builtin = resolve_model_dir(model)
     if local is not None:
         return local
