@@ -13,20 +13,37 @@ from .errors import GuardError
 from .model_fetch import FetchError, Hub, fetch_config, fetched_from
 from .model_source import looks_local, require_local_model
 
-# Hub id → file in model_configs/ (the file name is the id's last part).
+# Hub id → file in model_configs/ (the file name is the id's last part): whole config.json copies.
 BUILTIN_MODELS = {
     'Qwen/Qwen2.5-7B-Instruct': 'Qwen2.5-7B-Instruct.json',
     'Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4': 'Qwen2.5-32B-Instruct-GPTQ-Int4.json',
     'deepseek-ai/DeepSeek-R1-Distill-Qwen-32B': 'DeepSeek-R1-Distill-Qwen-32B.json',
 }
+CATALOGUE = 'catalogue.json'
+"""model_configs/catalogue.json: popular GRPO models, only the fields the memory model reads, each with its source
+repo, licence and where its numbers were confirmed. A built-in name ``catalogue.json#<hub id>`` is one entry."""
+
+
+def catalogue() -> dict[str, dict]:
+    text = resources.files('grpo_recipes').joinpath('model_configs', CATALOGUE).read_text(encoding='utf-8')
+    return json.loads(text)['models']
 
 
 def _builtin_for(model: str) -> str | None:
     base = model.rstrip('/').split('/')[-1].lower()
-    for hub_id, fname in BUILTIN_MODELS.items():
-        if model == hub_id or base == hub_id.split('/')[-1].lower():
+    known = list(BUILTIN_MODELS.items()) + [(hub_id, f'{CATALOGUE}#{hub_id}') for hub_id in catalogue()]
+    for hub_id, fname in known:
+        if model == hub_id:
+            return fname
+    for hub_id, fname in known:
+        if base == hub_id.split('/')[-1].lower():
             return fname
     return None
+
+
+def builtin_stem(name: str) -> str:
+    """The model's dir name for a built-in copy (what ms-swift matches model_type and template on)."""
+    return name.split('#', 1)[1].split('/')[-1] if '#' in name else Path(name).stem
 
 
 def cached_snapshot(model: str, needed: tuple[str, ...] = ('config.json',)) -> Path | None:
@@ -80,10 +97,12 @@ def resolve_model_dir(model: str | None, hub: Hub | None = None) -> tuple[Path |
                 return None, builtin
             raise
     raise GuardError(f'--model {model}: no local dir, no cached copy and no built-in config; pass a local '
-                     f'model dir (config.json is enough) or one of: {", ".join(BUILTIN_MODELS)}')
+                     f'model dir (config.json is enough) or one of: {", ".join(list(BUILTIN_MODELS) + list(catalogue()))}')
 
 
 def builtin_config(fname: str) -> dict[str, Any]:
+    if '#' in fname:
+        return dict(catalogue()[fname.split('#', 1)[1]]['config'])
     return json.loads(resources.files('grpo_recipes').joinpath('model_configs', fname).read_text(encoding='utf-8'))
 
 
@@ -106,7 +125,7 @@ def config_only_dir(model: str | None, workdir: Path) -> Path:
     local, builtin = resolve_model_dir(model)
     if local is not None:
         return local
-    d = workdir / Path(builtin).stem
+    d = workdir / builtin_stem(builtin)
     d.mkdir(parents=True, exist_ok=True)
     (d / 'config.json').write_text(json.dumps(builtin_config(builtin), indent=2), encoding='utf-8')
     return d
@@ -125,5 +144,10 @@ def config_source(model: str | None, given: bool, hub: Hub | None = None) -> str
         if src:
             return f'model config: {local / "config.json"}, fetched from {src} (only that file)'
         return f'model config: {local / "config.json"}'
-    return (f'model config: the bundled copy grpo_recipes/model_configs/{builtin} (the model {model} is neither a '
-            f'local dir nor in the Hugging Face / ModelScope cache here)')
+    where = f'grpo_recipes/model_configs/{builtin}'
+    if '#' in builtin:
+        hub_id = builtin.split('#', 1)[1]
+        where = (f'grpo_recipes/model_configs/{CATALOGUE} entry {hub_id} (the fields the memory model reads, from '
+                 f'{catalogue()[hub_id]["source"]})')
+    return (f'model config: the bundled copy {where} (the model {model} is neither a local dir nor in the Hugging '
+            f'Face / ModelScope cache here)')

@@ -166,3 +166,35 @@ def test_the_cli_plans_a_fetched_config(hub, tmp_path):
     out = json.loads(p.stdout)
     assert out['memory_unchecked'] is None and out['memory'], p.stderr
     assert all(path.endswith('/config.json') for _, path, _ in hub.requests)
+
+
+# Parameter counts on the model cards (Qwen2.5/Qwen3 cards' "Number of Parameters"; Llama 3.1: 8.03e9 and 70.6e9 as
+# the public presets cite them; Llama 3.2 1B/3B: torchtitan's counts 1,235,746,816 and 3,212,574,720). The catalogue's
+# fields must give the same count: a wrong layer count or width shows here.
+CARD_PARAMS = {
+    'Qwen/Qwen2.5-3B': 3.09e9, 'Qwen/Qwen2.5-7B': 7.61e9, 'Qwen/Qwen2.5-14B': 14.7e9, 'Qwen/Qwen2.5-32B': 32.5e9,
+    'Qwen/Qwen3-4B': 4.0e9, 'Qwen/Qwen3-8B': 8.2e9, 'Qwen/Qwen3-14B': 14.8e9, 'Qwen/Qwen3-32B': 32.8e9,
+    'Qwen/Qwen3-30B-A3B': 30.5e9, 'meta-llama/Llama-3.1-8B': 8.03e9, 'meta-llama/Llama-3.1-70B': 70.6e9,
+    'meta-llama/Llama-3.2-1B': 1.2357e9, 'meta-llama/Llama-3.2-3B': 3.2126e9,
+    'deepseek-ai/DeepSeek-R1-Distill-Qwen-7B': 7.61e9,
+}
+
+
+def test_the_catalogue_entries_are_sourced_and_match_their_model_cards():
+    from grpo_recipes.memory.arch import Arch
+    from grpo_recipes.models import catalogue
+    cat = catalogue()
+    assert set(cat) == set(CARD_PARAMS)
+    for hub_id, e in cat.items():
+        assert e['source'] == f'https://huggingface.co/{hub_id}/blob/main/config.json'
+        assert e['licence'] and e['confirmed_in']
+        got = Arch.from_config(e['config']).param_count()
+        assert abs(got / CARD_PARAMS[hub_id] - 1) < 0.02, (hub_id, got)
+
+
+def test_a_catalogue_model_is_planned_offline(monkeypatch):
+    monkeypatch.setenv('HF_HUB_OFFLINE', '1')
+    monkeypatch.setattr(model_fetch, '_reachable', lambda *a: pytest.fail('no hub is asked for a catalogued model'))
+    r = check_launch(swift('Qwen/Qwen3-8B'), HW, packages=PKGS)
+    assert r.memory_unchecked is None and r.memory
+    assert any('catalogue.json entry Qwen/Qwen3-8B' in a for a in r.assumptions)
