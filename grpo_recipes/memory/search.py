@@ -182,6 +182,10 @@ def _all_knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int) -> list
     if not cfg.gradient_checkpointing:
         knobs.append([{'gradient_checkpointing': True}])
     stage = cfg.zero_stage
+    if not cfg.use_vllm and stage == 3 and cfg.ds3_gather_for_generation:
+        # HF generation gathers the whole model on each rank (trainer.zero3_generation_gather); without it each
+        # layer is fetched as the forward reaches it (slower generation, same training)
+        knobs.append([{'ds3_gather_for_generation': False}])
     if cfg.use_vllm and stage == 3 and not cfg.move_model_batches:
         knobs.append([{'move_model_batches': 8}])
     if colocate and not (cfg.offload_model and cfg.offload_optimizer):

@@ -320,6 +320,25 @@ def zero3_sync_gather(cfg: GRPOConfig, r: Rank, inp: Inputs) -> float | None:
     return gathered / parts + (2 * a.vocab * a.hidden if parts > 1 else 0)
 
 
+def zero3_generation_gather(cfg: GRPOConfig, r: Rank) -> float | None:
+    """HF generation (no vLLM) under ZeRO-3 gathers the whole policy on every rank for the length of the rollout, when
+    ``ds3_gather_for_generation`` is true (its default in both frameworks): the gathered 16-bit parameters (the frozen
+    base as loaded and the fp32 adapters under LoRA) beside each rank's own shard. None: no such gather.
+
+    - ms-swift 4.6: swift/rlhf_trainers/rollout_mixin.py ``_generate_completions`` runs HF generate (``use_fast_infer``
+      is ``use_vllm``) inside swift/utils/transformers_utils.py ``unwrap_model_for_generation(..., gather_deepspeed3_
+      params=args.ds3_gather_for_generation)``, which wraps every ``named_parameters()`` in
+      ``deepspeed.zero.GatheredParameters``; the argument defaults to True (swift/trainers/arguments.py).
+    - TRL: trl/models/utils.py ``unwrap_model_for_generation`` with GRPOConfig ``ds3_gather_for_generation`` (True).
+    With it false, generation fetches each layer's parameters as the forward reaches them (DeepSpeed's hooks): the
+    ``zero3_live_params`` term already counts that."""
+    if cfg.use_vllm or r.stage != 3 or not cfg.ds3_gather_for_generation:
+        return None
+    if cfg.is_lora:
+        return r.base_bytes + 4 * r.T
+    return 2 * r.P  # DeepSpeed's 16-bit engine holds the partitioned parameters in 16 bits (as zero3_sync_gather)
+
+
 def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float = FRAGMENTATION) -> dict[str, float]:
     """Per-rank training memory terms in bytes (``fragmentation``: the allowance on the dynamic terms; 1.0 gives
     the allocated bytes `grpo-guard trace` counts)."""
@@ -370,4 +389,7 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
     sync = zero3_sync_gather(cfg, r, inp)
     if sync is not None:
         t['zero3_sync_gather'] = sync
+    gen = zero3_generation_gather(cfg, r)
+    if gen is not None:
+        t['zero3_generation_gather'] = gen
     return t

@@ -212,7 +212,13 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
                     f'an OOM only at completions over {LONG_COMPLETION_SHARE:.0%} of max_completion_length is a '
                     f'warning (memory.verdicts.LONG_COMPLETION_SHARE), not a refusal')
                 continue
-            report.findings.append(Finding(ERROR, 'memory.oom', [term.split(' ')[0]], msg, None))
+            fix = None
+            if m.phase == 'generate' and 'zero3_generation_gather' in m.phase_terms:
+                msg += (f' (HF generation under ZeRO-3 gathers the whole model on every GPU, '
+                        f'{m.phase_terms["zero3_generation_gather"]:.1f} GiB: ds3_gather_for_generation is true)')
+                fix = ('ds3_gather_for_generation: false (each layer fetched as generation reaches it; slower), or '
+                       'use_vllm (colocate, or a rollout server)')
+            report.findings.append(Finding(ERROR, 'memory.oom', [term.split(' ')[0]], msg, fix))
         elif m.fits and m.total_gib + MODEL_ERROR * _uncertain_gib(m) > m.capacity_gib and \
                 ('tight', m.role) not in seen:
             seen.add(('tight', m.role))
