@@ -74,6 +74,32 @@ class Rank:
     offload_param: bool
     moments: float
     """Bytes of AdamW's two moments per trainable parameter where the optimizer steps fp32 values."""
+    resident_quant: float = 0.0
+    """Bytes of a quantised base's packed linear weights that ZeRO-3 neither partitions nor offloads (see
+    ``quantised_resident``); 0 for an unquantised model."""
+
+
+# Quantised bases whose packed linear weights stay whole on every GPU under ZeRO-3:
+# - transformers 5.19 modeling_utils.py (PreTrainedModel.get_init_context; ``needs_zero3_init =
+#   is_deepspeed_zero3_enabled() and not _is_quantized``): a quantised model is never built under
+#   deepspeed.zero.Init, so it loads whole on each rank;
+# - DeepSpeed 0.19 runtime/zero/parameter_offload.py ``_convert_to_zero_parameters`` partitions (and with
+#   offload_param offloads) only ``module.parameters()`` at engine start: GPTQ's and AWQ's packed weights (qweight,
+#   qzeros, scales, g_idx) are registered buffers of their QuantLinear/WQLinear modules (peers-and-memory.md §E,
+#   auto_gptq qlinear_cuda.py), so they stay; the checkpoint's unquantised embeddings, norms and lm_head are
+#   parameters and are partitioned;
+# - bitsandbytes: its Params4bit pack two 4-bit weights per uint8 (ms-swift leaves bnb_4bit_quant_storage unset,
+#   swift/arguments/base_args/quant_args.py); a uint8 packing cannot be flattened into ZeRO-3's 16-bit partitions, so
+#   the packed weights are taken as resident like GPTQ's (a float quant storage would let ZeRO-3 shard them).
+RESIDENT_QUANT = ('gptq', 'awq', 'bnb')
+
+
+def quantised_resident(cfg: GRPOConfig, a: Arch, bnb_bits: int | None) -> float:
+    """Bytes of the packed linear weights that stay on every rank under ZeRO-3 (0: not a resident quantisation)."""
+    method = 'bnb' if bnb_bits else a.quant_method()
+    if method not in RESIDENT_QUANT:
+        return 0.0
+    return a.linear_params() * a.linear_bytes_per_weight(bnb_bits)
 
 
 def rank_of(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> Rank:
@@ -94,17 +120,20 @@ def rank_of(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> Rank:
     return Rank(arch=a, N=max(1, plan.world_size), P=P, T=T, pb=pb, base_bytes=base_bytes,
                 stage=cfg.zero_stage if cfg.deepspeed else None, fsdp=cfg.fsdp_sharding if not cfg.deepspeed else None,
                 offload_opt='offload' in ds, offload_param=ds.startswith('zero3_offload'),
-                moments=EIGHT_BIT_MOMENTS if inp.adamw == '8bit' else 8)
+                moments=EIGHT_BIT_MOMENTS if inp.adamw == '8bit' else 8,
+                resident_quant=quantised_resident(cfg, a, bnb_bits) if cfg.is_lora else 0.0)
 
 
 def weights(cfg: GRPOConfig, r: Rank) -> float:
     """The policy's weights on one rank: frozen base under LoRA (ZeRO-3 partitions it and zero3_offload offloads
-    it), else the trained parameters; FSDP2 upcasts them to fp32."""
+    it, except a GPTQ/AWQ/bnb base's packed weights, which stay whole: ``quantised_resident``), else the trained
+    parameters; FSDP2 upcasts them to fp32."""
     N, stage, fsdp = r.N, r.stage, r.fsdp
     if cfg.is_lora:
         if fsdp == 'full_shard':
             return r.base_bytes / N
-        return 0.0 if r.offload_param else (r.base_bytes / N if stage == 3 else r.base_bytes)
+        rest = r.base_bytes - r.resident_quant  # what ZeRO-3 partitions
+        return r.resident_quant + (0.0 if r.offload_param else (rest / N if stage == 3 else rest))
     if fsdp is not None:
         return 4 * r.P / N if fsdp == 'full_shard' else 4 * r.P
     return 0.0 if r.offload_param else (r.pb * r.P / N if stage == 3 else r.pb * r.P)
@@ -315,7 +344,7 @@ def zero3_sync_gather(cfg: GRPOConfig, r: Rank, inp: Inputs) -> float | None:
     a = r.arch
     if inp.weight_sync == 'per_param' and not cfg.is_lora:
         return r.pb * a.vocab * a.hidden  # one parameter at a time: the largest, the embedding
-    gathered = 2 * r.P if not cfg.is_lora else r.base_bytes
+    gathered = 2 * r.P if not cfg.is_lora else r.base_bytes - r.resident_quant  # resident ones are not gathered
     parts = max(1, cfg.move_model_batches or 1)
     return gathered / parts + (2 * a.vocab * a.hidden if parts > 1 else 0)
 
@@ -335,7 +364,7 @@ def zero3_generation_gather(cfg: GRPOConfig, r: Rank) -> float | None:
     if cfg.use_vllm or r.stage != 3 or not cfg.ds3_gather_for_generation:
         return None
     if cfg.is_lora:
-        return r.base_bytes + 4 * r.T
+        return r.base_bytes - r.resident_quant + 4 * r.T  # a quantised base's packed weights are there already
     return 2 * r.P  # DeepSpeed's 16-bit engine holds the partitioned parameters in 16 bits (as zero3_sync_gather)
 
 
