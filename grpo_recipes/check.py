@@ -236,7 +236,7 @@ declare(f'{__name__}.check_launch', ('data.missing-local',))
 
 def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
                  model_config: dict | None = None, memory: bool = True, fixes: bool = True,
-                 data_stats: dict | None = None) -> CheckReport:
+                 data_stats: dict | None = None, completion_mean: int | None = None) -> CheckReport:
     if launch.kind == 'rollout':
         return check_rollout(launch, hw, packages=packages, model_config=model_config)
     packages = installed_packages() if packages is None else packages
@@ -289,7 +289,7 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings, packages=packages,
                          assumptions=assumptions, memory_unchecked=unchecked)
     if memory and unchecked is None:
-        plan_memory(report, model_config, want_fixes=fixes, data_stats=data_stats)
+        plan_memory(report, model_config, want_fixes=fixes, data_stats=data_stats, completion_mean=completion_mean)
     elif not memory:
         report.memory_unchecked = 'memory planning was turned off'
     if launch.framework == 'trl':
