@@ -311,7 +311,8 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
         else:
             report.findings.append(Finding(WARNING, 'memory.no-fix', [],
                                            'no change within the searched knobs (vLLM length and utilisation, sleep, '
-                                           'micro-batch split, checkpointing, offload, ZeRO stage, vLLM TP) makes the '
+                                           'micro-batch split, checkpointing, offload, ZeRO stage, ZeRO-3 generation '
+                                           'gather, vLLM TP) makes the '
                                            'training GPUs fit; use more or larger GPUs, or a smaller model', None))
     for f in hard:
         if f.fix is None:
