@@ -119,9 +119,10 @@ def fetched_from(path: Path) -> str | None:
     return next((src for p, src in _FETCHED.values() if p == path), None)
 
 
-def supply_hint(model: str) -> str:
-    return (f'pass --model-config DIR (a dir holding {model}\'s config.json, e.g. downloaded where the hub is '
-            f'reachable: `huggingface-cli download {model} config.json --local-dir DIR`), or a local model dir')
+def supply_hint(model: str, hub: Hub) -> str:
+    how = (f'`hf download {model} config.json --local-dir DIR` where the hub is reachable' if hub.name == 'hf' else
+           f'its config.json from https://modelscope.cn/models/{model} saved in DIR')
+    return f'pass --model-config DIR ({how}), or a local model dir'
 
 
 def fetch_config(model: str, hub: Hub, environ: Mapping[str, str] | None = None) -> Path:
@@ -145,11 +146,11 @@ def _fetch(model: str, hub: Hub, env: dict) -> Path:
     what = f'no config.json for {model} here (no local dir, no cached or bundled copy)'
     if hub.name == 'hf' and _truthy(env.get('HF_HUB_OFFLINE')):
         raise FetchError(f'{what}, and HF_HUB_OFFLINE is set, so it was not fetched from {hub.label}; '
-                         f'{supply_hint(model)}')
+                         f'{supply_hint(model, hub)}')
     url = _endpoint(hub, env)
     if not _reachable(url):
         raise FetchError(f'{what}, and {urlparse(url).hostname} cannot be reached (offline?), so it was not fetched '
-                         f'from {hub.label}; {supply_hint(model)}')
+                         f'from {hub.label}; {supply_hint(model, hub)}')
     child_env = {k: v for k, v in env.items()}
     for k in ('HF_HUB_ETAG_TIMEOUT', 'HF_HUB_DOWNLOAD_TIMEOUT', 'MODELSCOPE_API_HTTP_CLIENT_TIMEOUT',
               'MODELSCOPE_API_HTTP_CLIENT_CONNECT_TIMEOUT'):
@@ -166,12 +167,12 @@ def _fetch(model: str, hub: Hub, env: dict) -> Path:
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise FetchError(f'{what}, and fetching it from {hub.label} ({url}) took over {FETCH_DEADLINE} s; '
-                         f'{supply_hint(model)}') from None
+                         f'{supply_hint(model, hub)}') from None
     lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
     if done.returncode == 0 and lines and Path(lines[-1]).is_file():
         return Path(lines[-1])
     why = lines[-1] if lines else (done.stderr.strip().splitlines() or ['the hub client failed'])[-1]
-    raise FetchError(f'{what}, and {hub.label} ({url}) did not give it: {why}; {supply_hint(model)}')
+    raise FetchError(f'{what}, and {hub.label} ({url}) did not give it: {why}; {supply_hint(model, hub)}')
 
 
 def _child(hub: str, model: str, revision: str | None) -> int:
