@@ -1,9 +1,10 @@
-"""A quantised base under ZeRO-3 stays whole on every GPU (memory/trainer.py quantised_resident): transformers never
-builds a quantised model under deepspeed.zero.Init (transformers 5.19 modeling_utils.py: ``needs_zero3_init =
-is_deepspeed_zero3_enabled() and not _is_quantized``), and DeepSpeed partitions and offloads only parameters
-(runtime/zero/parameter_offload.py _convert_to_zero_parameters), while GPTQ's packed weights are buffers. The
-checkpoint's unquantised embeddings and norms are parameters: those are partitioned as before. Checked here against
-the installed transformers' source, then on the memory plan."""
+"""A GPTQ/AWQ base under ZeRO-3 keeps its packed weights whole on every GPU (memory/trainer.py quantised_resident):
+transformers never builds a quantised model under deepspeed.zero.Init (transformers 5.19 modeling_utils.py:
+``needs_zero3_init = is_deepspeed_zero3_enabled() and not _is_quantized``), and DeepSpeed partitions and offloads only
+parameters (runtime/zero/parameter_offload.py _convert_to_zero_parameters), while GPTQ's packed weights are buffers.
+The checkpoint's unquantised embeddings and norms are parameters: those are partitioned as before, and so is a
+bitsandbytes base (its packed weights are parameters). Checked here against the installed transformers' and
+DeepSpeed's source, then on the memory plan."""
 import importlib.util
 from pathlib import Path
 
@@ -42,11 +43,17 @@ def test_gptq_base_stays_resident_under_zero3_and_its_offload():
     assert _weights({'deepspeed': 'zero3'}) > whole / 2  # the packed linears are most of it
 
 
-def test_bnb_base_stays_resident_and_an_unquantised_base_is_partitioned():
+def test_a_bnb_base_is_partitioned_like_an_unquantised_one():
+    # bitsandbytes' packed weights are parameters (Params4bit subclasses torch.nn.Parameter): DeepSpeed's engine
+    # partitions them whatever their dtype (partition_parameters.py _zero_init_param), unlike GPTQ's buffers
+    src = (Path(importlib.util.find_spec('deepspeed').origin).parent / 'runtime' / 'zero' /
+           'partition_parameters.py').read_text(encoding='utf-8')
+    assert 'dist.broadcast(param.data.view(torch.uint8)' in src
     a = Arch.from_config(load_model_config('Qwen/Qwen2.5-7B-Instruct'))
     seven = {'model': 'Qwen/Qwen2.5-7B-Instruct'}
-    packed = a.linear_params() * a.linear_bytes_per_weight(4) / GiB
-    assert abs(_weights({**seven, 'quant_method': 'bnb', 'quant_bits': 4, 'deepspeed': 'zero3_offload'}) - packed) < 0.05
+    qlora = a.weight_bytes(bnb_bits=4) / GiB
+    assert abs(_weights({**seven, 'quant_method': 'bnb', 'quant_bits': 4, 'deepspeed': 'zero3'}) - qlora / 4) < 0.05
+    assert _weights({**seven, 'quant_method': 'bnb', 'quant_bits': 4, 'deepspeed': 'zero3_offload'}) == 0
     bf16 = a.weight_bytes() / GiB
     assert abs(_weights({**seven, 'deepspeed': 'zero3'}) - bf16 / 4) < 0.05
     assert _weights({**seven, 'deepspeed': 'zero3_offload'}) == 0

@@ -83,23 +83,23 @@ class Rank:
 # - transformers 5.19 modeling_utils.py (PreTrainedModel.get_init_context; ``needs_zero3_init =
 #   is_deepspeed_zero3_enabled() and not _is_quantized``): a quantised model is never built under
 #   deepspeed.zero.Init, so it loads whole on each rank;
-# - DeepSpeed 0.19 runtime/zero/parameter_offload.py ``_convert_to_zero_parameters`` partitions (and with
-#   offload_param offloads) only ``module.parameters()`` at engine start: GPTQ's and AWQ's packed weights (qweight,
-#   qzeros, scales, g_idx) are registered buffers of their QuantLinear/WQLinear modules (peers-and-memory.md §E,
+# - DeepSpeed 0.19 runtime/zero/parameter_offload.py ``_convert_to_zero_parameters`` then partitions (and with
+#   offload_param offloads) ``module.parameters()`` at engine start, whatever their dtype (partition_parameters.py
+#   ``_zero_init_param``: broadcast as uint8, then ``partition()``), and nothing else: GPTQ's and AWQ's packed weights
+#   (qweight, qzeros, scales, g_idx) are registered buffers of their QuantLinear modules (peers-and-memory.md §E,
 #   auto_gptq qlinear_cuda.py), so they stay; the checkpoint's unquantised embeddings, norms and lm_head are
-#   parameters and are partitioned;
-# - bitsandbytes: its Params4bit pack two 4-bit weights per uint8 (ms-swift leaves bnb_4bit_quant_storage unset,
-#   swift/arguments/base_args/quant_args.py); a uint8 packing cannot be flattened into ZeRO-3's 16-bit partitions, so
-#   the packed weights are taken as resident like GPTQ's (a float quant storage would let ZeRO-3 shard them).
-RESIDENT_QUANT = ('gptq', 'awq', 'bnb')
+#   parameters and are partitioned.
+# bitsandbytes' Params4bit/Int8Params are torch.nn.Parameter subclasses, so the engine partitions them like any
+# parameter: a bnb base is whole on each GPU only while it loads (below the training peak), and is planned as
+# partitioned.
+RESIDENT_QUANT = ('gptq', 'awq')
 
 
-def quantised_resident(cfg: GRPOConfig, a: Arch, bnb_bits: int | None) -> float:
+def quantised_resident(a: Arch, bnb_bits: int | None) -> float:
     """Bytes of the packed linear weights that stay on every rank under ZeRO-3 (0: not a resident quantisation)."""
-    method = 'bnb' if bnb_bits else a.quant_method()
-    if method not in RESIDENT_QUANT:
+    if bnb_bits or a.quant_method() not in RESIDENT_QUANT:
         return 0.0
-    return a.linear_params() * a.linear_bytes_per_weight(bnb_bits)
+    return a.linear_params() * a.linear_bytes_per_weight()
 
 
 def rank_of(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> Rank:
@@ -121,12 +121,12 @@ def rank_of(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> Rank:
                 stage=cfg.zero_stage if cfg.deepspeed else None, fsdp=cfg.fsdp_sharding if not cfg.deepspeed else None,
                 offload_opt='offload' in ds, offload_param=ds.startswith('zero3_offload'),
                 moments=EIGHT_BIT_MOMENTS if inp.adamw == '8bit' else 8,
-                resident_quant=quantised_resident(cfg, a, bnb_bits) if cfg.is_lora else 0.0)
+                resident_quant=quantised_resident(a, bnb_bits) if cfg.is_lora else 0.0)
 
 
 def weights(cfg: GRPOConfig, r: Rank) -> float:
     """The policy's weights on one rank: frozen base under LoRA (ZeRO-3 partitions it and zero3_offload offloads
-    it, except a GPTQ/AWQ/bnb base's packed weights, which stay whole: ``quantised_resident``), else the trained
+    it, except a GPTQ/AWQ base's packed weights, which stay whole: ``quantised_resident``), else the trained
     parameters; FSDP2 upcasts them to fp32."""
     N, stage, fsdp = r.N, r.stage, r.fsdp
     if cfg.is_lora:

@@ -267,7 +267,9 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
                     'swift/rlhf_trainers/grpo_trainer.py (completions padded per micro-batch); README, Memory'))
                 report.assumptions.append(
                     f'an OOM only at completions over {LONG_COMPLETION_SHARE:.0%} of max_completion_length is a '
-                    f'warning (memory.verdicts.LONG_COMPLETION_SHARE), not a refusal')
+                    f'warning (memory.verdicts.LONG_COMPLETION_SHARE), not a refusal' if ordinary <= LONG_COMPLETION_SHARE
+                    * C else f'an OOM only at completions over the {ordinary:,}-token mean (--completion-mean) is a '
+                    f'warning, not a refusal')
                 continue
             fix = None
             if m.phase == 'generate' and 'zero3_generation_gather' in m.phase_terms:
