@@ -177,7 +177,8 @@ CARD_PARAMS = {
     'Qwen/Qwen3-30B-A3B': 30.5e9, 'meta-llama/Llama-3.1-8B': 8.03e9, 'meta-llama/Llama-3.1-70B': 70.6e9,
     'meta-llama/Llama-3.2-1B': 1.2357e9, 'meta-llama/Llama-3.2-3B': 3.2126e9,
     'deepseek-ai/DeepSeek-R1-Distill-Qwen-7B': 7.61e9,
-    'deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B': None,  # no published count found here: its three sources agree instead
+    'deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B': None,
+    'Qwen/Qwen2.5-72B-Instruct': 72.7e9,  # no published count found here: its three sources agree instead
 }
 
 
