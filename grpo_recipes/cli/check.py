@@ -45,12 +45,14 @@ def _check(opts, extra):
     if getattr(opts, 'swift_version', None):
         from ..frontends.swift.versions import checked_packages
         packages = checked_packages(opts.swift_version, packages or installed_packages())
+    mean = getattr(opts, 'completion_mean', None)
     report = check_launch(launch, hw, packages=packages, data_stats=stats,
-                          model_config=model_config_arg(opts.model_config))
+                          model_config=model_config_arg(opts.model_config), completion_mean=mean)
     if getattr(opts, 'verify', False) and report.fixes and report.fixes[0].env:
         from ..memory.envfix import verify  # an environment line: re-plan the launch with it (and parse any arguments)
         report.fix_verified = verify(launch, report, lambda fixed: check_launch(
-            fixed, hw, packages=packages, data_stats=stats, model_config=model_config_arg(opts.model_config)))
+            fixed, hw, packages=packages, data_stats=stats, model_config=model_config_arg(opts.model_config),
+            completion_mean=mean))
         if report.fixes[0].changes:
             parsed = validate(Launch(argv=launch.argv + report.fixes[0].argv(), env=launch.env,
                                      file_env=launch.file_env, config_file=launch.config_file)).to_dict()

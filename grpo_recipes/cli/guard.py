@@ -92,6 +92,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f'{text!r} is not a positive number of tokens')
+    return n
+
+
 def _hardware_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group('hardware (default: nvidia-smi if present, else unknown)')
     g.add_argument('--gpus', type=int, metavar='N', help='physical GPUs per node')
@@ -100,6 +110,9 @@ def _hardware_args(p: argparse.ArgumentParser) -> None:
     g.add_argument('--rollout-gpus', metavar='IDS', help='server mode: GPU ids of `swift rollout` (e.g. 4,5)')
     p.add_argument('--data-stats', metavar='JSON', help='`grpo-data stats DATA --json` output: plan memory with '
                    'the data\'s real prompt lengths and check max_length against them')
+    p.add_argument('--completion-mean', type=_positive_int, metavar='TOKENS', help='the completions\' mean length '
+                   '(e.g. completions/mean_length from a run\'s log): an OOM below it is a refusal; without it a '
+                   'reasoning model\'s completions are planned at max_completion_length')
     g.add_argument('--gpu-mem', type=float, metavar='GIB', help='GPU capacity in GiB as torch reports it '
                    '(overrides the --gpu-type catalogue)')
     p.add_argument('--verify', action='store_true', help='also put the proposed memory fix through ms-swift\'s '
