@@ -165,16 +165,20 @@ def with_rollout(cfg: GRPOConfig, launch: Launch) -> tuple[GRPOConfig, list[str]
                    vllm_engine_kwargs=r.engine_kwargs, vllm_quantization=r.quantization), []
 
 
-def model_config_for(model: str | None, given: dict | None) -> tuple[dict | None, str | None]:
+def model_config_for(model: str | None, given: dict | None, hub=None) -> tuple[dict | None, str | None]:
     """(config.json, None), or (None, why memory cannot be checked): the one lookup a trainer check and a
-    rollout-server check share."""
+    rollout-server check share. ``hub`` (model_fetch.hub_of): where the launch downloads its model, asked for
+    config.json alone when no copy is here."""
     if given is not None:
         return given, None
+    from .model_fetch import FetchError
     from .model_source import MissingLocalPath
     try:
-        return load_model_config(model), None
+        return load_model_config(model, hub), None
     except MissingLocalPath:
         raise
+    except FetchError as e:
+        return None, str(e)
     except GuardError:
         from .frontends.shell_expand import unresolved
         if model and unresolved(model):  # $MODEL_DIR set nowhere the guard could see
@@ -278,10 +282,12 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         hw = replace(hw, rollout_gpus=tuple(g) if isinstance(g, (list, tuple)) else (g,))
     plan = build_plan(cfg, launch.env, hw)
     from .model_source import dataset_message, missing_datasets
+    from .model_fetch import hub_of
     from .models import config_source
     given_config = model_config is not None
-    model_config, unchecked = model_config_for(cfg.model, model_config)
-    assumptions += [config_source(cfg.model, given_config)] if model_config is not None else []
+    hub = hub_of(launch.framework, launch.argv, launch.file_env)
+    model_config, unchecked = model_config_for(cfg.model, model_config, hub)
+    assumptions += [config_source(cfg.model, given_config, hub)] if model_config is not None else []
     base = Path(launch.config_file).parent if launch.config_file and os.path.isfile(launch.config_file) else None
     ctx = Context(cfg=cfg, launch=launch, plan=plan, hw=hw, model=model_config, remaining=remaining,
                   packages=packages,
@@ -296,7 +302,7 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings, packages=packages,
                          assumptions=assumptions, memory_unchecked=unchecked)
     if memory and unchecked is None:
-        plan_memory(report, model_config, want_fixes=fixes, data_stats=data_stats)
+        plan_memory(report, model_config, want_fixes=fixes, data_stats=data_stats, completion_mean=completion_mean)
     elif not memory:
         report.memory_unchecked = 'memory planning was turned off'
     from .speed.attach import attach_speed  # seconds per step by phase; --fastest ranks the configs that fit
@@ -329,13 +335,15 @@ def check_rollout(launch: Launch, hw: Hardware, packages: dict | None = None,
     hw = with_rollout_gpus(hw, r)
     plan = build_plan(cfg, {}, hw)
     plan.visible_gpus, plan.visible_count, plan.processes = [], 0, []
+    from .model_fetch import hub_of
     from .models import config_source
     given_config = model_config is not None
-    model_config, unchecked = model_config_for(r.model, model_config)
+    hub = hub_of(launch.framework, launch.argv, launch.file_env)
+    model_config, unchecked = model_config_for(r.model, model_config, hub)
     report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw,
                          findings=rollout_findings(r, hw, model_config, as_error=True),
                          packages=installed_packages() if packages is None else packages, memory_unchecked=unchecked)
-    report.assumptions += [config_source(r.model, given_config)] if model_config is not None else []
+    report.assumptions += [config_source(r.model, given_config, hub)] if model_config is not None else []
     if unchecked is None:
         inp = memory_inputs(report, model_config)
         if inp is not None:

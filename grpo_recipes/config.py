@@ -51,8 +51,9 @@ class GRPOConfig:
     per_device_train_batch_size: int = 1
     """Completions per process per micro-step (not prompts)."""
     per_device_eval_batch_size: int = 1
-    gradient_accumulation_steps: int = 1
-    """Micro-steps per optimizer step. GRPO default 1 (``_set_default``)."""
+    gradient_accumulation_steps: int | None = 1
+    """Micro-steps per optimizer step, as the launch gives it. GRPO default 1 (``_set_default``); None only where no
+    GRPO default applied. Arithmetic reads ``accumulation_steps``, never this field."""
     steps_per_generation: int | None = None
     """Micro-steps served by one rollout; None means ``gradient_accumulation_steps``."""
     generation_batch_size: int | None = None
@@ -190,6 +191,14 @@ class GRPOConfig:
                 self.beta = 0.04
         if not (self.val_dataset or self.split_dataset_ratio > 0):
             self.eval_strategy = 'no'  # SftArguments.__post_init__
+
+    @property
+    def accumulation_steps(self) -> int:
+        """The gradient accumulation the plan and the rules use: the one place it is derived. Unset is 1 (ms-swift's
+        GRPO default, ``RLHFArguments._set_default``; transformers' ``TrainingArguments`` default for TRL). 0 and
+        negatives are kept as written, never turned into 1: ms-swift and TRL refuse or divide by them, and
+        ``batch.accumulation`` says so."""
+        return 1 if self.gradient_accumulation_steps is None else int(self.gradient_accumulation_steps)
 
     def is_set(self, name: str) -> bool:
         return name in self.explicit

@@ -1,5 +1,6 @@
-"""Model ``config.json`` lookup: a local dir, a hub id in the local HF/ModelScope cache, or a
-built-in copy for the recipes' models (``model_configs/``), which works offline."""
+"""Model ``config.json`` lookup: a local dir, a hub id in the local HF/ModelScope cache, a built-in copy (the
+recipes' models and the catalogue of popular GRPO models in ``model_configs/``, which work offline), else
+``config.json`` alone fetched from the hub the launch's framework downloads from (``model_fetch``)."""
 from __future__ import annotations
 
 import json
@@ -9,22 +10,40 @@ from pathlib import Path
 from typing import Any
 
 from .errors import GuardError
-from .model_source import require_local_model
+from .model_fetch import FetchError, Hub, fetch_config, fetched_from
+from .model_source import looks_local, require_local_model
 
-# Hub id → file in model_configs/ (the file name is the id's last part).
+# Hub id → file in model_configs/ (the file name is the id's last part): whole config.json copies.
 BUILTIN_MODELS = {
     'Qwen/Qwen2.5-7B-Instruct': 'Qwen2.5-7B-Instruct.json',
     'Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4': 'Qwen2.5-32B-Instruct-GPTQ-Int4.json',
     'deepseek-ai/DeepSeek-R1-Distill-Qwen-32B': 'DeepSeek-R1-Distill-Qwen-32B.json',
 }
+CATALOGUE = 'catalogue.json'
+"""model_configs/catalogue.json: popular GRPO models, only the fields the memory model reads, each with its source
+repo, licence and where its numbers were confirmed. A built-in name ``catalogue.json#<hub id>`` is one entry."""
+
+
+def catalogue() -> dict[str, dict]:
+    text = resources.files('grpo_recipes').joinpath('model_configs', CATALOGUE).read_text(encoding='utf-8')
+    return json.loads(text)['models']
 
 
 def _builtin_for(model: str) -> str | None:
     base = model.rstrip('/').split('/')[-1].lower()
-    for hub_id, fname in BUILTIN_MODELS.items():
-        if model == hub_id or base == hub_id.split('/')[-1].lower():
+    known = list(BUILTIN_MODELS.items()) + [(hub_id, f'{CATALOGUE}#{hub_id}') for hub_id in catalogue()]
+    for hub_id, fname in known:
+        if model == hub_id:
+            return fname
+    for hub_id, fname in known:
+        if base == hub_id.split('/')[-1].lower():
             return fname
     return None
+
+
+def builtin_stem(name: str) -> str:
+    """The model's dir name for a built-in copy (what ms-swift matches model_type and template on)."""
+    return name.split('#', 1)[1].split('/')[-1] if '#' in name else Path(name).stem
 
 
 def cached_snapshot(model: str, needed: tuple[str, ...] = ('config.json',)) -> Path | None:
@@ -52,8 +71,10 @@ def cached_snapshot(model: str, needed: tuple[str, ...] = ('config.json',)) -> P
     return None
 
 
-def resolve_model_dir(model: str | None) -> tuple[Path | None, str | None]:
-    """(local dir holding config.json, built-in file name): exactly one is set."""
+def resolve_model_dir(model: str | None, hub: Hub | None = None) -> tuple[Path | None, str | None]:
+    """(local dir holding config.json, built-in file name): exactly one is set. With ``hub`` (where the launch
+    downloads its model) a model found nowhere here has its config.json fetched from that hub; a launch that pins
+    ``--model_revision`` fetches it before taking a bundled copy (which is the hub's main branch)."""
     if not model:
         raise GuardError('--model is not set; add `model: Qwen/Qwen2.5-7B-Instruct` (or a local dir) to the config')
     require_local_model(model)  # a local path that is not there: an error, never a bundled config by its name
@@ -64,20 +85,29 @@ def resolve_model_dir(model: str | None) -> tuple[Path | None, str | None]:
     if cached is not None:
         return cached, None
     builtin = _builtin_for(model)
-    if builtin is not None:
+    if builtin is not None and (hub is None or not hub.revision):
         return None, builtin
     if p.exists():
         raise GuardError(f'--model {model}: the directory has no config.json')
-    raise GuardError(f'--model {model}: no local dir, no cached copy and no built-in config; pass a local '
-                     f'model dir (config.json is enough) or one of: {", ".join(BUILTIN_MODELS)}')
+    if hub is not None and '/' in model and not looks_local(model):
+        try:
+            return fetch_config(model, hub).parent, None
+        except FetchError:
+            if builtin is not None:
+                return None, builtin
+            raise
+    raise GuardError(f'--model {model}: no local dir, no cached copy and no built-in config; pass --model-config DIR '
+                     f'(its config.json), a local model dir (config.json is enough) or one of: {", ".join(list(BUILTIN_MODELS) + list(catalogue()))}')
 
 
 def builtin_config(fname: str) -> dict[str, Any]:
+    if '#' in fname:
+        return dict(catalogue()[fname.split('#', 1)[1]]['config'])
     return json.loads(resources.files('grpo_recipes').joinpath('model_configs', fname).read_text(encoding='utf-8'))
 
 
-def load_model_config(model: str | None) -> dict[str, Any]:
-    local, builtin = resolve_model_dir(model)
+def load_model_config(model: str | None, hub: Hub | None = None) -> dict[str, Any]:
+    local, builtin = resolve_model_dir(model, hub)
     if local is not None:
         try:
             return json.loads((local / 'config.json').read_text(encoding='utf-8'))
@@ -86,30 +116,46 @@ def load_model_config(model: str | None) -> dict[str, Any]:
     return builtin_config(builtin)
 
 
-def config_only_dir(model: str | None, workdir: Path) -> Path:
-    """A dir ms-swift can parse against: the user's own dir, or ``workdir/<name>/config.json``.
+def config_only_dir(model: str | None, workdir: Path, given: dict | None = None) -> Path:
+    """A dir ms-swift can parse against: the user's own dir, or ``workdir/<name>/config.json`` (``given``: the
+    config.json of ``--model-config``, for a model that is neither local nor cached nor bundled).
 
     The dir is named after the model (e.g. ``Qwen2.5-7B-Instruct``) so ms-swift matches its
     model_type and template the same way it would for the real checkpoint.
     """
+    if given is not None:
+        if not model:
+            raise GuardError('--model is not set; add `model: Qwen/Qwen2.5-7B-Instruct` (or a local dir) to the config')
+        d = workdir / (Path(model.rstrip('/')).name or 'model')
+        d.mkdir(parents=True, exist_ok=True)
+        (d / 'config.json').write_text(json.dumps(given, indent=2), encoding='utf-8')
+        return d
     local, builtin = resolve_model_dir(model)
     if local is not None:
         return local
-    d = workdir / Path(builtin).stem
+    d = workdir / builtin_stem(builtin)
     d.mkdir(parents=True, exist_ok=True)
     (d / 'config.json').write_text(json.dumps(builtin_config(builtin), indent=2), encoding='utf-8')
     return d
 
 
-def config_source(model: str | None, given: bool) -> str:
+def config_source(model: str | None, given: bool, hub: Hub | None = None) -> str:
     """Where the plan's config.json came from, for the assumptions: the file, or the bundled copy's name."""
     if given:
         return 'model config: the config.json given with --model-config'
     try:
-        local, builtin = resolve_model_dir(model)
+        local, builtin = resolve_model_dir(model, hub)
     except GuardError:
         return ''
     if local is not None:
+        src = fetched_from(local / 'config.json')
+        if src:
+            return f'model config: {local / "config.json"}, fetched from {src} (only that file)'
         return f'model config: {local / "config.json"}'
-    return (f'model config: the bundled copy grpo_recipes/model_configs/{builtin} (the model {model} is neither a '
-            f'local dir nor in the Hugging Face / ModelScope cache here)')
+    where = f'grpo_recipes/model_configs/{builtin}'
+    if '#' in builtin:
+        hub_id = builtin.split('#', 1)[1]
+        where = (f'grpo_recipes/model_configs/{CATALOGUE} entry {hub_id} (the fields the memory model reads, from '
+                 f'{catalogue()[hub_id]["source"]})')
+    return (f'model config: the bundled copy {where} (the model {model} is neither a local dir nor in the Hugging '
+            f'Face / ModelScope cache here)')

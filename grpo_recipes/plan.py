@@ -59,6 +59,9 @@ class Plan:
     """Why the rollout server runs on another machine (Hardware.rollout_remote); None: this node."""
     processes: list[dict] = field(default_factory=list)
     """One row per local process: rank, local_rank and the GPU it drives."""
+    gradient_accumulation_steps: int = 1
+    """Micro-steps per optimizer step (``GRPOConfig.accumulation_steps``; below 1 the launch is refused by
+    ``batch.accumulation`` and the batch figures are shown as written)."""
     optimizer_batch: int = 0
     """Completions per optimizer step: world × per_device_train_batch_size × gradient_accumulation_steps."""
     global_micro_batch: int = 0
@@ -100,7 +103,7 @@ def build_plan(cfg: GRPOConfig, env: dict[str, str], hw: Hardware) -> Plan:
         processes.append({'rank': base_rank + local, 'local_rank': local, 'gpu': gpu})
 
     bs = cfg.per_device_train_batch_size
-    ga = cfg.gradient_accumulation_steps or 1
+    ga = cfg.accumulation_steps
     global_micro = bs * world
     gbs, spg = cfg.generation_batch_size, cfg.steps_per_generation
     if gbs is None and spg is None:
@@ -116,7 +119,8 @@ def build_plan(cfg: GRPOConfig, env: dict[str, str], hw: Hardware) -> Plan:
         visible_gpus=visible, visible_count=visible_count,
         rollout_gpus=list(hw.rollout_gpus) if hw.rollout_gpus is not None else None,
         rollout_remote=hw.rollout_remote, processes=processes,
-        optimizer_batch=world * bs * ga, global_micro_batch=global_micro, generation_batch=gbs,
+        gradient_accumulation_steps=ga, optimizer_batch=world * bs * ga, global_micro_batch=global_micro,
+        generation_batch=gbs,
         steps_per_generation=spg, completions_per_process_per_step=bs * ga,
     )
     if G and G > 0:

@@ -65,9 +65,10 @@ def world_size_of(launch: Launch) -> int:
         raise GuardError(str(e)) from None
 
 
-def _request(launch: Launch, workdir: Path, index: int) -> tuple[dict, list[str], list[str]]:
+def _request(launch: Launch, workdir: Path, index: int,
+             model_config: dict | None = None) -> tuple[dict, list[str], list[str]]:
     cfg, remaining = GRPOConfig.from_argv(launch.argv)
-    model_dir = config_only_dir(cfg.model, workdir / 'models')
+    model_dir = config_only_dir(cfg.model, workdir / 'models', model_config)
     overrides = ['--model', str(model_dir), '--output_dir', str(workdir / f'output{index}'), '--use_cpu', 'true']
     env_updates = {k: v for k, v in launch.file_env.items() if k not in os.environ and k not in ('MASTER_ADDR', 'MASTER_PORT')}
     env_updates['CUDA_VISIBLE_DEVICES'] = ''
@@ -108,11 +109,13 @@ def _run_worker(module: str, requests: list[dict], what: str, timeout: float, py
     return lines
 
 
-def validate_many(launches: list[Launch], timeout: float = 900.0, python: str | None = None) -> list[RealParseResult]:
-    """Parse several launches with one ms-swift import (one subprocess, one parse per launch)."""
+def validate_many(launches: list[Launch], timeout: float = 900.0, python: str | None = None,
+                  model_config: dict | None = None) -> list[RealParseResult]:
+    """Parse several launches with one ms-swift import (one subprocess, one parse per launch). ``model_config``: the
+    config.json (``--model-config``) to parse against where the model is not local, cached or bundled."""
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix='grpo-guard-') as tmp:
-        prepared = [_request(launch, Path(tmp), i) for i, launch in enumerate(launches)]
+        prepared = [_request(launch, Path(tmp), i, model_config) for i, launch in enumerate(launches)]
         lines = _run_worker('grpo_recipes.frontends.swift.worker', [p[0] for p in prepared], 'ms-swift parser', timeout,
                             python, cwd=tmp)
     results = []
@@ -131,12 +134,13 @@ def validate_many(launches: list[Launch], timeout: float = 900.0, python: str | 
 
 
 def validate(launch: Launch, timeout: float = 900.0, python: str | None = None,
-             trl_version: str | None = None) -> RealParseResult:
+             trl_version: str | None = None, model_config: dict | None = None) -> RealParseResult:
     """The framework's own parser on the launch: ms-swift's for ``swift rlhf``, the installed TRL's for a TRL
-    launch (``trl_version``, when given, must be the installed one: a parse cannot run another release)."""
+    launch (``trl_version``, when given, must be the installed one: a parse cannot run another release).
+    ``model_config``: ``--model-config``'s config.json, for ms-swift's parse (TRL's parse reads no model)."""
     if launch.framework == 'trl':
         return validate_trl(launch, timeout=timeout, python=python, trl_version=trl_version)
-    return validate_many([launch], timeout=timeout, python=python)[0]
+    return validate_many([launch], timeout=timeout, python=python, model_config=model_config)[0]
 
 
 def installed_trl() -> str | None:

@@ -15,12 +15,13 @@ BASE = {
 }
 
 
-def make(overrides=None, env=None, drop=(), hw=None, packages=None, data_stats=None):
+def make(overrides=None, env=None, drop=(), hw=None, packages=None, data_stats=None, completion_mean=None):
     cfg = {k: v for k, v in {**BASE, **(overrides or {})}.items() if k not in drop and v is not None}
     cfg['ENV'] = {'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1} if env is None else env
     launch = launch_from_mapping(cfg, [], environ={}, source='test.yaml')
     report = check_launch(launch, hw or Hardware(gpus=8, gpu_type='A100-80G', source='flags'),
-                          packages=PACKAGES_OK if packages is None else packages, data_stats=data_stats)
+                          packages=PACKAGES_OK if packages is None else packages, data_stats=data_stats,
+                          completion_mean=completion_mean)
     return launch, report
 
 

@@ -54,3 +54,16 @@ def test_unknown_arguments_get_suggestions():
     assert found == {'--train_type': '--tuner_type', '--gpu_memory_utilization': '--vllm_gpu_memory_utilization'}
     typo = swift_args.explain_remaining(['--vllm_gpu_memory_utilisation', '0.5', '--tensor_parallel_size', '2'])
     assert [u.suggestion for u in typo] == ['--vllm_gpu_memory_utilization', '--vllm_tensor_parallel_size']
+
+
+def test_ambiguous_abbreviation_names_the_candidates_ms_swift_names(hf_parser, capsys):
+    # ms-swift's parser stops on it (argparse allow_abbrev); the fast path makes it a finding with the same candidates
+    argv = ['--rlhf_type', 'grpo', '--num_generation', '4', '--per_device_train_batch_size', '4']
+    with pytest.raises(SystemExit):
+        hf_parser.parse_known_args(list(argv))
+    real = capsys.readouterr().err.strip().splitlines()[-1]
+    assert 'ambiguous option: --num_generation could match' in real
+    values, remaining = swift_args.parse(argv)
+    assert remaining == ['--num_generation', '4'] and values['per_device_train_batch_size'] == 4
+    (u,) = swift_args.explain_remaining(remaining)
+    assert u.stops.endswith(real.split('error: ', 1)[1] + '`') and u.suggestion == '--num_generations'

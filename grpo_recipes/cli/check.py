@@ -21,8 +21,6 @@ from .render import print_report
 def _check(opts, extra):
     if opts.gpus is not None and opts.gpus < 1:
         raise GuardError(f'--gpus {opts.gpus}: must be >= 1')
-    if getattr(opts, 'completion_mean', None) is not None and opts.completion_mean < 1:
-        raise GuardError(f'--completion-mean {opts.completion_mean}: must be >= 1 (tokens)')
     from ..gpu_names import check_hardware_flags
     check_hardware_flags(opts.gpu_type, opts.gpu_mem)  # exact card names, --gpu-mem > 0
     from ..recipe_launcher import recipe_launcher
@@ -47,14 +45,15 @@ def _check(opts, extra):
     if getattr(opts, 'swift_version', None):
         from ..frontends.swift.versions import checked_packages
         packages = checked_packages(opts.swift_version, packages or installed_packages())
+    mean = getattr(opts, 'completion_mean', None)
     report = check_launch(launch, hw, packages=packages, data_stats=stats,
-                          model_config=model_config_arg(opts.model_config),
-                          completion_mean=getattr(opts, 'completion_mean', None),
+                          model_config=model_config_arg(opts.model_config), completion_mean=mean,
                           fastest=getattr(opts, 'fastest', False))
     if getattr(opts, 'verify', False) and report.fixes and report.fixes[0].env:
         from ..memory.envfix import verify  # an environment line: re-plan the launch with it (and parse any arguments)
         report.fix_verified = verify(launch, report, lambda fixed: check_launch(
-            fixed, hw, packages=packages, data_stats=stats, model_config=model_config_arg(opts.model_config)))
+            fixed, hw, packages=packages, data_stats=stats, model_config=model_config_arg(opts.model_config),
+            completion_mean=mean))
         if report.fixes[0].changes:
             parsed = validate(Launch(argv=launch.argv + report.fixes[0].argv(), env=launch.env,
                                      file_env=launch.file_env, config_file=launch.config_file)).to_dict()

@@ -42,10 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
                                 '(`swift rlhf --rlhf_type grpo`).', epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest='cmd', metavar='COMMAND')
-    v = sub.add_parser('validate', help="run ms-swift 4.6's own argument parser on a config or command line",
-                       description='Run swift.utils.parse_args(RLHFArguments, argv) on the launch, in a '
-                       'subprocess, against a config-only model dir. Reports unknown/renamed arguments with '
-                       'a suggestion and ms-swift\'s own validation messages.', epilog=EPILOG,
+    v = sub.add_parser('validate', help="run the framework's own argument parser on the launch (ms-swift 4.6's "
+                       "RLHFArguments, or the installed TRL's TrlParser)",
+                       description='Run the framework\'s own argument parser on the launch, in a subprocess: '
+                       'swift.utils.parse_args(RLHFArguments, argv) for swift rlhf (against a config-only model dir), '
+                       'TRL\'s TrlParser for a TRL launch. Reports unknown/renamed arguments with a suggestion and '
+                       'the framework\'s own validation messages.', epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     for name, helptext in (('check', 'derive the launch plan and run every rule (fast; no torch, no ms-swift)'),
                            ('run', 'check, then exec `swift rlhf` with the same argv and environment')):
@@ -72,17 +74,32 @@ def build_parser() -> argparse.ArgumentParser:
                          '../shared/calibration/README.md) and compare with what was observed.')
     cal.add_argument('cases', help='JSON-lines file of cases, e.g. ../shared/calibration/memory_cases.jsonl')
     cal.add_argument('--json', action='store_true', help='print one JSON object')
-    v.add_argument('config', nargs='?', help='swift rlhf YAML/JSON config (omit and use `-- swift rlhf ...`)')
+    v.add_argument('config', nargs='?', help='swift rlhf YAML/JSON config or a launcher .sh (omit and use '
+                   '`-- swift rlhf ...`, `-- accelerate launch ...`)')
     v.add_argument('--json', action='store_true', help='print one JSON object')
     v.add_argument('--timeout', type=float, default=900.0, help='seconds to wait for the parser (default 900)')
+    v.add_argument('--model-config', metavar='DIR', help='a dir holding the model\'s config.json (or the file) '
+                   'when the model is neither local nor in the HF/ModelScope cache nor bundled: ms-swift parses '
+                   'against it')
     v.add_argument('--gpus', type=int, metavar='N', help='physical GPUs per node: the process count of a launch that '
                    'starts one per visible GPU (default: nvidia-smi, or CUDA_VISIBLE_DEVICES)')
     for c in (v, sub.choices['check'], sub.choices['run']):
         c.add_argument('--swift-version', metavar='V', help='ms-swift launches: the ms-swift release the launch will '
-                       'run (default: the installed one); 3.x is read with ms-swift 3.10\'s arguments')
+                       'run (default: the installed one); check reads it with that release\'s own arguments '
+                       '(3.0 to 4.6; a newer one as 4.6\'s)')
         c.add_argument('--trl-version', metavar='V', help='TRL launches: the TRL release the launch will run (default: '
                        'the installed one); older releases keep the names they had (e.g. --vllm_device before 0.16)')
     return p
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f'{text!r} is not a positive number of tokens')
+    return n
 
 
 def _hardware_args(p: argparse.ArgumentParser) -> None:
@@ -93,8 +110,9 @@ def _hardware_args(p: argparse.ArgumentParser) -> None:
     g.add_argument('--rollout-gpus', metavar='IDS', help='server mode: GPU ids of `swift rollout` (e.g. 4,5)')
     p.add_argument('--data-stats', metavar='JSON', help='`grpo-data stats DATA --json` output: plan memory with '
                    'the data\'s real prompt lengths and check max_length against them')
-    p.add_argument('--completion-mean', type=int, metavar='N', help='completion tokens on average, for the predicted '
-                   'step time (default: the cap for reasoning models, else half of max_completion_length)')
+    p.add_argument('--completion-mean', type=_positive_int, metavar='TOKENS', help='the completions\' mean length '
+                   '(e.g. completions/mean_length from a run\'s log): an OOM below it is a refusal; without it a '
+                   'reasoning model\'s completions are planned at max_completion_length; also the predicted step time\'s mean')
     p.add_argument('--fastest', action='store_true', help='rank the configurations that fit (micro-batch split, '
                    'colocate or server, vLLM TP, checkpointing, sleep level) by predicted time per prompt')
     g.add_argument('--gpu-mem', type=float, metavar='GIB', help='GPU capacity in GiB as torch reports it '

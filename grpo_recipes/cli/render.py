@@ -103,7 +103,8 @@ def memory_table(report: CheckReport) -> Table:
     for ms in groups.values():
         m = ms[0]
         ids = _id_ranges([x.gpu for x in ms])
-        model = _col(m, 'weights', 'ref_model', 'lora_params', 'zero3_live_params', 'zero3_sync_gather')
+        model = _col(m, 'weights', 'ref_model', 'lora_params', 'zero3_live_params', 'zero3_sync_gather',
+                     'zero3_generation_gather')
         optim = _col(m, 'grads+optimizer')
         # activations and the other transients of the step (its net: the largest of them at the peak)
         act = _col(m, 'activations', 'logits', 'overlap', 'hf_generate_kv', 'adamw_foreach_temp',

@@ -6,10 +6,11 @@ from rich.markup import escape
 
 from ..frontends import read_launch
 from ..realparse import validate
-from .common import launch_args, print_json
+from .common import launch_args, model_config_arg, print_json
 
 
 def run(opts, extra: list[str]) -> int:
+    model_config = model_config_arg(opts.model_config)  # read first: a bad path is one line, before any parse
     launch = read_launch(launch_args(opts.config, extra))
     from ..frontends.launcher_count import apply_default_processes  # one process per visible GPU, as check counts
     apply_default_processes(launch, opts.gpus)
@@ -18,7 +19,7 @@ def run(opts, extra: list[str]) -> int:
         require_installed(opts.swift_version)
     from .progress import progress
     with progress(f'validate: running {"TRL" if launch.framework == "trl" else "ms-swift"}\'s own parser'):
-        result = validate(launch, timeout=opts.timeout, trl_version=opts.trl_version)
+        result = validate(launch, timeout=opts.timeout, trl_version=opts.trl_version, model_config=model_config)
     if opts.json:
         print_json({'ok': result.ok, 'launch': launch.to_dict(), 'parser': result.to_dict()})
         return 0 if result.ok else 1

@@ -13,7 +13,8 @@ Phases on a colocated GPU (ms-swift 4.6 ``grpo_trainer``/``rollout_mixin``):
   weights exist at once, split by ``move_model_batches``.
 - ``train``: the trainer at peak (activations, logits, gradients, optimizer) beside what vLLM keeps
   per sleep level (0: everything; 1/2: CUDA graphs and its non-torch state).
-Server mode plans the rollout GPUs on their own; without vLLM, HF generate's KV cache is added.
+Server mode plans the rollout GPUs on their own; without vLLM, HF generate's KV cache is added (and under ZeRO-3 with
+``ds3_gather_for_generation`` the whole gathered model, ``trainer.zero3_generation_gather``).
 """
 from __future__ import annotations
 
@@ -92,7 +93,9 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         gen_kv = cfg.per_device_train_batch_size * (inp.prompt_len + cfg.max_completion_length) * \
             a.kv_bytes_per_token(2)
         components['hf_generate_kv'] = _g(gen_kv)
-        parts['generate'] = {**resident(), 'hf_generate_kv': gen_kv}
+        parts['generate'] = {**resident(), 'hf_generate_kv': gen_kv,
+                             **({'zero3_generation_gather': tr['zero3_generation_gather']}
+                                if tr.get('zero3_generation_gather') else {})}
         parts['train'] = train_parts
     role = 'train' if inp.sft else ('train+vllm' if colocate else ('train' if server else 'train+hf-generate'))
     for gid in train_ids:

@@ -104,6 +104,42 @@ def _yaml(v) -> str:
     return str(v)
 
 
+# Trial division stops here: a cofactor left above it is taken whole (its own divisors are then not offered). Bounds
+# the work on an absurd micro-batch (10**18) to a million divisions; any micro-batch a GPU can hold factorises fully.
+TRIAL_DIVISION_LIMIT = 10 ** 6
+
+
+def _factorise(n: int) -> dict[int, int]:
+    out: dict[int, int] = {}
+    d = 2
+    while d * d <= n and d <= TRIAL_DIVISION_LIMIT:
+        while n % d == 0:
+            out[d] = out.get(d, 0) + 1
+            n //= d
+        d += 1 if d == 2 else 2
+    if n > 1:
+        out[n] = out.get(n, 0) + 1
+    return out
+
+
+def split_sizes(bs: int) -> list[int]:
+    """Smaller micro-batches that divide ``bs`` (so the accumulation grows by a whole factor), largest first: for each
+    power of two below ``bs``, the largest divisor at most that power. O(log bs) candidates from the factorisation,
+    instead of every number below ``bs``; for a power-of-two ``bs`` these are all its halvings."""
+    if bs <= 1:
+        return []
+    divisors = [1]
+    for p, e in _factorise(bs).items():
+        divisors = [d * p ** i for d in divisors for i in range(e + 1)]
+    divisors = sorted(d for d in divisors if d < bs)
+    out: set[int] = set()
+    for k in range(bs.bit_length()):
+        below = [d for d in divisors if d <= 2 ** k]
+        if below:
+            out.add(below[-1])
+    return sorted(out, reverse=True)
+
+
 def _knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int, framework: str = 'swift',
            adamw: str = 'fused') -> list[list[dict]]:
     """Each knob: a list of alternative change dicts (argument -> new value). A TRL launch gets only the knobs
@@ -135,9 +171,7 @@ def _all_knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int) -> list
             knobs.append([{'sleep_level': 1}])
     bs = cfg.per_device_train_batch_size
     splits = []
-    for new_bs in range(bs - 1, 0, -1):
-        if bs % new_bs:
-            continue
+    for new_bs in split_sizes(bs):
         k = bs // new_bs
         ch = {'per_device_train_batch_size': new_bs, 'gradient_accumulation_steps': cfg.gradient_accumulation_steps * k}
         if cfg.steps_per_generation is not None:
@@ -148,6 +182,10 @@ def _all_knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int) -> list
     if not cfg.gradient_checkpointing:
         knobs.append([{'gradient_checkpointing': True}])
     stage = cfg.zero_stage
+    if not cfg.use_vllm and stage == 3 and cfg.ds3_gather_for_generation:
+        # HF generation gathers the whole model on each rank (trainer.zero3_generation_gather); without it each
+        # layer is fetched as the forward reaches it (slower generation, same training)
+        knobs.append([{'ds3_gather_for_generation': False}])
     if cfg.use_vllm and stage == 3 and not cfg.move_model_batches:
         knobs.append([{'move_model_batches': 8}])
     if colocate and not (cfg.offload_model and cfg.offload_optimizer):
@@ -193,18 +231,23 @@ def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
                 new_plan = build_plan(new, report.launch.env, report.hardware)
                 cand = replace(inp, adamw='fused') if 'optim' in change else replace(inp)
                 mem = estimate(new, new_plan, with_env(cand, report, new, env))  # the allocator follows the new config
-                # only the training GPUs: no trainer setting moves a rollout server's GPU
-                if not all(m.fits and not m.problems for m in mem if m.role != 'rollout'):
-                    continue  # a fix must also leave vLLM's KV cache room for the whole rollout
+                # only the training GPUs: no trainer setting moves a rollout server's GPU; m.fits already requires no
+                # error-level problem (vLLM starts, holds one sequence)
+                if not all(m.fits for m in mem if m.role != 'rollout'):
+                    continue
                 peak = max(m.peak_fraction for m in mem if m.role != 'rollout')
                 semantic = 'beta' in change
-                cost = (semantic, peak > 0.9, n, sum(idxs), -peak)
+                # a fix that leaves vLLM's KV cache room for the whole rollout ranks first; one where vLLM queues part
+                # of it (vllm.kv-concurrency: slower, same memory) still fits, and is the only kind there is when the
+                # rollout's longest sequences cannot all be held at once (e.g. prompts bounded only by the context)
+                queued = any(m.problems for m in mem if m.role != 'rollout')
+                cost = (semantic, queued, peak > 0.9, n, sum(idxs), -peak)
                 fix = Fix({k: (getattr(cfg, k), v) for k, v in change.items()}, round(peak, 4),
                           max((m for m in mem if m.role != 'rollout'), key=lambda m: m.peak_fraction).phase,
                           semantic, mem, {k: ((report.launch.alloc.values if report.launch.alloc else {}).get(k), v)
                                           for k, v in env.items()})
                 found.append((cost, fix))
-        if any(not c[0][0] and not c[0][1] for c in found):
+        if any(not c[0][0] and not c[0][1] and not c[0][2] for c in found):
             break
     found.sort(key=lambda cf: cf[0])
     out, seen = [], set()

@@ -302,7 +302,8 @@ def analytic_peak(cfg, plan, arch, prompt_len: int, sft: bool = False, adamw: st
     buffers or vLLM, and without the allocator's fragmentation allowance (the trace counts allocated bytes)."""
     t = trainer_terms(cfg, plan, Inputs(arch=arch, capacity_gib=1e9, prompt_len=prompt_len, sft=sft, adamw=adamw),
                       fragmentation=1.0)
-    return sum(v for k, v in t.items() if k not in ('cuda_context', 'nccl', 'zero3_sync_gather')) / GiB
+    return sum(v for k, v in t.items() if k not in ('cuda_context', 'nccl', 'zero3_sync_gather',
+                                                     'zero3_generation_gather')) / GiB
 
 
 PER_PARAMETER_TERMS = ('weights', 'lora_params', 'grads+optimizer', 'zero3_live_params', 'ref_model')

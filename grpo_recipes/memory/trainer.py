@@ -74,6 +74,32 @@ class Rank:
     offload_param: bool
     moments: float
     """Bytes of AdamW's two moments per trainable parameter where the optimizer steps fp32 values."""
+    resident_quant: float = 0.0
+    """Bytes of a quantised base's packed linear weights that ZeRO-3 neither partitions nor offloads (see
+    ``quantised_resident``); 0 for an unquantised model."""
+
+
+# Quantised bases whose packed linear weights stay whole on every GPU under ZeRO-3:
+# - transformers 5.19 modeling_utils.py (PreTrainedModel.get_init_context; ``needs_zero3_init =
+#   is_deepspeed_zero3_enabled() and not _is_quantized``): a quantised model is never built under
+#   deepspeed.zero.Init, so it loads whole on each rank;
+# - DeepSpeed 0.19 runtime/zero/parameter_offload.py ``_convert_to_zero_parameters`` then partitions (and with
+#   offload_param offloads) ``module.parameters()`` at engine start, whatever their dtype (partition_parameters.py
+#   ``_zero_init_param``: broadcast as uint8, then ``partition()``), and nothing else: GPTQ's and AWQ's packed weights
+#   (qweight, qzeros, scales, g_idx) are registered buffers of their QuantLinear modules (peers-and-memory.md §E,
+#   auto_gptq qlinear_cuda.py), so they stay; the checkpoint's unquantised embeddings, norms and lm_head are
+#   parameters and are partitioned.
+# bitsandbytes' Params4bit/Int8Params are torch.nn.Parameter subclasses, so the engine partitions them like any
+# parameter: a bnb base is whole on each GPU only while it loads (below the training peak), and is planned as
+# partitioned.
+RESIDENT_QUANT = ('gptq', 'awq')
+
+
+def quantised_resident(a: Arch, bnb_bits: int | None) -> float:
+    """Bytes of the packed linear weights that stay on every rank under ZeRO-3 (0: not a resident quantisation)."""
+    if bnb_bits or a.quant_method() not in RESIDENT_QUANT:
+        return 0.0
+    return a.linear_params() * a.linear_bytes_per_weight()
 
 
 def rank_of(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> Rank:
@@ -94,17 +120,20 @@ def rank_of(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> Rank:
     return Rank(arch=a, N=max(1, plan.world_size), P=P, T=T, pb=pb, base_bytes=base_bytes,
                 stage=cfg.zero_stage if cfg.deepspeed else None, fsdp=cfg.fsdp_sharding if not cfg.deepspeed else None,
                 offload_opt='offload' in ds, offload_param=ds.startswith('zero3_offload'),
-                moments=EIGHT_BIT_MOMENTS if inp.adamw == '8bit' else 8)
+                moments=EIGHT_BIT_MOMENTS if inp.adamw == '8bit' else 8,
+                resident_quant=quantised_resident(a, bnb_bits) if cfg.is_lora else 0.0)
 
 
 def weights(cfg: GRPOConfig, r: Rank) -> float:
     """The policy's weights on one rank: frozen base under LoRA (ZeRO-3 partitions it and zero3_offload offloads
-    it), else the trained parameters; FSDP2 upcasts them to fp32."""
+    it, except a GPTQ/AWQ base's packed weights, which stay whole: ``quantised_resident``), else the trained
+    parameters; FSDP2 upcasts them to fp32."""
     N, stage, fsdp = r.N, r.stage, r.fsdp
     if cfg.is_lora:
         if fsdp == 'full_shard':
             return r.base_bytes / N
-        return 0.0 if r.offload_param else (r.base_bytes / N if stage == 3 else r.base_bytes)
+        rest = r.base_bytes - r.resident_quant  # what ZeRO-3 partitions
+        return r.resident_quant + (0.0 if r.offload_param else (rest / N if stage == 3 else rest))
     if fsdp is not None:
         return 4 * r.P / N if fsdp == 'full_shard' else 4 * r.P
     return 0.0 if r.offload_param else (r.pb * r.P / N if stage == 3 else r.pb * r.P)
@@ -315,9 +344,28 @@ def zero3_sync_gather(cfg: GRPOConfig, r: Rank, inp: Inputs) -> float | None:
     a = r.arch
     if inp.weight_sync == 'per_param' and not cfg.is_lora:
         return r.pb * a.vocab * a.hidden  # one parameter at a time: the largest, the embedding
-    gathered = 2 * r.P if not cfg.is_lora else r.base_bytes
+    gathered = 2 * r.P if not cfg.is_lora else r.base_bytes - r.resident_quant  # resident ones are not gathered
     parts = max(1, cfg.move_model_batches or 1)
     return gathered / parts + (2 * a.vocab * a.hidden if parts > 1 else 0)
+
+
+def zero3_generation_gather(cfg: GRPOConfig, r: Rank) -> float | None:
+    """HF generation (no vLLM) under ZeRO-3 gathers the whole policy on every rank for the length of the rollout, when
+    ``ds3_gather_for_generation`` is true (its default in both frameworks): the gathered 16-bit parameters (the frozen
+    base as loaded and the fp32 adapters under LoRA) beside each rank's own shard. None: no such gather.
+
+    - ms-swift 4.6: swift/rlhf_trainers/rollout_mixin.py ``_generate_completions`` runs HF generate (``use_fast_infer``
+      is ``use_vllm``) inside swift/utils/transformers_utils.py ``unwrap_model_for_generation(..., gather_deepspeed3_
+      params=args.ds3_gather_for_generation)``, which wraps every ``named_parameters()`` in
+      ``deepspeed.zero.GatheredParameters``; the argument defaults to True (swift/trainers/arguments.py).
+    - TRL: trl/models/utils.py ``unwrap_model_for_generation`` with GRPOConfig ``ds3_gather_for_generation`` (True).
+    With it false, generation fetches each layer's parameters as the forward reaches them (DeepSpeed's hooks): the
+    ``zero3_live_params`` term already counts that."""
+    if cfg.use_vllm or r.stage != 3 or not cfg.ds3_gather_for_generation:
+        return None
+    if cfg.is_lora:
+        return r.base_bytes - r.resident_quant + 4 * r.T  # a quantised base's packed weights are there already
+    return 2 * r.P  # DeepSpeed's 16-bit engine holds the partitioned parameters in 16 bits (as zero3_sync_gather)
 
 
 def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float = FRAGMENTATION) -> dict[str, float]:
@@ -370,4 +418,7 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
     sync = zero3_sync_gather(cfg, r, inp)
     if sync is not None:
         t['zero3_sync_gather'] = sync
+    gen = zero3_generation_gather(cfg, r)
+    if gen is not None:
+        t['zero3_generation_gather'] = gen
     return t

@@ -85,8 +85,49 @@ def prompt_bound(report, arch: Arch, data_stats: dict | None) -> tuple[int, str,
 # the OOM is expected on ordinary batches and the launch is refused. A stated policy, not a measurement.
 LONG_COMPLETION_SHARE = 0.5
 
+# ms-swift 4.6's templates registered with is_thinking=True whose model thinks by default: deepseek_r1
+# (swift/template/templates/deepseek.py), qwq, qwen3_thinking and qwen3, the hybrid Qwen3 template, which thinks unless
+# --enable_thinking false (swift/template/templates/qwen.py; swift/arguments/base_args/template_args.py: "True for
+# thinking/hybrid thinking templates"). A reasoning model's completions run on to max_completion_length as a rule
+# (its thinking is what GRPO lengthens), so an OOM there is planned as the ordinary case.
+THINKING_TEMPLATES = ('deepseek_r1', 'qwq', 'qwen3_thinking', 'qwen3')
 
-def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data_stats: dict | None = None) -> None:
+
+def _argv_value(argv: list[str], name: str) -> str | None:
+    out = None
+    for i, a in enumerate(argv):
+        if a == f'--{name}' and i + 1 < len(argv):
+            out = argv[i + 1]
+        elif a.startswith(f'--{name}='):
+            out = a.split('=', 1)[1]
+    return out
+
+
+def reasoning_model(report) -> str | None:
+    """Why the launch's model is a reasoning (thinking) model, None if it is not: the template the launch names, else
+    the one ms-swift registers for the model id (swift_registry_snapshot.json; a local dir by its name), is a thinking
+    template, and the launch does not turn thinking off (--enable_thinking false)."""
+    from ..frontends.swift.registry import snapshot
+    cfg = report.cfg
+    if (_argv_value(report.launch.argv, 'enable_thinking') or '').strip().lower() in ('false', '0', 'no'):
+        return None
+    template, where = cfg.template, "the launch's template"
+    if not template and cfg.model:
+        models = snapshot()['models']
+        key = cfg.model.strip('/').lower()
+        hit = models.get(key)
+        if hit is None and '/' in key:  # a local dir: by its name
+            name = key.rsplit('/', 1)[1]
+            hit = next((v for k, v in models.items() if k.rsplit('/', 1)[-1] == name), None)
+        if hit:
+            template, where = hit[1], 'ms-swift\'s template for this model'
+    if template in THINKING_TEMPLATES:
+        return f'{cfg.model} is a reasoning model ({where} is {template}, a thinking one)'
+    return None
+
+
+def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data_stats: dict | None = None,
+                completion_mean: int | None = None) -> None:
     inp = memory_inputs(report, model_config)
     if inp is None:
         return
@@ -137,14 +178,30 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
         short_mem = {x.gpu: x for x in estimate(cfg, report.plan, replace(inp, prompt_len=1))}
     long_completion = None
     at_longest = None  # the same with the longest prompts the launch allows (bounded launches)
+    reasoning = reasoning_model(report) if completion_mean is None else None
+    # completions the data and the model produce as a rule: a micro-batch is padded to its longest, so an OOM below
+    # this length is expected on ordinary batches and refused. A reasoning model runs on to the limit; a stated mean
+    # (--completion-mean) is the length they reach; else the share of the limit (LONG_COMPLETION_SHARE).
+    C = cfg.max_completion_length
+    ordinary = C if reasoning else max(LONG_COMPLETION_SHARE * C, min(completion_mean or 0, C))
+    if reasoning:
+        report.assumptions.append(f'completions reach max_completion_length ({C:,} tokens): {reasoning}; pass '
+                                  f'--completion-mean TOKENS (e.g. completions/mean_length from a run\'s log) to plan '
+                                  f'with shorter ones')
+    elif completion_mean is not None:
+        report.assumptions.append(f'completions of {completion_mean:,} tokens on average (--completion-mean): an OOM '
+                                  f'below that length is a refusal')
+    refused_at = None  # the longest completion that fits, when an OOM below the ordinary length refuses the launch
     if train_oom and conditional is None:
-        # a refusal needs the OOM on ordinary batches: the shortest prompts and completions within the share of
-        # the limit (the prompt and completion worst cases together are a warning's business)
+        # a refusal needs the OOM on ordinary batches: the shortest prompts and completions of the ordinary length
+        # (the prompt and completion worst cases together are a warning's business)
         n = largest_completion_that_fits(cfg, report.plan, replace(inp, prompt_len=1))
-        if n is not None and n >= LONG_COMPLETION_SHARE * cfg.max_completion_length:
+        if n is not None and n >= ordinary:
             long_completion = n
             if bounded:
                 at_longest = largest_completion_that_fits(cfg, report.plan, inp) or 0
+        elif n is not None:
+            refused_at = n
     for m in report.memory:
         for p in m.problems:
             key = (p['check'], m.role)
@@ -210,9 +267,22 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
                     'swift/rlhf_trainers/grpo_trainer.py (completions padded per micro-batch); README, Memory'))
                 report.assumptions.append(
                     f'an OOM only at completions over {LONG_COMPLETION_SHARE:.0%} of max_completion_length is a '
-                    f'warning (memory.verdicts.LONG_COMPLETION_SHARE), not a refusal')
+                    f'warning (memory.verdicts.LONG_COMPLETION_SHARE), not a refusal' if ordinary <= LONG_COMPLETION_SHARE
+                    * C else f'an OOM only at completions over the {ordinary:,}-token mean (--completion-mean) is a '
+                    f'warning, not a refusal')
                 continue
-            report.findings.append(Finding(ERROR, 'memory.oom', [term.split(' ')[0]], msg, None))
+            fix = None
+            if m.phase == 'generate' and 'zero3_generation_gather' in m.phase_terms:
+                msg += (f' (HF generation under ZeRO-3 gathers the whole model on every GPU, '
+                        f'{m.phase_terms["zero3_generation_gather"]:.1f} GiB: ds3_gather_for_generation is true)')
+                fix = ('ds3_gather_for_generation: false (each layer fetched as generation reaches it; slower), or '
+                       'use_vllm (colocate, or a rollout server)')
+            if m.role != 'rollout' and refused_at is not None and (reasoning or completion_mean is not None):
+                msg += (f'; it fits only with completions under {refused_at:,} tokens, shorter than '
+                        + (f'the {C:,} a reasoning model reaches ({reasoning})' if reasoning else
+                           f'the {completion_mean:,}-token mean (--completion-mean)')
+                        + f', so it is refused (max_completion_length: {refused_at} would cut its answers there)')
+            report.findings.append(Finding(ERROR, 'memory.oom', [term.split(' ')[0]], msg, fix))
         elif m.fits and m.total_gib + MODEL_ERROR * _uncertain_gib(m) > m.capacity_gib and \
                 ('tight', m.role) not in seen:
             seen.add(('tight', m.role))
@@ -243,7 +313,8 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
         else:
             report.findings.append(Finding(WARNING, 'memory.no-fix', [],
                                            'no change within the searched knobs (vLLM length and utilisation, sleep, '
-                                           'micro-batch split, checkpointing, offload, ZeRO stage, vLLM TP) makes the '
+                                           'micro-batch split, checkpointing, offload, ZeRO stage, ZeRO-3 generation '
+                                           'gather, vLLM TP) makes the '
                                            'training GPUs fit; use more or larger GPUs, or a smaller model', None))
     for f in hard:
         if f.fix is None:

@@ -37,10 +37,12 @@ def unknown_arguments(ctx: Context) -> list[Finding]:
     ignored = ctx.cfg.ignore_args_error
     for u in explain(ctx.remaining, ctx.packages.get('ms-swift')):
         fix = f'rename {u.flag} to {u.suggestion}' if u.suggestion else f'remove {u.flag}'
-        out.append(Finding(WARNING if ignored else ERROR, 'args.unknown', [u.flag.lstrip('-')],
-                           f'{u.describe()}. ' + ('ms-swift ignores it (--ignore_args_error true): it has no effect'
-                                                  if ignored else 'ms-swift stops with `ValueError: remaining_argv: [...]`'),
-                           fix, 'swift/pipelines/base.py'))
+        stops = getattr(u, 'stops', None)  # an ambiguous abbreviation: argparse stops first, whatever the setting
+        out.append(Finding(WARNING if ignored and not stops else ERROR, 'args.unknown', [u.flag.lstrip('-')],
+                           f'{u.describe()}. ' + (stops or ('ms-swift ignores it (--ignore_args_error true): it has no '
+                                                            'effect' if ignored else
+                                                            'ms-swift stops with `ValueError: remaining_argv: [...]`')),
+                           fix, 'argparse (HfArgumentParser, allow_abbrev)' if stops else 'swift/pipelines/base.py'))
     return out
 
 

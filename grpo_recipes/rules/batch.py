@@ -3,7 +3,37 @@ GRPOConfig.__post_init__)."""
 from __future__ import annotations
 
 from ..findings import ERROR, INFO, WARNING, Finding
+from ..versions import version_tuple
 from .registry import Context, rule
+
+# Who checks the generation batch, by ms-swift release (read in each release's source):
+# 4.2 on: swift/rlhf_trainers/args_mixin.py _init_generation_batch_params (the messages below by default);
+# 3.5 to 4.1: GRPOConfig.check_num_generations (swift/trainers/rlhf_arguments.py in 3.x, swift/rlhf_trainers/
+# arguments.py in 4.0/4.1); before 3.5: TRL's GRPOTrainer.__init__ (trl/trainer/grpo_trainer.py; TRL 0.17 is the
+# newest ms-swift 3.4 allows), which counts gradient_accumulation_steps where later releases count
+# steps_per_generation.
+OWN_CHECK = (4, 2)
+CHECK_NUM_GENERATIONS = (3, 5)
+
+
+def swift_batch_check(ctx: Context) -> tuple[str, str]:
+    """('own' | 'check_num_generations' | 'trl', the source to cite) for the ms-swift release the launch is judged by
+    (the installed one, or --swift-version; unknown: 4.6)."""
+    v = version_tuple((ctx.packages or {}).get('ms-swift'))
+    v = (v + (0, 0))[:2] if v else None
+    if v is None or v >= OWN_CHECK:
+        return 'own', 'swift/rlhf_trainers/args_mixin.py::_init_generation_batch_params'
+    if v >= CHECK_NUM_GENERATIONS:
+        path = 'swift/rlhf_trainers/arguments.py' if v >= (4, 0) else 'swift/trainers/rlhf_arguments.py'
+        return 'check_num_generations', f'{path}::GRPOConfig.check_num_generations'
+    return 'trl', 'trl/trainer/grpo_trainer.py::GRPOTrainer.__init__ (TRL 0.17; ms-swift < 3.5 leaves the check to TRL)'
+
+
+def effective_batch_message(world: int, bs: int, steps: int, G: int, valid: list[int]) -> str:
+    """ms-swift 3.5-4.1's check_num_generations (and TRL 0.17's GRPOTrainer, with gradient_accumulation_steps)."""
+    return (f'The effective train batch size ({world} x {bs} x {steps}) must be evenly divisible by the number of '
+            f'generations per prompt ({G}). Given the current effective train batch size, the valid values for the '
+            f'number of generations are: {valid}.')
 
 
 @rule('batch.per-device', 'batch.accumulation', 'batch.num-generations', 'batch.generation-batch', 'batch.steps-per-generation', 'batch.num-generations-divides', 'batch.eval')
@@ -13,24 +43,23 @@ def batch_rules(ctx: Context) -> list[Finding]:
     ValueError when the generation batch is not a multiple of the global batch or of num_generations."""
     cfg, p = ctx.cfg, ctx.plan
     trl = ctx.launch.framework == 'trl'
-    src = ('trl/trainer/grpo_config.py::GRPOConfig.__post_init__' if trl else
-           'swift/rlhf_trainers/args_mixin.py::_init_generation_batch_params')
+    era, swift_src = ('own', None) if trl else swift_batch_check(ctx)
+    src = 'trl/trainer/grpo_config.py::GRPOConfig.__post_init__' if trl else swift_src
     world = p.world_size
     bs = cfg.per_device_train_batch_size
     out = []
     if bs < 1:
         return [Finding(ERROR, 'batch.per-device', ['per_device_train_batch_size'],
                         f'per_device_train_batch_size must be >= 1 (got {bs})', 'per_device_train_batch_size: 1')]
-    if (cfg.gradient_accumulation_steps or 1) < 1:
-        return [Finding(ERROR, 'batch.accumulation', ['gradient_accumulation_steps'],
-                        'gradient_accumulation_steps must be >= 1', 'gradient_accumulation_steps: 1')]
+    if p.gradient_accumulation_steps < 1:
+        return [accumulation_finding(p.gradient_accumulation_steps, cfg, p, trl, era, src)]
     G = cfg.num_generations
     if G <= 1 and cfg.rlhf_type == 'grpo':
         out.append(Finding(ERROR, 'batch.num-generations', ['num_generations'],
                            'GRPO requires at least 2 generations per prompt to calculate the advantages. You provided '
-                           f'{G}, which is less than the minimum required.' if trl else
+                           f'{G}, which is less than the minimum required.' if trl or era != 'own' else
                            'num_generations must be greater than 1 for GRPO', 'num_generations: 8',
-                           src if trl else 'swift/arguments/rlhf_args.py::_check_teacher'))
+                           src if trl or era != 'own' else 'swift/arguments/rlhf_args.py::_check_teacher'))
     global_bs = bs * world
     gbs, spg = cfg.generation_batch_size, cfg.steps_per_generation
     if gbs is not None and spg is None and gbs % global_bs:
@@ -63,12 +92,15 @@ def batch_rules(ctx: Context) -> list[Finding]:
         fixes = ([f'num_generations: one of {valid}'] if valid else []) + \
             ([f'per_device_train_batch_size: {fix_bs}'] if fix_bs else [])
         fix = ', or '.join(fixes) or None
+        if trl:
+            msg = f'generation_batch_size ({gen}) must be divisible by num_generations ({G}). (valid: {valid})'
+        elif era == 'own':
+            msg = f'generation_batch_size ({gen}) must be evenly divisible by num_generations ({G}). Valid values: {valid}.'
+        else:
+            msg = effective_batch_message(world, bs, p.steps_per_generation if era != 'trl' else
+                                          p.gradient_accumulation_steps, G, valid)
         out.append(Finding(ERROR, 'batch.num-generations-divides', ['num_generations', 'per_device_train_batch_size',
-                                                                     'gradient_accumulation_steps'],
-                           (f'generation_batch_size ({gen}) must be divisible by num_generations ({G}). (valid: '
-                            f'{valid})' if trl else
-                            f'generation_batch_size ({gen}) must be evenly divisible by num_generations ({G}). '
-                            f'Valid values: {valid}.'), fix, src))
+                                                                     'gradient_accumulation_steps'], msg, fix, src))
     if G > 1 and cfg.eval_strategy not in (None, 'no'):
         Ge = cfg.num_generations_eval or G
         geb = cfg.per_device_eval_batch_size * world
@@ -81,6 +113,45 @@ def batch_rules(ctx: Context) -> list[Finding]:
     return out
 
 
+TRAINER_DIVISION = ('transformers/trainer.py::Trainer.set_initial_training_values: num_update_steps_per_epoch = '
+                    'len_dataloader // args.gradient_accumulation_steps')
+
+
+def accumulation_finding(ga: int, cfg, plan, trl: bool, era: str = 'own', src: str | None = None) -> Finding:
+    """gradient_accumulation_steps below 1, with the framework's own reason. ms-swift 4.2+ takes steps_per_generation
+    from it when neither steps_per_generation nor generation_batch_size is given and stops in
+    ``_init_generation_batch_params`` ("steps_per_generation must be > 0, got 0."); 3.5-4.1 stop in
+    ``check_num_generations`` and TRL 0.17 (ms-swift < 3.5) in GRPOTrainer, both on an effective batch of 0 that no
+    num_generations divides. Otherwise, and in current TRL (whose GRPOConfig accepts 0: steps_per_generation and
+    generation_batch_size become 0), transformers' Trainer divides by it when it counts the update steps: a
+    ZeroDivisionError for 0, a negative step count below."""
+    derived = cfg.generation_batch_size is None and cfg.steps_per_generation is None
+    if not trl and (derived or era == 'trl'):
+        if era == 'own':
+            msg = (f'gradient_accumulation_steps is {ga}: ms-swift takes steps_per_generation from it and stops with '
+                   f'"steps_per_generation must be > 0, got {ga}."')
+        else:
+            batch = plan.world_size * cfg.per_device_train_batch_size * ga
+            msg = (f'gradient_accumulation_steps is {ga}: the effective batch is {batch} completions, and '
+                   + ('ms-swift' if era == 'check_num_generations' else 'TRL\'s GRPOTrainer') + ' stops with "'
+                   + effective_batch_message(plan.world_size, cfg.per_device_train_batch_size, ga,
+                                             cfg.num_generations, []) + '"')
+        return Finding(ERROR, 'batch.accumulation', ['gradient_accumulation_steps'], msg,
+                       'gradient_accumulation_steps: 1 (or more)', src)
+    if trl:
+        who = 'TRL\'s GRPOConfig accepts it' + (
+            f' (steps_per_generation {plan.steps_per_generation}, generation_batch_size {plan.generation_batch})'
+            if derived else '')
+    else:
+        who = 'ms-swift\'s parser accepts it (steps_per_generation or generation_batch_size is given)'
+    msg = (f'gradient_accumulation_steps is {ga}: {who}, then transformers\' Trainer divides by it '
+           f'(len_dataloader // gradient_accumulation_steps): '
+           + ('ZeroDivisionError: integer division or modulo by zero' if ga == 0 else
+              'a negative number of update steps'))
+    return Finding(ERROR, 'batch.accumulation', ['gradient_accumulation_steps'], msg,
+                   'gradient_accumulation_steps: 1 (or more)', TRAINER_DIVISION)
+
+
 @rule('batch.clipping-inert', 'batch.rollout-misaligned')
 def batch_shape_warnings(ctx: Context) -> list[Finding]:
     """Batch shapes that run but behave unexpectedly: clipping that never acts (docs GRPO.md FAQ;
@@ -90,7 +161,9 @@ def batch_shape_warnings(ctx: Context) -> list[Finding]:
     if G <= 1 or cfg.per_device_train_batch_size < 1 or not p.steps_per_generation or p.steps_per_generation <= 0:
         return []
     out = []
-    ga = cfg.gradient_accumulation_steps or 1
+    ga = p.gradient_accumulation_steps
+    if ga < 1:
+        return []  # batch.accumulation refuses it
     spg = p.steps_per_generation
     if cfg.num_iterations <= 1 and spg == ga and cfg.is_set('epsilon'):
         out.append(Finding(INFO, 'batch.clipping-inert', ['epsilon', 'steps_per_generation', 'num_iterations'],

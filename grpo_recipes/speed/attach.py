@@ -8,17 +8,20 @@ from .model import SpeedInputs, predict
 from .specs import spec_for
 
 
-def completion_lengths(cfg, completion_mean: int | None) -> tuple[int, int, str]:
+def completion_lengths(report, completion_mean: int | None) -> tuple[int, int, str]:
     """(mean, longest, why): the longest is max_completion_length (a batch's long tail reaches the cap); the mean is
-    the stated one, else the model family's default (constants.REASONING_MARKERS: reasoning models reach the cap)."""
+    the stated one, else the cap for a reasoning model (memory.verdicts.reasoning_model: the decision the memory verdict
+    takes too), else DEFAULT_COMPLETION_SHARE of it."""
+    from ..memory.verdicts import reasoning_model
+    cfg = report.cfg
     cap = max(1, cfg.max_completion_length)
     if completion_mean is not None:
         mean = max(1, min(cap, int(completion_mean)))
         capped = f' (capped at {cap})' if completion_mean > cap else ''
         return mean, cap, f'--completion-mean {completion_mean}{capped}'
-    name = (cfg.model or '').lower().rsplit('/', 1)[-1]
-    if any(m in name for m in K.REASONING_MARKERS):
-        return cap, cap, f'{cfg.model} looks like a reasoning model: completions assumed to reach the cap'
+    why = reasoning_model(report)
+    if why:
+        return cap, cap, f'{why}: completions assumed to reach max_completion_length'
     mean = max(1, int(cap * K.DEFAULT_COMPLETION_SHARE))
     return mean, cap, (f'completions assumed {K.DEFAULT_COMPLETION_SHARE:.0%} of max_completion_length on average '
                        f'(pass --completion-mean N)')
@@ -52,7 +55,7 @@ def speed_inputs(report, model_config: dict | None, data_stats: dict | None = No
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
         return None, f'cannot read the architecture ({e!r})', []
     cfg = report.cfg
-    cm, cx, cwhy = completion_lengths(cfg, completion_mean)
+    cm, cx, cwhy = completion_lengths(report, completion_mean)
     pm, pp, pwhy = prompt_lengths(cfg, data_stats)
     kv = None
     weights = None

@@ -53,10 +53,9 @@ INTERNODE_GBPS = 50.0
 ADAM_BYTES_PER_PARAM = 32
 PCIE_GBPS = 32.0
 
-# Default completion lengths per model family when the launch does not say (--completion-mean): reasoning models run to
-# the cap (issue 30: "reasoning models reach the cap"; DeepSeek-R1's report shows responses growing to the limit);
-# others: half the cap. A stated default, not a measurement; the output says which one applied.
-REASONING_MARKERS = ('r1', 'qwq', 'reason', 'think', 'distill', 'qwen3')
+# Completion lengths when the launch does not say (--completion-mean): a reasoning model (memory.verdicts.reasoning_model,
+# ms-swift's thinking templates) runs to the cap (issue 30); others average half the cap. A stated default, not a
+# measurement; the output says which one applied.
 DEFAULT_COMPLETION_SHARE = 0.5
 # Prompt tokens when neither --data-stats nor a shorter max_length says: 256 (a stated default; GSM8K-style prompts
 # with a chat template are 100-250 tokens in the sample data's `grpo-data stats`).

@@ -1,22 +1,23 @@
-"""Which ms-swift release a ``swift rlhf`` launch is judged against, and what changed between 3.10 and 4.x.
+"""Which ms-swift release a ``swift rlhf`` launch is judged against, and what changed between releases.
 
-A launch is read with the argument snapshot of the ms-swift the user runs: the installed one, or
-``--swift-version V``. Two snapshots ship, both written by ``scripts/gen_swift_snapshot.py`` from ms-swift's own
-``HfArgumentParser([RLHFArguments])``: 4.6 (``swift_args_snapshot.json``, checked against the installed ms-swift
-by tests/test_snapshot.py) and 3.10 (``swift_args_snapshot_3.10.json``, generated under ms-swift 3.10.3,
-transformers 4.57.1, trl 0.24.0; tests/test_swift_versions.py regenerates it where ms-swift 3.10 is installed).
-Every 4.x release is read with the 4.6 snapshot and every 3.x (and older) release with the 3.10 one; the verdict
-says so when the release is not the snapshot's own line.
+A launch is read with the arguments of the ms-swift the user runs: the installed one, or ``--swift-version V``.
+Every 3.x and 4.x minor release has its own argument set in ``releases.json`` (written by
+scripts/gen_swift_release_snapshots.py from each release's source with ``ast``: the newest patch of each minor, with
+the newest transformers it allows); ``swift_args_snapshot.json`` (ms-swift 4.6's own parser, tests/test_snapshot.py)
+stays the fast path of 4.6 and of releases newer than the newest one known, which are read as 4.6 with a stated
+assumption. A release older than 3.0 is refused. tests/test_swift_releases.py holds the ast extraction to the real
+parsers of 4.6 and 3.10.3 (swift_args_snapshot_3.10.json).
 
-What changed between 3.10 and 4.x where it changes the plan (read in both releases' code):
+What changed where it changes the plan (read in the releases' code; the per-release defaults come from releases.json):
 
-- ``--train_type`` became ``--tuner_type`` (4.0, no alias);
-- ``vllm_mode``: 3.10 defaults it to ``colocate`` and then sets it from the server address
-  (swift/llm/argument/rlhf_args.py ``_init_rollout``: ``server`` when ``vllm_server_host``/``vllm_server_base_url``
-  is given, else ``colocate``); 4.6 has no default and stops with "vllm_mode is required when use_vllm is true"
-  (swift/arguments/rlhf_args.py);
-- ``vllm_max_num_seqs``: 256 in 3.10 (swift/trainers/arguments.py ``VllmArguments``), None in 4.6 (vLLM's own
-  default then applies).
+- ``--train_type`` became ``--tuner_type`` in 4.0 (4.0 still accepts ``--train_type`` as a deprecated alias; 4.1
+  dropped it);
+- ``vllm_mode``: from 3.5 to 3.10 it defaults to ``colocate`` and ``_init_rollout`` sets it from the server address
+  (swift/llm/argument/rlhf_args.py: ``server`` when ``vllm_server_host``/``vllm_server_base_url`` is given); before
+  3.5 there is no ``--vllm_mode`` (vLLM ran in the trainer: ``in_trainer_vllm``); from 3.11 on it has no default and
+  ms-swift stops with "vllm_mode is required when use_vllm is true";
+- ``vllm_max_num_seqs``: the release's own default (256 in 3.7-3.10, None from 3.11 on: vLLM's own default);
+  256 where the release has no such argument.
 """
 from __future__ import annotations
 
@@ -27,45 +28,83 @@ from ... import swift_args
 from ...errors import GuardError
 from ...versions import version_tuple
 
-SNAPSHOTS = {(4,): swift_args.SNAPSHOT_FILE, (3,): 'swift_args_snapshot_3.10.json'}
-"""Snapshot file by major version; older majors use the oldest snapshot."""
-
-# Names whose validity depends on the release: (first release without it, the replacement, why).
-# Sources: ms-swift's release notes for 3.6 (vllm_device and num_infer_workers replaced by vllm_mode), 3.8 (the
-# unprefixed vLLM aliases removed) and 4.0 (train_type renamed tuner_type); the two snapshots agree with them.
+# Names whose replacement depends on the release: (the replacement, why). The release that dropped each is read
+# from releases.json (``first_without``).
 REMOVED = {
-    'train_type': ((4, 0), 'tuner_type', 'renamed in ms-swift 4.0; there is no alias'),
-    'vllm_device': ((3, 6), 'vllm_mode', 'removed in ms-swift 3.6: use --vllm_mode colocate, or --vllm_mode server '
-                                         'with `swift rollout` on its own GPUs'),
-    'num_infer_workers': ((3, 6), 'vllm_mode', 'removed in ms-swift 3.6: use --vllm_mode colocate or server'),
-    'gpu_memory_utilization': ((3, 8), 'vllm_gpu_memory_utilization', 'the unprefixed alias was removed in 3.8'),
-    'tensor_parallel_size': ((3, 8), 'vllm_tensor_parallel_size', 'the unprefixed alias was removed in 3.8'),
-    'data_parallel_size': ((3, 8), 'vllm_data_parallel_size', 'the unprefixed alias was removed in 3.8'),
-    'enforce_eager': ((3, 8), 'vllm_enforce_eager', 'the unprefixed alias was removed in 3.8'),
-    'max_num_seqs': ((3, 8), 'vllm_max_num_seqs', 'the unprefixed alias was removed in 3.8'),
+    'train_type': ('tuner_type', 'renamed --tuner_type in ms-swift 4.0'),
+    'vllm_device': ('vllm_mode', 'use --vllm_mode colocate, or --vllm_mode server with `swift rollout` on its own '
+                                 'GPUs'),
+    'num_infer_workers': ('vllm_mode', 'use --vllm_mode colocate or server'),
+    'gpu_memory_utilization': ('vllm_gpu_memory_utilization', 'the unprefixed alias'),
+    'tensor_parallel_size': ('vllm_tensor_parallel_size', 'the unprefixed alias'),
+    'data_parallel_size': ('vllm_data_parallel_size', 'the unprefixed alias'),
+    'enforce_eager': ('vllm_enforce_eager', 'the unprefixed alias'),
+    'max_num_seqs': ('vllm_max_num_seqs', 'the unprefixed alias'),
 }
-INTRODUCED = {'tuner_type': ((4, 0), 'train_type', 'introduced in ms-swift 4.0 (renamed from --train_type)')}
-"""4.x names a 3.x release does not know: (first release with it, the 3.x name, why)."""
+INTRODUCED = {'tuner_type': ('train_type', 'renamed from --train_type')}
+"""Names an older release knows under another name: (the older name, why)."""
 
 VLLM_MAX_NUM_SEQS_3 = 256
-"""ms-swift 3.10's default vllm_max_num_seqs (swift/trainers/arguments.py VllmArguments)."""
+"""vllm_max_num_seqs of a release with no such argument (VllmArguments' 256 in swift/trainers/arguments.py)."""
+
+OLDEST = (3, 0)
 
 
 def _vt(v):
     return version_tuple(v)
 
 
-def snapshot_for(version: str | None) -> tuple[str, str, str | None]:
-    """(snapshot file, the snapshot's ms-swift version, a note when ``version`` is not that release's line)."""
+def _dotted(vt) -> str:
+    return '.'.join(map(str, vt))
+
+
+def known_releases() -> list[str]:
+    """The ms-swift versions releases.json holds (one per minor), oldest first."""
+    return list(swift_args.releases())
+
+
+def release_fields(release: str) -> dict:
+    return swift_args.releases()[release]['fields']
+
+
+def judged_release(version: str | None) -> tuple[str | None, str | None]:
+    """(the releases.json entry that judges ``version``, a note when it is not that exact release). None for the
+    installed/default release (4.6's parser snapshot). A release older than 3.0 is refused."""
     vt = _vt(version)
-    major = (vt[0],) if vt else (4,)
-    name = SNAPSHOTS.get(major) or SNAPSHOTS[min(SNAPSHOTS)]
-    snap_v = swift_args.snapshot(name)['ms_swift_version']
-    note = None
-    if vt is not None and vt[:2] != _vt(snap_v)[:2]:
-        note = (f'ms-swift {version}: its arguments are checked against ms-swift {snap_v}\'s (the snapshot of the '
-                f'nearest release this package ships); names that changed in between are judged by release')
-    return name, snap_v, note
+    if vt is None:
+        return None, None
+    vt = vt + (0,) * (2 - len(vt))  # "4" is 4.0
+    rels = known_releases()
+    if vt[:2] < OLDEST:
+        raise GuardError(f'ms-swift {version}: older than 3.0, and the guard knows the `swift rlhf` arguments of '
+                         f'ms-swift {rels[0]} to {rels[-1]} only; check with --swift-version of the 3.x/4.x release '
+                         f'you will run (pip install -U ms-swift)')
+    newest = rels[-1]
+    same = [r for r in rels if _vt(r)[:2] == vt[:2]]
+    if same:
+        r = same[0]
+        note = None
+        if len(_vt(version)) > 2 and _vt(r)[:3] != vt[:3]:
+            note = (f'ms-swift {version}: its arguments are checked against ms-swift {r}\'s (the guard keeps one '
+                    f'snapshot per minor release: {_short(r)}\'s is {r})')
+        return r, note
+    if vt > _vt(newest):
+        line = _dotted(_vt(newest)[:2])
+        return newest, (f'ms-swift {version} is newer than the newest release the guard knows ({line}.x); its '
+                        f'arguments are read as {line}\'s')
+    older = [r for r in rels if _vt(r) < vt]
+    r = older[-1]
+    return r, (f'ms-swift {version}: not a release the guard knows; its arguments are read as ms-swift {r}\'s, the '
+               f'newest known release before it')
+
+
+def snapshot_for(version: str | None) -> tuple[str, str, str | None]:
+    """(snapshot name for swift_args, the judged ms-swift version, a note when ``version`` is not that release)."""
+    release, note = judged_release(version)
+    main_v = swift_args.snapshot()['ms_swift_version']
+    if release is None or _vt(release)[:2] == _vt(main_v)[:2]:
+        return swift_args.SNAPSHOT_FILE, main_v, note
+    return swift_args.RELEASE_PREFIX + release, release, note
 
 
 def is_3x(version: str | None) -> bool:
@@ -73,42 +112,59 @@ def is_3x(version: str | None) -> bool:
     return vt is not None and vt < (4,)
 
 
+def history(name: str) -> tuple[str | None, str | None]:
+    """(the first release with ``name``, the first release after it without it; None where not applicable)."""
+    rels = known_releases()
+    having = [i for i, r in enumerate(rels) if name in release_fields(r)]
+    if not having:
+        return None, None
+    first = rels[having[0]]
+    gone = rels[having[-1] + 1] if having[-1] + 1 < len(rels) else None
+    return first, gone
+
+
+def _short(release: str | None) -> str:
+    return _dotted(_vt(release)[:2]) if release else ''
+
+
 def config_from_argv(argv: list[str], version: str | None):
-    """(GRPOConfig, remaining, notes): the launch as the given ms-swift release reads it. 4.x: exactly
-    ``GRPOConfig.from_argv``. 3.x: split by the 3.10 parser (its unknowns are the remaining), then read into the
-    4.x-named config (``--train_type`` -> tuner_type) with 3.10's vllm_mode and vllm_max_num_seqs semantics."""
+    """(GRPOConfig, remaining, notes): the launch as the given ms-swift release reads it. 4.6 and newer: exactly
+    ``GRPOConfig.from_argv``. Another release: split by that release's own parser (its unknowns are the remaining),
+    then read into the 4.x-named config (``--train_type`` -> tuner_type where the release has it) with the release's
+    vllm_mode and vllm_max_num_seqs semantics."""
     from ...config import GRPOConfig
-    name, _, note = snapshot_for(version)
+    name, release, note = snapshot_for(version)
     notes = [note] if note else []
     if name == swift_args.SNAPSHOT_FILE:
         cfg, remaining = GRPOConfig.from_argv(argv)
         return cfg, remaining, notes
     _, remaining = swift_args.parse(argv, name)
-    vt = _vt(version)
-    keep = []
-    for tok in remaining:  # names the judged release still had (e.g. --num_infer_workers before 3.6)
+    fields = release_fields(release)
+    for tok in argv:  # names the judged release still had (e.g. --num_infer_workers before 3.6)
         key = tok[2:].split('=', 1)[0].replace('-', '_') if tok.startswith('--') else None
-        if key in REMOVED and vt is not None and vt < REMOVED[key][0]:
-            how = ('vLLM is placed as that release placed it (in_trainer_vllm)' if key in ('vllm_device', 'num_infer_workers')
-                   else 'its effect is not modelled here')
-            notes.append(f'--{key}: an argument of ms-swift {version} (removed in '
-                         f'{".".join(map(str, REMOVED[key][0]))}); {how}')
-            continue
-        keep.append(tok)
+        if key in REMOVED and key in fields and key != 'train_type':
+            _, gone = history(key)
+            how = ('vLLM is placed as that release placed it (in_trainer_vllm)'
+                   if key in ('vllm_device', 'num_infer_workers') else 'its effect is not modelled here')
+            note = f'--{key}: an argument of ms-swift {version} (removed in {_short(gone)}); {how}'
+            if note not in notes:
+                notes.append(note)
     renamed = []
-    for tok in argv:
+    for tok in swift_args.expand_abbreviations(argv, name):  # as this release reads an abbreviation
         head, eq, val = tok.partition('=')
-        if head in ('--train_type', '--train-type'):
+        if head in ('--train_type', '--train-type') and 'train_type' in fields:
             tok = '--tuner_type' + eq + val
         renamed.append(tok)
     cfg, _ = GRPOConfig.from_argv(renamed)
     changes: dict = {}
-    if cfg.use_vllm:  # swift/llm/argument/rlhf_args.py _init_rollout (3.10)
+    mode = fields.get('vllm_mode')
+    if cfg.use_vllm and (mode is None or mode.get('default') == 'colocate'):  # rlhf_args.py _init_rollout (3.5-3.10)
         changes['vllm_mode'] = 'server' if (cfg.vllm_server_host or cfg.vllm_server_base_url) else 'colocate'
     if cfg.vllm_max_num_seqs is None:
-        changes['vllm_max_num_seqs'] = VLLM_MAX_NUM_SEQS_3
+        seqs = fields.get('vllm_max_num_seqs')
+        changes['vllm_max_num_seqs'] = seqs.get('default') if seqs is not None else VLLM_MAX_NUM_SEQS_3
     cfg = replace(cfg, **changes)
-    return cfg, keep, notes
+    return cfg, remaining, notes
 
 
 @dataclass(frozen=True)
@@ -119,43 +175,59 @@ class UnknownArgument:
     suggestion: str | None
     reason: str
     version: str
+    stops: str | None = None
 
     def describe(self) -> str:
+        if self.stops:
+            return f'{self.flag}: ambiguous to ms-swift {self.version}; use {self.suggestion} ({self.reason})'
         if self.suggestion:
-            return f'{self.flag}: unknown to ms-swift {self.version}; use {self.suggestion} ({self.reason})'
-        return f'{self.flag}: unknown to ms-swift {self.version} ({self.reason})'
+            return (f'{self.flag}: ms-swift {self.version} has no argument {self.flag}; use {self.suggestion} '
+                    f'({self.reason})')
+        return f'{self.flag}: ms-swift {self.version} has no argument {self.flag} ({self.reason})'
 
 
 def explain(remaining: list[str], version: str | None) -> list[UnknownArgument]:
-    """One entry per unknown flag, with the replacement the judged release has."""
-    name, snap_v, _ = snapshot_for(version)
+    """One entry per unknown flag, with the replacement the judged release has and when the name came or went."""
+    name, release, _ = snapshot_for(version)
     if name == swift_args.SNAPSHOT_FILE:
-        return swift_args.explain_remaining(remaining)  # 4.x: the existing wording, unchanged
-    shown = version or snap_v
-    names = sorted({f[2:].replace('-', '_') for a in swift_args.snapshot(name)['arguments'] for f in a['flags']})
+        return swift_args.explain_remaining(remaining)  # 4.6 (and newer, read as 4.6): the existing wording
+    shown = version or release
+    fields = release_fields(release)
+    names = sorted(fields)
     out = []
     for token in remaining:
         if not token.startswith('--'):
             continue
         flag = token.split('=', 1)[0]
+        amb = swift_args.ambiguity(token, name)
+        if amb is not None:
+            suggestion, reason, stops = amb
+            out.append(UnknownArgument(flag, suggestion, reason, shown, stops))
+            continue
         key = flag[2:].replace('-', '_')
-        if key in INTRODUCED:
-            _, old, why = INTRODUCED[key]
-            out.append(UnknownArgument(flag, f'--{old}', why, shown))
+        first, gone = history(key)
+        when = (f'it came in ms-swift {_short(first)}' if first and _vt(first) > _vt(release) else
+                f'removed in ms-swift {_short(gone)}' if gone and _vt(gone) <= _vt(release) else None)
+        if key in INTRODUCED and INTRODUCED[key][0] in fields:
+            old, why = INTRODUCED[key]
+            out.append(UnknownArgument(flag, f'--{old}', '; '.join(filter(None, [why, when])), shown))
         elif key in REMOVED:
-            _, new, why = REMOVED[key]
-            out.append(UnknownArgument(flag, f'--{new}' if new in names else None, why, shown))
+            new, why = REMOVED[key]
+            out.append(UnknownArgument(flag, f'--{new}' if new in fields else None,
+                                       '; '.join(filter(None, [why, when])), shown))
         else:
             close = difflib.get_close_matches(key, names, n=1, cutoff=0.8)
-            out.append(UnknownArgument(flag, f'--{close[0]}' if close else None,
-                                       'closest known argument' if close else 'no similar argument', shown))
+            reason = when or ('closest known argument' if close else 'no similar argument')
+            out.append(UnknownArgument(flag, f'--{close[0]}' if close and not when else None, reason, shown))
     return out
 
 
 def checked_packages(version: str, packages: dict) -> dict:
-    """The packages a check sees with ``--swift-version V``: the installed ones, with ms-swift at V."""
+    """The packages a check sees with ``--swift-version V``: the installed ones, with ms-swift at V (a release older
+    than 3.0 is refused here, with one line)."""
     if _vt(version) is None:
         raise GuardError(f'--swift-version {version!r}: not a version (e.g. 3.10.3)')
+    judged_release(version)
     return {**packages, 'ms-swift': version}
 
 

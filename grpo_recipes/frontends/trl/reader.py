@@ -205,7 +205,8 @@ def read_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOCon
         lora_rank=int(m.get('lora_r') or 16), lora_alpha=float(m.get('lora_alpha') or 32), target_modules=targets,
         beta=float(d.get('beta') or 0.0),
         per_device_train_batch_size=int(d['per_device_train_batch_size']),
-        gradient_accumulation_steps=int(d.get('gradient_accumulation_steps') or 1),
+        gradient_accumulation_steps=(int(d['gradient_accumulation_steps'])  # 0 kept: batch.accumulation refuses it
+                                     if d.get('gradient_accumulation_steps') is not None else None),
         steps_per_generation=d.get('steps_per_generation'), generation_batch_size=d.get('generation_batch_size'),
         num_generations=int(d['num_generations']), num_iterations=int(d.get('num_iterations') or 1),
         max_length=int(d['max_prompt_length']) if d.get('max_prompt_length') is not None else None,
