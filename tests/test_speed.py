@@ -279,3 +279,10 @@ def test_old_policy_log_probs_follow_each_framework():
     # once per rollout: two iterations over a rollout halve the per-step share
     assert _predict(_cfg(num_iterations=2)).phases['logprobs'] == pytest.approx(
         _predict(_cfg()).phases['logprobs'] / 2, rel=0.01)
+
+
+def test_fastest_search_is_bounded_for_huge_batches():
+    from grpo_recipes.speed.fastest import _splits
+    splits = _splits(_cfg(per_device_train_batch_size=10 ** 9))
+    assert splits and all(s['per_device_train_batch_size'] <= 64 for s in splits)
+    assert all(s['per_device_train_batch_size'] * s['gradient_accumulation_steps'] == 10 ** 9 for s in splits)

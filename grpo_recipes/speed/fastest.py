@@ -77,8 +77,8 @@ def _splits(cfg) -> list[dict]:
     bs, ga = cfg.per_device_train_batch_size, cfg.gradient_accumulation_steps or 1
     total = bs * ga
     out = []
-    for new_bs in range(1, total + 1):
-        if total % new_bs or new_bs == bs or new_bs > 64:
+    for new_bs in range(1, min(total, 64) + 1):  # bounded: a micro-batch over 64 is not searched
+        if total % new_bs or new_bs == bs:
             continue
         ch = {'per_device_train_batch_size': new_bs, 'gradient_accumulation_steps': total // new_bs}
         if cfg.steps_per_generation is not None:
