@@ -407,3 +407,138 @@ def peel(argv: list[str], env: Mapping[str, str], source: str = 'command line') 
             return Peeled(layers, after, 'module' if after[:1] == ['-m'] else 'script')
         break
     return Peeled(layers, rest, 'command')
+
+
+# ---- what a command is, and its processes ----------------------------------------------------------------------
+
+def _imports_trl(path: str) -> bool | None:
+    """Whether a training script imports TRL (None: the file is not here to read)."""
+    import ast
+    try:
+        with open(path, encoding='utf-8') as f:
+            tree = ast.parse(f.read())
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ''] if isinstance(node, ast.ImportFrom) else []
+        if any(n.split('.')[0] == 'trl' for n in names):
+            return True
+    return False
+
+
+LAUNCHER_HEADS = ('srun', 'torchrun', 'deepspeed')
+
+
+def classify(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
+    """(framework, role) of a command: the entry it runs looked up in ``entrypoints``, through its launchers.
+    framework ``unread``: a training command no reader here reads (a script that does not use TRL, ms-swift's
+    other entry points); ``launcher``: a launcher whose own parser refuses the command (reading it says why)."""
+    from .entrypoints import lookup_command, lookup_module, lookup_script
+    if not argv:
+        return None
+    hit = lookup_command(argv)
+    if hit:
+        return hit.framework, hit.role
+    head = os.path.basename(argv[0])
+    if not (head in LAUNCHER_HEADS or is_python(argv[0]) or (head == 'accelerate' and argv[1:2] == ['launch'])):
+        return None
+    try:
+        p = peel(argv, env or {})
+    except GuardError:
+        return 'launcher', 'train'
+    t = p.target
+    if p.form == 'command':
+        hit = lookup_command(t)
+        return (hit.framework, hit.role) if hit else (classify(t, env) if t and t != argv else None)
+    if p.form == 'module':
+        found = lookup_module(t[1], t[2:]) if len(t) > 1 else None
+        if found:
+            return found[0].framework, found[0].role
+        if len(t) > 1 and t[1].split('.')[0] in ('swift', 'trl') and not t[1].startswith('trl.scripts'):
+            return 'unread', 'train'
+        return 'trl', 'train'
+    if not t:  # `python` alone, `accelerate launch` with no script (its reader says so)
+        return ('trl', 'train') if p.layers[-1].kind == 'accelerate' else None
+    found = lookup_script(t[0], t[1:])
+    if found:
+        return found[0].framework, found[0].role
+    if t[0] == '-c':
+        return 'unread', 'train'
+    return ('unread', 'train') if _imports_trl(t[0]) is False else ('trl', 'train')
+
+
+def launcher_layout(layer: Layer, env: Mapping[str, str], source: str) -> dict[str, Any]:
+    """A torchrun / srun layer's processes: {'nproc' (None: one per visible GPU), 'nnodes', 'env' (NODE_RANK,
+    MASTER_ADDR, MASTER_PORT as written)}."""
+    o = layer.opts
+    if layer.kind == 'torchrun':
+        what = layer.display
+        per = str(o.get('nproc_per_node'))
+        if per in ('gpu', 'auto'):  # determine_local_world_size: torch.cuda.device_count()
+            nproc = None
+        elif per in ('cpu', 'xpu'):
+            raise GuardError(f'{source}: {what} --nproc-per-node {per}: not a CUDA launch; write the process count')
+        else:
+            nproc = _int(per, f'{what} --nproc-per-node', source)
+        raw = str(o.get('nnodes'))
+        if '$' in raw:
+            _int(raw, f'{what} --nnodes', source)
+        from torch.distributed.run import parse_min_max_nnodes
+        try:
+            _, nnodes = parse_min_max_nnodes(raw)  # MIN:MAX: planned at MAX, the most it waits for
+        except (ValueError, RuntimeError) as e:
+            raise GuardError(f'{source}: {what} --nnodes {raw}: {e}') from None
+        out: dict[str, str] = {}
+        if 'node_rank' in layer.given:
+            out['NODE_RANK'] = str(_int(o['node_rank'], f'{what} --node-rank', source))
+        if 'master_addr' in layer.given:
+            out['MASTER_ADDR'] = str(o['master_addr'])
+        elif 'rdzv_endpoint' in layer.given and o.get('rdzv_endpoint'):
+            out['MASTER_ADDR'] = str(o['rdzv_endpoint']).rsplit(':', 1)[0]
+        if 'master_port' in layer.given and o.get('master_port') is not None:
+            out['MASTER_PORT'] = str(o['master_port'])
+        return {'nproc': nproc, 'nnodes': nnodes, 'env': out}
+    if layer.kind == 'srun':
+        nodes, per = slurm_tasks(o, source)
+        return {'nproc': per, 'nnodes': nodes, 'env': {}}
+    raise ValueError(layer.kind)
+
+
+def _srun_note(srun: Mapping[str, str] | None, nnodes: int, source: str) -> str | None:
+    """srun over more tasks than the launcher inside it spans nodes: each copy beyond that trains on its own."""
+    if srun is None:
+        return None
+    nodes, per = slurm_tasks(srun, source)
+    if nodes * per > nnodes:
+        return (f'`srun` starts {nodes * per} copies of the launcher ({nodes} node(s) x {per} task(s)) but the '
+                f'launcher inside spans {nnodes} node(s): each copy beyond that forms a group of its own')
+    return None
+
+
+def is_process_launcher(argv: list[str]) -> bool:
+    """torchrun, ``python -m torch.distributed.run|launch`` or deepspeed."""
+    if not argv:
+        return False
+    if os.path.basename(argv[0]) in ('torchrun', 'deepspeed'):
+        return True
+    return is_python(argv[0]) and python_options(argv[1:])[1][:2] in (['-m', m] for m in TORCH_MODULES)
+
+
+def process_launch(argv: list[str], env: Mapping[str, str], source: str) -> dict[str, Any]:
+    """torchrun / ``python -m torch.distributed.run`` / deepspeed running a script -> {'script', 'script_args',
+    'opts' (the options written), 'nproc' (None: one per visible GPU), 'nnodes', 'env', 'cvd'}."""
+    p = peel(argv, env, source)
+    layer = p.layers[0]
+    t = p.target
+    script = f'-m {t[1]}' if p.form == 'module' and len(t) > 1 else (t[0] if t else None)
+    args = t[2:] if p.form == 'module' else t[1:]
+    if layer.kind == 'torchrun':
+        lay = dict(launcher_layout(layer, env, source), cvd=None)
+    else:
+        from .swift.entry import deepspeed_layout
+        d = {'nproc': None, 'nnodes': 1, 'cvd': None} if layer.opts.get('exclude') else \
+            deepspeed_layout(layer.opts, env.get('CUDA_VISIBLE_DEVICES'), None, source)
+        lay = {'nproc': d['nproc'], 'nnodes': d['nnodes'], 'env': {}, 'cvd': d['cvd']}
+    return {**lay, 'script': script, 'script_args': args,
+            'opts': {k: layer.opts[k] for k in sorted(layer.given) if k in layer.opts}}

@@ -24,15 +24,22 @@ from ...plan import world_size
 from ...versions import version_tuple
 from .accelerate_cmd import display_command, launcher_prefix, require_script, trl_cli_launch_args
 from .accelerate import _accelerate_options, _read_yaml, accelerate_settings, packaged_accelerate_config
-from .arguments import ACCELERATE_VALUE_OPTIONS, CLASSES, TORCHRUN_VALUE_OPTIONS, _fields, parse_args, snapshot
+from .arguments import ACCELERATE_VALUE_OPTIONS, CLASSES, _fields, parse_args, snapshot
 from .script import read_script_settings
 
 
 def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
     """A TRL training launch -> Launch (framework 'trl'); the GRPO settings are read by :func:`to_config`."""
-    head = os.path.basename(argv[0])
+    from ..launchers import _srun_note, is_process_launcher, is_python, process_launch, slurm_options, slurm_tasks
+    srun: dict[str, str] | None = None
+    typed = list(argv)
+    while argv and os.path.basename(argv[0]) == 'srun':  # srun(1): its options end at the command it runs
+        srun, argv = slurm_options(argv[1:])
+    head = os.path.basename(argv[0]) if argv else ''
+    if is_python(head):
+        head = 'python'
     env = dict(env)
-    info: dict[str, Any] = {'launcher': head}
+    info: dict[str, Any] = {'launcher': os.path.basename(argv[0]) if argv else head}
     launch_env: dict[str, str] = {k: env[k] for k in ('CUDA_VISIBLE_DEVICES', 'NNODES', 'NODE_RANK', 'MASTER_ADDR')
                                   if k in env}
     script_args: list[str]
@@ -72,30 +79,32 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
         if gpu_ids not in (None, 'all', ''):
             launch_env['CUDA_VISIBLE_DEVICES'] = str(gpu_ids)  # accelerate: prepare_multi_gpu_env
             info['gpu_ids'] = str(gpu_ids)
-    elif head in ('torchrun', 'deepspeed'):
-        i, opts = 1, {}
-        while i < len(argv) and argv[i].startswith('-'):
-            name, eq, val = argv[i].lstrip('-').partition('=')
-            if name in TORCHRUN_VALUE_OPTIONS or name in ('num_gpus', 'num_nodes', 'include'):
-                opts[name.replace('-', '_')] = val if eq else (argv[i + 1] if i + 1 < len(argv) else None)
-                i += 1 if eq else 2
-            else:
-                i += 1
-        script, script_args = (argv[i] if i < len(argv) else None), argv[i + 1:]
-        info.update(script=script, torchrun=opts)
-        per_node = opts.get('nproc_per_node') or opts.get('num_gpus') or '1'
-        launch_env['NPROC_PER_NODE'] = str(per_node)
-        if opts.get('nnodes') or opts.get('num_nodes'):
-            launch_env['NNODES'] = str(opts.get('nnodes') or opts.get('num_nodes'))
+    elif is_process_launcher(argv):  # their own parsers (frontends/launchers.py)
+        lay = process_launch(argv, env, source)
+        script, script_args = lay['script'], lay['script_args']
+        info.update(script=script, torchrun=lay['opts'])
+        launch_env.update(lay['env'])
+        if lay['nproc'] is None:  # one per visible GPU (torchrun gpu/auto, deepspeed with no count)
+            info.update(nproc_from_devices=True, launcher_cvd=env.get('CUDA_VISIBLE_DEVICES'))
+        else:
+            launch_env['NPROC_PER_NODE'] = str(lay['nproc'])
+        if lay['nnodes'] > 1:
+            launch_env['NNODES'] = str(lay['nnodes'])
+        if lay.get('cvd') is not None:
+            launch_env['CUDA_VISIBLE_DEVICES'] = lay['cvd']
     else:  # python SCRIPT / python -m module
-        rest = argv[1:]
-        while rest and rest[0].startswith('-') and rest[0] != '-m':
-            rest = rest[1:]
+        from ..launchers import python_options
+        _, rest = python_options(argv[1:])
         if rest[:1] == ['-m']:
             script, script_args = ' '.join(rest[:2]), rest[2:]
         else:
             script, script_args = (rest[0] if rest else None), rest[1:]
         info.update(script=script)
+        nodes, per = slurm_tasks(srun, source) if srun is not None else (1, 1)
+        if nodes * per > 1:  # srun runs the script once per task
+            launch_env['NPROC_PER_NODE'] = str(per)
+            if nodes > 1:
+                launch_env['NNODES'] = str(nodes)
     info.update(display=display_command(argv, script), prefix=launcher_prefix(argv))
     info['script_args'] = list(script_args)  # as typed (TRL's own parser reads --config itself)
     if script and script.endswith('.py') and os.path.isfile(script):
@@ -136,8 +145,12 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
              'tuner_type': 'use_peft', 'lora_rank': 'lora_r', 'model': 'model_name_or_path',
              'sleep_level': 'vllm_enable_sleep_mode', 'NPROC_PER_NODE': 'accelerate launch --num_processes',
              'deepspeed': 'accelerate --config_file (deepspeed_config.zero_stage)'}
+    notes = []
+    if srun is not None and head != 'python':
+        note = _srun_note(srun, int(launch_env.get('NNODES', '1')), source)
+        notes += [note] if note else []
     return Launch(argv=script_args, env=launch_env, config_file=config_file or source, framework='trl', names=names,
-                  trl=TrlSpecifics(**info), command=list(argv))
+                  trl=TrlSpecifics(**info), command=typed, notes=notes)
 
 
 # TRL 0.14-0.15 (vLLM inside the trainer): the defaults that differ from the snapshot's TRL, from
