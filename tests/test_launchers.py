@@ -281,3 +281,27 @@ def test_a_trl_script_beside_a_prep_script_is_still_the_trainer(tmp_path, monkey
                   '--model_name_or_path Qwen/Qwen2.5-7B-Instruct\n')
     launch = read_launch([str(sh)], environ={})
     assert launch.framework == 'trl' and launch.unread_trainer is None and launch.env['NPROC_PER_NODE'] == '2'
+
+
+def test_srun_running_a_shell_command_string(tmp_path):
+    """open-r1's slurm/train.slurm: ``srun $SRUN_ARGS bash -c "$LAUNCHER --role \\$SLURMD_NODENAME: $CMD"``, with
+    LAUNCHER an accelerate command that sets its own variables first (its WORLD_SIZE written out here: the script
+    computes it with $((...)); its `clear; srun` is written without `clear;`, which the shell reader does not split
+    from the word yet)."""
+    sh = tmp_path / 'train.slurm.sh'
+    sh.write_text(
+        '#!/bin/bash\n#SBATCH --job-name=open-r1\n#SBATCH --ntasks-per-node=1\n#SBATCH --exclusive\n'
+        '#SBATCH --gres=gpu:8\n#SBATCH --nodes=2\n\nNUM_NODES=$SLURM_NNODES\nWORLD_SIZE=16\n'
+        'MASTER_ADDR=head\nMASTER_PORT=6000\nexport CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7\n'
+        'export CMD=" src/open_r1/grpo.py --model_name_or_path Qwen/Qwen2.5-7B-Instruct --num_generations 8 '
+        '--per_device_train_batch_size 2"\n'
+        'export LAUNCHER="ACCELERATE_LOG_LEVEL=info accelerate launch --multi_gpu --gradient_accumulation_steps 4 '
+        '--num_machines $NUM_NODES --num_processes $WORLD_SIZE --main_process_ip $MASTER_ADDR --main_process_port '
+        '$MASTER_PORT --machine_rank $SLURM_PROCID --rdzv_backend=c10d --max_restarts 1 --tee 3 "\n'
+        'SRUN_ARGS=" --wait=60 --kill-on-bad-exit=1 --nodes=$NUM_NODES --ntasks=$NUM_NODES"\n'
+        'srun $SRUN_ARGS bash -c "$LAUNCHER --role \\$SLURMD_NODENAME: $CMD" 2>&1\n')
+    assert kind_of(['srun', '--nodes=2', 'bash', '-c', 'X=1 accelerate launch t.py']) == ('trl', 'train')
+    launch = read_launch([str(sh)], environ={})
+    assert launch.framework == 'trl' and launch.trl.script == 'src/open_r1/grpo.py'
+    assert (launch.env['NNODES'], launch.env['NPROC_PER_NODE'], launch.env['MASTER_ADDR']) == ('2', '8', 'head')
+    assert _world(launch) == 16 and not any('group of its own' in n for n in launch.notes)

@@ -61,6 +61,8 @@ class Peeled:
     """What the innermost launcher runs: ``['-m', MODULE, ...]``, ``[SCRIPT, ...]`` or a command's argv."""
     form: str
     """``module``, ``script`` or ``command``."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Assignments of a command srun runs through a shell (``srun bash -c "VAR=1 accelerate launch ..."``)."""
 
 
 def is_python(word: str) -> bool:
@@ -353,45 +355,76 @@ def slurm_tasks(opts: Mapping[str, str], source: str) -> tuple[int, int]:
     return nodes, 1
 
 
+def through_srun(argv: list[str], env: Mapping[str, str], source: str) -> tuple[dict[str, str], list[str],
+                                                                               dict[str, str]]:
+    """``srun [options] CMD`` -> (srun's options, CMD, assignments CMD makes): srun(1) runs CMD on every task; a
+    wrapper (``nohup``, ``timeout``) and a shell's command string (``bash -c "VAR=1 accelerate launch ..."``, the
+    shape of open-r1's slurm/train.slurm) are read through as the script reader reads them."""
+    from .shell import read_script
+    from .shell_expand import shell_c, strip_wrapper
+    from . import kind_of
+    opts, inner = slurm_options(argv[1:])
+    more: dict[str, str] = {}
+    for _ in range(4):
+        if not inner:
+            break
+        text = shell_c(inner)
+        if text is not None:
+            cmds = read_script(text, dict(env), source=f'{source} (srun ... -c)')
+            cmd = next((c for c in cmds if not c.commented and kind_of(c.argv)), None)
+            if cmd is None:
+                break
+            more.update(cmd.env)
+            inner = cmd.argv
+            continue
+        stripped = strip_wrapper(inner)
+        if stripped is None:
+            break
+        inner = stripped
+    if not inner:
+        raise GuardError(f'{source}: `srun` with no command to run (srun(1): the first word that is not an option '
+                         f'is the program)')
+    return opts, inner, more
+
+
 # ---- peeling ----------------------------------------------------------------------------------------------------
 
 def peel(argv: list[str], env: Mapping[str, str], source: str = 'command line') -> Peeled:
     """Read through the launchers of ``argv`` with their own parsers -> the layers and what the innermost runs."""
     layers: list[Layer] = []
     rest = list(argv)
+    inner_env: dict[str, str] = {}
     while rest:
         head = os.path.basename(rest[0])
         if head == 'srun':
-            opts, inner = slurm_options(rest[1:])
+            opts, rest, more = through_srun(rest, env, source)
             layers.append(Layer('srun', 'srun', opts, set(opts)))
-            if not inner:
-                raise GuardError(f'{source}: `srun` with no command to run (srun(1): the first word that is not an '
-                                 f'option is the program)')
-            rest = inner
+            env = {**env, **more}
+            inner_env.update(more)
             continue
         if head == 'torchrun':
             opts, given, rest, form = parse_torchrun(rest[1:], env, source)
             layers.append(Layer('torchrun', 'torchrun', opts, given))
             if form != 'command':
-                return Peeled(layers, (['-m'] if form == 'module' else []) + rest, form)
+                return Peeled(layers, (['-m'] if form == 'module' else []) + rest, form, env=inner_env)
             continue
         if head == 'deepspeed':
             opts, given, rest, form = parse_deepspeed(rest[1:], source)
             layers.append(Layer('deepspeed', 'deepspeed', opts, given))
             if form != 'command':
-                return Peeled(layers, (['-m'] if form == 'module' else []) + rest, form)
+                return Peeled(layers, (['-m'] if form == 'module' else []) + rest, form, env=inner_env)
             continue
         if head == 'accelerate' and rest[1:2] == ['launch']:
             from .trl.accelerate import _accelerate_options
             opts, inner = _accelerate_options(rest[2:])
             layers.append(Layer('accelerate', 'accelerate launch', opts, set(opts)))
             if not inner:
-                return Peeled(layers, [], 'script')
+                return Peeled(layers, [], 'script', env=inner_env)
             if opts.get('no_python'):
                 rest = inner
                 continue
             return Peeled(layers, (['-m'] if opts.get('module') else []) + inner,
-                          'module' if opts.get('module') else 'script')
+                          'module' if opts.get('module') else 'script', env=inner_env)
         if is_python(rest[0]):
             own, after = python_options(rest[1:])
             display = os.path.basename(rest[0])
@@ -400,13 +433,13 @@ def peel(argv: list[str], env: Mapping[str, str], source: str = 'command line') 
                 opts, given, inner, form = parse_torchrun(after[2:], env, source, after[1], what)
                 layers.append(Layer('torchrun', what, opts, given))
                 if form != 'command':
-                    return Peeled(layers, (['-m'] if form == 'module' else []) + inner, form)
+                    return Peeled(layers, (['-m'] if form == 'module' else []) + inner, form, env=inner_env)
                 rest = inner
                 continue
             layers.append(Layer('python', display, {'options': own}, set()))
-            return Peeled(layers, after, 'module' if after[:1] == ['-m'] else 'script')
+            return Peeled(layers, after, 'module' if after[:1] == ['-m'] else 'script', env=inner_env)
         break
-    return Peeled(layers, rest, 'command')
+    return Peeled(layers, rest, 'command', env=inner_env)
 
 
 # ---- what a command is, and its processes ----------------------------------------------------------------------

@@ -151,6 +151,7 @@ def load_swift_entry(argv: list[str], env: Mapping[str, str], source: str) -> La
     if hit is None:
         return None
     p, found, args = hit
+    env = {**env, **p.env}
     from ..launchers import _srun_note, launcher_layout, slurm_tasks
     from .reader import load_swift
     procs = [x for x in p.layers if x.kind != 'srun']

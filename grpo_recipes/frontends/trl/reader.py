@@ -30,15 +30,16 @@ from .script import read_script_settings
 
 def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
     """A TRL training launch -> Launch (framework 'trl'); the GRPO settings are read by :func:`to_config`."""
-    from ..launchers import _srun_note, is_process_launcher, is_python, process_launch, slurm_options, slurm_tasks
+    from ..launchers import _srun_note, is_process_launcher, is_python, process_launch, slurm_tasks, through_srun
     srun: dict[str, str] | None = None
     typed = list(argv)
+    env = dict(env)
     while argv and os.path.basename(argv[0]) == 'srun':  # srun(1): its options end at the command it runs
-        srun, argv = slurm_options(argv[1:])
+        srun, argv, more = through_srun(argv, env, source)
+        env.update(more)
     head = os.path.basename(argv[0]) if argv else ''
     if is_python(head):
         head = 'python'
-    env = dict(env)
     info: dict[str, Any] = {'launcher': os.path.basename(argv[0]) if argv else head}
     launch_env: dict[str, str] = {k: env[k] for k in ('CUDA_VISIBLE_DEVICES', 'NNODES', 'NODE_RANK', 'MASTER_ADDR')
                                   if k in env}
