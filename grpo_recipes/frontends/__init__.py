@@ -21,9 +21,6 @@ from .shell import Command, parse_command_text, read_script, split_env
 from .swift.reader import load_swift, read_rollout
 from .trl.reader import load_trl, read_vllm_serve
 
-TRL_LAUNCHERS = ('accelerate', 'python', 'python3', 'torchrun', 'trl', 'deepspeed')
-
-
 def kind_of(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
     """(framework, 'train' | 'rollout') of a command's argv, or None if it is neither: the entry point it runs
     (``entrypoints.py``'s table), read through its launchers with their own parsers (``launchers.py``). framework

@@ -25,7 +25,6 @@ import contextlib
 import io
 import os
 import re
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -496,8 +495,8 @@ def classify(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str
     found = lookup_script(t[0], t[1:])
     if found:
         return found[0].framework, found[0].role
-    if t[0] == '-c':
-        return 'unread', 'train'
+    if t[0] == '-c':  # python -c '...': not a launch
+        return None
     return ('unread', 'train') if _imports_trl(t[0]) is False else ('trl', 'train')
 
 

@@ -1,6 +1,10 @@
 """ms-swift's own entry script started by another launcher, as launches in the wild write it:
 ``deepspeed --num_gpus 8 .../swift/cli/rlhf.py --rlhf_type grpo ...``, ``deepspeed --include localhost:0,1 ...``,
-``torchrun --nproc_per_node 4 swift/cli/rlhf.py ...``, ``python swift/cli/rlhf.py ...``, ``python -m swift.cli.rlhf``.
+``torchrun --nproc_per_node 4 swift/cli/rlhf.py ...``, ``python swift/cli/rlhf.py ...``, ``python -m swift.cli.rlhf``,
+``python -m torch.distributed.run ... swift/cli/rlhf.py`` (what ``swift rlhf`` itself runs with NPROC_PER_NODE set),
+``srun ... python|torchrun ...``. Which entry a command runs is ``entrypoints.py``'s table; the launchers are read
+with their own parsers by ``launchers.py``. ``python -m swift.cli.main rlhf`` is ``swift rlhf`` itself (its
+NPROC_PER_NODE/NNODES apply).
 
 ``swift/cli/rlhf.py`` (ms-swift 4.6) only calls ``rlhf_main()``: the ``NPROC_PER_NODE``/``NNODES`` variables that
 ``swift rlhf`` turns into a torchrun command (``swift/cli/main.py``) do nothing here; the process count is the
@@ -8,8 +12,11 @@ launcher's. So the arguments after the script are read as ``swift rlhf``'s, and 
 (``NPROC_PER_NODE``, ``NNODES``, ``CUDA_VISIBLE_DEVICES`` of the processes) is set from the launcher:
 
 - ``python``: one process.
-- ``torchrun``: ``--nproc_per_node`` (default 1; ``gpu``/``auto``: one per visible GPU), ``--nnodes``
-  (torch/distributed/run.py).
+- ``torchrun``/``python -m torch.distributed.run``: ``--nproc-per-node`` (default 1; ``gpu``/``auto``: one per visible
+  GPU) per node, ``--nnodes`` (``MIN:MAX``: MAX) nodes; ``--node-rank``, ``--master-addr`` (or the
+  ``--rdzv-endpoint`` host), ``--master-port`` as written (torch/distributed/run.py).
+- ``accelerate launch``: its ``--num_processes`` over ``--num_machines`` (frontends/trl/accelerate.py).
+- ``srun`` running ``python`` directly: one process per task (srun(1): nodes x tasks per node).
 - ``deepspeed`` (DeepSpeed 0.19.8 ``deepspeed/launcher/runner.py::main``, one node, no hostfile found): a non-empty
   ``CUDA_VISIBLE_DEVICES`` becomes ``--include localhost:<ids>`` unless ``--include``/``--exclude``/``--num_gpus``/
   ``--num_nodes > 1`` is given, and is then removed; ``--num_nodes``/``--num_gpus`` with ``--include``/``--exclude``
