@@ -305,3 +305,21 @@ def test_srun_running_a_shell_command_string(tmp_path):
     assert launch.framework == 'trl' and launch.trl.script == 'src/open_r1/grpo.py'
     assert (launch.env['NNODES'], launch.env['NPROC_PER_NODE'], launch.env['MASTER_ADDR']) == ('2', '8', 'head')
     assert _world(launch) == 16 and not any('group of its own' in n for n in launch.notes)
+
+
+def test_trl_script_under_torchrun_one_process_per_gpu(tmp_path, monkeypatch):
+    """``torchrun --nproc-per-node gpu`` / ``python -m torch.distributed.run`` running a TRL script: torch's
+    ``determine_local_world_size`` counts the visible GPUs."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'train_grpo.py').write_text('from trl import GRPOConfig, GRPOTrainer, TrlParser\n')
+    flags = ['--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct', '--num_generations', '6']
+    launch = read_launch(['--', 'torchrun', '--nproc-per-node', 'gpu', 'train_grpo.py', *flags],
+                         environ={'CUDA_VISIBLE_DEVICES': '0,1,2'})
+    r = check_launch(launch, Hardware(gpus=8, gpu_type='A100-80G', source='flags'), packages=PKGS, memory=False)
+    assert launch.framework == 'trl' and r.plan.world_size == 3
+    assert any(a.startswith('`torchrun train_grpo.py` starts one process per visible GPU') for a in r.assumptions)
+    launch = read_launch(['--', 'python3', '-m', 'torch.distributed.run', '--nnodes=2', '--node-rank=0',
+                          '--master-addr=head', '--nproc-per-node=4', 'train_grpo.py', *flags],
+                         environ={'CUDA_VISIBLE_DEVICES': '0,1,2,3'})
+    assert launch.framework == 'trl' and launch.trl.script == 'train_grpo.py' and _world(launch) == 8
+    assert launch.trl.display == 'python3 -m torch.distributed.run train_grpo.py'

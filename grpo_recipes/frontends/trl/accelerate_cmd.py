@@ -26,6 +26,11 @@ def display_command(argv: list[str], script: str | None) -> str:
     head = os.path.basename(argv[0]) if argv else ''
     if head == 'trl':
         return 'trl ' + (argv[1] if len(argv) > 1 else 'grpo')
+    from ..launchers import is_python, python_options
+    if is_python(head):
+        rest = python_options(argv[1:])[1]
+        if rest[:1] == ['-m'] and rest[1:2] and rest[1].startswith('torch.distributed.'):
+            head = f'{head} -m {rest[1]}'  # python -m torch.distributed.run train.py
     if head == 'accelerate':
         return f'accelerate launch {script}' if script else 'accelerate launch'
     return f'{head} {script}' if script else head
@@ -69,6 +74,11 @@ def default_processes(launch_env: dict[str, str], trl: dict[str, Any], gpus: int
         return None
     n, why = visible_count(trl.get('launcher_cvd'), gpus)  # accelerate counts before --gpu_ids applies
     name = trl.get('display') or 'accelerate launch'
+    if trl.get('launcher') not in (None, 'accelerate', 'trl'):  # torchrun --nproc-per-node gpu, deepspeed
+        if n is None:
+            return f'`{name}` starts one process per visible GPU and {why}; planned as 1 process'
+        launch_env['NPROC_PER_NODE'] = str(max(1, n))
+        return f'`{name}` starts one process per visible GPU ({why}): {n} process(es)'
     if n is None:
         return (f'`{name}` has no --num_processes and no accelerate config file: accelerate starts one process per '
                 f'visible GPU, and {why}; planned as 1 process')
