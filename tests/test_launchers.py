@@ -323,3 +323,32 @@ def test_trl_script_under_torchrun_one_process_per_gpu(tmp_path, monkeypatch):
                          environ={'CUDA_VISIBLE_DEVICES': '0,1,2,3'})
     assert launch.framework == 'trl' and launch.trl.script == 'train_grpo.py' and _world(launch) == 8
     assert launch.trl.display == 'python3 -m torch.distributed.run train_grpo.py'
+
+
+def test_slurm_variables_from_the_batch_header_reach_torchrun(tmp_path):
+    """``#SBATCH -N 2`` / ``--gpus-per-node=a100:4`` (sbatch(1)): SLURM_NNODES and SLURM_GPUS_ON_NODE as the job's
+    commands see them; the interpreter named by a variable the script sets."""
+    sh = tmp_path / 'job.sh'
+    sh.write_text('#!/bin/bash\n#SBATCH -N 2\n#SBATCH --gpus-per-node=a100:4\n#SBATCH --ntasks-per-node=1\n'
+                  'PYTHON=/usr/bin/python3.11\nexport CUDA_VISIBLE_DEVICES=0,1,2,3\n'
+                  'srun $PYTHON -m torch.distributed.run --nnodes $SLURM_NNODES --nproc_per_node $SLURM_GPUS_ON_NODE '
+                  '--rdzv-backend c10d --rdzv-endpoint head:29400 /opt/ms-swift/swift/cli/rlhf.py '
+                  + ' '.join(ARGS) + '\n')
+    launch = read_launch([str(sh)], environ={})
+    assert launch.framework == 'swift' and launch.argv == ARGS
+    assert (launch.env['NNODES'], launch.env['NPROC_PER_NODE'], launch.env['MASTER_ADDR']) == ('2', '4', 'head')
+    assert _world(launch) == 8
+
+
+def test_an_interpreter_variable_set_nowhere_is_named(tmp_path, capsys):
+    sh = tmp_path / 'run.sh'
+    sh.write_text('#!/bin/bash\n$PYTHON -m swift.cli.rlhf ' + ' '.join(ARGS) + '\n')
+    assert guard.main(['check', str(sh)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and '$PYTHON: the variable could not be resolved' in err[0] and '--env PYTHON=' in err[0]
+
+
+def test_accelerate_launch_running_swift_entry():
+    launch = read_launch(['--', 'accelerate', 'launch', '--num_processes', '4', '/opt/ms-swift/swift/cli/rlhf.py',
+                          *ARGS], environ={'CUDA_VISIBLE_DEVICES': '0,1,2,3', 'HF_HOME': '/nonexistent'})
+    assert launch.framework == 'swift' and launch.argv == ARGS and _world(launch) == 4

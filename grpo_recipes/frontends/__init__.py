@@ -61,6 +61,9 @@ def read_rollout_command(cmd: Command, environ: Mapping[str, str], source: str) 
     if kind is None or kind[1] != 'rollout':
         raise GuardError(f'{source}: {" ".join(cmd.argv[:3])} is not a rollout server command; expected '
                          f'`swift rollout ...` or `trl vllm-serve ...`')
+    if kind[0] == 'unresolved':
+        from .launchers import unresolved_head
+        raise unresolved_head(cmd.argv, source)
     env = {**{k: v for k, v in environ.items() if k == 'CUDA_VISIBLE_DEVICES'}, **cmd.env}
     argv = _rollout_argv(cmd.argv, kind[0])
     if kind[0] == 'swift':
@@ -87,6 +90,9 @@ def _rollout_argv(argv: list[str], framework: str) -> list[str]:
 
 def _train_launch(framework: str, argv: list[str], env: Mapping[str, str], source: str) -> Launch:
     """A training command (its whole argv, launchers included) -> the Launch of its framework's reader."""
+    if framework == 'unresolved':
+        from .launchers import unresolved_head
+        raise unresolved_head(argv, source)
     if framework == 'launcher':  # its own parser refuses it: that error
         from .launchers import peel
         peel(argv, env, source)

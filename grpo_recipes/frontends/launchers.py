@@ -473,6 +473,9 @@ def classify(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str
     if hit:
         return hit.framework, hit.role
     head = os.path.basename(argv[0])
+    if re.fullmatch(r'\$\{?[A-Za-z_][A-Za-z0-9_]*\}?', argv[0]) and argv[1:]:
+        as_python = classify(['python', *argv[1:]], env)  # `$PYTHON -m swift.cli.rlhf` with $PYTHON set nowhere
+        return ('unresolved', as_python[1]) if as_python and as_python[0] != 'unread' else None
     if not (head in LAUNCHER_HEADS or is_python(argv[0]) or (head == 'accelerate' and argv[1:2] == ['launch'])):
         return None
     try:
@@ -498,6 +501,14 @@ def classify(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str
     if t[0] == '-c':  # python -c '...': not a launch
         return None
     return ('unread', 'train') if _imports_trl(t[0]) is False else ('trl', 'train')
+
+
+def unresolved_head(argv: list[str], source: str) -> GuardError:
+    """``$PYTHON -m swift.cli.rlhf ...`` with the variable set nowhere the reader could see."""
+    name = argv[0].strip('${}')
+    return GuardError(f'{source}: {argv[0]}: the variable could not be resolved (set neither earlier in the script '
+                      f'nor in this environment), and it names the program that runs `{" ".join(argv[1:3])}`; pass '
+                      f'--env {name}=... or export it before running the guard')
 
 
 def launcher_layout(layer: Layer, env: Mapping[str, str], source: str) -> dict[str, Any]:
