@@ -176,6 +176,8 @@ def _rollout_launch(roll: Rollout | None, unread: str | None = None) -> Launch:
                     config_file=roll.source if roll else None, framework=roll.framework if roll else 'swift')
     launch.kind = 'rollout'
     launch.unread_trainer = unread
+    if unread:
+        launch.notes.append(f'only the rollout server is read: {unread}')
     return launch
 
 
