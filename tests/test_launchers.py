@@ -154,10 +154,24 @@ def test_an_unresolved_world_size_variable_names_it_and_the_way_out():
         read_launch(['--', 'deepspeed', '--num_gpus', '$GPUS', 'swift/cli/rlhf.py', *ARGS], environ={})
 
 
-def test_a_launcher_that_refuses_its_own_options_says_so_in_one_line(capsys):
-    assert guard.main(['check', '--', 'torchrun', '--nproc_per_node']) == 2
+@pytest.mark.parametrize('argv,said', [
+    (['torchrun', '--nproc_per_node'], 'torchrun stops at once with "error: argument --nproc-per-node'),
+    (['accelerate', 'launch', '--num_processes', 'four', 'train.py'],
+     'accelerate launch stops at once with "error: argument --num_processes'),
+    (['deepspeed', '--num_gpus', 'two', 'swift/cli/rlhf.py'], 'deepspeed stops at once with "error: argument'),
+    (['srun', '-N', '2'], '`srun` with no command to run'),
+])
+def test_a_launcher_that_refuses_its_own_options_says_so_in_one_line(argv, said, capsys):
+    assert guard.main(['check', '--', *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and 'torchrun stops at once with' in err[0] and 'Traceback' not in err[0]
+    assert len(err) == 1 and said in err[0], err
+
+
+def test_a_launcher_whose_package_is_missing_says_so(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, 'deepspeed.launcher.runner', None)  # import fails as on a machine without it
+    assert guard.main(['check', '--', 'deepspeed', '--num_gpus', '2', 'swift/cli/rlhf.py', *ARGS]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and 'deepspeed is not installed here' in err[0]
 
 
 @pytest.mark.parametrize('words,want', [

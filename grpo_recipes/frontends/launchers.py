@@ -130,10 +130,22 @@ def _unresolved_word(words: list[str]) -> str | None:
 def _parse_failed(what: str, message: str, words: list[str], source: str) -> GuardError:
     var = _unresolved_word(words)
     if var is not None and 'invalid' in message:
+        ref = re.search(r'\$\{?([A-Za-z_][A-Za-z0-9_]*)', var)
         return GuardError(f'{source}: {what} {var}: the variable could not be resolved (set neither earlier in the '
-                          f'script nor in this environment); pass --env NAME=VALUE or export it before running the '
-                          f'guard ({what} stops with "{message}")')
+                          f'script nor in this environment); pass --env {ref.group(1) if ref else "NAME"}=... or '
+                          f'export it before running the guard ({what} stops with "{message}")')
     return GuardError(f'{source}: {what} stops at once with "error: {message}"')
+
+
+def need(module: str, launcher: str, source: str):
+    """Import a launcher's own package, or one line saying it is missing here."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise GuardError(f'{source}: {module.split(".")[0]} is not installed here ({e}), so `{launcher}` cannot start '
+                         f'here and the guard cannot read its options with its own parser; install it (ms-swift '
+                         f'brings torch and accelerate)') from None
 
 
 def _torch_parser(module: str):
@@ -163,6 +175,7 @@ def _torch_parser(module: str):
 def parse_torchrun(args: list[str], env: Mapping[str, str], source: str, module: str = 'torch.distributed.run',
                    what: str = 'torchrun') -> tuple[dict[str, Any], set[str], list[str], str]:
     """torchrun's words (after ``torchrun``) -> (its options, the ones written, what it runs, its form)."""
+    need('torch.distributed.run', what, source)
     with _launch_environ(env, 'PET_'):
         parser = _torch_parser(module)
     parser.error = _raise  # type: ignore[method-assign]
@@ -184,12 +197,8 @@ def parse_torchrun(args: list[str], env: Mapping[str, str], source: str, module:
 def parse_deepspeed(args: list[str], source: str) -> tuple[dict[str, Any], set[str], list[str], str]:
     """deepspeed's words (after ``deepspeed``) -> (its options, the ones written, what it runs, its form), from
     DeepSpeed's own ``runner.parse_args``."""
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):  # DeepSpeed logs its accelerator choice to stdout on import
-            from deepspeed.launcher import runner
-    except ImportError as e:
-        raise GuardError(f'{source}: deepspeed is not installed here ({e}), so `deepspeed` cannot start this launch '
-                         f'here and its options cannot be read with its own parser; install deepspeed') from None
+    with contextlib.redirect_stdout(io.StringIO()):  # DeepSpeed logs its accelerator choice to stdout on import
+        runner = need('deepspeed.launcher.runner', 'deepspeed', source)
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
@@ -415,7 +424,7 @@ def peel(argv: list[str], env: Mapping[str, str], source: str = 'command line') 
             continue
         if head == 'accelerate' and rest[1:2] == ['launch']:
             from .trl.accelerate import _accelerate_options
-            opts, inner = _accelerate_options(rest[2:])
+            opts, inner = _accelerate_options(rest[2:], source)
             layers.append(Layer('accelerate', 'accelerate launch', opts, set(opts)))
             if not inner:
                 return Peeled(layers, [], 'script', env=inner_env)

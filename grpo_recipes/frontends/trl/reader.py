@@ -46,13 +46,13 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
     script_args: list[str]
     if head == 'accelerate' or (head == 'trl' and argv[1:2] == ['grpo']):
         if head == 'accelerate':
-            opts, rest = _accelerate_options(argv[2:])
+            opts, rest = _accelerate_options(argv[2:], source)
             script = rest[0] if rest else None
             script_args = rest[1:]
             require_script(script, source)  # accelerate's usage error: no training script
         else:
             acc_words, script_args = trl_cli_launch_args(argv[2:], ACCELERATE_VALUE_OPTIONS, set(_fields(*CLASSES)))
-            opts, script = _accelerate_options(acc_words)[0], 'trl grpo'
+            opts, script = _accelerate_options(acc_words, source)[0], 'trl grpo'
             if '--accelerate_config' in script_args:  # trl/cli/accelerate_config.py: a file, or a packaged name
                 i = script_args.index('--accelerate_config')
                 if i + 1 >= len(script_args):
