@@ -366,3 +366,16 @@ def test_accelerate_launch_running_swift_entry():
     launch = read_launch(['--', 'accelerate', 'launch', '--num_processes', '4', '/opt/ms-swift/swift/cli/rlhf.py',
                           *ARGS], environ={'CUDA_VISIBLE_DEVICES': '0,1,2,3', 'HF_HOME': '/nonexistent'})
     assert launch.framework == 'swift' and launch.argv == ARGS and _world(launch) == 4
+
+
+def test_trl_grpo_hands_accelerate_its_flags_as_accelerates_parser_has_them():
+    """``trl grpo ... --same_network --num_processes 2``: TRL hands the words its parser does not know to accelerate's
+    ``launch_command_parser`` (trl/cli/accelerate_launcher.py); ``--same_network`` is a flag there, so the
+    ``--num_processes 2`` after it is accelerate's too."""
+    from accelerate.commands.launch import launch_command_parser
+    words = ['--same_network', '--num_processes', '2']
+    real = launch_command_parser().parse_args([*words, 'grpo.py'])
+    launch = read_launch(['--', 'trl', 'grpo', '--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct', *words],
+                         environ={'HF_HOME': '/nonexistent', 'CUDA_VISIBLE_DEVICES': '0,1'})
+    assert real.same_network is True and launch.env['NPROC_PER_NODE'] == str(real.num_processes) == '2'
+    assert '--same_network' not in launch.argv

@@ -36,6 +36,7 @@ from typing import Any, Mapping
 
 from ...errors import GuardError
 from ...launch import Launch, visible_count
+from ..launchers import _int
 
 def _entry(argv: list[str], env: Mapping[str, str], source: str):
     """(the peeled launch, ms-swift's rlhf entry as the table has it, its arguments) when ``argv`` runs ms-swift's
@@ -69,17 +70,6 @@ def entry_index(argv: list[str]) -> int | None:
     except GuardError:
         return None
     return None if hit is None else len(argv) - len(hit[2])
-
-
-def _int(value: Any, what: str, source: str) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        if '$' in str(value):  # a variable set neither in the script nor in this environment
-            raise GuardError(f'{source}: {what} {value}: the variable could not be resolved (set neither earlier in '
-                             f'the script nor in this environment); export it before running the guard, or write '
-                             f'the value') from None
-        raise GuardError(f'{source}: {what} {value!r}: must be an integer') from None
 
 
 def _hostfile(path: str) -> dict[str, int] | None:

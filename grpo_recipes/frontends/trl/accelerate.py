@@ -29,6 +29,20 @@ def _accelerate_options(args: list[str], source: str = 'accelerate launch') -> t
     return _given(parser, args, ns, n), args[n:]
 
 
+def accelerate_option_names(source: str = 'trl grpo') -> tuple[set[str], set[str]]:
+    """(options that take a value, flags) of ``accelerate launch``, as names with underscores, from accelerate's own
+    ``launch_command_parser`` (``trl grpo`` hands the words its own parser does not know to it:
+    trl/cli/accelerate_launcher.py)."""
+    from ..launchers import need
+    parser = need('accelerate.commands.launch', 'accelerate launch', source).launch_command_parser()
+    values: set[str] = set()
+    flags: set[str] = set()
+    for action in parser._actions:
+        names = {o.lstrip('-').replace('-', '_') for o in action.option_strings if o.startswith('--')}
+        (flags if action.nargs == 0 else values).update(names)
+    return values - {'help'}, flags - {'help'}
+
+
 def _given(parser, args: list[str], ns, n: int) -> dict[str, Any]:
     """The options among ``args[:n]`` (accelerate's own words), with the parsed values (True for a flag)."""
     out: dict[str, Any] = {}

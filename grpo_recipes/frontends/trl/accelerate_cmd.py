@@ -115,7 +115,8 @@ ACCELERATE_FLAGS = {'multi_gpu', 'use_deepspeed', 'use_fsdp', 'cpu', 'tpu', 'deb
                     'use_megatron_lm', 'no_python', 'module'}
 
 
-def trl_cli_launch_args(args: list[str], value_options: set[str], trl_fields: set[str]) -> tuple[list[str], list]:
+def trl_cli_launch_args(args: list[str], value_options: set[str], trl_fields: set[str],
+                        flags: set[str] = ACCELERATE_FLAGS) -> tuple[list[str], list]:
     """``trl grpo ARGS``: TRL's CLI parses ARGS with its GRPO parser and hands what that parser does not know to
     ``accelerate launch`` (trl/cli/commands/training.py: ``context.remaining_args``). -> (accelerate's words, the
     rest): an option accelerate knows and no TRL dataclass field has (``--num_processes 2``, ``--multi_gpu``)."""
@@ -125,8 +126,8 @@ def trl_cli_launch_args(args: list[str], value_options: set[str], trl_fields: se
     while i < len(args):
         name, eq, _ = args[i][2:].partition('=') if args[i].startswith('--') else ('', '', '')
         key = name.replace('-', '_')
-        if key and key not in trl_fields and (key in value_options or key in ACCELERATE_FLAGS):
-            n = 1 if eq or key in ACCELERATE_FLAGS else 2
+        if key and key not in trl_fields and (key in value_options or key in flags):
+            n = 1 if eq or key in flags else 2
             acc += args[i:i + n]
             i += n
             continue

@@ -5,8 +5,9 @@ Script arguments are read as TRL's own CLI reads them (``TrlParser`` over GRPOCo
 ScriptArguments), from a snapshot of the installed TRL's fields (``trl_args_snapshot.json``, written by
 scripts/gen_trl_snapshot.py; a test fails when it drifts). accelerate's options and its config file
 are read as ``accelerate launch`` applies them (accelerate/commands/launch.py: command-line options win
-over the config file; ``--gpu_ids`` becomes the processes' CUDA_VISIBLE_DEVICES). Nothing is imported
-from TRL, accelerate or torch here; nothing is run.
+over the config file; ``--gpu_ids`` becomes the processes' CUDA_VISIBLE_DEVICES). The launchers' own options are
+read by their own parsers (accelerate's ``launch_command_parser``, torchrun's, DeepSpeed's: frontends/launchers.py),
+imported when a launch uses them; nothing is imported from TRL, nothing is run.
 """
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ from ...launch import Launch, Rollout, TrlSpecifics, visible_devices
 from ...plan import world_size
 from ...versions import version_tuple
 from .accelerate_cmd import display_command, launcher_prefix, require_script, trl_cli_launch_args
-from .accelerate import _accelerate_options, _read_yaml, accelerate_settings, packaged_accelerate_config
-from .arguments import ACCELERATE_VALUE_OPTIONS, CLASSES, _fields, parse_args, snapshot
+from .accelerate import (_accelerate_options, _read_yaml, accelerate_option_names, accelerate_settings,
+                         packaged_accelerate_config)
+from .arguments import CLASSES, _fields, parse_args, snapshot
 from .script import read_script_settings
 
 
@@ -51,7 +53,8 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
             script_args = rest[1:]
             require_script(script, source)  # accelerate's usage error: no training script
         else:
-            acc_words, script_args = trl_cli_launch_args(argv[2:], ACCELERATE_VALUE_OPTIONS, set(_fields(*CLASSES)))
+            values, flags = accelerate_option_names(source)  # accelerate's own parser's options
+            acc_words, script_args = trl_cli_launch_args(argv[2:], values, set(_fields(*CLASSES)), flags)
             opts, script = _accelerate_options(acc_words, source)[0], 'trl grpo'
             if '--accelerate_config' in script_args:  # trl/cli/accelerate_config.py: a file, or a packaged name
                 i = script_args.index('--accelerate_config')
