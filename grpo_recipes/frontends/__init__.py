@@ -105,7 +105,21 @@ def _train_launch(framework: str, argv: list[str], env: Mapping[str, str], sourc
         if launch is not None:
             return launch
         return load_swift(argv[2:] if lookup_command(argv) else argv, env)
-    return load_trl(argv, env, source)
+    return load_trl(_trl_cli(argv), env, source)
+
+
+def _trl_cli(argv: list[str]) -> list[str]:
+    """``python -m trl.cli.main grpo ARGS`` (or its file) is ``trl grpo ARGS``: TRL's console script's main."""
+    from .entrypoints import ROUTERS, lookup_script, module_file
+    from .launchers import is_python, python_options
+    if not argv or not is_python(argv[0]):
+        return argv
+    rest = python_options(argv[1:])[1]
+    if rest[:1] == ['-m'] and len(rest) > 2 and ROUTERS.get(rest[1]) == 'trl':
+        return ['trl', *rest[2:]]
+    if rest and rest[0].endswith(module_file('trl.cli.main')) and lookup_script(rest[0], rest[1:]):
+        return ['trl', *rest[1:]]
+    return argv
 
 
 # A comment above a rollout command that puts it on another machine: ms-swift's examples write
