@@ -96,11 +96,19 @@ class CheckReport:
     def ok(self) -> bool:
         return not any(f.severity == ERROR for f in self.findings)
 
+    @property
+    def unchecked(self) -> str | None:
+        """Why the verdict is UNCHECKED rather than OK: a training command the guard did not read, else memory not
+        predicted; None when everything was checked."""
+        if self.launch.unread_trainer:
+            return self.launch.unread_trainer
+        return f'memory not checked: {self.memory_unchecked}' if self.memory_unchecked else None
+
     def exit_code(self, allow_unchecked: bool = False) -> int:
-        """0 accepted; 1 errors, or memory not checked (unless ``allow_unchecked``)."""
+        """0 accepted; 1 errors, or something not checked (unless ``allow_unchecked``)."""
         if not self.ok:
             return 1
-        return 1 if self.memory_unchecked and not allow_unchecked else 0
+        return 1 if self.unchecked and not allow_unchecked else 0
 
     def counts(self) -> dict[str, int]:
         return {s: sum(f.severity == s for f in self.findings) for s in (ERROR, WARNING, INFO)}
@@ -109,6 +117,7 @@ class CheckReport:
         return {
             'ok': self.ok,
             'memory_unchecked': self.memory_unchecked,
+            'unchecked': self.unchecked,
             'assumptions': self.assumptions,
             'counts': self.counts(),
             'findings': [f.to_dict() for f in self.findings],

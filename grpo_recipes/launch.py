@@ -149,6 +149,10 @@ class Launch:
     process starts with and where each was set (``allocconf.AllocSetting``; ``allocconf.phases`` gives the allocator
     of the trainer and the vLLM phase); None: neither is set."""
 
+    unread_trainer: str | None = None
+    """Why the launch's training command was not read (Megatron-SWIFT's ``megatron rlhf``, a script that runs neither
+    ms-swift's nor TRL's GRPO): only its rollout server was checked, so the verdict is UNCHECKED, never OK."""
+
     def name(self, field_name: str) -> str:
         """The user's own flag for a framework-neutral field name."""
         return self.names.get(field_name, field_name)
@@ -168,7 +172,7 @@ class Launch:
         return {'framework': self.framework, 'config_file': self.config_file, 'argv': self.argv, 'env': self.env,
                 'file_env': self.file_env, 'uses_torchrun': self.uses_torchrun, 'notes': self.notes,
                 'rollout': self.rollout.to_dict() if self.rollout else None, 'trl': self.trl.to_dict(),
-                'alloc': self.alloc.to_dict() if self.alloc else None}
+                'alloc': self.alloc.to_dict() if self.alloc else None, 'unread_trainer': self.unread_trainer}
 
 
 @dataclass

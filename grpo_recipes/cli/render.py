@@ -197,8 +197,7 @@ def verdict_line(report: CheckReport, allow_unchecked: bool = False) -> str:
     tail = f' ({warn} warning(s) above)' if warn else ''
     if decided == 'UNCHECKED':
         how = 'accepted with --allow-unchecked' if allow_unchecked else 'pass --allow-unchecked to accept'
-        return (f'[bold yellow]UNCHECKED[/]: rules OK; memory not checked: {escape(report.memory_unchecked)} '
-                f'({how}){tail}')
+        return f'[bold yellow]UNCHECKED[/]: rules OK; {escape(report.unchecked)} ({how}){tail}'
     return f'[bold green]OK[/]: no errors{tail}'
 
 

@@ -1,6 +1,7 @@
 """One verdict per check, the same in every output: the console line, ``--json`` and the exit status.
 
-A check is OK (exit 0), REFUSED (errors, exit 1) or UNCHECKED (rules pass but memory was not predicted: exit 1
+A check is OK (exit 0), REFUSED (errors, exit 1) or UNCHECKED (rules pass but memory was not predicted, or the
+launch's training command was not read at all (``Launch.unread_trainer``: only its rollout server was): exit 1
 unless the user accepts it with ``--allow-unchecked``). ``grpo-guard check/run`` and ``grpo-recipes plan`` all
 decide through here, so a JSON consumer, a shell ``$?`` and a reader of the console see the same thing.
 """
@@ -11,7 +12,7 @@ def verdict(report) -> str:
     """'REFUSED', 'UNCHECKED' or 'OK' (what the console's last line says)."""
     if not report.ok:
         return 'REFUSED'
-    return 'UNCHECKED' if report.memory_unchecked else 'OK'
+    return 'UNCHECKED' if report.unchecked else 'OK'
 
 
 def report_json(report, allow_unchecked: bool = False) -> dict:
@@ -30,5 +31,8 @@ def not_launching(report) -> str:
     give what memory needs, or accept it)."""
     if not report.ok:
         return 'grpo-guard: not launching (errors above); fix them or pass --force'
+    if report.launch.unread_trainer:
+        return (f'grpo-guard: not launching ({report.unchecked}); pass --allow-unchecked to launch without that '
+                f'check')
     return (f'grpo-guard: not launching (memory not checked: {report.memory_unchecked}); give --model-config DIR '
             f'or --gpu-type T so it can be checked, or pass --allow-unchecked to launch without that check')

@@ -21,57 +21,105 @@ from .shell import Command, parse_command_text, read_script, split_env
 from .swift.reader import load_swift, read_rollout
 from .trl.reader import load_trl, read_vllm_serve
 
-TRL_LAUNCHERS = ('accelerate', 'python', 'python3', 'torchrun', 'trl', 'deepspeed')
-
-
-def kind_of(argv: list[str]) -> tuple[str, str] | None:
-    """(framework, 'train' | 'rollout') of a command's argv, or None if it is neither."""
+def kind_of(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
+    """(framework, 'train' | 'rollout') of a command's argv, or None if it is neither: the entry point it runs
+    (``entrypoints.py``'s table), read through its launchers with their own parsers (``launchers.py``). framework
+    ``megatron``/``unread``: a trainer no reader here reads (``unread_trainer``); ``launcher``: a launcher that
+    refuses its own options (reading it says why)."""
     if not argv:
         return None
-    head = os.path.basename(argv[0])
-    swift = head == 'swift' or head.endswith(('_swift', '-swift'))  # a wrapper named after it (tests' stand-in)
-    if swift and argv[1:2] == ['rlhf']:
-        return 'swift', 'train'
-    if swift and argv[1:2] == ['rollout']:
-        return 'swift', 'rollout'
-    if head == 'trl' and argv[1:2] == ['vllm-serve']:
-        return 'trl', 'rollout'
-    if head == 'trl' and argv[1:2] == ['grpo']:
-        return 'trl', 'train'
-    from .swift.entry import entry_index
-    if entry_index(argv) is not None:  # deepspeed/torchrun/python running ms-swift's swift/cli/rlhf.py
-        return 'swift', 'train'
-    if head == 'accelerate' and argv[1:2] == ['launch']:
-        return 'trl', 'train'
-    if head in ('torchrun', 'deepspeed'):
-        return 'trl', 'train'
-    if head.startswith('python') and len(argv) > 1:
-        if argv[1:3] == ['-m', 'swift.cli.rlhf']:
-            return 'swift', 'train'
-        if argv[1:3] == ['-m', 'trl.scripts.vllm_serve']:
-            return 'trl', 'rollout'
-        return 'trl', 'train'
+    from .launchers import classify
+    kind = classify(argv, env)
+    if kind is not None:
+        return kind
     if argv[0].endswith(CONFIG_SUFFIXES) or argv[0].startswith('-'):
         return 'swift', 'train'  # what follows `swift rlhf`
     return None
 
 
+UNREAD = ('megatron', 'unread')
+
+
+def unread_trainer(argv: list[str], framework: str, source: str) -> str:
+    """Why a training command was not read (the verdict of a launch with it is UNCHECKED, never OK)."""
+    shown = ' '.join(argv[:4]) + (' ...' if len(argv) > 4 else '')
+    if framework == 'megatron':
+        return (f'the trainer `{shown}` ({source}) is Megatron-SWIFT\'s (swift/cli/_megatron/rlhf.py), which this '
+                f'guard does not read yet: its processes, batch and memory are not checked')
+    return (f'the trainer `{shown}` ({source}) runs neither ms-swift\'s nor TRL\'s GRPO entry (a script that does not '
+            f'import trl, or another ms-swift command), so this guard does not read it: its processes, batch and '
+            f'memory are not checked')
+
+
+def _refuse_unread(argv: list[str], framework: str, source: str) -> GuardError:
+    return GuardError(f'{unread_trainer(argv, framework, source)}; nothing else to check (a rollout server beside it '
+                      f'would be)')
+
+
 def read_rollout_command(cmd: Command, environ: Mapping[str, str], source: str) -> Rollout:
-    kind = kind_of(cmd.argv)
+    kind = kind_of(cmd.argv, {**environ, **cmd.env})
     if kind is None or kind[1] != 'rollout':
         raise GuardError(f'{source}: {" ".join(cmd.argv[:3])} is not a rollout server command; expected '
                          f'`swift rollout ...` or `trl vllm-serve ...`')
+    if kind[0] == 'unresolved':
+        from .launchers import unresolved_head
+        raise unresolved_head(cmd.argv, source)
     env = {**{k: v for k, v in environ.items() if k == 'CUDA_VISIBLE_DEVICES'}, **cmd.env}
+    argv = _rollout_argv(cmd.argv, kind[0])
     if kind[0] == 'swift':
-        return read_rollout(cmd.argv, env, source)
-    return read_vllm_serve(cmd.argv, env, source)
+        return read_rollout(argv, env, source)
+    return read_vllm_serve(argv, env, source)
+
+
+def _rollout_argv(argv: list[str], framework: str) -> list[str]:
+    """A rollout server's command as its reader takes it (``swift rollout ARGS`` / ``trl vllm-serve ARGS``), from
+    ``python -m swift.cli.rollout ARGS``, ``.../swift/cli/rollout.py ARGS``, ``python -m trl.scripts.vllm_serve``."""
+    from .entrypoints import lookup_command, lookup_module, lookup_script
+    from .launchers import peel
+    if lookup_command(argv):
+        return argv
+    p = peel(argv, {})
+    t = p.target
+    hit = lookup_module(t[1], t[2:]) if p.form == 'module' and len(t) > 1 else \
+        lookup_script(t[0], t[1:]) if p.form == 'script' and t else None
+    if hit is None:
+        return t if p.form == 'command' else argv
+    rest = t[2 + hit[1]:] if p.form == 'module' else t[1 + hit[1]:]
+    return (['swift', 'rollout'] if framework == 'swift' else ['trl', 'vllm-serve']) + rest
 
 
 def _train_launch(framework: str, argv: list[str], env: Mapping[str, str], source: str) -> Launch:
+    """A training command (its whole argv, launchers included) -> the Launch of its framework's reader."""
+    if framework == 'unresolved':
+        from .launchers import unresolved_head
+        raise unresolved_head(argv, source)
+    if framework == 'launcher':  # its own parser refuses it: that error
+        from .launchers import peel
+        peel(argv, env, source)
+    if framework in UNREAD or framework == 'launcher':
+        raise _refuse_unread(argv, framework, source)
     if framework == 'swift':
         from .swift.entry import load_swift_entry
-        return load_swift_entry(argv, env, source) or load_swift(argv, env)
-    return load_trl(argv, env, source)
+        from .entrypoints import lookup_command
+        launch = load_swift_entry(argv, env, source)
+        if launch is not None:
+            return launch
+        return load_swift(argv[2:] if lookup_command(argv) else argv, env)
+    return load_trl(_trl_cli(argv), env, source)
+
+
+def _trl_cli(argv: list[str]) -> list[str]:
+    """``python -m trl.cli.main grpo ARGS`` (or its file) is ``trl grpo ARGS``: TRL's console script's main."""
+    from .entrypoints import ROUTERS, lookup_script, module_file
+    from .launchers import is_python, python_options
+    if not argv or not is_python(argv[0]):
+        return argv
+    rest = python_options(argv[1:])[1]
+    if rest[:1] == ['-m'] and len(rest) > 2 and ROUTERS.get(rest[1]) == 'trl':
+        return ['trl', *rest[2:]]
+    if rest and rest[0].endswith(module_file('trl.cli.main')) and lookup_script(rest[0], rest[1:]):
+        return ['trl', *rest[1:]]
+    return argv
 
 
 # A comment above a rollout command that puts it on another machine: ms-swift's examples write
@@ -90,11 +138,17 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
         raise GuardError(f'{p}: no such file; pass a launcher script, a config file, or a command after --') from None
     except (OSError, UnicodeDecodeError) as e:
         raise GuardError(f'{p}: cannot read ({e})') from None
+    from .launchers import sbatch_directives, slurm_env
+    directives = sbatch_directives(text)  # a Slurm batch script: the variables sbatch gives its commands
+    if directives:
+        environ = {**slurm_env(directives), **environ}
     cmds = read_script(text, environ, source=str(p))
-    train = next(((c, kind_of(c.argv)) for c in cmds if not c.commented and (kind_of(c.argv) or ('', ''))[1]
-                  == 'train'), None)
-    roll = next((c for c in cmds if (kind_of(c.argv) or ('', ''))[1] == 'rollout' and not c.commented), None) or \
-        next((c for c in cmds if (kind_of(c.argv) or ('', ''))[1] == 'rollout'), None)
+    kinds = [(c, kind_of(c.argv)) for c in cmds]
+    trainers = [(c, k) for c, k in kinds if k and k[1] == 'train' and not c.commented]
+    # the first trainer a reader reads; else the first one none does (the verdict is then never OK)
+    train = next(((c, k) for c, k in trainers if k[0] not in UNREAD), trainers[0] if trainers else None)
+    roll = next((c for c, k in kinds if k and k[1] == 'rollout' and not c.commented), None) or \
+        next((c for c, k in kinds if k and k[1] == 'rollout'), None)
     rollout = None
     if roll is not None:
         where = f'{p}:{roll.line}' + (' (comment)' if roll.commented else '')
@@ -107,15 +161,18 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
             raise GuardError(f'{p}: no `swift rlhf`, `swift rollout`, `accelerate launch`, `trl` or `python` command '
                              f'found; paste the command after -- instead')
         return None, rollout
+    if train[1][0] in UNREAD:
+        c = train[0]
+        if rollout is None:
+            raise _refuse_unread(c.argv, train[1][0], f'{p}:{c.line}')
+        return _rollout_launch(rollout, unread_trainer(c.argv, train[1][0], f'{p}:{c.line}')), rollout
     cmd, (framework, _) = train
     env = {**environ, **cmd.env}
     from .trl.accelerate_cmd import NoScript
     from .crlf import crlf_note, lost_continuation
     lost_continuation(cmd.argv, f'{p}:{cmd.line}')  # `\` + CR: bash ends the command at that line
     try:
-        from .swift.entry import entry_index
-        swift_argv = cmd.argv if entry_index(cmd.argv) is not None else cmd.argv[2:]  # swift/cli/rlhf.py: whole
-        launch = _train_launch(framework, cmd.argv if framework != 'swift' else swift_argv, env, f'{p}:{cmd.line}')
+        launch = _train_launch(framework, cmd.argv, env, f'{p}:{cmd.line}')
     except NoScript as e:
         following = next((c for c in cmds if c.line > cmd.line and not c.commented), None)
         raise GuardError(e.with_next(' '.join(following.argv) if following else None)) from None
@@ -125,6 +182,17 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
     launch.alloc = _alloc(environ, cmd.env, {k: f'{p}:{n} ({"prefix" if n == cmd.line else "export"})'
                                              for k, n in cmd.env_lines.items()}, launch, f'{p}:{cmd.line}')
     return launch, rollout
+
+
+def _rollout_launch(roll: Rollout | None, unread: str | None = None) -> Launch:
+    """The Launch of a rollout server checked on its own (``unread``: why the trainer beside it was not read)."""
+    launch = Launch(argv=[], env={k: v for k, v in (roll.env if roll else {}).items() if k in LAUNCH_ENV_KEYS},
+                    config_file=roll.source if roll else None, framework=roll.framework if roll else 'swift')
+    launch.kind = 'rollout'
+    launch.unread_trainer = unread
+    if unread:
+        launch.notes.append(f'only the rollout server is read: {unread}')
+    return launch
 
 
 def _alloc(environ, command_env, sources, launch: Launch, script_line: str | None = None):
@@ -156,18 +224,18 @@ def read_launch(args: list[str], environ: Mapping[str, str] | None = None,
     if not args:
         raise GuardError('give a CONFIG file, a launcher script, or a command line after `--` '
                          '(e.g. -- swift rlhf --rlhf_type grpo ...)')
-    roll = None
+    roll, unread = None, None
     if args[0].endswith('.sh'):
         launch, roll = _from_script(args[0], environ)
         if args[1:]:
-            if launch is None:
+            if launch is None or launch.kind == 'rollout':
                 raise GuardError(f'{args[0]}: extra arguments {args[1:]} but the script has no training command')
             launch.argv += args[1:]
     else:
         env, rest = split_env(args)
         env, rest = _inner_command(env, rest, environ)  # bash -c "accelerate launch ..."
         merged = {**environ, **env}
-        kind = kind_of(rest)
+        kind = kind_of(rest, merged)
         if kind is None:
             raise GuardError(f'{rest[0] if rest else args[0]}: not a config file (.yaml, .yml, .json), a launcher '
                              f'script (.sh) nor a command this guard reads (swift rlhf, swift rollout, accelerate '
@@ -175,15 +243,16 @@ def read_launch(args: list[str], environ: Mapping[str, str] | None = None,
         framework, what = kind
         if what == 'rollout':
             launch, roll = None, read_rollout_command(Command(env=env, argv=rest), environ, 'command line')
+        elif framework in UNREAD and rollout is not None:
+            launch, unread = None, unread_trainer(rest, framework, 'command line')
         else:
-            argv = rest[2:] if rest[:2] == ['swift', 'rlhf'] else rest
-            launch = _train_launch(framework, argv, merged, 'command line')
+            launch = _train_launch(framework, rest, merged, 'command line')
             launch.alloc = _alloc(environ, env, {}, launch)
     if rollout is not None:
         roll = read_rollout_command(parse_command_text(rollout, '--rollout'), environ, '--rollout')
+        if launch is not None and launch.kind == 'rollout':
+            launch, unread = None, launch.unread_trainer
     if launch is None:
-        launch = Launch(argv=[], env={k: v for k, v in (roll.env if roll else {}).items() if k in LAUNCH_ENV_KEYS},
-                        config_file=roll.source if roll else None, framework=roll.framework if roll else 'swift')
-        launch.kind = 'rollout'
+        launch = _rollout_launch(roll, unread)
     launch.rollout = roll
     return launch

@@ -1,6 +1,10 @@
 """ms-swift's own entry script started by another launcher, as launches in the wild write it:
 ``deepspeed --num_gpus 8 .../swift/cli/rlhf.py --rlhf_type grpo ...``, ``deepspeed --include localhost:0,1 ...``,
-``torchrun --nproc_per_node 4 swift/cli/rlhf.py ...``, ``python swift/cli/rlhf.py ...``, ``python -m swift.cli.rlhf``.
+``torchrun --nproc_per_node 4 swift/cli/rlhf.py ...``, ``python swift/cli/rlhf.py ...``, ``python -m swift.cli.rlhf``,
+``python -m torch.distributed.run ... swift/cli/rlhf.py`` (what ``swift rlhf`` itself runs with NPROC_PER_NODE set),
+``srun ... python|torchrun ...``. Which entry a command runs is ``entrypoints.py``'s table; the launchers are read
+with their own parsers by ``launchers.py``. ``python -m swift.cli.main rlhf`` is ``swift rlhf`` itself (its
+NPROC_PER_NODE/NNODES apply).
 
 ``swift/cli/rlhf.py`` (ms-swift 4.6) only calls ``rlhf_main()``: the ``NPROC_PER_NODE``/``NNODES`` variables that
 ``swift rlhf`` turns into a torchrun command (``swift/cli/main.py``) do nothing here; the process count is the
@@ -8,8 +12,11 @@ launcher's. So the arguments after the script are read as ``swift rlhf``'s, and 
 (``NPROC_PER_NODE``, ``NNODES``, ``CUDA_VISIBLE_DEVICES`` of the processes) is set from the launcher:
 
 - ``python``: one process.
-- ``torchrun``: ``--nproc_per_node`` (default 1; ``gpu``/``auto``: one per visible GPU), ``--nnodes``
-  (torch/distributed/run.py).
+- ``torchrun``/``python -m torch.distributed.run``: ``--nproc-per-node`` (default 1; ``gpu``/``auto``: one per visible
+  GPU) per node, ``--nnodes`` (``MIN:MAX``: MAX) nodes; ``--node-rank``, ``--master-addr`` (or the
+  ``--rdzv-endpoint`` host), ``--master-port`` as written (torch/distributed/run.py).
+- ``accelerate launch``: its ``--num_processes`` over ``--num_machines`` (frontends/trl/accelerate.py).
+- ``srun`` running ``python`` directly: one process per task (srun(1): nodes x tasks per node).
 - ``deepspeed`` (DeepSpeed 0.19.8 ``deepspeed/launcher/runner.py::main``, one node, no hostfile found): a non-empty
   ``CUDA_VISIBLE_DEVICES`` becomes ``--include localhost:<ids>`` unless ``--include``/``--exclude``/``--num_gpus``/
   ``--num_nodes > 1`` is given, and is then removed; ``--num_nodes``/``--num_gpus`` with ``--include``/``--exclude``
@@ -29,69 +36,40 @@ from typing import Any, Mapping
 
 from ...errors import GuardError
 from ...launch import Launch, visible_count
+from ..launchers import _int
 
-LAUNCHERS = ('python', 'torchrun', 'deepspeed')
-MODULE = 'swift.cli.rlhf'
-# deepspeed runner options that take a value (deepspeed/launcher/runner.py parse_args)
-_DS_VALUES = {'hostfile', 'H', 'include', 'i', 'exclude', 'e', 'num_nodes', 'num_gpus', 'num_accelerators',
-              'master_port', 'master_addr', 'node_rank', 'launcher', 'launcher_args', 'save_pid', 'autotuning',
-              'bind_core_list', 'ssh_port', 'venv_script', 'log_level', 'enable_each_rank_log'}
-_DS_SHORT = {'H': 'hostfile', 'i': 'include', 'e': 'exclude', 'num_accelerators': 'num_gpus'}
-_TORCHRUN_FLAGS = {'standalone', 'no_python', 'no-python', 'run_path', 'run-path', 'module', 'm', 'tee'}
-
-
-def _head(argv: list[str]) -> str:
-    head = os.path.basename(argv[0]) if argv else ''
-    return 'python' if re.fullmatch(r'python[\d.]*', head) else head
-
-
-def _options(argv: list[str]) -> tuple[dict[str, Any], int]:
-    """The launcher's own options -> (options, index of the script or module)."""
-    head, opts, i = _head(argv), {}, 1
-    while i < len(argv) and argv[i].startswith('-'):
-        tok = argv[i]
-        if tok in ('-m', '--module'):
-            return {**opts, 'module': True}, i + 1
-        name, eq, val = tok.lstrip('-').partition('=')
-        key = name.replace('-', '_')
-        if head == 'python':
-            takes = name in ('W', 'X', 'c')  # python's options with a value
-        elif head == 'deepspeed':
-            takes = name in _DS_VALUES
-            key = _DS_SHORT.get(key, key)
-        else:
-            takes = name not in _TORCHRUN_FLAGS
-        if takes and not eq:
-            val, i = (argv[i + 1] if i + 1 < len(argv) else ''), i + 2
-        else:
-            i += 1
-        opts[key] = val if takes else True
-    return opts, i
+def _entry(argv: list[str], env: Mapping[str, str], source: str):
+    """(the peeled launch, ms-swift's rlhf entry as the table has it, its arguments) when ``argv`` runs ms-swift's
+    rlhf through a launcher or an interpreter, else None."""
+    from ..entrypoints import lookup_command, lookup_module, lookup_script
+    from ..launchers import peel
+    if not argv or lookup_command(argv):
+        return None
+    p = peel(argv, env, source)
+    if not p.layers:
+        return None
+    t = p.target
+    found, args = None, []
+    if p.form == 'module' and len(t) > 1:
+        hit = lookup_module(t[1], t[2:])
+        found, args = (hit[0], t[2 + hit[1]:]) if hit else (None, [])
+    elif p.form == 'script' and t:
+        hit = lookup_script(t[0], t[1:])
+        found, args = (hit[0], t[1 + hit[1]:]) if hit else (None, [])
+    elif p.form == 'command':
+        found, args = lookup_command(t), t[2:]
+    if found is None or (found.framework, found.role) != ('swift', 'train'):
+        return None
+    return p, found, args
 
 
 def entry_index(argv: list[str]) -> int | None:
-    """Index of the first ms-swift argument when ``argv`` runs ms-swift's rlhf entry under python/torchrun/deepspeed,
-    else None."""
-    if _head(argv) not in LAUNCHERS:
-        return None
-    opts, i = _options(argv)
-    if i >= len(argv):
-        return None
-    script = argv[i]
-    if opts.get('module'):
-        return i + 1 if script == MODULE else None
-    return i + 1 if script.replace('\\', '/').endswith('swift/cli/rlhf.py') else None
-
-
-def _int(value: Any, what: str, source: str) -> int:
+    """Index of the first ms-swift argument when ``argv`` runs ms-swift's rlhf entry under a launcher, else None."""
     try:
-        return int(value)
-    except (TypeError, ValueError):
-        if '$' in str(value):  # a variable set neither in the script nor in this environment
-            raise GuardError(f'{source}: {what} {value}: the variable could not be resolved (set neither earlier in '
-                             f'the script nor in this environment); export it before running the guard, or write '
-                             f'the value') from None
-        raise GuardError(f'{source}: {what} {value!r}: must be an integer') from None
+        hit = _entry(argv, {}, 'command line')
+    except GuardError:
+        return None
+    return None if hit is None else len(argv) - len(hit[2])
 
 
 def _hostfile(path: str) -> dict[str, int] | None:
@@ -166,49 +144,77 @@ def deepspeed_layout(opts: dict[str, Any], cvd: str | None, gpus: int | None, so
 def load_swift_entry(argv: list[str], env: Mapping[str, str], source: str) -> Launch | None:
     """A launcher running ms-swift's rlhf entry -> the ms-swift Launch with the launcher's process layout; None
     when ``argv`` is not such a launch."""
-    start = entry_index(argv)
-    if start is None:
+    hit = _entry(argv, env, source)
+    if hit is None:
         return None
+    p, found, args = hit
+    env = {**env, **p.env}
+    from ..launchers import _srun_note, launcher_layout, slurm_tasks
     from .reader import load_swift
-    head = _head(argv)
-    opts, _ = _options(argv)
+    procs = [x for x in p.layers if x.kind != 'srun']
+    srun = next((x for x in p.layers if x.kind == 'srun'), None)
+    if found.how == 'cli':  # `python -m swift.cli.main rlhf`, `srun swift rlhf`: swift rlhf itself, its variables
+        launch = load_swift(args, env)
+        launch.command = list(argv)
+        return launch
+    inner = procs[-1] if procs else None
+    head = inner.kind if inner else 'srun'
     env = {k: v for k, v in env.items() if k not in ('NPROC_PER_NODE', 'NNODES')}  # swift/cli/main.py's, unused
-    launch = load_swift(argv[start:], env)
+    launch = load_swift(args, env)
     layout: dict[str, Any]
-    if head == 'python':
-        layout = {'nproc': 1, 'nnodes': 1, 'cvd': None}
+    extra: dict[str, str] = {}
+    if head == 'python' or head == 'srun':
+        nodes, per = slurm_tasks(srun.opts, source) if srun else (1, 1)
+        layout = {'nproc': per, 'nnodes': nodes, 'cvd': None}
+        head = 'srun' if nodes * per > 1 else 'python'
     elif head == 'torchrun':
-        per = str(opts.get('nproc_per_node') or '1')
-        nnodes = str(opts.get('nnodes') or '1').split(':')[-1]  # MIN:MAX: the most it waits for
-        layout = {'nproc': None if per in ('gpu', 'auto') else _int(per, 'torchrun --nproc_per_node', source),
-                  'nnodes': _int(nnodes, 'torchrun --nnodes', source), 'cvd': None}
+        lay = launcher_layout(inner, env, source)
+        layout, extra = {'nproc': lay['nproc'], 'nnodes': lay['nnodes'], 'cvd': None}, lay['env']
+    elif head == 'accelerate':
+        from ..trl.accelerate import accelerate_settings
+        acc = accelerate_settings(inner.opts, env)
+        machines = max(1, acc.get('num_machines') or 1)
+        n = acc.get('num_processes')
+        layout = {'nproc': None if n is None and acc.get('config_source') is None else max(1, (n or 1) // machines),
+                  'nnodes': machines, 'cvd': None if acc.get('gpu_ids') in (None, 'all', '') else str(acc['gpu_ids'])}
     else:
-        exclude_later = bool(opts.get('exclude'))  # needs the node's GPU count: default_swift_processes
+        exclude_later = bool(inner.opts.get('exclude'))  # needs the node's GPU count: default_swift_processes
         layout = {'nproc': None, 'nnodes': 1, 'cvd': None} if exclude_later else \
-            deepspeed_layout(opts, env.get('CUDA_VISIBLE_DEVICES'), None, source)
-    for key in ('NPROC_PER_NODE', 'NNODES'):
+            deepspeed_layout(inner.opts, env.get('CUDA_VISIBLE_DEVICES'), None, source)
+    for key in ('NPROC_PER_NODE', 'NNODES', 'NODE_RANK', 'MASTER_ADDR', 'MASTER_PORT'):
         launch.env.pop(key, None)
+    launch.env.update(extra)
     if layout['cvd'] is not None:
         launch.env['CUDA_VISIBLE_DEVICES'] = layout['cvd']
     elif head == 'deepspeed':
         launch.env.pop('CUDA_VISIBLE_DEVICES', None)  # deepspeed removed it: the node's GPUs
-    if layout['nproc'] is not None and (head != 'python'):
+    if layout['nproc'] is not None and head != 'python':
         launch.env['NPROC_PER_NODE'] = str(layout['nproc'])
     if layout['nnodes'] > 1:
         launch.env['NNODES'] = str(layout['nnodes'])
-    script = argv[start - 1]
-    display = f'{argv[0]} {"-m " if opts.get("module") else ""}{script}'
-    launch.trl = replace(launch.trl, entry={'launcher': head, 'script': script, 'display': display, 'opts': opts,
-                                            'source': source, 'cvd': env.get('CUDA_VISIBLE_DEVICES')})
+    script = p.target[1] if p.form == 'module' else p.target[0]
+    shown = inner.display if inner else 'srun'
+    display = f'{shown} {"-m " if p.form == "module" else ""}{script}'
+    opts = inner.opts if inner else dict(srun.opts)
+    launch.trl = replace(launch.trl, entry={'launcher': inner.kind if inner else 'srun', 'script': script,
+                                            'display': display, 'opts': opts, 'source': source,
+                                            'cvd': env.get('CUDA_VISIBLE_DEVICES')})
     if layout['nproc'] is None:
         launch.trl = replace(launch.trl, nproc_from_devices=True, launcher_cvd=None if head == 'deepspeed' else
                              env.get('CUDA_VISIBLE_DEVICES'), display=display)
     launch.command = list(argv)
-    how = {'python': 'one process', 'torchrun': f'{launch.env.get("NPROC_PER_NODE", "one per visible GPU")} '
-           f'process(es) per node (torchrun)', 'deepspeed': f'{launch.env.get("NPROC_PER_NODE", "one per GPU")} '
-           f'process(es) (deepspeed/launcher/runner.py)'}[head]
+    per = launch.env.get('NPROC_PER_NODE', 'one per visible GPU')
+    how = {'python': 'one process', 'torchrun': f'{per} process(es) per node ({shown})',
+           'deepspeed': f'{launch.env.get("NPROC_PER_NODE", "one per GPU")} process(es) (deepspeed/launcher/runner.py)',
+           'accelerate': f'{per} process(es) per node (accelerate launch)',
+           'srun': f'{per} task(s) per node (srun)'}[head]
+    if layout['nnodes'] > 1:
+        how += f' on {layout["nnodes"]} nodes'
     launch.notes.append(f'`{display}` runs ms-swift\'s rlhf entry directly: its arguments are read as `swift rlhf`\'s '
                         f'and the processes are the launcher\'s: {how}')
+    note = _srun_note(srun.opts if srun else None, layout['nnodes'], source) if procs else None
+    if note:
+        launch.notes.append(note)
     return launch
 
 

@@ -7,34 +7,51 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ...errors import GuardError
-from .arguments import ACCELERATE_VALUE_OPTIONS
 
 
-def _accelerate_options(args: list[str]) -> tuple[dict[str, Any], list[str]]:
-    """accelerate launch's own options -> (options, the script and its args)."""
-    opts: dict[str, Any] = {}
-    i = 0
-    while i < len(args):
-        tok = args[i]
-        if not tok.startswith('-'):
-            return opts, args[i:]
-        if tok in ('-m', '--module'):
-            opts['module'] = True
-            i += 1
+def _accelerate_options(args: list[str], source: str = 'accelerate launch') -> tuple[dict[str, Any], list[str]]:
+    """accelerate launch's own options -> (the options written, with the values its parser gives them; the script and
+    its args), from accelerate's own ``launch_command_parser`` (accelerate/commands/launch.py): its flags, its options
+    with a value, and where the training script begins. No script: (options, [])."""
+    from ..launchers import _ParseError, _parse_failed, _raise, need
+    parser = need('accelerate.commands.launch', 'accelerate launch', source).launch_command_parser()
+    parser.error = _raise  # type: ignore[method-assign]
+    try:
+        ns = parser.parse_args(args)
+    except _ParseError as e:
+        if 'training_script' in str(e) and 'required' in str(e):  # accelerate_cmd.require_script says it
+            try:  # the options' values all the same (`trl grpo` hands accelerate its options without a script)
+                return _given(parser, args, parser.parse_args([*args, '--', 'script']), len(args)), []
+            except _ParseError:
+                return {}, []
+        raise _parse_failed('accelerate launch', str(e), args, source) from None
+    n = len(args) - len(ns.training_script_args) - 1
+    return _given(parser, args, ns, n), args[n:]
+
+
+def accelerate_option_names(source: str = 'trl grpo') -> tuple[set[str], set[str]]:
+    """(options that take a value, flags) of ``accelerate launch``, as names with underscores, from accelerate's own
+    ``launch_command_parser`` (``trl grpo`` hands the words its own parser does not know to it:
+    trl/cli/accelerate_launcher.py)."""
+    from ..launchers import need
+    parser = need('accelerate.commands.launch', 'accelerate launch', source).launch_command_parser()
+    values: set[str] = set()
+    flags: set[str] = set()
+    for action in parser._actions:
+        names = {o.lstrip('-').replace('-', '_') for o in action.option_strings if o.startswith('--')}
+        (flags if action.nargs == 0 else values).update(names)
+    return values - {'help'}, flags - {'help'}
+
+
+def _given(parser, args: list[str], ns, n: int) -> dict[str, Any]:
+    """The options among ``args[:n]`` (accelerate's own words), with the parsed values (True for a flag)."""
+    out: dict[str, Any] = {}
+    for action in parser._actions:
+        if not action.option_strings or not any(w == o or w.startswith(o + '=') for w in args[:n]
+                                                for o in action.option_strings):
             continue
-        name, eq, val = tok.lstrip('-').partition('=')
-        key = name.replace('-', '_')
-        if key in ACCELERATE_VALUE_OPTIONS:
-            if eq:
-                opts[key] = val
-                i += 1
-            else:
-                opts[key] = args[i + 1] if i + 1 < len(args) else None
-                i += 2
-        else:
-            opts[key] = True
-            i += 1
-    return opts, []
+        out[action.dest] = getattr(ns, action.dest)
+    return out
 
 
 def _read_yaml(path: Path, what: str) -> dict:

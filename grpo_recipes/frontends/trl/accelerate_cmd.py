@@ -26,6 +26,11 @@ def display_command(argv: list[str], script: str | None) -> str:
     head = os.path.basename(argv[0]) if argv else ''
     if head == 'trl':
         return 'trl ' + (argv[1] if len(argv) > 1 else 'grpo')
+    from ..launchers import is_python, python_options
+    if is_python(head):
+        rest = python_options(argv[1:])[1]
+        if rest[:1] == ['-m'] and rest[1:2] and rest[1].startswith('torch.distributed.'):
+            head = f'{head} -m {rest[1]}'  # python -m torch.distributed.run train.py
     if head == 'accelerate':
         return f'accelerate launch {script}' if script else 'accelerate launch'
     return f'{head} {script}' if script else head
@@ -69,6 +74,11 @@ def default_processes(launch_env: dict[str, str], trl: dict[str, Any], gpus: int
         return None
     n, why = visible_count(trl.get('launcher_cvd'), gpus)  # accelerate counts before --gpu_ids applies
     name = trl.get('display') or 'accelerate launch'
+    if trl.get('launcher') not in (None, 'accelerate', 'trl'):  # torchrun --nproc-per-node gpu, deepspeed
+        if n is None:
+            return f'`{name}` starts one process per visible GPU and {why}; planned as 1 process'
+        launch_env['NPROC_PER_NODE'] = str(max(1, n))
+        return f'`{name}` starts one process per visible GPU ({why}): {n} process(es)'
     if n is None:
         return (f'`{name}` has no --num_processes and no accelerate config file: accelerate starts one process per '
                 f'visible GPU, and {why}; planned as 1 process')
@@ -105,7 +115,8 @@ ACCELERATE_FLAGS = {'multi_gpu', 'use_deepspeed', 'use_fsdp', 'cpu', 'tpu', 'deb
                     'use_megatron_lm', 'no_python', 'module'}
 
 
-def trl_cli_launch_args(args: list[str], value_options: set[str], trl_fields: set[str]) -> tuple[list[str], list]:
+def trl_cli_launch_args(args: list[str], value_options: set[str], trl_fields: set[str],
+                        flags: set[str] = ACCELERATE_FLAGS) -> tuple[list[str], list]:
     """``trl grpo ARGS``: TRL's CLI parses ARGS with its GRPO parser and hands what that parser does not know to
     ``accelerate launch`` (trl/cli/commands/training.py: ``context.remaining_args``). -> (accelerate's words, the
     rest): an option accelerate knows and no TRL dataclass field has (``--num_processes 2``, ``--multi_gpu``)."""
@@ -115,8 +126,8 @@ def trl_cli_launch_args(args: list[str], value_options: set[str], trl_fields: se
     while i < len(args):
         name, eq, _ = args[i][2:].partition('=') if args[i].startswith('--') else ('', '', '')
         key = name.replace('-', '_')
-        if key and key not in trl_fields and (key in value_options or key in ACCELERATE_FLAGS):
-            n = 1 if eq or key in ACCELERATE_FLAGS else 2
+        if key and key not in trl_fields and (key in value_options or key in flags):
+            n = 1 if eq or key in flags else 2
             acc += args[i:i + n]
             i += n
             continue

@@ -5,8 +5,9 @@ Script arguments are read as TRL's own CLI reads them (``TrlParser`` over GRPOCo
 ScriptArguments), from a snapshot of the installed TRL's fields (``trl_args_snapshot.json``, written by
 scripts/gen_trl_snapshot.py; a test fails when it drifts). accelerate's options and its config file
 are read as ``accelerate launch`` applies them (accelerate/commands/launch.py: command-line options win
-over the config file; ``--gpu_ids`` becomes the processes' CUDA_VISIBLE_DEVICES). Nothing is imported
-from TRL, accelerate or torch here; nothing is run.
+over the config file; ``--gpu_ids`` becomes the processes' CUDA_VISIBLE_DEVICES). The launchers' own options are
+read by their own parsers (accelerate's ``launch_command_parser``, torchrun's, DeepSpeed's: frontends/launchers.py),
+imported when a launch uses them; nothing is imported from TRL, nothing is run.
 """
 from __future__ import annotations
 
@@ -23,28 +24,38 @@ from ...launch import Launch, Rollout, TrlSpecifics, visible_devices
 from ...plan import world_size
 from ...versions import version_tuple
 from .accelerate_cmd import display_command, launcher_prefix, require_script, trl_cli_launch_args
-from .accelerate import _accelerate_options, _read_yaml, accelerate_settings, packaged_accelerate_config
-from .arguments import ACCELERATE_VALUE_OPTIONS, CLASSES, TORCHRUN_VALUE_OPTIONS, _fields, parse_args, snapshot
+from .accelerate import (_accelerate_options, _read_yaml, accelerate_option_names, accelerate_settings,
+                         packaged_accelerate_config)
+from .arguments import CLASSES, _fields, parse_args, snapshot
 from .script import read_script_settings
 
 
 def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
     """A TRL training launch -> Launch (framework 'trl'); the GRPO settings are read by :func:`to_config`."""
-    head = os.path.basename(argv[0])
+    from ..launchers import _srun_note, is_process_launcher, is_python, process_launch, slurm_tasks, through_srun
+    srun: dict[str, str] | None = None
+    typed = list(argv)
     env = dict(env)
-    info: dict[str, Any] = {'launcher': head}
+    while argv and os.path.basename(argv[0]) == 'srun':  # srun(1): its options end at the command it runs
+        srun, argv, more = through_srun(argv, env, source)
+        env.update(more)
+    head = os.path.basename(argv[0]) if argv else ''
+    if is_python(head):
+        head = 'python'
+    info: dict[str, Any] = {'launcher': os.path.basename(argv[0]) if argv else head}
     launch_env: dict[str, str] = {k: env[k] for k in ('CUDA_VISIBLE_DEVICES', 'NNODES', 'NODE_RANK', 'MASTER_ADDR')
                                   if k in env}
     script_args: list[str]
     if head == 'accelerate' or (head == 'trl' and argv[1:2] == ['grpo']):
         if head == 'accelerate':
-            opts, rest = _accelerate_options(argv[2:])
+            opts, rest = _accelerate_options(argv[2:], source)
             script = rest[0] if rest else None
             script_args = rest[1:]
             require_script(script, source)  # accelerate's usage error: no training script
         else:
-            acc_words, script_args = trl_cli_launch_args(argv[2:], ACCELERATE_VALUE_OPTIONS, set(_fields(*CLASSES)))
-            opts, script = _accelerate_options(acc_words)[0], 'trl grpo'
+            values, flags = accelerate_option_names(source)  # accelerate's own parser's options
+            acc_words, script_args = trl_cli_launch_args(argv[2:], values, set(_fields(*CLASSES)), flags)
+            opts, script = _accelerate_options(acc_words, source)[0], 'trl grpo'
             if '--accelerate_config' in script_args:  # trl/cli/accelerate_config.py: a file, or a packaged name
                 i = script_args.index('--accelerate_config')
                 if i + 1 >= len(script_args):
@@ -72,30 +83,32 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
         if gpu_ids not in (None, 'all', ''):
             launch_env['CUDA_VISIBLE_DEVICES'] = str(gpu_ids)  # accelerate: prepare_multi_gpu_env
             info['gpu_ids'] = str(gpu_ids)
-    elif head in ('torchrun', 'deepspeed'):
-        i, opts = 1, {}
-        while i < len(argv) and argv[i].startswith('-'):
-            name, eq, val = argv[i].lstrip('-').partition('=')
-            if name in TORCHRUN_VALUE_OPTIONS or name in ('num_gpus', 'num_nodes', 'include'):
-                opts[name.replace('-', '_')] = val if eq else (argv[i + 1] if i + 1 < len(argv) else None)
-                i += 1 if eq else 2
-            else:
-                i += 1
-        script, script_args = (argv[i] if i < len(argv) else None), argv[i + 1:]
-        info.update(script=script, torchrun=opts)
-        per_node = opts.get('nproc_per_node') or opts.get('num_gpus') or '1'
-        launch_env['NPROC_PER_NODE'] = str(per_node)
-        if opts.get('nnodes') or opts.get('num_nodes'):
-            launch_env['NNODES'] = str(opts.get('nnodes') or opts.get('num_nodes'))
+    elif is_process_launcher(argv):  # their own parsers (frontends/launchers.py)
+        lay = process_launch(argv, env, source)
+        script, script_args = lay['script'], lay['script_args']
+        info.update(script=script, torchrun=lay['opts'])
+        launch_env.update(lay['env'])
+        if lay['nproc'] is None:  # one per visible GPU (torchrun gpu/auto, deepspeed with no count)
+            info.update(nproc_from_devices=True, launcher_cvd=env.get('CUDA_VISIBLE_DEVICES'))
+        else:
+            launch_env['NPROC_PER_NODE'] = str(lay['nproc'])
+        if lay['nnodes'] > 1:
+            launch_env['NNODES'] = str(lay['nnodes'])
+        if lay.get('cvd') is not None:
+            launch_env['CUDA_VISIBLE_DEVICES'] = lay['cvd']
     else:  # python SCRIPT / python -m module
-        rest = argv[1:]
-        while rest and rest[0].startswith('-') and rest[0] != '-m':
-            rest = rest[1:]
+        from ..launchers import python_options
+        _, rest = python_options(argv[1:])
         if rest[:1] == ['-m']:
             script, script_args = ' '.join(rest[:2]), rest[2:]
         else:
             script, script_args = (rest[0] if rest else None), rest[1:]
         info.update(script=script)
+        nodes, per = slurm_tasks(srun, source) if srun is not None else (1, 1)
+        if nodes * per > 1:  # srun runs the script once per task
+            launch_env['NPROC_PER_NODE'] = str(per)
+            if nodes > 1:
+                launch_env['NNODES'] = str(nodes)
     info.update(display=display_command(argv, script), prefix=launcher_prefix(argv))
     info['script_args'] = list(script_args)  # as typed (TRL's own parser reads --config itself)
     if script and script.endswith('.py') and os.path.isfile(script):
@@ -136,8 +149,12 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
              'tuner_type': 'use_peft', 'lora_rank': 'lora_r', 'model': 'model_name_or_path',
              'sleep_level': 'vllm_enable_sleep_mode', 'NPROC_PER_NODE': 'accelerate launch --num_processes',
              'deepspeed': 'accelerate --config_file (deepspeed_config.zero_stage)'}
+    notes = []
+    if srun is not None and head != 'python':
+        note = _srun_note(srun, int(launch_env.get('NNODES', '1')), source)
+        notes += [note] if note else []
     return Launch(argv=script_args, env=launch_env, config_file=config_file or source, framework='trl', names=names,
-                  trl=TrlSpecifics(**info), command=list(argv))
+                  trl=TrlSpecifics(**info), command=typed, notes=notes)
 
 
 # TRL 0.14-0.15 (vLLM inside the trainer): the defaults that differ from the snapshot's TRL, from

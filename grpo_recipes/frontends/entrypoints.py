@@ -1,0 +1,106 @@
+"""One table: what a command, a module (``python -m M``) or a script path starts -> (framework, role).
+
+``framework`` is whose reader reads it: ``swift`` (frontends/swift), ``trl`` (frontends/trl), or ``megatron``
+(Megatron-SWIFT's trainer, which no reader here reads yet: a launch with it is never OK, see
+``Launch.unread_trainer``). ``role`` is ``train`` or ``rollout``.
+
+Sources (the installed packages): ms-swift 4.6 ``setup.py`` console scripts ``swift = swift.cli.main:cli_main`` and
+``megatron = swift.cli._megatron.main:cli_main``; ``swift/cli/main.py`` ``ROUTE_MAPPING`` (``rlhf`` ->
+``swift.cli.rlhf``, ``rollout`` -> ``swift.cli.rollout``; ``cli_main`` runs ``python FILE`` or, for ``rlhf`` with
+``NPROC_PER_NODE``/``NNODES`` set, ``python -m torch.distributed.run ... FILE``); ``swift/cli/_megatron/main.py``
+``ROUTE_MAPPING`` (``rlhf`` -> ``swift.cli._megatron.rlhf``). Both ``main.py`` files end in ``if __name__ ==
+'__main__': cli_main()``, so ``python -m swift.cli.main rlhf`` is ``swift rlhf``. TRL 0.29 console script ``trl =
+trl.cli:main`` (``trl/cli/main.py`` runs as ``python -m trl.cli.main`` too); ``trl/scripts/grpo.py`` and
+``trl/scripts/vllm_serve.py`` run as modules or files.
+
+The launchers that run one of these (or any script) are in ``frontends/launchers.py``.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import NamedTuple
+
+
+class Entry(NamedTuple):
+    framework: str
+    """``swift``, ``trl`` or ``megatron``."""
+    role: str
+    """``train`` or ``rollout``."""
+    how: str
+    """How it reads the rest: ``cli`` (the words after ``swift rlhf`` etc., the console script's own processing:
+    ms-swift's NPROC_PER_NODE/NNODES), ``entry`` (the entry file itself: the arguments, nothing else)."""
+
+
+# console command + subcommand -> what it runs
+COMMANDS: dict[tuple[str, str], Entry] = {
+    ('swift', 'rlhf'): Entry('swift', 'train', 'cli'),
+    ('swift', 'rollout'): Entry('swift', 'rollout', 'cli'),
+    ('megatron', 'rlhf'): Entry('megatron', 'train', 'cli'),
+    ('trl', 'grpo'): Entry('trl', 'train', 'cli'),
+    ('trl', 'vllm-serve'): Entry('trl', 'rollout', 'cli'),
+}
+
+# a module that is a console command's main (``python -m swift.cli.main rlhf`` is ``swift rlhf``)
+ROUTERS: dict[str, str] = {
+    'swift.cli.main': 'swift',
+    'swift.cli._megatron.main': 'megatron',
+    'trl.cli.main': 'trl',
+}
+
+# a module run directly (``python -m M``), or its file under any path prefix (``.../swift/cli/rlhf.py``)
+MODULES: dict[str, Entry] = {
+    'swift.cli.rlhf': Entry('swift', 'train', 'entry'),
+    'swift.cli.rollout': Entry('swift', 'rollout', 'entry'),
+    'swift.cli._megatron.rlhf': Entry('megatron', 'train', 'entry'),
+    'trl.scripts.grpo': Entry('trl', 'train', 'entry'),
+    'trl.scripts.vllm_serve': Entry('trl', 'rollout', 'entry'),
+}
+
+
+def module_file(module: str) -> str:
+    """``swift.cli.rlhf`` -> ``swift/cli/rlhf.py``."""
+    return module.replace('.', '/') + '.py'
+
+
+def command_name(word: str) -> str:
+    """A console command as typed -> its name: ``/usr/local/bin/swift`` -> ``swift``; a wrapper named after it
+    (the tests' stand-in ``fake_swift``) -> ``swift``."""
+    head = os.path.basename(word)
+    for name in ('swift', 'megatron', 'trl'):
+        if head == name or head.endswith((f'_{name}', f'-{name}')):
+            return name
+    return head
+
+
+def lookup_command(argv: list[str]) -> Entry | None:
+    """``swift rlhf ...``, ``megatron rlhf``, ``trl grpo``, ... -> its entry."""
+    if len(argv) < 2:
+        return None
+    return COMMANDS.get((command_name(argv[0]), argv[1]))
+
+
+def lookup_module(module: str, rest: list[str]) -> tuple[Entry, int] | None:
+    """``-m MODULE REST`` -> (entry, how many words of REST are its subcommand), or None."""
+    if module in MODULES:
+        return MODULES[module], 0
+    if module in ROUTERS and rest:
+        hit = COMMANDS.get((ROUTERS[module], rest[0]))
+        return (hit, 1) if hit else None
+    return None
+
+
+def lookup_script(path: str, rest: list[str]) -> tuple[Entry, int] | None:
+    """A script path (any prefix, ``$DIR/`` expanded or not) -> (entry, subcommand words), or None."""
+    p = re.sub(r'/+', '/', path.replace('\\', '/'))
+    for module in (*MODULES, *ROUTERS):
+        f = module_file(module)
+        if p == f or p.endswith('/' + f):
+            return lookup_module(module, rest)
+    return None
+
+
+def describe(entry: Entry) -> str:
+    names = {('swift', 'train'): 'swift rlhf', ('swift', 'rollout'): 'swift rollout',
+             ('megatron', 'train'): 'megatron rlhf', ('trl', 'train'): 'trl grpo', ('trl', 'rollout'): 'trl vllm-serve'}
+    return names[(entry.framework, entry.role)]
