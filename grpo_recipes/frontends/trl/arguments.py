@@ -182,6 +182,26 @@ def parse_args(args: list[str], classes: tuple[str, ...]) -> tuple[dict[str, Any
     return values, unknown, positional
 
 
+@lru_cache(maxsize=1)
+def _transformers_fields() -> dict:
+    return json.loads(resources.files('grpo_recipes').joinpath('trl_transformers_fields.json').read_text('utf-8'))
+
+
+def release_training_fields(trl_version: str | None) -> tuple[str | None, frozenset[str]]:
+    """(the transformers release TRL ``trl_version`` required, its TrainingArguments fields) for a release older than
+    the snapshot's; (None, empty) otherwise (the snapshot was written with the installed transformers). GRPOConfig
+    subclasses TrainingArguments, so such a field (``warmup_ratio``, gone in transformers 5) is one that TRL's parser
+    knew (trl_transformers_fields.json, scripts/gen_trl_transformers_fields.py)."""
+    vt, st = version_tuple(trl_version), version_tuple(snapshot()['trl_version'])
+    if vt is None or st is None or vt[:2] >= st[:2]:
+        return None, frozenset()
+    data = _transformers_fields()
+    release = data['trl_requires'].get(f'{vt[0]}.{vt[1]}')
+    if release is None:  # older than the releases listed: the oldest listed
+        release = data['trl_requires'][min(data['trl_requires'], key=lambda v: version_tuple(v))]
+    return release, frozenset(data['training_arguments'][release])
+
+
 def describe_unknown(flag: str, classes: tuple[str, ...], trl_version: str | None = None) -> tuple[str, bool]:
     """(message, fatal) for an argument the snapshot's TRL does not define. A name an older TRL had is fatal
     for the TRL in question when that TRL is at or past the release that removed it (TrlParser rejects it);
@@ -196,6 +216,8 @@ def describe_unknown(flag: str, classes: tuple[str, ...], trl_version: str | Non
         if vt is not None and ((removed is not None and vt < removed) or (removed is None and st and vt < st)):
             return '', False  # that TRL still had it (or this package cannot tell): not a finding
         return f'{flag}: not an argument of TRL {version}; {equivalent}', True
+    if key in release_training_fields(trl_version)[1]:
+        return '', False  # a TrainingArguments field of the transformers that TRL release ran with
     close = difflib.get_close_matches(key, list(_fields(*classes)), n=1, cutoff=0.75)
     hint = f'; did you mean --{close[0]}?' if close else ''
     older = (f' (fields read from TRL {snap}; TRL {version} may differ)' if vt and st and vt != st else '')

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PARSERS = ('TrlParser', 'HfArgumentParser')
+PARSE_METHODS = ('parse_args_and_config', 'parse_args_into_dataclasses', 'parse_args', 'parse_known_args',
+                 'parse_yaml_file', 'parse_json_file', 'parse_dict')
 SNAPSHOT_CLASSES = ('ScriptArguments', 'GRPOConfig', 'ModelConfig', 'GRPOScriptArguments', 'DatasetMixtureConfig')
 TRAINING_ARGUMENTS = ('TrainingArguments',)
 """transformers' base of GRPOConfig: its fields are GRPOConfig's (in the snapshot) for a class built on it."""
@@ -173,6 +175,10 @@ class OwnClasses:
     """The classes, as the script names them."""
     unread: list[str]
     """Classes whose fields could not be read here (then unknown keys stay warnings)."""
+    method: str | None = None
+    """The parse call: ``parse_args_and_config``, ``parse_args_into_dataclasses``, ``parse_args``, ..."""
+    remaining_ok: bool = False
+    """``return_remaining_strings=True`` (or ``parse_known_args``): words no class takes are handed back, not refused."""
 
 
 def parser_dataclasses(text: str, script: str | None) -> OwnClasses | None:
@@ -193,6 +199,17 @@ def parser_dataclasses(text: str, script: str | None) -> OwnClasses | None:
                     classes.append(n)
     if not classes:
         return None
+    method, remaining_ok = None, False
+    parser_vars = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                   and _name(n.value.func) in PARSERS for t in n.targets if isinstance(t, ast.Name)}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in PARSE_METHODS
+                and (_name(node.func.value) in parser_vars or (isinstance(node.func.value, ast.Call)
+                                                             and _name(node.func.value.func) in PARSERS))):
+            method = method or node.func.attr
+            remaining_ok |= node.func.attr == 'parse_known_args' or any(
+                k.arg == 'return_remaining_strings' and not (isinstance(k.value, ast.Constant) and not k.value.value)
+                for k in node.keywords)
     fields: set[str] = set()
     unread = []
     for n in classes:
@@ -201,7 +218,7 @@ def parser_dataclasses(text: str, script: str | None) -> OwnClasses | None:
             unread.append(n)
         else:
             fields |= got
-    return OwnClasses(fields, classes, unread)
+    return OwnClasses(fields, classes, unread, method, remaining_ok)
 
 
 # --- a config the script loads itself: MyConfig(**yaml.safe_load(...)) ---------------------------------------------
