@@ -205,13 +205,13 @@ def read_script_settings(text: str, bound: dict | None = None) -> ScriptSettings
                 out.unread.append(f'the adapter\'s LoraConfig (line {peft_call.lineno}: PeftModel.from_pretrained reads '
                                   f'it from the adapter; PEFT\'s defaults planned)')
         if model is not None:
-            v = _value(model, names)
+            v = _value(model, names, bound=bound)
             loader = _call(model, names)
             if isinstance(v, str):
                 out.flags += ['--model_name_or_path', v]
                 out.read.append(f'model (line {model.lineno})')
             elif loader is not None and _name(loader.func) == 'from_pretrained' and loader.args:
-                mid = _value(loader.args[0], names)
+                mid = _value(loader.args[0], names, bound=bound)
                 if isinstance(mid, str):
                     out.flags += ['--model_name_or_path', mid]
                     out.read.append(f'model (line {loader.lineno})')
