@@ -166,18 +166,44 @@ def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: st
                          f'or drop --trl-version')
     t0 = time.time()
     requests = []
+    own: list[dict] = []
     for launch in launches:
         if launch.kind == 'rollout' and launch.rollout is not None:
             requests.append({'what': 'rollout', 'argv': list(launch.rollout.argv), 'world_size': 1})
+            own.append({})
         else:
             # the script's own GRPOConfig(...) literals (frontends/trl/script.py) go through TRL's checks too
             args = launch.trl.script_args
             argv = list(launch.trl.script_flags or []) + list(launch.argv if args is None else args)
-            requests.append({'what': 'train', 'argv': argv, 'world_size': world_size_of(launch),
-                             'own_classes': launch.trl.parser_classes == 'own'})  # frontends/trl/config_keys.py
+            request = {'what': 'train', 'argv': argv, 'world_size': world_size_of(launch),
+                       'own_classes': launch.trl.parser_classes == 'own'}  # frontends/trl/config_keys.py
+            parse = launch.trl.script_parse or {}
+            loaded = parse.get('self_loaded')
+            if launch.trl.script == 'trl grpo' and launch.command:  # TRL's CLI, then accelerate's parser
+                request.update(what='trl-cli', cli_argv=list(launch.command[1:]))
+            elif loaded and loaded.get('fields') is not None and loaded.get('file'):
+                from .frontends.trl.arguments import snapshot
+                base = {f['name'] for f in snapshot()['GRPOConfig']}
+                request.update(what='dataclass', cls=loaded['cls'], config=loaded['file'],
+                               extra=[f for f in loaded['fields'] if f not in base])
+            requests.append(request)
+            own.append(parse)
+    # the script's own argparse (frontends/trl/script_parsers.py: Python's argparse on its literal add_argument
+    # calls) stops before TRL's parser runs
+    stopped = {i: p['argparse'] for i, p in enumerate(own) if (p.get('argparse') or {}).get('error')}
+    todo = [r for i, r in enumerate(requests) if i not in stopped]
     # run where the user is (cwd None): a relative --config path is theirs
-    lines = _run_worker('grpo_recipes.frontends.trl.worker', requests, 'TRL parser', timeout, python,
-                        env_updates={'CUDA_VISIBLE_DEVICES': ''})
+    ran = iter(_run_worker('grpo_recipes.frontends.trl.worker', todo, 'TRL parser', timeout, python,
+                           env_updates={'CUDA_VISIBLE_DEVICES': ''}) if todo else [])
+    lines = []
+    for i, launch in enumerate(launches):
+        if i in stopped:
+            lines.append(RESULT_MARK + json.dumps({
+                'ok': False, 'error_type': 'SystemExit', 'message': stopped[i]['error'], 'simulated': [
+                    f'{launch.trl.script}\'s argparse, rebuilt from its add_argument calls (the script is not run)'],
+                'where': f'{launch.trl.script}:{stopped[i]["line"]}', 'trl_version': installed_trl()}))
+        else:
+            lines.append(next(ran))
     results = []
     for request, line in zip(requests, lines):
         raw = json.loads(line[len(RESULT_MARK):])
@@ -185,7 +211,7 @@ def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: st
             raise GuardError(f'cannot run TRL\'s parser here ({raw["error_type"]}: {raw["message"]})')
         unknown = []
         if not raw['ok'] and 'not used by the HfArgumentParser' in (raw.get('message') or ''):
-            classes = CLASSES if request['what'] == 'train' else ('VllmServeArguments',)
+            classes = CLASSES if request['what'] != 'rollout' else ('VllmServeArguments',)
             _, flags, _ = parse_args(request['argv'], classes)
             for flag in flags:
                 msg, _ = describe_unknown(flag, classes, raw.get('trl_version'))

@@ -71,5 +71,6 @@ def test_check_and_validate_agree_on_config_keys(tmp_path):
         proc = run_cli('grpo_recipes.cli.guard', 'validate', '--json', '--', *launch, cwd=tmp_path)
         real = json.loads(proc.stdout)['parser']
         assert refused == (not real['ok']), (extra, script, checked, real['message'])
-        if not real['ok']:
-            assert 'Unknown arguments from config file' in real['message']
+        if not real['ok']:  # `trl grpo` (TRL 0.29's CLI) hands the key to accelerate launch, which refuses it
+            assert ('unrecognized arguments' if script is None else 'Unknown arguments from config file') in \
+                real['message'], real['message']
