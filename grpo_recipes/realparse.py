@@ -31,6 +31,7 @@ from .errors import GuardError
 from .launch import Launch
 from .models import config_only_dir
 from .plan import world_size
+from .versions import version_tuple
 
 
 @dataclass
@@ -205,10 +206,11 @@ def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: st
         else:
             lines.append(next(ran))
     results = []
-    for request, line in zip(requests, lines):
+    for request, line, parse, launch in zip(requests, lines, own, launches):
         raw = json.loads(line[len(RESULT_MARK):])
         if raw.get('crashed'):
             raise GuardError(f'cannot run TRL\'s parser here ({raw["error_type"]}: {raw["message"]})')
+        _own_leftovers(raw, parse, launch)
         unknown = []
         if not raw['ok'] and 'not used by the HfArgumentParser' in (raw.get('message') or ''):
             classes = CLASSES if request['what'] != 'rollout' else ('VllmServeArguments',)
@@ -222,3 +224,35 @@ def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: st
             world_size=request['world_size'], parse_s=raw.get('parse_s'), total_s=round(time.time() - t0, 3),
             parser=f'TRL {raw.get("trl_version")} TrlParser'))
     return results
+
+
+def _own_leftovers(raw: dict, parse: dict, launch: Launch) -> None:
+    """The words TRL's classes left to a script's own dataclasses, judged by those classes' fields (read from the
+    script's files by frontends/trl/script_parsers.py, not imported): what none defines stops the script's parser
+    as TRL's would (HfArgumentParser.parse_args_into_dataclasses for the command line, then TrlParser's
+    "Unknown arguments from config file", TRL >= 0.19)."""
+    left = raw.get('left_to_script') or []
+    fields = parse.get('own_fields')
+    if not (raw.get('ok') and left and fields is not None) or parse.get('own_unread') or parse.get('remaining_ok'):
+        return
+    from .frontends.trl.arguments import release_training_fields
+    known = set(fields) | release_training_fields(raw.get('trl_version'))[1]
+    bad = [f for f in left if f.lstrip('-').split('=', 1)[0].replace('-', '_') not in known]
+    if not bad:
+        return
+    keys = set(launch.trl.trl_config_keys or ())
+    typed = {a.lstrip('-').split('=', 1)[0].replace('-', '_') for a in (launch.trl.script_args or [])
+             if a.startswith('--')}
+    line = [f for f in bad if f.lstrip('-').replace('-', '_') in typed or f.lstrip('-').replace('-', '_') not in keys]
+    version = version_tuple(raw.get('trl_version'))
+    if line:
+        raw.update(ok=False, error_type='ValueError', where='transformers/hf_argparser.py (parse_args_into_dataclasses)',
+                   message=f'Some specified arguments are not used by the HfArgumentParser: {line}')
+    elif version is not None and version >= (0, 19):
+        raw.update(ok=False, error_type='ValueError', where='trl/scripts/utils.py (TrlParser.parse_args_and_config)',
+                   message=f'Unknown arguments from config file: {bad}. Please remove them, add them to the '
+                           f'dataclass, or set `fail_with_unknown_args=False`.')
+    else:
+        return
+    raw.setdefault('simulated', []).append('the script\'s dataclasses\' fields as read from its files ('
+                                           + ', '.join(parse.get('own_classes') or ()) + ')')

@@ -364,3 +364,40 @@ def test_validate_prints_argparses_message(tmp_path):
                    'accelerate', 'launch', '--num_processes', '2', 'train_grpo.py', '--model_name_or_path', M,
                    '--bf16', '--per_device_train_batch_size', '4', cwd=tmp_path)
     assert proc.returncode == 1 and 'argument --bf16: expected one argument' in proc.stdout
+
+
+@pytest.mark.slow
+def test_check_and_validate_agree_on_the_scripts_own_parsers(tmp_path, monkeypatch):
+    # validate runs the real parsers where they can run here (TRL's CLI and accelerate's launch parser for trl grpo,
+    # the dataclass __init__ of a self-loaded config, Python's argparse on the script's add_argument calls) and the
+    # fields read from the script's own files; check must refuse exactly what they refuse
+    from grpo_recipes.realparse import validate_trl_many
+    monkeypatch.chdir(tmp_path)
+    _open_r1(tmp_path, 'sytem_prompt: typo\n')
+    (tmp_path / 'r1_ok.yaml').write_text(R1_YAML)
+    (tmp_path / 'grpo_config.yaml').write_text(TRL_CLI_YAML)
+    (tmp_path / 'grpo_typo.yaml').write_text(TRL_CLI_YAML + 'reward_weights_typo: [1.0]\n')
+    (tmp_path / 'self.py').write_text(SELF_LOADED)
+    (tmp_path / 'self_ok.yaml').write_text(SELF_YAML)
+    (tmp_path / 'self_bad.yaml').write_text(SELF_YAML + 'lenght_weight: 0.5\n')
+    (tmp_path / 'ap.py').write_text(ARGPARSE_SCRIPT.replace('{parse}', 'parse_args'))
+    acc = ['accelerate', 'launch', '--num_processes', '2']
+    cases = [
+        (['trl', 'grpo', '--config', 'grpo_config.yaml'], None),
+        (['trl', 'grpo', '--config', 'grpo_typo.yaml'], 'unrecognized arguments: --reward_weights_typo'),
+        (acc + ['self.py', '--config', 'self_ok.yaml'], None),
+        (acc + ['self.py', '--config', 'self_bad.yaml'], "got an unexpected keyword argument 'lenght_weight'"),
+        (acc + ['src/open_r1/grpo.py', '--config', 'r1_ok.yaml'], None),
+        (acc + ['src/open_r1/grpo.py', '--config', 'recipe.yaml'], 'Unknown arguments from config file'),
+        (acc + ['ap.py', '--batch_size', '4'], None),
+        (acc + ['ap.py', '--per_device_train_batch_size', '2'], 'unrecognized arguments: --per_device_train_batch_size'),
+    ]
+    launches = [read_launch(argv, environ={}) for argv, _ in cases]
+    results = validate_trl_many(launches)
+    for (argv, refusal), launch, real in zip(cases, launches, results):
+        report = check_launch(launch, H100x8, packages={'trl': '0.29.1', 'math-verify': '0.9.0'})
+        refused = [f.message for f in report.findings if f.severity == 'error' and f.rule.startswith('args.')]
+        assert real.ok == (refusal is None), (argv, real.message)
+        assert bool(refused) == (refusal is not None), (argv, refused)
+        if refusal:
+            assert refusal in real.message, (argv, real.message)
