@@ -15,10 +15,10 @@ H100x8 = Hardware(gpus=8, gpu_type='H100', source='flags')
 M = 'Qwen/Qwen2.5-7B-Instruct'
 
 
-def check(tmp_path, monkeypatch, *argv, trl='0.29.1'):
+def check(tmp_path, monkeypatch, *argv, trl='0.29.1', hw=H100x8):
     monkeypatch.chdir(tmp_path)
     packages = {'trl': trl, 'math-verify': '0.9.0', 'deepspeed': '0.19.8'}
-    report = check_launch(read_launch(list(argv), environ={}), H100x8, packages=packages)
+    report = check_launch(read_launch(list(argv), environ={}), hw, packages=packages)
     return report, {f.rule: f for f in report.findings}
 
 
@@ -269,6 +269,11 @@ def test_the_scripts_own_argparse_judges_its_flags(tmp_path, monkeypatch):
     assert f.severity == 'error'
     assert "argparse would exit 2: unrecognized arguments: --per_device_train_batch_size 2" in f.message
     assert report.cfg.per_device_train_batch_size == 4  # the TRL flag never reaches TRL: the script's value
+    # a fix is written in the script's own options (--batch_size), or at its lines, never as a TRL flag it refuses
+    report, rules = check(tmp_path, monkeypatch, *launch, '--batch_size', '64', '--use_vllm',
+                          hw=Hardware(gpus=8, gpu_type='A100-40G', source='flags'))
+    fix = rules['memory.fix'].fix
+    assert '--batch_size ' in fix and '--per_device_train_batch_size' not in fix and 'train.py:11: ' in fix, fix
     report, rules = check(tmp_path, monkeypatch, *launch, '--batch_size')
     assert rules['args.unknown'].severity == 'error' and 'argument --batch_size: expected one argument' in \
         rules['args.unknown'].message

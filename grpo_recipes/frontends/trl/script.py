@@ -32,6 +32,8 @@ class ScriptSettings:
     """TRL flag name -> the line where the script sets it (read or not), to point a fix at."""
     config_line: int | None = None
     """Line of the script's ``GRPOConfig(`` call (where a setting it lacks would be added)."""
+    from_cli: dict = field(default_factory=dict)
+    """TRL flag name -> the script's own argparse attribute its value comes from (``'args.batch_size'``)."""
 
     def note(self, script: str) -> str | None:
         if not self.read and not self.unread:
@@ -169,6 +171,10 @@ def read_script_settings(text: str, bound: dict | None = None) -> ScriptSettings
             flag = keys[kw.arg] if keys is not None else kw.arg
             v = _value(kw.value, names, bound=bound)
             where = f'{of}{kw.arg} (line {kw.value.lineno})'
+            if bound and isinstance(kw.value, ast.Attribute) and isinstance(kw.value.value, ast.Name):
+                attr = f'{kw.value.value.id}.{kw.value.attr}'
+                if attr in bound:
+                    out.from_cli[flag] = attr
             out.lines.setdefault(flag, kw.value.lineno)
             if v is _UNREAD:
                 out.unread.append(where)

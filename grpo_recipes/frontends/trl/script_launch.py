@@ -59,6 +59,10 @@ def read_script(script: str, script_args: list[str], info: dict[str, Any]) -> li
         bound = {f'{ns}.{k}': v for ns in ap.namespaces for k, v in ap.values.items()}
         trl_words = list(ap.rest) if (ap.known and trl_parser) else []
     settings = read_script_settings(text, bound)
+    if 'argparse' in parse and not trl_parser:  # fixes go where the script takes its settings (script_cli.py)
+        parse['argparse'].update(lines=settings.lines, config_line=settings.config_line, options={
+            flag: ap.options[attr.split('.', 1)[1]] for flag, attr in settings.from_cli.items()
+            if attr.split('.', 1)[1] in ap.options})
     if trl_parser:
         own = parser_dataclasses(text, script)
         if own is not None:

@@ -316,6 +316,8 @@ class ScriptArgparse:
     namespaces: set[str]
     """Names the parsed namespace is bound to in the script (``args``)."""
     line: int
+    options: dict = field(default_factory=dict)
+    """dest -> the option string that sets it (``batch_size`` -> ``--batch_size``)."""
 
 
 def script_argparse(text: str, script_args: list[str], prog: str = 'script') -> ScriptArgparse | None:
@@ -389,12 +391,13 @@ def script_argparse(text: str, script_args: list[str], prog: str = 'script') -> 
         except (ValueError, TypeError, argparse.ArgumentError):
             return None
     known = parse.func.attr == 'parse_known_args'
+    options = {a.dest: max(a.option_strings, key=len) for a in parser._actions if a.option_strings}
     try:
         ns, rest = parser.parse_known_args(list(script_args))
     except _Stop as e:
-        return ScriptArgparse(known, [], str(e), {}, namespaces, parse.lineno)
+        return ScriptArgparse(known, [], str(e), {}, namespaces, parse.lineno, options)
     error = None if known or not rest else f'unrecognized arguments: {" ".join(rest)}'
-    return ScriptArgparse(known, rest, error, vars(ns), namespaces, parse.lineno)
+    return ScriptArgparse(known, rest, error, vars(ns), namespaces, parse.lineno, options)
 
 
 def has_trl_parser(text: str) -> bool:
