@@ -296,8 +296,8 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse prints usage and exits 2; here the message is the result
         raise _Stop(message)
 
-    def exit(self, status=0, message=None):  # --help
-        raise _Stop(message or f'exit {status}')
+    def exit(self, status=0, message=None):  # --help / --version: it prints and exits, no training runs
+        raise _Stop(message or f'it prints its help and exits (status {status}) without training')
 
 
 TYPES = {'int': int, 'float': float, 'str': str}
@@ -341,6 +341,15 @@ def script_argparse(text: str, script_args: list[str], prog: str = 'script') -> 
         return None
     (pname, pcall), = parsers.items()
     owners = {pname} | {g for g, p in groups.items() if p == pname or groups.get(p) == pname}
+    if any(k.arg in ('parents', 'fromfile_prefix_chars', 'argument_default') for k in pcall.keywords):
+        return None  # options from elsewhere, or files of arguments: not rebuilt here
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr == 'add_argument' and _name(node.func.value) not in owners:
+            return None  # options added through a helper or another object: the parser cannot be rebuilt whole
+        if node.func.attr in ('add_subparsers', 'parse_intermixed_args') and _name(node.func.value) in owners:
+            return None
     parse = None
     namespaces: set[str] = set()
     for node in ast.walk(tree):
@@ -349,6 +358,9 @@ def script_argparse(text: str, script_args: list[str], prog: str = 'script') -> 
             parse = parse or node
     if parse is None:
         return None
+    given = parse.args[0] if parse.args else next((k.value for k in parse.keywords if k.arg == 'args'), None)
+    if given is not None and not (isinstance(given, ast.Subscript) and 'sys.argv' in ast.unparse(given)):
+        return None  # it parses a list of its own, not the command line
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and node.value is parse:
             t = node.targets[0]
@@ -371,16 +383,25 @@ def script_argparse(text: str, script_args: list[str], prog: str = 'script') -> 
             continue
         try:
             names = [ast.literal_eval(a) for a in node.args]
-        except ValueError:
+        except (ValueError, TypeError, SyntaxError, RecursionError):
             return None  # an option name computed at run time: the parser cannot be rebuilt
+        if any(k.arg is None for k in node.keywords) or not all(isinstance(n, str) for n in names):
+            return None  # **kwargs
         kwargs = {}
         for k in node.keywords:
-            if k.arg in ('action', 'nargs', 'default', 'choices', 'required', 'dest', 'const'):
+            if k.arg == 'action' and _name(k.value) == 'BooleanOptionalAction':
+                kwargs['action'] = argparse.BooleanOptionalAction
+            elif k.arg in ('action', 'nargs', 'default', 'choices', 'required', 'dest', 'const'):
                 try:
                     kwargs[k.arg] = ast.literal_eval(k.value)
-                except ValueError:
-                    if k.arg == 'action':
-                        kwargs['action'] = 'store'  # a custom Action class: takes a value
+                except (ValueError, TypeError, SyntaxError, RecursionError):
+                    if k.arg == 'action':  # a custom Action class: it may take a value or not
+                        kwargs['action'] = 'store'
+                        kwargs.setdefault('nargs', '?')
+                    elif k.arg == 'choices':
+                        pass  # computed: any value
+                    elif k.arg == 'default':
+                        kwargs['default'] = None
             elif k.arg == 'type' and _name(k.value) in TYPES:
                 kwargs['type'] = TYPES[_name(k.value)]
         if kwargs.get('action') in ('store_true', 'store_false', 'count', 'help', 'version'):
@@ -391,7 +412,8 @@ def script_argparse(text: str, script_args: list[str], prog: str = 'script') -> 
         except (ValueError, TypeError, argparse.ArgumentError):
             return None
     known = parse.func.attr == 'parse_known_args'
-    options = {a.dest: max(a.option_strings, key=len) for a in parser._actions if a.option_strings}
+    options = {a.dest: next((o for o in a.option_strings if o.startswith('--')), a.option_strings[0])
+               for a in parser._actions if a.option_strings}
     try:
         ns, rest = parser.parse_known_args(list(script_args))
     except _Stop as e:
