@@ -406,3 +406,39 @@ def test_check_and_validate_agree_on_the_scripts_own_parsers(tmp_path, monkeypat
         assert bool(refused) == (refusal is not None), (argv, refused)
         if refusal:
             assert refusal in real.message, (argv, real.message)
+
+
+@pytest.mark.parametrize('code, words, verdict', [
+    # rebuilt and run by Python's argparse: its own messages
+    ('p.add_argument("--n", type=int, required=True)\na = p.parse_args()', ['--n', 'x'],
+     "argument --n: invalid int value: 'x'"),
+    ('p.add_argument("--n", type=int, required=True)\na = p.parse_args()', [],
+     'the following arguments are required: --n'),
+    ('p.add_argument("--flag", action=argparse.BooleanOptionalAction)\na = p.parse_args()', ['--no-flag'], None),
+    ('p.add_argument("--x", action=MyAction)\na = p.parse_args()', ['--x'], None),  # a custom action: lenient
+    ('g = p.add_argument_group("g")\ng.add_argument("--lr", type=float)\na = p.parse_args(sys.argv[1:])',
+     ['--lr', '1e-5', '--zz'], 'unrecognized arguments: --zz'),
+    # not rebuilt (the parser is not whole here, or parses a list of its own): no verdict of its own
+    ('def add(q):\n    q.add_argument("--z")\nadd(p)\na = p.parse_args()', ['--z', '1'], 'not read'),
+    ('p.add_argument("--z")\na = p.parse_args([])', ['--zz'], 'not read'),
+    ('for n in ["a", "b"]:\n    p.add_argument(f"--{n}")\na = p.parse_args()', ['--a', '1'], 'not read'),
+])
+def test_the_scripts_argparse_is_rebuilt_only_when_whole(code, words, verdict):
+    from grpo_recipes.frontends.trl.script_parsers import script_argparse
+    got = script_argparse(f'import argparse, sys\np = argparse.ArgumentParser()\n{code}\n', words, prog='t.py')
+    if verdict == 'not read':
+        assert got is None
+    else:
+        assert got is not None and got.error == verdict
+
+
+def test_dataclass_fields_follow_imports_and_bases(tmp_path):
+    # open-r1's own classes through `from open_r1.configs import ...` in a src/ layout, bases up to trl's
+    from grpo_recipes.frontends.trl.script_parsers import parser_dataclasses
+    _open_r1(tmp_path)
+    script = tmp_path / 'src' / 'open_r1' / 'grpo.py'
+    own = parser_dataclasses(script.read_text(), str(script))
+    assert own.classes == ['GRPOScriptArguments', 'GRPOConfig', 'ModelConfig'] and own.unread == []
+    assert {'reward_funcs', 'dataset_prompt_column', 'dataset_name', 'system_prompt', 'num_generations',
+            'lora_r'} <= own.fields
+    assert own.method == 'parse_args_and_config' and not own.remaining_ok
