@@ -246,7 +246,8 @@ def _own_leftovers(raw: dict, parse: dict, launch: Launch) -> None:
     line = [f for f in bad if f.lstrip('-').replace('-', '_') in typed or f.lstrip('-').replace('-', '_') not in keys]
     version = version_tuple(raw.get('trl_version'))
     if line:
-        raw.update(ok=False, error_type='ValueError', where='transformers/hf_argparser.py (parse_args_into_dataclasses)',
+        raw.update(ok=False, error_type='ValueError',
+                   where='transformers/hf_argparser.py (parse_args_into_dataclasses)',
                    message=f'Some specified arguments are not used by the HfArgumentParser: {line}')
     elif version is not None and version >= (0, 19):
         raw.update(ok=False, error_type='ValueError', where='trl/scripts/utils.py (TrlParser.parse_args_and_config)',

@@ -33,8 +33,8 @@ def training_arguments_fields(source: str) -> list[str]:
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
             continue
         v = node.value
-        if isinstance(v, ast.Call) and any(k.arg == 'init' and isinstance(k.value, ast.Constant) and k.value.value is False
-                                           for k in v.keywords):
+        if isinstance(v, ast.Call) and any(k.arg == 'init' and isinstance(k.value, ast.Constant)
+                                           and k.value.value is False for k in v.keywords):
             continue
         out.append(node.target.id)
     return out

@@ -2,8 +2,6 @@
 into its own GRPOConfig class, `trl grpo --config` keys TRL's CLI hands to accelerate, the script's own dataclasses
 (read in its repository), its own argparse, the TrainingArguments fields of an older TRL's transformers, and a bare
 `--bf16`. The scripts are written here in the shapes of the public sources named at each; none is run."""
-import json
-
 import pytest
 
 from conftest import run_cli
@@ -229,7 +227,8 @@ def test_the_scripts_own_dataclasses_decide_its_config_keys(tmp_path, monkeypatc
     assert rules['args.config-key'].severity == 'warning' and 'no effect' in rules['args.config-key'].message
     # on the command line, HfArgumentParser refuses it whatever the release
     report, rules = check(tmp_path, monkeypatch, *_open_r1(tmp_path), '--sytem_prompt', 'x')
-    assert rules['args.unknown'].severity == 'error' and 'not used by the HfArgumentParser' in rules['args.unknown'].message
+    f = rules['args.unknown']
+    assert f.severity == 'error' and 'not used by the HfArgumentParser' in f.message
     # classes that cannot be read here (configs.py absent): a warning, as before
     (tmp_path / 'src' / 'open_r1' / 'configs.py').unlink()
     report, rules = check(tmp_path, monkeypatch, *argv)
@@ -317,7 +316,8 @@ def test_an_older_trl_knows_its_transformers_fields_and_the_scripts_own(tmp_path
     assert rules['args.config-key'].severity == 'error' and rules['args.config-key'].arguments == ['warmup_ratio']
     # a TRL-classes script on the command line, too
     (tmp_path / 'plain.py').write_text('from trl import GRPOConfig, ModelConfig, ScriptArguments, TrlParser\n'
-                                       'a = TrlParser((ScriptArguments, GRPOConfig, ModelConfig)).parse_args_and_config()\n')
+                                       'p = TrlParser((ScriptArguments, GRPOConfig, ModelConfig))\n'
+                                       'a = p.parse_args_and_config()\n')
     report, rules = check(tmp_path, monkeypatch, 'accelerate', 'launch', 'plain.py', '--model_name_or_path', M,
                           '--warmup_ratio', '0.1', '--per_device_train_batch_size', '8', '--num_generations', '8',
                           trl='0.18.2')
@@ -395,7 +395,8 @@ def test_check_and_validate_agree_on_the_scripts_own_parsers(tmp_path, monkeypat
         (acc + ['src/open_r1/grpo.py', '--config', 'r1_ok.yaml'], None),
         (acc + ['src/open_r1/grpo.py', '--config', 'recipe.yaml'], 'Unknown arguments from config file'),
         (acc + ['ap.py', '--batch_size', '4'], None),
-        (acc + ['ap.py', '--per_device_train_batch_size', '2'], 'unrecognized arguments: --per_device_train_batch_size'),
+        (acc + ['ap.py', '--per_device_train_batch_size', '2'],
+         'unrecognized arguments: --per_device_train_batch_size'),
     ]
     launches = [read_launch(argv, environ={}) for argv, _ in cases]
     results = validate_trl_many(launches)

@@ -124,7 +124,8 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
                 v, dict) else str(v)])
         script_args = file_args + script_args[:i] + script_args[i + 2:]
         info['trl_config'] = config_file
-        info['trl_config_keys'] = [str(k) for k in data if k != 'env' and k not in cli_taken]  # frontends/trl/config_keys.py
+        # judged by frontends/trl/verdicts.py
+        info['trl_config_keys'] = [str(k) for k in data if k != 'env' and k not in cli_taken]
     from .config_keys import parser_classes
     info['parser_classes'] = parser_classes(script)  # 'trl', 'own' or None: whose dataclasses parse the flags
     names = {'max_length': 'max_prompt_length', 'vllm_max_model_len': 'vllm_max_model_length',

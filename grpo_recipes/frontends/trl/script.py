@@ -208,8 +208,8 @@ def read_script_settings(text: str, bound: dict | None = None) -> ScriptSettings
             if lora is not None:
                 take(lora, LORA_FLAGS, of='LoraConfig ')
             elif kind.endswith('from_pretrained'):
-                out.unread.append(f'the adapter\'s LoraConfig (line {peft_call.lineno}: PeftModel.from_pretrained reads '
-                                  f'it from the adapter; PEFT\'s defaults planned)')
+                out.unread.append(f'the adapter\'s LoraConfig (line {peft_call.lineno}: PeftModel.from_pretrained '
+                                  f'reads it from the adapter; PEFT\'s defaults planned)')
         if model is not None:
             v = _value(model, names, bound=bound)
             loader = _call(model, names)

@@ -178,7 +178,8 @@ class OwnClasses:
     method: str | None = None
     """The parse call: ``parse_args_and_config``, ``parse_args_into_dataclasses``, ``parse_args``, ..."""
     remaining_ok: bool = False
-    """``return_remaining_strings=True`` (or ``parse_known_args``): words no class takes are handed back, not refused."""
+    """``return_remaining_strings=True`` (or ``parse_known_args``): words no class takes are handed back, not
+    refused."""
 
 
 def parser_dataclasses(text: str, script: str | None) -> OwnClasses | None:

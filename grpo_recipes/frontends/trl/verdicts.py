@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from ...findings import ERROR, WARNING, Finding
 from ...versions import version_tuple
-from .arguments import _fields, classes_of, describe_unknown, parse_args, release_training_fields, snapshot, takes_a_value
+from .arguments import (_fields, classes_of, describe_unknown, parse_args, release_training_fields, snapshot,
+                        takes_a_value)
 from .config_keys import REJECTS_FROM, config_key_verdict
 
 TRL_PARSER = 'trl/scripts/utils.py (TrlParser.parse_args_and_config)'
@@ -19,8 +20,8 @@ HF_PARSER = 'transformers/hf_argparser.py (HfArgumentParser.parse_args_into_data
 TRL_CLI_FROM = (0, 29)
 """trl/cli/main.py + trl/cli/commands/training.py: ``trl grpo``'s leftovers go to ``accelerate launch``."""
 BF16_OPTIONAL_FROM = (0, 19)
-"""GRPOConfig declares ``bf16: Optional[bool] = None`` from v0.19.0 (trl/trainer/grpo_config.py; before, TrainingArguments'
-``bf16: bool = False``, which takes a bare flag)."""
+"""GRPOConfig declares ``bf16: Optional[bool] = None`` from v0.19.0 (trl/trainer/grpo_config.py; before,
+TrainingArguments' ``bf16: bool = False``, which takes a bare flag)."""
 GRPO_SCRIPT_REMAINING_FROM = (0, 23)
 """trl/scripts/grpo.py parses with ``return_remaining_strings=True`` from v0.23.0 (and ignores what is left)."""
 
@@ -59,8 +60,8 @@ def argument_findings(launch, remaining: list[str], trl_version: str | None) -> 
             if key == 'bf16' and vt is not None and vt[:2] < BF16_OPTIONAL_FROM and msg and 'expected one' in msg:
                 continue  # that release's bf16 was TrainingArguments' `bool = False`: a bare flag is True
             if msg:
-                why = (f' ({key} is typed `{spec["type"]}` with default None, and HfArgumentParser gives such a flag no '
-                       f'implicit value)' if takes_a_value(spec) else '')
+                why = (f' ({key} is typed `{spec["type"]}` with default None, and HfArgumentParser gives such a '
+                       f'flag no implicit value)' if takes_a_value(spec) else '')
                 out.append(Finding(ERROR, 'args.value', [key], f'{flag}: TRL {version}\'s parser stops with '
                                    f'"{msg}"{why}', f'--{key} true' if takes_a_value(spec) else f'--{key} true|false',
                                    'transformers/hf_argparser.py (HfArgumentParser._parse_dataclass_field)'))

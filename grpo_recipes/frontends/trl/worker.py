@@ -82,7 +82,8 @@ def _trl_cli(argv: list[str], result: dict) -> list[str] | None:
     args, remaining = parser.parse_args_and_config(args=list(argv), return_remaining_strings=True)
     context = CommandContext(argv=list(argv), remaining_args=remaining)
     launch_args = resolve_accelerate_config_argument(context.remaining_args)
-    result['stage'] = 'accelerate/commands/launch.py (launch_command_parser, as trl/cli/accelerate_launcher.py calls it)'
+    result['stage'] = ('accelerate/commands/launch.py (launch_command_parser, as trl/cli/accelerate_launcher.py '
+                       'calls it)')
     launch_command_parser().parse_args(launch_args + ['grpo.py'] + context.argv_after('grpo'))
     result.pop('stage')
     return context.argv_after('grpo')
