@@ -2,6 +2,8 @@
 into its own GRPOConfig class, `trl grpo --config` keys TRL's CLI hands to accelerate, the script's own dataclasses
 (read in its repository), its own argparse, the TrainingArguments fields of an older TRL's transformers, and a bare
 `--bf16`. The scripts are written here in the shapes of the public sources named at each; none is run."""
+import json
+
 import pytest
 
 from conftest import run_cli
@@ -71,6 +73,13 @@ def test_a_peft_model_passed_to_grpotrainer_is_planned_as_lora(tmp_path, monkeyp
     resumed, _ = check(tmp_path, monkeypatch, 'accelerate', 'launch', '--num_processes', '8', 'resume.py')
     assert resumed.cfg.tuner_type == 'lora' and resumed.cfg.torch_dtype == 'bfloat16'
     assert 'PeftModel.from_pretrained reads it from the adapter' in resumed.launch.trl.script_settings
+    # the adapter is here: its adapter_config.json (peft's save_pretrained) is the LoraConfig
+    (tmp_path / 'ckpt' / 'lora').mkdir(parents=True)
+    (tmp_path / 'ckpt' / 'lora' / 'adapter_config.json').write_text(json.dumps(
+        {'peft_type': 'LORA', 'r': 8, 'lora_alpha': 16, 'target_modules': ['q_proj', 'v_proj'], 'lora_dropout': 0.05}))
+    resumed, _ = check(tmp_path, monkeypatch, 'accelerate', 'launch', '--num_processes', '8', 'resume.py')
+    assert resumed.cfg.lora_rank == 8 and resumed.cfg.target_modules == ['q_proj', 'v_proj']
+    assert 'adapter_config.json r' in resumed.launch.trl.script_settings
 
 
 # --- 2. a YAML the script loads into its own GRPOConfig class --------------------------------------------------------

@@ -32,6 +32,9 @@ class ScriptSettings:
     """TRL flag name -> the line where the script sets it (read or not), to point a fix at."""
     config_line: int | None = None
     """Line of the script's ``GRPOConfig(`` call (where a setting it lacks would be added)."""
+    adapter: str | None = None
+    """``PeftModel.from_pretrained(base, "path")``: the adapter's path as written (its adapter_config.json holds the
+    LoraConfig; read by frontends/trl/script_launch.py where it exists)."""
     from_cli: dict = field(default_factory=dict)
     """TRL flag name -> the script's own argparse attribute its value comes from (``'args.batch_size'``)."""
 
@@ -208,6 +211,10 @@ def read_script_settings(text: str, bound: dict | None = None) -> ScriptSettings
             if lora is not None:
                 take(lora, LORA_FLAGS, of='LoraConfig ')
             elif kind.endswith('from_pretrained'):
+                where = peft_call.args[1] if len(peft_call.args) > 1 else next(
+                    (k.value for k in peft_call.keywords if k.arg == 'model_id'), None)
+                path = _value(where, names, bound=bound) if where is not None else _UNREAD
+                out.adapter = path if isinstance(path, str) else None
                 out.unread.append(f'the adapter\'s LoraConfig (line {peft_call.lineno}: PeftModel.from_pretrained '
                                   f'reads it from the adapter; PEFT\'s defaults planned)')
         if model is not None:

@@ -59,6 +59,7 @@ def read_script(script: str, script_args: list[str], info: dict[str, Any]) -> li
         bound = {f'{ns}.{k}': v for ns in ap.namespaces for k, v in ap.values.items()}
         trl_words = list(ap.rest) if (ap.known and trl_parser) else []
     settings = read_script_settings(text, bound)
+    _adapter_config(settings)
     if 'argparse' in parse and not trl_parser:  # fixes go where the script takes its settings (script_cli.py)
         parse['argparse'].update(lines=settings.lines, config_line=settings.config_line, options={
             flag: ap.options[attr.split('.', 1)[1]] for flag, attr in settings.from_cli.items()
@@ -96,3 +97,25 @@ def read_script(script: str, script_args: list[str], info: dict[str, Any]) -> li
         info['script_flags'] = flags
         return flags + trl_words
     return trl_words
+
+
+def _adapter_config(settings) -> None:
+    """``PeftModel.from_pretrained(base, "dir")``: the LoraConfig the adapter was saved with (``dir/adapter_config.json``,
+    peft/config.py ``PeftConfigMixin.from_pretrained``), where that directory is here."""
+    if not settings.adapter:
+        return
+    path = Path(settings.adapter) / 'adapter_config.json'
+    try:
+        data = json.loads(path.read_text(encoding='utf-8'))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return
+    if not isinstance(data, dict) or data.get('peft_type', 'LORA') != 'LORA':
+        return
+    from .script import LORA_FLAGS
+    for key, flag in LORA_FLAGS.items():
+        v = data.get(key)
+        if v is None or flag == 'lora_dropout':
+            continue
+        settings.flags += [f'--{flag}', *([str(x) for x in v] if isinstance(v, list) else [str(v)])]
+        settings.read.append(f'{path} {key}')
+    settings.unread = [u for u in settings.unread if not u.startswith('the adapter\'s LoraConfig')]
