@@ -452,3 +452,18 @@ def test_dataclass_fields_follow_imports_and_bases(tmp_path):
     assert {'reward_funcs', 'dataset_prompt_column', 'dataset_name', 'system_prompt', 'num_generations',
             'lora_r'} <= own.fields
     assert own.method == 'parse_args_and_config' and not own.remaining_ok
+
+
+def test_a_trl_field_the_scripts_classes_lack_is_refused(tmp_path, monkeypatch):
+    # TRL's own examples parse with the classes they need only (e.g. TrlParser((ScriptArguments, GRPOConfig)));
+    # a ModelConfig flag on such a script stops HfArgumentParser even though TRL's usual classes have it
+    (tmp_path / 'two.py').write_text('from trl import GRPOConfig, ScriptArguments, TrlParser\n'
+                                     'p = TrlParser((ScriptArguments, GRPOConfig))\n'
+                                     'script_args, training_args = p.parse_args_and_config()\n')
+    report, rules = check(tmp_path, monkeypatch, 'accelerate', 'launch', 'two.py', '--model_name_or_path', M,
+                          '--per_device_train_batch_size', '8', '--num_generations', '8')
+    f = rules['args.unknown']
+    assert f.arguments == ['model_name_or_path'] and 'not used by the HfArgumentParser' in f.message
+    # a name an older TRL had keeps its own explanation on a script with its own classes
+    report, rules = check(tmp_path, monkeypatch, *_open_r1(tmp_path), '--vllm_device', 'auto')
+    assert 'trl vllm-serve' in rules['args.unknown'].message

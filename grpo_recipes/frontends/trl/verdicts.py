@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ...findings import ERROR, WARNING, Finding
 from ...versions import version_tuple
-from .arguments import (_fields, classes_of, describe_unknown, parse_args, release_training_fields, snapshot,
+from .arguments import (STALE, _fields, classes_of, describe_unknown, parse_args, release_training_fields, snapshot,
                         takes_a_value)
 from .config_keys import REJECTS_FROM, config_key_verdict
 
@@ -70,15 +70,17 @@ def argument_findings(launch, remaining: list[str], trl_version: str | None) -> 
             continue  # the script's own dataclasses define it
         if key in release_fields:
             continue
-        if info.script == 'trl grpo' and vt is not None:
+        if key in STALE:
+            pass  # a name an older TRL had: its own explanation (describe_unknown), by release
+        elif info.script == 'trl grpo' and vt is not None:
             f = _trl_cli(flag, key, info, version, vt, config_only)
             if f is not None:
                 out.append(f)
                 continue
-        if own_read and config_only and info.parser_classes == 'own':
+        elif own_read and config_only and info.parser_classes == 'own':
             out.append(_own_config_key(flag, key, info, parse, version, vt))
             continue
-        if own_read and not config_only and not parse.get('remaining_ok'):
+        elif own_read and not config_only and not parse.get('remaining_ok'):
             out.append(_own_command_line(flag, key, info, parse))
             continue
         verdict = config_key_verdict(flag, launch, trl_version)  # a --config file's key
@@ -93,6 +95,23 @@ def argument_findings(launch, remaining: list[str], trl_version: str | None) -> 
                            msg + ('. TrlParser stops with "Some specified arguments are not used by the '
                                   'HfArgumentParser"' if fatal else ''),
                            f'remove {flag}' if fatal else None, 'trl/scripts/utils.py (TrlParser)'))
+    if own_read:
+        out += _trl_fields_the_script_lacks(info, parse, set(own) | release_fields, version, vt)
+    return out
+
+
+def _trl_fields_the_script_lacks(info, parse: dict, own: set[str], version: str, vt) -> list[Finding]:
+    """Words TRL's usual classes take (so read_config applied them) that the script's parser classes lack:
+    ``TrlParser((GRPOConfig,))`` has no ``--model_name_or_path``."""
+    trl = set(_fields(*classes_of(info.script)))
+    out = []
+    typed = [_key(a) for a in (info.script_args or []) if a.startswith('--')]
+    for key in dict.fromkeys(typed):
+        if key in trl and key not in own and key != 'config' and not parse.get('remaining_ok'):
+            out.append(_own_command_line(f'--{key}', key, info, parse))
+    for key in info.trl_config_keys or ():
+        if key in trl and key not in own and key not in typed:
+            out.append(_own_config_key(f'--{key}', key, info, parse, version, vt))
     return out
 
 
