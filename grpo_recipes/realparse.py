@@ -180,6 +180,8 @@ def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: st
                        'own_classes': launch.trl.parser_classes == 'own'}  # frontends/trl/config_keys.py
             parse = launch.trl.script_parse or {}
             loaded = parse.get('self_loaded')
+            if launch.trl.parser_classes == 'trl' and parse.get('own_classes') and not parse.get('own_unread'):
+                request['classes'] = list(parse['own_classes'])  # e.g. TrlParser((ScriptArguments, GRPOConfig))
             if launch.trl.script == 'trl grpo' and launch.command:  # TRL's CLI, then accelerate's parser
                 request.update(what='trl-cli', cli_argv=list(launch.command[1:]))
             elif loaded and loaded.get('fields') is not None and loaded.get('file'):

@@ -395,6 +395,9 @@ def test_check_and_validate_agree_on_the_scripts_own_parsers(tmp_path, monkeypat
     (tmp_path / 'self_ok.yaml').write_text(SELF_YAML)
     (tmp_path / 'self_bad.yaml').write_text(SELF_YAML + 'lenght_weight: 0.5\n')
     (tmp_path / 'ap.py').write_text(ARGPARSE_SCRIPT.replace('{parse}', 'parse_args'))
+    (tmp_path / 'two.py').write_text('from trl import GRPOConfig, ScriptArguments, TrlParser\n'
+                                     'p = TrlParser((ScriptArguments, GRPOConfig))\n'
+                                     'script_args, training_args = p.parse_args_and_config()\n')
     acc = ['accelerate', 'launch', '--num_processes', '2']
     cases = [
         (['trl', 'grpo', '--config', 'grpo_config.yaml'], None),
@@ -404,6 +407,8 @@ def test_check_and_validate_agree_on_the_scripts_own_parsers(tmp_path, monkeypat
         (acc + ['src/open_r1/grpo.py', '--config', 'r1_ok.yaml'], None),
         (acc + ['src/open_r1/grpo.py', '--config', 'recipe.yaml'], 'Unknown arguments from config file'),
         (acc + ['ap.py', '--batch_size', '4'], None),
+        (acc + ['two.py', '--num_generations', '4'], None),
+        (acc + ['two.py', '--model_name_or_path', M], 'not used by the HfArgumentParser'),
         (acc + ['ap.py', '--per_device_train_batch_size', '2'],
          'unrecognized arguments: --per_device_train_batch_size'),
     ]

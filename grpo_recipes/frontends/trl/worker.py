@@ -107,7 +107,11 @@ def run(request: dict) -> dict:
         if not _has(argv, 'use_cpu'):
             argv += ['--use_cpu', 'true']
             simulated.append('--use_cpu true')
-        parser = TrlParser((ScriptArguments, GRPOConfig, ModelConfig))
+        classes = (ScriptArguments, GRPOConfig, ModelConfig)
+        if request.get('classes'):  # the script's TrlParser takes some of TRL's classes only
+            import trl
+            classes = tuple(getattr(trl, c) for c in request['classes'])
+        parser = TrlParser(classes)
     saved = dict(os.environ)
     t1 = time.time()
     err = io.StringIO()
@@ -126,7 +130,8 @@ def run(request: dict) -> dict:
     if request.get('what') == 'rollout':
         result['resolved'] = {k: jsonable(v) for k, v in vars(parsed[0]).items()}
     else:
-        grpo, model = parsed[1], parsed[2]
+        grpo = next((x for x in parsed if isinstance(x, GRPOConfig)), None)
+        model = next((x for x in parsed if isinstance(x, ModelConfig)), None)
         result['resolved'] = {**{k: jsonable(getattr(grpo, k, None)) for k in REPORT_FIELDS},
                               **{k: jsonable(getattr(model, k, None)) for k in MODEL_FIELDS}}
     return result
