@@ -156,9 +156,14 @@ def test_trl_grpo_config_file_is_read_as_trls_cli_reads_it(tmp_path, monkeypatch
     report, rules = check(tmp_path, monkeypatch, 'trl', 'grpo', '--config', 'grpo_config.yaml')
     f = rules['args.config-key']
     assert f.severity == 'error' and 'unrecognized arguments: --reward_weights_typo' in f.message
-    # TRL 0.23-0.28: trl/scripts/grpo.py parses with return_remaining_strings=True and drops it
-    report, rules = check(tmp_path, monkeypatch, 'trl', 'grpo', '--config', 'grpo_config.yaml', trl='0.25.1')
-    assert rules['args.config-key'].severity == 'warning' and 'no effect' in rules['args.config-key'].message
+    # TRL 0.23-0.28: trl/scripts/grpo.py parses with return_remaining_strings=True and drops it; that release's
+    # trl/cli.py passed no launch options to accelerate, so accelerate_config and num_processes did nothing either
+    report, _ = check(tmp_path, monkeypatch, 'trl', 'grpo', '--config', 'grpo_config.yaml', trl='0.25.1')
+    got = {f.arguments[0]: f for f in findings(report, 'args.config-key')}
+    assert set(got) == {'reward_weights_typo', 'accelerate_config', 'num_processes'}
+    assert all(f.severity == 'warning' and 'no effect' in f.message for f in got.values())
+    report, _ = check(tmp_path, monkeypatch, 'trl', 'grpo', '--config', 'grpo_config.yaml', trl='0.20.0')
+    assert findings(report, 'args.config-key')[0].severity == 'error'  # 0.19-0.22's grpo.py refuses every one
 
 
 # --- 4. a TrlParser over the script's own dataclasses, read in its repository ---------------------------------------

@@ -49,6 +49,8 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
             from .cli_config import config_launch_words  # --config keys TRL's CLI hands to accelerate
             file_words, file_acc_config, cli_taken = config_launch_words(script_args)
             acc_words = file_words + acc_words  # the config's leftovers come first: the command line's win
+            if cli_taken:
+                info['script_parse'] = {'cli_taken': cli_taken}  # judged by release: frontends/trl/verdicts.py
             if file_acc_config is not None:  # resolve_accelerate_config_argument takes the first one
                 script_args = ['--accelerate_config', file_acc_config] + script_args
             opts, script = _accelerate_options(acc_words)[0], 'trl grpo'

@@ -97,7 +97,24 @@ def argument_findings(launch, remaining: list[str], trl_version: str | None) -> 
                            f'remove {flag}' if fatal else None, 'trl/scripts/utils.py (TrlParser)'))
     if own_read:
         out += _trl_fields_the_script_lacks(info, parse, set(own) | release_fields, version, vt)
+    if parse.get('cli_taken') and vt is not None and vt[:2] < TRL_CLI_FROM:
+        out += [_before_trl_cli(key, info, version, vt) for key in parse['cli_taken']]
     return out
+
+
+def _before_trl_cli(key: str, info, version: str, vt) -> Finding:
+    """A ``trl grpo --config`` key TRL 0.29's CLI hands to accelerate (``accelerate_config``, ``num_processes``), on
+    an older TRL: its trl/cli.py launched grpo.py with ``launch_command_parser().parse_args([script])`` (no launch
+    options), and grpo.py reads the key as any other config key."""
+    config = info.trl_config
+    head = (f'{config}: `{key}`: TRL {version}\'s `trl grpo` passes no launch options to accelerate (trl/cli.py before '
+            f'0.29); this plan uses it as TRL 0.29\'s CLI does')
+    if REJECTS_FROM <= vt[:2] < GRPO_SCRIPT_REMAINING_FROM:
+        return Finding(ERROR, 'args.config-key', [key], f'{head}, but TRL {version}\'s trl/scripts/grpo.py stops with '
+                       f'"Unknown arguments from config file: [\'--{key}\', ...]"', f'remove `{key}` from {config}',
+                       TRL_PARSER)
+    return Finding(WARNING, 'args.config-key', [key], f'{head}; there it has no effect',
+                   f'remove `{key}` from {config} and pass accelerate\'s options to `accelerate launch`', TRL_PARSER)
 
 
 def _trl_fields_the_script_lacks(info, parse: dict, own: set[str], version: str, vt) -> list[Finding]:
