@@ -315,6 +315,12 @@ def test_parse_known_args_hands_the_rest_to_trls_parser(tmp_path, monkeypatch):
     assert report.cfg.per_device_train_batch_size == 2
     f = rules['args.unknown']
     assert f.arguments == ['bogus'] and f.severity == 'error' and 'not used by the HfArgumentParser' in f.message
+    # TrlParser reading sys.argv itself (not handed `rest`) sees argparse's own options too, and refuses them
+    (tmp_path / 'argv.py').write_text(text.replace('parse_args_into_dataclasses(args=rest)',
+                                                   'parse_args_into_dataclasses()'))
+    report, rules = check(tmp_path, monkeypatch, 'accelerate', 'launch', '--num_processes', '8', 'argv.py',
+                          '--run_tag', 'a', '--per_device_train_batch_size', '2', '--num_generations', '8')
+    assert rules['args.unknown'].arguments == ['run_tag'] and rules['args.unknown'].severity == 'error'
 
 
 # --- 6. an older TRL: the TrainingArguments fields of the transformers it required ----------------------------------

@@ -57,7 +57,10 @@ def read_script(script: str, script_args: list[str], info: dict[str, Any]) -> li
         parse['argparse'] = {'error': ap.error, 'rest': ap.rest if ap.known else [], 'known': ap.known,
                              'line': ap.line, 'to_trl': trl_parser}
         bound = {f'{ns}.{k}': v for ns in ap.namespaces for k, v in ap.values.items()}
-        trl_words = list(ap.rest) if (ap.known and trl_parser) else []
+        # parse_known_args and a TRL parser: it reads what argparse left when handed it (``args=rest``), else the
+        # whole command line (sys.argv), argparse's own options included
+        trl_words = (list(ap.rest) if ap.rest_passed else list(script_args)) if (ap.known and trl_parser) else []
+        parse['argparse']['rest_passed'] = ap.rest_passed
     settings = read_script_settings(text, bound)
     _adapter_config(settings)
     if 'argparse' in parse and not trl_parser:  # fixes go where the script takes its settings (script_cli.py)
@@ -100,8 +103,8 @@ def read_script(script: str, script_args: list[str], info: dict[str, Any]) -> li
 
 
 def _adapter_config(settings) -> None:
-    """``PeftModel.from_pretrained(base, "dir")``: the LoraConfig the adapter was saved with (``dir/adapter_config.json``,
-    peft/config.py ``PeftConfigMixin.from_pretrained``), where that directory is here."""
+    """``PeftModel.from_pretrained(base, "dir")``: the LoraConfig the adapter was saved with
+    (``dir/adapter_config.json``, peft/config.py ``PeftConfigMixin.from_pretrained``), where that directory is here."""
     if not settings.adapter:
         return
     path = Path(settings.adapter) / 'adapter_config.json'

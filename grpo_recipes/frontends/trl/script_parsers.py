@@ -319,6 +319,8 @@ class ScriptArgparse:
     line: int
     options: dict = field(default_factory=dict)
     """dest -> the option string that sets it (``batch_size`` -> ``--batch_size``)."""
+    rest_passed: bool = False
+    """``parse_known_args``: the list it leaves is handed to a TrlParser/HfArgumentParser parse call."""
 
 
 def script_argparse(text: str, script_args: list[str], prog: str = 'script') -> ScriptArgparse | None:
@@ -362,6 +364,7 @@ def script_argparse(text: str, script_args: list[str], prog: str = 'script') -> 
     given = parse.args[0] if parse.args else next((k.value for k in parse.keywords if k.arg == 'args'), None)
     if given is not None and not (isinstance(given, ast.Subscript) and 'sys.argv' in ast.unparse(given)):
         return None  # it parses a list of its own, not the command line
+    rest_name = None
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and node.value is parse:
             t = node.targets[0]
@@ -369,6 +372,14 @@ def script_argparse(text: str, script_args: list[str], prog: str = 'script') -> 
                 namespaces.add(t.id)
             elif isinstance(t, ast.Tuple) and t.elts and isinstance(t.elts[0], ast.Name):
                 namespaces.add(t.elts[0].id)
+                if len(t.elts) > 1 and isinstance(t.elts[1], ast.Name):
+                    rest_name = t.elts[1].id
+    rest_passed = rest_name is not None and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in PARSE_METHODS
+        and _name(n.func.value) != pname
+        and any(isinstance(x, ast.Name) and x.id == rest_name
+                for a in [*n.args, *(k.value for k in n.keywords)] for x in ast.walk(a))
+        for n in ast.walk(tree))
     kw = {k.arg: k.value for k in pcall.keywords if k.arg}
     opts = {}
     for key in ('allow_abbrev', 'prefix_chars'):
@@ -418,9 +429,9 @@ def script_argparse(text: str, script_args: list[str], prog: str = 'script') -> 
     try:
         ns, rest = parser.parse_known_args(list(script_args))
     except _Stop as e:
-        return ScriptArgparse(known, [], str(e), {}, namespaces, parse.lineno, options)
+        return ScriptArgparse(known, [], str(e), {}, namespaces, parse.lineno, options, rest_passed)
     error = None if known or not rest else f'unrecognized arguments: {" ".join(rest)}'
-    return ScriptArgparse(known, rest, error, vars(ns), namespaces, parse.lineno, options)
+    return ScriptArgparse(known, rest, error, vars(ns), namespaces, parse.lineno, options, rest_passed)
 
 
 def has_trl_parser(text: str) -> bool:
