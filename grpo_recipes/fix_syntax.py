@@ -81,9 +81,10 @@ def render_fixes(report) -> None:
     """Rewrite every finding's fix (and the memory fix) in the syntax of the launch (see the module docstring)."""
     if report.launch.kind != 'train':
         return
-    if report.launch.framework == 'trl' and report.launch.trl.ignores_cli:
+    own_argparse = (report.launch.trl.script_parse or {}).get('argparse') or {}
+    if report.launch.framework == 'trl' and (report.launch.trl.ignores_cli or 'lines' in own_argparse):
         from .frontends.trl.script_cli import apply_to_report
-        apply_to_report(report)  # the script's file and line, not flags it would ignore
+        apply_to_report(report)  # the script's file and line (or its own argparse options), not flags it ignores
         return
     syntax, config = syntax_of(report.launch)
     trl = report.launch.framework == 'trl'

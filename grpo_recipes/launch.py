@@ -90,6 +90,9 @@ class TrlSpecifics:
     """Its keys (frontends/trl/config_keys.py judges them)."""
     parser_classes: str | None = None
     """Whose dataclasses parse the flags: ``trl``, ``own`` or None (frontends/trl/config_keys.py)."""
+    script_parse: dict[str, Any] | None = None
+    """What the script's own parsers make of its words (frontends/trl/script_parsers.py): its dataclasses' fields,
+    its argparse's verdict, a config file it loads into its own GRPOConfig class."""
     vllm_device: str | None = None
     """TRL 0.14-0.15: ``vllm_device`` as set or defaulted (``auto``), with use_vllm."""
     vllm_device_index: int | None = None

@@ -31,6 +31,7 @@ from .errors import GuardError
 from .launch import Launch
 from .models import config_only_dir
 from .plan import world_size
+from .versions import version_tuple
 
 
 @dataclass
@@ -170,26 +171,55 @@ def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: st
                          f'or drop --trl-version')
     t0 = time.time()
     requests = []
+    own: list[dict] = []
     for launch in launches:
         if launch.kind == 'rollout' and launch.rollout is not None:
             requests.append({'what': 'rollout', 'argv': list(launch.rollout.argv), 'world_size': 1})
+            own.append({})
         else:
             # the script's own GRPOConfig(...) literals (frontends/trl/script.py) go through TRL's checks too
             args = launch.trl.script_args
             argv = list(launch.trl.script_flags or []) + list(launch.argv if args is None else args)
-            requests.append({'what': 'train', 'argv': argv, 'world_size': world_size_of(launch),
-                             'own_classes': launch.trl.parser_classes == 'own'})  # frontends/trl/config_keys.py
+            request = {'what': 'train', 'argv': argv, 'world_size': world_size_of(launch),
+                       'own_classes': launch.trl.parser_classes == 'own'}  # frontends/trl/config_keys.py
+            parse = launch.trl.script_parse or {}
+            loaded = parse.get('self_loaded')
+            if launch.trl.parser_classes == 'trl' and parse.get('own_classes') and not parse.get('own_unread'):
+                request['classes'] = list(parse['own_classes'])  # e.g. TrlParser((ScriptArguments, GRPOConfig))
+            if launch.trl.script == 'trl grpo' and launch.command:  # TRL's CLI, then accelerate's parser
+                request.update(what='trl-cli', cli_argv=list(launch.command[1:]))
+            elif loaded and loaded.get('fields') is not None and loaded.get('file'):
+                from .frontends.trl.arguments import snapshot
+                base = {f['name'] for f in snapshot()['GRPOConfig']}
+                request.update(what='dataclass', cls=loaded['cls'], config=loaded['file'],
+                               extra=[f for f in loaded['fields'] if f not in base])
+            requests.append(request)
+            own.append(parse)
+    # the script's own argparse (frontends/trl/script_parsers.py: Python's argparse on its literal add_argument
+    # calls) stops before TRL's parser runs
+    stopped = {i: p['argparse'] for i, p in enumerate(own) if (p.get('argparse') or {}).get('error')}
+    todo = [r for i, r in enumerate(requests) if i not in stopped]
     # run where the user is (cwd None): a relative --config path is theirs
-    lines = _run_worker('grpo_recipes.frontends.trl.worker', requests, 'TRL parser', timeout, python,
-                        env_updates={'CUDA_VISIBLE_DEVICES': ''})
+    ran = iter(_run_worker('grpo_recipes.frontends.trl.worker', todo, 'TRL parser', timeout, python,
+                           env_updates={'CUDA_VISIBLE_DEVICES': ''}) if todo else [])
+    lines = []
+    for i, launch in enumerate(launches):
+        if i in stopped:
+            lines.append(RESULT_MARK + json.dumps({
+                'ok': False, 'error_type': 'SystemExit', 'message': stopped[i]['error'], 'simulated': [
+                    f'{launch.trl.script}\'s argparse, rebuilt from its add_argument calls (the script is not run)'],
+                'where': f'{launch.trl.script}:{stopped[i]["line"]}', 'trl_version': installed_trl()}))
+        else:
+            lines.append(next(ran))
     results = []
-    for request, line in zip(requests, lines):
+    for request, line, parse, launch in zip(requests, lines, own, launches):
         raw = json.loads(line[len(RESULT_MARK):])
         if raw.get('crashed'):
             raise GuardError(f'cannot run TRL\'s parser here ({raw["error_type"]}: {raw["message"]})')
+        _own_leftovers(raw, parse, launch)
         unknown = []
         if not raw['ok'] and 'not used by the HfArgumentParser' in (raw.get('message') or ''):
-            classes = CLASSES if request['what'] == 'train' else ('VllmServeArguments',)
+            classes = CLASSES if request['what'] != 'rollout' else ('VllmServeArguments',)
             _, flags, _ = parse_args(request['argv'], classes)
             for flag in flags:
                 msg, _ = describe_unknown(flag, classes, raw.get('trl_version'))
@@ -200,3 +230,36 @@ def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: st
             world_size=request['world_size'], parse_s=raw.get('parse_s'), total_s=round(time.time() - t0, 3),
             parser=f'TRL {raw.get("trl_version")} TrlParser'))
     return results
+
+
+def _own_leftovers(raw: dict, parse: dict, launch: Launch) -> None:
+    """The words TRL's classes left to a script's own dataclasses, judged by those classes' fields (read from the
+    script's files by frontends/trl/script_parsers.py, not imported): what none defines stops the script's parser
+    as TRL's would (HfArgumentParser.parse_args_into_dataclasses for the command line, then TrlParser's
+    "Unknown arguments from config file", TRL >= 0.19)."""
+    left = raw.get('left_to_script') or []
+    fields = parse.get('own_fields')
+    if not (raw.get('ok') and left and fields is not None) or parse.get('own_unread') or parse.get('remaining_ok'):
+        return
+    from .frontends.trl.arguments import release_training_fields
+    known = set(fields) | release_training_fields(raw.get('trl_version'))[1]
+    bad = [f for f in left if f.lstrip('-').split('=', 1)[0].replace('-', '_') not in known]
+    if not bad:
+        return
+    keys = set(launch.trl.trl_config_keys or ())
+    typed = {a.lstrip('-').split('=', 1)[0].replace('-', '_') for a in (launch.trl.script_args or [])
+             if a.startswith('--')}
+    line = [f for f in bad if f.lstrip('-').replace('-', '_') in typed or f.lstrip('-').replace('-', '_') not in keys]
+    version = version_tuple(raw.get('trl_version'))
+    if line:
+        raw.update(ok=False, error_type='ValueError',
+                   where='transformers/hf_argparser.py (parse_args_into_dataclasses)',
+                   message=f'Some specified arguments are not used by the HfArgumentParser: {line}')
+    elif version is not None and version >= (0, 19):
+        raw.update(ok=False, error_type='ValueError', where='trl/scripts/utils.py (TrlParser.parse_args_and_config)',
+                   message=f'Unknown arguments from config file: {bad}. Please remove them, add them to the '
+                           f'dataclass, or set `fail_with_unknown_args=False`.')
+    else:
+        return
+    raw.setdefault('simulated', []).append('the script\'s dataclasses\' fields as read from its files ('
+                                           + ', '.join(parse.get('own_classes') or ()) + ')')

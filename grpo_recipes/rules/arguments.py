@@ -4,34 +4,18 @@ from __future__ import annotations
 from ..findings import ERROR, INFO, WARNING, Finding
 from ..frontends.swift import registry
 from ..frontends.swift.versions import explain
-from ..frontends.trl.config_keys import config_key_verdict
-from ..frontends.trl.arguments import CLASSES, describe_unknown
+from ..frontends.trl.verdicts import argument_findings
 from ..versions import version_tuple
 from .registry import Context, rule
 
 
-@rule('args.unknown', 'args.config-key')
+@rule('args.unknown', 'args.config-key', 'args.value')
 def unknown_arguments(ctx: Context) -> list[Finding]:
     """An argument the framework's parser does not know. ms-swift stops with ``ValueError: remaining_argv``
     (swift/pipelines/base.py); TRL's TrlParser with "Some specified arguments are not used by the HfArgumentParser"
-    (trl/scripts/utils.py)."""
-    if ctx.launch.framework == 'trl':
-        out = []
-        for flag in ctx.remaining:
-            verdict = config_key_verdict(flag, ctx.launch, ctx.packages.get('trl'))  # a --config file's key
-            if verdict is not None:
-                if verdict[0]:
-                    out.append(Finding(verdict[0], 'args.config-key', [flag.lstrip('-')], verdict[1], verdict[2],
-                                       'trl/scripts/utils.py (TrlParser.parse_args_and_config)'))
-                continue
-            msg, fatal = describe_unknown(flag, CLASSES, ctx.packages.get('trl'))
-            if not msg:
-                continue
-            out.append(Finding(ERROR if fatal else WARNING, 'args.unknown', [flag.lstrip('-')],
-                               msg + ('. TrlParser stops with "Some specified arguments are not used by the '
-                                      'HfArgumentParser"' if fatal else ''),
-                               f'remove {flag}' if fatal else None, 'trl/scripts/utils.py (TrlParser)'))
-        return out
+    (trl/scripts/utils.py), or argparse with a value it refuses (args.value: a bare ``--bf16``)."""
+    if ctx.launch.framework == 'trl':  # whose parser reads each word: frontends/trl/verdicts.py
+        return argument_findings(ctx.launch, ctx.remaining, ctx.packages.get('trl'))
     out = []
     # --ignore_args_error true: ms-swift logs the leftovers instead of stopping (swift/pipelines/base.py, 3.x: llm/base.py)
     ignored = ctx.cfg.ignore_args_error

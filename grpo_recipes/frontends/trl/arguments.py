@@ -62,6 +62,14 @@ ACCELERATE_FLAGS = {'NPROC_PER_NODE': 'num_processes', 'NNODES': 'num_machines',
 SWIFT_ONLY = ('offload_model', 'offload_optimizer', 'move_model_batches', 'max_length', 'truncation_strategy')
 
 CLASSES = ('GRPOConfig', 'ModelConfig', 'ScriptArguments')
+TRL_GRPO_CLASSES = ('GRPOScriptArguments', 'GRPOConfig', 'ModelConfig', 'DatasetMixtureConfig')
+"""What ``trl grpo`` parses with: trl/scripts/grpo.py ``make_parser`` (GRPOScriptArguments adds reward_funcs and
+reward_model_name_or_path to ScriptArguments; DatasetMixtureConfig: datasets, streaming, test_split_size)."""
+
+
+def classes_of(script: str | None) -> tuple[str, ...]:
+    """The snapshot's classes whose fields the launch's parser reads: ``trl grpo``'s, else TRL's usual three."""
+    return TRL_GRPO_CLASSES if script == 'trl grpo' else CLASSES
 
 
 @lru_cache(maxsize=1)
@@ -72,17 +80,50 @@ def snapshot() -> dict:
 def _fields(*classes: str) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for cls in classes:
-        for f in snapshot()[cls]:
+        for f in snapshot().get(cls, ()):
             out.setdefault(f['name'], {**f, 'class': cls})
     return out
+
+
+# transformers/hf_argparser.py string_to_bool: the words a bool field takes
+TRUE_WORDS = ('yes', 'true', 't', 'y', '1')
+BOOL_WORDS = TRUE_WORDS + ('no', 'false', 'f', 'n', '0')
+
+
+def option_name(key: str) -> str:
+    """The option as argparse names it in a message: HfArgumentParser adds ``--a-b`` beside ``--a_b``
+    (transformers/hf_argparser.py ``_parse_dataclass_field``: ``aliases``)."""
+    return f'--{key}/--{key.replace("_", "-")}' if '_' in key else f'--{key}'
+
+
+def takes_a_value(spec: dict) -> bool:
+    """A ``bool | None`` field whose default is None (TRL's GRPOConfig ``bf16``, ``tf32``): HfArgumentParser gives it
+    ``nargs="?"``/``const=True`` only when ``field.type is bool`` or the default is not None
+    (transformers/hf_argparser.py ``_parse_dataclass_field``), so its flag needs a value: bare ``--bf16`` makes
+    argparse stop with "argument --bf16: expected one argument"."""
+    typ = spec['type'].replace('typing.', '')
+    optional = 'None' in typ or 'Optional' in typ
+    return 'bool' in typ and optional and spec.get('default') is None
+
+
+def value_error(key: str, value: str | None, spec: dict) -> str | None:
+    """argparse's message for a bool field's value (None: a bare flag), as TRL's parser prints it; None when fine."""
+    if 'bool' not in spec['type'] or spec['type'].count('|') > 1:
+        return None
+    if value is None:
+        return f'argument {option_name(key)}: expected one argument' if takes_a_value(spec) else None
+    if value.lower() not in BOOL_WORDS:
+        return (f'argument {option_name(key)}: Truthy value expected: got {value} but expected one of yes/no, '
+                f'true/false, t/f, y/n, 1/0 (case insensitive).')
+    return None
 
 
 def _cast(value: str | None, spec: dict) -> Any:
     typ = spec['type']
     if value is None:
         return True if 'bool' in typ else None
-    if 'bool' in typ and value.lower() in ('true', 'false', '1', '0', 'yes', 'no'):
-        return value.lower() in ('true', '1', 'yes')
+    if 'bool' in typ and value.lower() in BOOL_WORDS:
+        return value.lower() in TRUE_WORDS
     for cast in ((int,) if 'int' in typ and 'float' not in typ else ()) + ((float,) if 'float' in typ else ()):
         try:
             return cast(value)
@@ -126,13 +167,39 @@ def parse_args(args: list[str], classes: tuple[str, ...]) -> tuple[dict[str, Any
                 j += 1
             values[key] = items
             i = j
-        elif 'bool' in spec['type'] and (nxt is None or nxt.lower() not in ('true', 'false', '1', '0', 'yes', 'no')):
-            values[key] = True
-            i += 1
+        elif 'bool' in spec['type'] and (nxt is None or nxt.lower() not in BOOL_WORDS):
+            error = value_error(key, nxt, spec)
+            if error:  # argparse stops on it (transformers/hf_argparser.py): a finding, not a value
+                values.setdefault('_errors', {})[f'--{name}'] = error
+                unknown.append(f'--{name}')
+                i += 1 if nxt is None else 2  # argparse took the word it refused
+            else:
+                values[key] = True
+                i += 1
         else:
             values[key] = _cast(nxt, spec)
             i += 2
     return values, unknown, positional
+
+
+@lru_cache(maxsize=1)
+def _transformers_fields() -> dict:
+    return json.loads(resources.files('grpo_recipes').joinpath('trl_transformers_fields.json').read_text('utf-8'))
+
+
+def release_training_fields(trl_version: str | None) -> tuple[str | None, frozenset[str]]:
+    """(the transformers release TRL ``trl_version`` required, its TrainingArguments fields) for a release older than
+    the snapshot's; (None, empty) otherwise (the snapshot was written with the installed transformers). GRPOConfig
+    subclasses TrainingArguments, so such a field (``warmup_ratio``, gone in transformers 5) is one that TRL's parser
+    knew (trl_transformers_fields.json, scripts/gen_trl_transformers_fields.py)."""
+    vt, st = version_tuple(trl_version), version_tuple(snapshot()['trl_version'])
+    if vt is None or st is None or vt[:2] >= st[:2]:
+        return None, frozenset()
+    data = _transformers_fields()
+    release = data['trl_requires'].get(f'{vt[0]}.{vt[1]}')
+    if release is None:  # older than the releases listed: the oldest listed
+        release = data['trl_requires'][min(data['trl_requires'], key=lambda v: version_tuple(v))]
+    return release, frozenset(data['training_arguments'][release])
 
 
 def describe_unknown(flag: str, classes: tuple[str, ...], trl_version: str | None = None) -> tuple[str, bool]:
@@ -149,6 +216,8 @@ def describe_unknown(flag: str, classes: tuple[str, ...], trl_version: str | Non
         if vt is not None and ((removed is not None and vt < removed) or (removed is None and st and vt < st)):
             return '', False  # that TRL still had it (or this package cannot tell): not a finding
         return f'{flag}: not an argument of TRL {version}; {equivalent}', True
+    if key in release_training_fields(trl_version)[1]:
+        return '', False  # a TrainingArguments field of the transformers that TRL release ran with
     close = difflib.get_close_matches(key, list(_fields(*classes)), n=1, cutoff=0.75)
     hint = f'; did you mean --{close[0]}?' if close else ''
     older = (f' (fields read from TRL {snap}; TRL {version} may differ)' if vt and st and vt != st else '')

@@ -9,12 +9,14 @@ TrlParser (trl/scripts/utils.py) sets each config key as the default of the pars
   dataclass, or set `fail_with_unknown_args=False`.")`` (v0.19.0, huggingface/trl PR #3543 "Fail when unknown args
   are provided in the config file"; unchanged to v0.29.1).
 
-"The dataclasses" are the script's: ``trl grpo`` and a script whose ``TrlParser``/``HfArgumentParser`` takes TRL's
-own ``ScriptArguments``/``GRPOConfig``/``ModelConfig`` have exactly TRL's fields; a script with its own dataclasses
-(open-r1's ``GRPOScriptArguments`` and ``GRPOConfig`` subclass) may define more, which only running it would show.
-So a key TRL's classes lack is, on TRL >= 0.19: an error for TRL's own classes, a warning for a script's own; on
-TRL <= 0.18 a warning (it has no effect). ``validate`` runs the installed TRL's parser and, for a script with its own
-dataclasses, leaves such keys to them in the same way (``_trl_worker``), so both say the same.
+"The dataclasses" are the script's: a script whose ``TrlParser``/``HfArgumentParser`` takes TRL's own
+``ScriptArguments``/``GRPOConfig``/``ModelConfig`` has exactly TRL's fields; a script with its own dataclasses
+(open-r1's ``GRPOScriptArguments`` and ``GRPOConfig`` subclass) has theirs, read in its repository by
+frontends/trl/script_parsers.py (frontends/trl/verdicts.py decides with them; ``trl grpo``'s CLI hands such keys to
+accelerate: frontends/trl/cli_config.py). This module is the decision where those classes could not be read: a key
+TRL's classes lack is, on TRL >= 0.19, an error for TRL's own classes and a warning for a script's own; on TRL <= 0.18
+a warning (it has no effect). ``validate`` runs the installed TRL's parser and judges what it leaves to a script's own
+dataclasses by their fields where they were read (realparse.py ``_own_leftovers``), so both say the same.
 """
 from __future__ import annotations
 

@@ -26,8 +26,7 @@ from ...versions import version_tuple
 from .accelerate_cmd import display_command, launcher_prefix, require_script, trl_cli_launch_args
 from .accelerate import (_accelerate_options, _read_yaml, accelerate_option_names, accelerate_settings,
                          packaged_accelerate_config)
-from .arguments import CLASSES, _fields, parse_args, snapshot
-from .script import read_script_settings
+from .arguments import TRL_GRPO_CLASSES, _fields, classes_of, parse_args, snapshot
 
 
 def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
@@ -46,6 +45,7 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
     launch_env: dict[str, str] = {k: env[k] for k in ('CUDA_VISIBLE_DEVICES', 'NNODES', 'NODE_RANK', 'MASTER_ADDR')
                                   if k in env}
     script_args: list[str]
+    cli_taken: list[str] = []  # trl grpo: --config keys TRL's CLI hands to accelerate (frontends/trl/cli_config.py)
     if head == 'accelerate' or (head == 'trl' and argv[1:2] == ['grpo']):
         if head == 'accelerate':
             opts, rest = _accelerate_options(argv[2:], source)
@@ -54,7 +54,14 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
             require_script(script, source)  # accelerate's usage error: no training script
         else:
             values, flags = accelerate_option_names(source)  # accelerate's own parser's options
-            acc_words, script_args = trl_cli_launch_args(argv[2:], values, set(_fields(*CLASSES)), flags)
+            acc_words, script_args = trl_cli_launch_args(argv[2:], values, set(_fields(*TRL_GRPO_CLASSES)), flags)
+            from .cli_config import config_launch_words  # --config keys TRL's CLI hands to accelerate
+            file_words, file_acc_config, cli_taken = config_launch_words(script_args)
+            acc_words = file_words + acc_words  # the config's leftovers come first: the command line's win
+            if cli_taken:
+                info['script_parse'] = {'cli_taken': cli_taken}  # judged by release: frontends/trl/verdicts.py
+            if file_acc_config is not None:  # resolve_accelerate_config_argument takes the first one
+                script_args = ['--accelerate_config', file_acc_config] + script_args
             opts, script = _accelerate_options(acc_words, source)[0], 'trl grpo'
             if '--accelerate_config' in script_args:  # trl/cli/accelerate_config.py: a file, or a packaged name
                 i = script_args.index('--accelerate_config')
@@ -112,21 +119,9 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
     info.update(display=display_command(argv, script), prefix=launcher_prefix(argv))
     info['script_args'] = list(script_args)  # as typed (TRL's own parser reads --config itself)
     if script and script.endswith('.py') and os.path.isfile(script):
-        # a script that writes GRPOConfig(...) in code: its literal keywords, then the command line's flags
-        try:
-            text = Path(script).read_text(encoding='utf-8')
-        except (OSError, UnicodeDecodeError) as e:
-            raise GuardError(f'{script}: cannot read ({e})') from None
-        settings = read_script_settings(text)
-        from .script_cli import parses_command_line
-        if not parses_command_line(text):  # its flags are ignored when it runs: plan without them
-            info['ignores_cli'] = {'script': script, 'ignored': list(script_args), 'lines': settings.lines,
-                                   'config_line': settings.config_line}
-            script_args, info['script_args'] = [], []
-        if settings.flags or settings.unread:
-            script_args = settings.flags + list(script_args)
-            info['script_settings'] = settings.note(script)
-            info['script_flags'] = settings.flags
+        # the script read as Python runs it: the settings it writes, then the words TRL's parser gets
+        from .script_launch import read_script
+        script_args = read_script(script, script_args, info)
     config_file = None
     if '--config' in script_args:  # TrlParser: a YAML whose keys are defaults, command line wins
         i = script_args.index('--config')
@@ -136,13 +131,14 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
         data = _read_yaml(Path(config_file), '--config')
         file_args: list[str] = []
         for k, v in data.items():
-            if k == 'env' and isinstance(v, dict):
+            if (k == 'env' and isinstance(v, dict)) or k in cli_taken:  # env: TrlParser sets it; taken: accelerate's
                 continue
             file_args += [f'--{k}'] + ([str(x) for x in v] if isinstance(v, list) else [json.dumps(v) if isinstance(
                 v, dict) else str(v)])
         script_args = file_args + script_args[:i] + script_args[i + 2:]
         info['trl_config'] = config_file
-        info['trl_config_keys'] = [str(k) for k in data if k != 'env']  # judged by frontends/trl/config_keys.py
+        # judged by frontends/trl/verdicts.py
+        info['trl_config_keys'] = [str(k) for k in data if k != 'env' and k not in cli_taken]
     from .config_keys import parser_classes
     info['parser_classes'] = parser_classes(script)  # 'trl', 'own' or None: whose dataclasses parse the flags
     names = {'max_length': 'max_prompt_length', 'vllm_max_model_len': 'vllm_max_model_length',
@@ -180,7 +176,7 @@ def to_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfi
 def read_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOConfig, list[str], Launch]:
     """``to_config``, and the launch with what reading it found (a copy; ``launch`` is left as it is): the older
     release's notes, and TRL 0.14-0.15's ``vllm_device`` in its ``trl``."""
-    values, unknown, _ = parse_args(launch.argv, CLASSES)
+    values, unknown, _ = parse_args(launch.argv, classes_of(launch.trl.script))
     d = {f['name']: f['default'] for f in snapshot()['GRPOConfig']}
     m = {f['name']: f['default'] for f in snapshot()['ModelConfig']}
     d.update({k: v for k, v in values.items() if k in d})

@@ -32,6 +32,11 @@ class ScriptSettings:
     """TRL flag name -> the line where the script sets it (read or not), to point a fix at."""
     config_line: int | None = None
     """Line of the script's ``GRPOConfig(`` call (where a setting it lacks would be added)."""
+    adapter: str | None = None
+    """``PeftModel.from_pretrained(base, "path")``: the adapter's path as written (its adapter_config.json holds the
+    LoraConfig; read by frontends/trl/script_launch.py where it exists)."""
+    from_cli: dict = field(default_factory=dict)
+    """TRL flag name -> the script's own argparse attribute its value comes from (``'args.batch_size'``)."""
 
     def note(self, script: str) -> str | None:
         if not self.read and not self.unread:
@@ -61,10 +66,15 @@ def _constants(tree: ast.Module) -> dict[str, ast.expr]:
     return out
 
 
-def _value(node: ast.expr, names: dict[str, ast.expr], depth: int = 0):
-    """A literal, or a name bound to one; ``torch.bfloat16`` -> 'bfloat16'; else _UNREAD."""
+def _value(node: ast.expr, names: dict[str, ast.expr], depth: int = 0, bound: dict | None = None):
+    """A literal, or a name bound to one; ``torch.bfloat16`` -> 'bfloat16'; ``args.lr`` where ``args`` is the script's
+    parsed argparse namespace -> its value (``bound``: ``'args.lr'`` -> value); else _UNREAD."""
+    if (bound and isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and f'{node.value.id}.{node.attr}' in bound):
+        v = bound[f'{node.value.id}.{node.attr}']
+        return _UNREAD if v is None else v
     if isinstance(node, ast.Name) and node.id in names and depth < 5:
-        return _value(names[node.id], names, depth + 1)
+        return _value(names[node.id], names, depth + 1, bound)
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == 'torch':
         return node.attr
     try:
@@ -78,6 +88,56 @@ def _call(node: ast.expr | None, names: dict[str, ast.expr], depth: int = 0) -> 
     if isinstance(node, ast.Name) and node.id in names and depth < 5:
         return _call(names[node.id], names, depth + 1)
     return node if isinstance(node, ast.Call) else None
+
+
+def _assigned_before(tree: ast.Module, name: str, line: int) -> ast.expr | None:
+    """The value last bound to ``name`` (anywhere in the script: open-r1 binds inside ``main``) before ``line``."""
+    best = None
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and node.lineno < line
+                and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)):
+            if best is None or node.lineno > best.lineno:
+                best = node
+    return best.value if best is not None else None
+
+
+PEFT_WRAPPERS = ('get_peft_model', 'from_pretrained')
+
+
+def _peft_model(model: ast.expr, tree: ast.Module, names: dict[str, ast.expr]):
+    """``model`` built with PEFT: ``get_peft_model(base, LoraConfig(...))`` or ``PeftModel.from_pretrained(base,
+    adapter)``, directly or through names bound earlier. GRPOTrainer takes such a model as it is (trl/trainer/
+    grpo_trainer.py ``__init__``: ``is_peft_model(model)``; only a plain model is wrapped with ``peft_config``), so it
+    trains LoRA adapters on a frozen base. -> (the PEFT call, the base model expression, the LoraConfig call or None);
+    None when the model is not a PeftModel."""
+    node, seen = model, 0
+    while isinstance(node, ast.Name) and seen < 8:
+        nxt = _assigned_before(tree, node.id, getattr(node, 'lineno', 10 ** 9) if seen else _use_line(model, tree))
+        if nxt is None:
+            return None
+        node, seen = nxt, seen + 1
+    if not isinstance(node, ast.Call):
+        return None
+    kind = _name(node.func)
+    is_peft_loader = (kind == 'from_pretrained' and isinstance(node.func, ast.Attribute)
+                      and _name(node.func.value) in ('PeftModel', 'PeftModelForCausalLM', 'AutoPeftModelForCausalLM'))
+    if kind != 'get_peft_model' and not is_peft_loader:
+        return None
+    kws = {k.arg: k.value for k in node.keywords if k.arg}
+    base = node.args[0] if node.args else kws.get('model')
+    if base is not None and isinstance(base, ast.Name):
+        base = _assigned_before(tree, base.id, node.lineno) or base
+    lora = None
+    if kind == 'get_peft_model':
+        cfg = node.args[1] if len(node.args) > 1 else kws.get('peft_config')
+        if isinstance(cfg, ast.Name):
+            cfg = _assigned_before(tree, cfg.id, node.lineno) or names.get(cfg.id)
+        lora = cfg if isinstance(cfg, ast.Call) and _name(cfg.func) == 'LoraConfig' else None
+    return node, base, lora
+
+
+def _use_line(expr: ast.expr, tree: ast.Module) -> int:
+    return getattr(expr, 'lineno', 10 ** 9)
 
 
 def _calls(tree: ast.Module, name: str) -> list[ast.Call]:
@@ -94,10 +154,12 @@ def _as_flag(key: str, value) -> list[str]:
     return [f'--{key}', str(value)]
 
 
-def read_script_settings(text: str) -> ScriptSettings:
+def read_script_settings(text: str, bound: dict | None = None) -> ScriptSettings:
     """The keywords of the script's ``GRPOConfig(...)``, its ``GRPOTrainer(model=..., peft_config=...)`` and the
     ``LoraConfig``/``from_pretrained`` calls those name, as TRL flags. A script that builds its config with
-    TrlParser has no such call and gives no settings (its flags are on the command line)."""
+    TrlParser has no such call and gives no settings (its flags are on the command line). ``bound``: the values of
+    the script's own argparse namespace (``{'args.lr': 1e-5}``, frontends/trl/script_parsers.py), for keywords
+    such as ``learning_rate=args.lr``."""
     out = ScriptSettings()
     try:
         tree = ast.parse(text)
@@ -110,8 +172,12 @@ def read_script_settings(text: str) -> ScriptSettings:
             if kw.arg is None or kw.arg in skip or (keys is not None and kw.arg not in keys):
                 continue
             flag = keys[kw.arg] if keys is not None else kw.arg
-            v = _value(kw.value, names)
+            v = _value(kw.value, names, bound=bound)
             where = f'{of}{kw.arg} (line {kw.value.lineno})'
+            if bound and isinstance(kw.value, ast.Attribute) and isinstance(kw.value.value, ast.Name):
+                attr = f'{kw.value.value.id}.{kw.value.attr}'
+                if attr in bound:
+                    out.from_cli[flag] = attr
             out.lines.setdefault(flag, kw.value.lineno)
             if v is _UNREAD:
                 out.unread.append(where)
@@ -134,14 +200,31 @@ def read_script_settings(text: str) -> ScriptSettings:
         trainer = trainers[0]
         kws = {kw.arg: kw.value for kw in trainer.keywords if kw.arg}
         model = kws.get('model', trainer.args[0] if trainer.args else None)
+        wrapped = _peft_model(model, tree, names) if model is not None else None
+        if wrapped is not None:  # a PeftModel passed as the model: TRL trains it as it is (LoRA)
+            peft_call, model, lora = wrapped
+            kind = _name(peft_call.func)
+            if isinstance(peft_call.func, ast.Attribute) and kind == 'from_pretrained':
+                kind = f'{_name(peft_call.func.value)}.from_pretrained'
+            out.flags += ['--use_peft', 'true']
+            out.read.append(f'model (line {peft_call.lineno}: {kind}, a PeftModel GRPOTrainer trains as it is)')
+            if lora is not None:
+                take(lora, LORA_FLAGS, of='LoraConfig ')
+            elif kind.endswith('from_pretrained'):
+                where = peft_call.args[1] if len(peft_call.args) > 1 else next(
+                    (k.value for k in peft_call.keywords if k.arg == 'model_id'), None)
+                path = _value(where, names, bound=bound) if where is not None else _UNREAD
+                out.adapter = path if isinstance(path, str) else None
+                out.unread.append(f'the adapter\'s LoraConfig (line {peft_call.lineno}: PeftModel.from_pretrained '
+                                  f'reads it from the adapter; PEFT\'s defaults planned)')
         if model is not None:
-            v = _value(model, names)
+            v = _value(model, names, bound=bound)
             loader = _call(model, names)
             if isinstance(v, str):
                 out.flags += ['--model_name_or_path', v]
                 out.read.append(f'model (line {model.lineno})')
             elif loader is not None and _name(loader.func) == 'from_pretrained' and loader.args:
-                mid = _value(loader.args[0], names)
+                mid = _value(loader.args[0], names, bound=bound)
                 if isinstance(mid, str):
                     out.flags += ['--model_name_or_path', mid]
                     out.read.append(f'model (line {loader.lineno})')
@@ -150,7 +233,9 @@ def read_script_settings(text: str) -> ScriptSettings:
                 out.unread.append(f'model (line {model.lineno})')
         peft = kws.get('peft_config')
         from .peft import peft_from_command_line
-        if peft is not None and peft_from_command_line(peft, tree):
+        if wrapped is not None:
+            pass  # TRL refuses a PeftModel with a peft_config ("Please first merge and unload the existing adapter")
+        elif peft is not None and peft_from_command_line(peft, tree):
             out.read.append(f'peft_config (line {peft.lineno}: get_peft_config, LoRA only with --use_peft)')
         elif peft is not None and not (isinstance(peft, ast.Constant) and peft.value is None):
             out.flags += ['--use_peft', 'true']

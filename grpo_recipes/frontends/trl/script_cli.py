@@ -84,13 +84,34 @@ def _number(v: str) -> bool:
         return False
 
 
+def argparse_fix(text: str | None, script: str, info: dict) -> str | None:
+    """A fix written as TRL flags, for a script with its own argparse and no TRL parser: a setting the script takes
+    from one of its options (``per_device_train_batch_size=args.batch_size``) is that option on the command line
+    (``--batch_size 2``); any other is a change at the script's line (:func:`point_fix`)."""
+    if not text:
+        return text
+    options = info.get('options') or {}
+    masked = re.sub(r'(?<![\w-])--([\w-]+)(?=[ =]|$)',
+                    lambda m: ('; ' if m.start() else '') + '\0' + options[m.group(1)].lstrip('-')
+                    if m.group(1) in options else m.group(0), text)
+    pointed = point_fix(masked, script, info.get('lines') or {}, info.get('config_line'))
+    return pointed.replace('\0', '--').replace(' ; ', '; ') if pointed else pointed
+
+
 def apply_to_report(report) -> None:
     """A check of a launch whose script ignores its command line: one warning naming the ignored flags, and every
-    fix pointed at the script's lines."""
-    info = report.launch.trl.ignores_cli if report.launch.framework == 'trl' else None
-    if not info:
+    fix pointed at the script's lines. A script with its own argparse: fixes in its options or at its lines."""
+    if report.launch.framework != 'trl':
         return
     from dataclasses import replace
+    parsed = (report.launch.trl.script_parse or {}).get('argparse')
+    if parsed and 'lines' in parsed:
+        report.findings = [replace(f, fix=argparse_fix(f.fix, report.launch.trl.script, parsed))
+                           for f in report.findings]
+        return
+    info = report.launch.trl.ignores_cli
+    if not info:
+        return
     from ...findings import WARNING, Finding
     script = info['script']
     report.findings = [replace(f, fix=point_fix(f.fix, script, info['lines'], info['config_line']))
