@@ -1,0 +1,97 @@
+"""Megatron-SWIFT GRPO: ``megatron rlhf --rlhf_type grpo ...`` (ms-swift 3.11+ and 4.x).
+
+    read(argv, env, source)          -> MegatronLaunch   (reader.py; the release's snapshot in snapshot.py)
+    check(launch, hw, model=None)    -> (findings, plan dict, memory per phase)
+
+    argfields.py  a Megatron argument dataclass's fields from a release's source, with ast (the snapshot writer)
+    snapshot.py   which snapshot judges a release; 3.x names renamed in 4.0
+    reader.py     argv / YAML / JSON (+ ENV) as ms-swift's megatron CLI and HfArgumentParser read them
+    plan.py       world, TP/PP/CP/EP/ETP/DP, micro-batches, generation batch, prompts per rollout and per step
+    rules.py      ms-swift's and Megatron-LM's checks, the late failures moved before launch, layout checks
+    memory.py     per-GPU memory phase by phase (Megatron state, activations, the colocated vLLM engine)
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from ...errors import GuardError
+from ...findings import ERROR, INFO, SEVERITY_ORDER, Finding
+from . import memory as _memory
+from . import rules as _rules
+from .plan import plan as _plan
+from .reader import MegatronLaunch
+from .reader import read as _read
+
+__all__ = ['MegatronLaunch', 'read', 'check']
+
+
+def read(argv: list[str], env: Mapping[str, str] | None = None, source: str = 'command line',
+         release: str | None = None) -> MegatronLaunch:
+    """``megatron rlhf ...`` (the whole command, or what follows ``megatron rlhf``) -> MegatronLaunch."""
+    return _read(argv, env, source, release)
+
+
+def _model_config(launch: MegatronLaunch, model: dict | None) -> tuple[dict | None, str | None]:
+    if model is not None:
+        return model, None
+    name = launch.args.get('model')
+    if not name:
+        return None, '--model is not set'
+    from ...models import load_model_config
+    try:
+        return load_model_config(name), None
+    except GuardError as e:
+        return None, str(e)
+
+
+def check(launch: MegatronLaunch, hw=None, model: dict | None = None, vllm_version: str | None = None
+          ) -> tuple[list[Finding], dict, dict | None]:
+    """(findings sorted errors first, the plan dict, memory per phase for one GPU or None when the model's
+    config.json or the GPU's capacity is not known). ``hw`` is a hardware.Hardware (or None); ``model`` the
+    model's config.json as a dict (default: looked up like the other readers, models.load_model_config)."""
+    plan = _plan(launch)
+    cfg, why = _model_config(launch, model)
+    findings = _rules.run(launch, plan, cfg, hw)
+    mem = None
+    if cfg is None:
+        findings.append(Finding(INFO, 'megatron.model-unavailable', ['model'],
+                                f'no config.json for the model ({why}): layout checks and memory skipped'))
+    cap = hw.capacity() if hw is not None else (None, None)
+    blocking = any(f.severity == ERROR and f.rule in ('megatron.world-divisible', 'megatron.rlhf-type',
+                                                       'megatron.vllm-required') for f in findings)
+    if cfg is not None and cap[1] and not blocking and plan['parallel']['dp']:
+        from ...memory.arch import Arch
+        mem = _memory.estimate(launch.args, Arch.from_config(cfg), plan, cap[1], cap[0], vllm_version)
+        for p in mem['problems']:
+            rid = {'vllm-startup': 'megatron.vllm-startup-memory', 'vllm-no-kv': 'megatron.vllm-no-kv',
+                   'vllm-weights': 'megatron.memory', 'oom': 'megatron.memory'}[p['check']]
+            msg = p['message']
+            if rid == 'megatron.vllm-startup-memory':
+                msg += ' -- vLLM checks this when the engine starts, after the Megatron model has loaded'
+            findings.append(Finding(ERROR, rid, ['vllm_gpu_memory_utilization'] if 'vllm' in rid else [],
+                                    msg, _memory_fix(launch, mem, p), 'swift/megatron/trainers/rollout_mixin.py'))
+    findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
+    return findings, plan, mem
+
+
+def _memory_fix(launch: MegatronLaunch, mem: dict, problem: dict) -> str | None:
+    a = launch.args
+    if problem['check'] == 'vllm-startup':
+        free, cap = mem['vllm']['free_at_start_gib'], mem['capacity_gib']
+        util = int(max(0.0, free - 1.0) / cap * 100) / 100
+        opts = [f'--vllm_gpu_memory_utilization {util}' if util >= 0.1 else None]
+        if not (a.get('offload_model') and a.get('offload_optimizer')):
+            opts.append('--offload_model true --offload_optimizer true')
+        return ' or '.join(o for o in opts if o)
+    if problem['check'] == 'oom':
+        ph = problem['phase']
+        if ph in ('train',):
+            if a.get('recompute_granularity') != 'full':
+                return '--recompute_granularity full --recompute_method uniform --recompute_num_layers 1'
+            return f'--tensor_model_parallel_size {(a.get("tensor_model_parallel_size") or 1) * 2}'
+        if ph in ('rollout', 'startup') and not a.get('offload_model'):
+            return '--offload_model true --offload_optimizer true --sleep_level 1'
+        if ph == 'weight_sync' and not a.get('sleep_level'):
+            return '--sleep_level 1'
+        return f'--tensor_model_parallel_size {(a.get("tensor_model_parallel_size") or 1) * 2}'
+    return None

@@ -89,8 +89,9 @@ def megatron_state(args: dict, a: Arch, par: dict) -> dict[str, float]:
         # LoRA: rank r adapters on every linear of the stage's layers (A: d_in x r, B: r x d_out), split like the
         # layer they wrap (an upper bound: ms-swift does not split A under TP)
         r = int(args.get('lora_rank') or 8)
-        lora = a.lora_params(r, args.get('target_modules')) * p['layers_per_stage'] / max(1, a.layers) * a.layers
-        trained_dense, trained_expert = lora / (a.layers or 1) * p['layers_per_stage'] / tp, 0.0
+        targets = args.get('target_modules')
+        lora = a.lora_params(r, targets if isinstance(targets, list) else None) / max(1, a.layers)
+        trained_dense, trained_expert = lora * p['layers_per_stage'] / tp, 0.0
         weights += 2 * trained_dense
     grads = grad_b * (trained_dense + trained_expert)
     optim = opt_b * (trained_dense / (dp if distributed else 1) + trained_expert / (edp if distributed else 1)) \
