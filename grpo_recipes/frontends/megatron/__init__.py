@@ -44,32 +44,33 @@ def _model_config(launch: MegatronLaunch, model: dict | None) -> tuple[dict | No
         return None, str(e)
 
 
-def check(launch: MegatronLaunch, hw=None, model: dict | None = None, vllm_version: str | None = None
-          ) -> tuple[list[Finding], dict, dict | None]:
+def check(launch: MegatronLaunch, hw=None, model: dict | None = None, vllm_version: str | None = None,
+          prompt_len: int | None = None) -> tuple[list[Finding], dict, dict | None]:
     """(findings sorted errors first, the plan dict, memory per phase for one GPU or None when the model's
     config.json or the GPU's capacity is not known). ``hw`` is a hardware.Hardware (or None); ``model`` the
-    model's config.json as a dict (default: looked up like the other readers, models.load_model_config)."""
+    model's config.json as a dict (default: looked up like the other readers, models.load_model_config);
+    ``prompt_len`` the data's longest prompt when known (``--data-stats``), else prompts are planned at their bound."""
     plan = _plan(launch)
     cfg, why = _model_config(launch, model)
     findings = _rules.run(launch, plan, cfg, hw)
     mem = None
     if cfg is None:
-        findings.append(Finding(INFO, 'megatron.model-unavailable', ['model'],
-                                f'no config.json for the model ({why}): layout checks and memory skipped'))
+        findings.append(_rules._f(INFO, 'megatron.model-unavailable', ['model'],
+                                  f'no config.json for the model ({why}): layout checks and memory skipped'))
     cap = hw.capacity() if hw is not None else (None, None)
     blocking = any(f.severity == ERROR and f.rule in ('megatron.world-divisible', 'megatron.rlhf-type',
                                                        'megatron.vllm-required') for f in findings)
     if cfg is not None and cap[1] and not blocking and plan['parallel']['dp']:
         from ...memory.arch import Arch
-        mem = _memory.estimate(launch.args, Arch.from_config(cfg), plan, cap[1], cap[0], vllm_version)
+        mem = _memory.estimate(launch.args, Arch.from_config(cfg), plan, cap[1], cap[0], vllm_version, prompt_len)
         for p in mem['problems']:
             rid = {'vllm-startup': 'megatron.vllm-startup-memory', 'vllm-no-kv': 'megatron.vllm-no-kv',
                    'vllm-weights': 'megatron.memory', 'oom': 'megatron.memory'}[p['check']]
             msg = p['message']
             if rid == 'megatron.vllm-startup-memory':
                 msg += ' -- vLLM checks this when the engine starts, after the Megatron model has loaded'
-            findings.append(Finding(ERROR, rid, ['vllm_gpu_memory_utilization'] if 'vllm' in rid else [],
-                                    msg, _memory_fix(launch, mem, p), 'swift/megatron/trainers/rollout_mixin.py'))
+            findings.append(_rules._f(ERROR, rid, ['vllm_gpu_memory_utilization'] if 'vllm' in rid else [],
+                                      msg, _memory_fix(launch, mem, p), 'swift/megatron/trainers/rollout_mixin.py'))
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     return findings, plan, mem
 

@@ -151,23 +151,27 @@ def vllm_engine(args: dict, a: Arch, capacity_gib: float, gpu_name: str | None, 
     return vllm_terms(cfg, inp)
 
 
-def sequence_length(args: dict, a: Arch) -> int:
-    """Tokens of one training sequence: ms-swift encodes prompt + completion truncated to max_length (the
-    template's truncation, left for GRPO); without max_length, the prompt bound vLLM allows."""
-    ml = args.get('max_length')
-    if ml:
-        return min(int(ml), a.context_len)
-    return min(a.context_len, int(args.get('vllm_max_model_len') or a.context_len))
+def sequence_length(args: dict, a: Arch, prompt_len: int | None = None) -> tuple[int, int]:
+    """(prompt tokens, training sequence tokens) to plan for, as plan.prompt_bound bounds a prompt: at most
+    max_length (ms-swift truncates longer prompts, left for GRPO), at most vllm_max_model_len - max_completion_length
+    (swift/infer_engine/infer_engine.py ``set_default_max_tokens``), at most ``prompt_len`` when the data's longest
+    prompt is known; the sequence is the prompt plus max_completion_length, within vLLM's max_model_len (else the
+    model context)."""
+    c = int(args.get('max_completion_length') or 512)
+    mml = args.get('vllm_max_model_len')
+    bounds = [b for b in (args.get('max_length'), (mml - c) if mml else None, prompt_len) if b]
+    prompt = max(1, min(bounds) if bounds else a.context_len - c)
+    return prompt, min(prompt + c, mml or max(a.context_len, prompt + c))
 
 
 def estimate(args: dict, a: Arch, plan: dict, capacity_gib: float, gpu_name: str | None = None,
-             vllm_version: str | None = None) -> dict:
+             vllm_version: str | None = None, prompt_len: int | None = None) -> dict:
     """{'phases': {phase: GiB}, 'terms': {phase: {term: GiB}}, 'peak_phase', 'peak_gib', 'capacity_gib',
     'vllm': {...}, 'problems': [...]} for one GPU."""
     par = {**plan['parallel'], 'world_size': plan['world_size'], 'expert_dp': plan['expert_dp'],
            'sequence_parallel': plan['sequence_parallel']}
     state = megatron_state(args, a, par)
-    seq = sequence_length(args, a)
+    prompt, seq = sequence_length(args, a, prompt_len)
     act = activations(args, a, par, seq, plan.get('num_microbatches') or 1)
     cap = capacity_gib * GiB
     colocate = args.get('vllm_mode') == 'colocate'
@@ -224,4 +228,4 @@ def estimate(args: dict, a: Arch, plan: dict, capacity_gib: float, gpu_name: str
     return {'phases': {k: round(v, 2) for k, v in phases.items()},
             'terms': {k: {kk: round(vv / GiB, 2) for kk, vv in t.items()} for k, t in terms.items()},
             'peak_phase': peak_phase, 'peak_gib': round(phases[peak_phase], 2), 'capacity_gib': capacity_gib,
-            'sequence_tokens': seq, 'vllm': vinfo, 'problems': problems}
+            'prompt_tokens': prompt, 'sequence_tokens': seq, 'vllm': vinfo, 'problems': problems}
