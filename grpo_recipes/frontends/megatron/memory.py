@@ -96,7 +96,7 @@ def megatron_state(args: dict, a: Arch, par: dict) -> dict[str, float]:
     grads = grad_b * (trained_dense + trained_expert)
     optim = opt_b * (trained_dense / (dp if distributed else 1) + trained_expert / (edp if distributed else 1)) \
         * on_gpu
-    ref = 2 * (p['dense'] + p['expert']) if full and args.get('rlhf_type') == 'grpo' else 0.0
+    ref = 2 * (p['dense'] + p['expert']) if full and args.get('rlhf_type') not in ('rm', 'gkd') else 0.0
     groups = 1 + sum(1 for k in ('tp', 'pp', 'cp', 'ep') if par[k] > 1)
     return {'weights': weights, 'grads': grads, 'optimizer': optim, 'ref_model': ref,
             'cuda_context': CUDA_CONTEXT, 'nccl': groups * NCCL_PER_GROUP}
