@@ -37,11 +37,22 @@ def class_file(swift_root: Path) -> Path:
     raise SystemExit(f'{swift_root}: no megatron rlhf_args.py (a release without Megatron RLHF)')
 
 
+# GRPO checks whose presence differs between releases: the release's own message, found in its megatron_args.py
+CHECKS = {
+    'vllm_mode_required_at_parse': 'vllm_mode is required for Megatron GRPO',
+    'generation_batch_exclusive': "'generation_batch_size' and 'steps_per_generation' cannot be both configured",
+    'dataset_shuffle_false_unsupported': 'dataset_shuffle false is not supported for Megatron GRPO',
+    'multi_turn_unsupported': 'multi_turn_scheduler is not supported for Megatron GRPO right now',
+}
+
+
 def snapshot(swift_root: Path, version: str) -> dict:
     f = class_file(swift_root)
     fields = dataclass_fields(swift_root, f, 'MegatronRLHFArguments')
+    src = (f.parent / 'megatron_args.py').read_text(encoding='utf-8')
     return {'ms_swift': version, 'class': f'{f.relative_to(swift_root.parent).as_posix()}::MegatronRLHFArguments',
             'generated_by': 'scripts/gen_megatron_snapshot.py (ast; no import of ms-swift)',
+            'checks': {k: (msg if msg in src else None) for k, msg in CHECKS.items()},
             'fields': {k: {kk: vv for kk, vv in v.items() if kk != 'default_known' or not vv}
                        for k, v in sorted(fields.items())}}
 

@@ -129,10 +129,13 @@ def test_3x_names_become_4x_fixes():
 
 
 def test_a_3x_release_keeps_its_own_names():
-    la = launch('--max_epochs', '1', '--train_type', 'full', release='3.12.6', base=[
-        a for a in DENSE if a not in ('--tuner_type',)][:-0 or None])
-    assert la.snapshot == '3.12.6' and la.renamed == []
-    assert la.args['max_epochs'] == 1
+    i = DENSE.index('--tuner_type')
+    la = launch('--max_epochs', '1', '--train_type', 'full', release='3.12.6', base=DENSE[:i] + DENSE[i + 2:])
+    assert la.snapshot == '3.12.6' and la.renamed == [] and la.unknown == []
+    assert la.args['max_epochs'] == 1 and la.args['train_type'] == 'full'
+    # 4.x's name is unknown to 3.12
+    la = launch('--num_train_epochs', '1', release='3.12.6', base=DENSE[:i] + DENSE[i + 2:])
+    assert la.unknown == ['--num_train_epochs', '1']
 
 
 def test_a_release_without_its_own_snapshot_says_which_one_read_it():
@@ -264,6 +267,28 @@ def test_findings_quote_ms_swift_with_a_fix():
     f = next(f for f in run('--vllm_gpu_memory_utilisation', '0.5')[0] if f.rule == 'megatron.unknown-args')
     assert "remaining_argv: ['--vllm_gpu_memory_utilisation', '0.5']" in f.message
     assert '--vllm_gpu_memory_utilization' in f.fix
+
+
+def test_release_specific_checks():
+    no_mode = [a for a in DENSE if a not in ('--vllm_mode', 'colocate')]
+    early = next(f for f in mg.check(launch(base=no_mode, release='4.0.4'), A100_80)[0]
+                 if f.rule == 'megatron.vllm-mode-unset')
+    late = next(f for f in mg.check(launch(base=no_mode, release='4.6.0'), A100_80)[0]
+                if f.rule == 'megatron.vllm-mode-unset')
+    assert early.message.startswith('vllm_mode is required for Megatron GRPO')  # 3.12-4.0: at parsing
+    assert late.message.startswith('Invalid vllm_mode: None') and 'after the Megatron model' in late.message
+    both = ('--generation_batch_size', '512')  # with steps_per_generation 4: 128 x 4, consistent
+    assert 'megatron.generation-batch' in ids(mg.check(launch(*both, release='4.0.4'), A100_80))
+    assert 'megatron.generation-batch' not in ids(mg.check(launch(*both, release='4.6.0'), A100_80))
+    shuffle = mg.check(launch('--dataset_shuffle', 'false', release='3.12.6'), A100_80)[0]
+    assert any('dataset_shuffle false is not supported' in f.message for f in shuffle)
+
+
+def test_layers_by_virtual_stages():
+    f = [f for f in run('--pipeline_model_parallel_size', '2', '--virtual_pipeline_model_parallel_size', '4',
+                        '--beta', '0', '--global_batch_size', '64')[0] if f.rule == 'megatron.layers-pp']
+    assert 'num_layers_per_pipeline_rank should be divisible by vp_size' in f[0].message  # 28 layers: 14 per rank
+    assert f[0].fix == '--virtual_pipeline_model_parallel_size 2'
 
 
 def test_vpp_with_beta_zero_is_allowed():

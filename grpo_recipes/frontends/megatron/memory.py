@@ -70,7 +70,7 @@ def megatron_state(args: dict, a: Arch, par: dict) -> dict[str, float]:
     tp, pp, ep, etp = par['tp'], par['pp'], par['ep'], par['etp']
     dp, edp = par['dp'] or 1, par['expert_dp'] or 1
     p = rank_params(a, tp, pp, ep, etp)
-    full = args.get('tuner_type', 'full') == 'full'
+    full = (args.get('tuner_type') or args.get('train_type') or 'full') == 'full'  # 3.x: train_type
     grad_b = DTYPE_BYTES.get(str(args.get('main_grads_dtype') or 'fp32'), 4)
     main_b = DTYPE_BYTES.get(str(args.get('main_params_dtype') or 'fp32'), 4)
     m1 = m2 = 4

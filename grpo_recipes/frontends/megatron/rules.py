@@ -19,6 +19,7 @@ ARGS = 'swift/megatron/arguments/megatron_args.py'
 ROLLOUT = 'swift/megatron/trainers/rollout_mixin.py'
 GRPO = 'swift/megatron/trainers/grpo_trainer.py'
 MCORE_PS = 'Megatron-LM megatron/core/parallel_state.py initialize_model_parallel'
+MCORE_BLOCK = 'Megatron-LM megatron/core/transformer/transformer_block.py get_num_layers_to_build'
 MCORE_TC = 'Megatron-LM megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__'
 
 RULES: list[Callable] = []
@@ -35,6 +36,12 @@ def rule(*ids: str):
 
 def _flag(launch: MegatronLaunch, name: str) -> str:
     return launch.explicit.get(name, f'--{name}')
+
+
+def _checks(launch: MegatronLaunch) -> dict:
+    """The release's GRPO checks whose presence differs between releases (snapshot 'checks': message or None)."""
+    from . import snapshot as snap
+    return snap.load(launch.snapshot).get('checks') or {}
 
 
 def _f(sev, rid, args, msg, fix=None, source=None) -> Finding:
@@ -100,6 +107,13 @@ def not_supported(launch, plan, model):
         if bad:
             fix = '--num_iterations 1' if name == 'num_iterations' else f'--{name} false'
             out.append(_f(ERROR, 'megatron.not-supported', [name], msg, fix, ARGS))
+    checks = _checks(launch)
+    if checks.get('dataset_shuffle_false_unsupported') and a.get('dataset_shuffle') is False:
+        out.append(_f(ERROR, 'megatron.not-supported', ['dataset_shuffle'], checks['dataset_shuffle_false_unsupported'],
+                      '--dataset_shuffle true', ARGS))
+    if checks.get('multi_turn_unsupported') and a.get('multi_turn_scheduler'):
+        out.append(_f(ERROR, 'megatron.not-supported', ['multi_turn_scheduler'], checks['multi_turn_unsupported'],
+                      f'ms-swift 4.3 or newer, or drop --multi_turn_scheduler', ARGS))
     if a.get('loss_type') == 'real' and a.get('micro_batch_size') and a.get('num_generations') and \
             a['micro_batch_size'] % a['num_generations']:
         out.append(_f(ERROR, 'megatron.not-supported', ['loss_type', 'micro_batch_size'], (
@@ -130,10 +144,13 @@ def rollout(launch, plan, model):
         return out
     mode = a.get('vllm_mode')
     if mode is None:
-        out.append(_f(ERROR, 'megatron.vllm-mode-unset', ['vllm_mode'], (
-            'Invalid vllm_mode: None -- ms-swift raises this in _init_rollout_engine, after the Megatron model and '
-            'its weights have loaded (vllm_mode has no default in MegatronRLHFArguments)'),
-            '--vllm_mode colocate (or --vllm_mode server with a `swift rollout` server)', ROLLOUT))
+        early = _checks(launch).get('vllm_mode_required_at_parse')
+        msg = (f'{early} (asserted when the arguments are parsed)' if early else
+               'Invalid vllm_mode: None -- ms-swift raises this in _init_rollout_engine, after the Megatron model and '
+               'its weights have loaded (vllm_mode has no default in MegatronRLHFArguments)')
+        out.append(_f(ERROR, 'megatron.vllm-mode-unset', ['vllm_mode'], msg,
+                      '--vllm_mode colocate (or --vllm_mode server with a `swift rollout` server)',
+                      ARGS if early else ROLLOUT))
     world = launch.world_size
     vtp = a.get('vllm_tensor_parallel_size') or 1
     if mode == 'colocate' and world % vtp:
@@ -160,15 +177,15 @@ def world(launch, plan, model, hw=None):
     if w % total:
         out.append(_f(ERROR, 'megatron.world-divisible',
                       ['tensor_model_parallel_size', 'pipeline_model_parallel_size', 'context_parallel_size'], (
-                          f'world_size ({w}) is not divisible by total_model_size ({total}) = tensor ({par["tp"]}) x '
-                          f'pipeline ({par["pp"]}) x context ({par["cp"]}) parallel size'),
+                          f'world_size ({w}) is not divisible by {total} (tensor {par["tp"]} x pipeline {par["pp"]} x '
+                          f'context {par["cp"]} parallel size)'),
                       f'NPROC_PER_NODE x NNODES a multiple of {total}', MCORE_PS))
     ex = par['etp'] * par['ep'] * par['pp']
     if w % ex:
         out.append(_f(ERROR, 'megatron.expert-world-divisible',
                       ['expert_model_parallel_size', 'expert_tensor_parallel_size'], (
-                          f'world_size ({w}) is not divisible by expert_tensor_model_pipeline_parallel_size ({ex}) = '
-                          f'expert tensor ({par["etp"]}) x expert model ({par["ep"]}) x pipeline ({par["pp"]})'),
+                          f'world_size ({w}) is not divisible by expert_tensor_model_pipeline_parallel_size {ex} '
+                          f'(expert tensor {par["etp"]} x expert model {par["ep"]} x pipeline {par["pp"]})'),
                       None, MCORE_PS))
     if hw is not None and hw.gpus and launch.nproc_per_node > hw.gpus:
         out.append(_f(ERROR, 'megatron.gpus', ['NPROC_PER_NODE'],
@@ -184,6 +201,11 @@ def batches(launch, plan, model):
     a = launch.args
     out = []
     gbs, mbs, ng = a.get('global_batch_size'), a.get('micro_batch_size'), a.get('num_generations')
+    both = a.get('generation_batch_size') is not None and a.get('steps_per_generation') is not None
+    if both and _checks(launch).get('generation_batch_exclusive'):
+        out.append(_f(ERROR, 'megatron.generation-batch', ['generation_batch_size', 'steps_per_generation'],
+                      _checks(launch)['generation_batch_exclusive'], '--steps_per_generation only', ARGS))
+        return out
     gen, spg, err = resolve_generation(a.get('generation_batch_size'), a.get('steps_per_generation'), gbs or 0)
     if err:
         out.append(_f(ERROR, 'megatron.generation-batch', ['generation_batch_size', 'steps_per_generation'], err,
@@ -274,7 +296,7 @@ def reference(launch, plan, model):
             f'GRPO currently does not support VPP. -- asserted at the first rollout (beta {beta} needs reference '
             f'log-probs; virtual_pipeline_model_parallel_size {vpp}), after the model has loaded'),
             '--beta 0 (or drop --virtual_pipeline_model_parallel_size)', GRPO))
-    if a.get('tuner_type', 'full') == 'full' and beta == 0:
+    if (a.get('tuner_type') or a.get('train_type') or 'full') == 'full' and beta == 0:  # 3.x: train_type
         out.append(_f(INFO, 'megatron.ref-model', ['beta', 'tuner_type'], (
             'beta is 0 but full tuning still builds and loads a reference model (prepare_model: tuner_type full); '
             'its bf16 weights are counted in memory'), None, 'swift/megatron/trainers/rlhf_mixin.py'))
@@ -305,13 +327,18 @@ def layout(launch, plan, model):
     uneven = args.get('decoder_first_pipeline_num_layers') is not None or \
         args.get('decoder_last_pipeline_num_layers') is not None or args.get('pipeline_model_parallel_layout')
     if pp > 1 and not uneven:
-        stages = pp * (vpp or 1)
-        if a.layers % stages:
-            what = f'pipeline_model_parallel_size ({pp})' + (f' x virtual stages ({vpp})' if vpp else '')
+        if a.layers % pp:
             out.append(_f(ERROR, 'megatron.layers-pp', ['pipeline_model_parallel_size'], (
-                f'num_layers ({a.layers}) must be divisible by {what} = {stages}'),
+                f'num_layers should be divisible by pipeline_model_parallel_size ({a.layers} layers, '
+                f'pipeline_model_parallel_size {pp})'),
                 '--decoder_first_pipeline_num_layers / --decoder_last_pipeline_num_layers for an uneven split',
-                MCORE_TC))
+                MCORE_BLOCK))
+        elif vpp and (a.layers // pp) % vpp:
+            out.append(_f(ERROR, 'megatron.layers-pp', ['virtual_pipeline_model_parallel_size'], (
+                f'num_layers_per_pipeline_rank should be divisible by vp_size ({a.layers // pp} layers per rank, '
+                f'virtual_pipeline_model_parallel_size {vpp})'),
+                f'--virtual_pipeline_model_parallel_size {max(d for d in range(1, vpp + 1) if (a.layers // pp) % d == 0)}',
+                MCORE_BLOCK))
     if a.experts and a.experts % ep:
         out.append(_f(ERROR, 'megatron.experts-ep', ['expert_model_parallel_size'], (
             f'num_moe_experts ({a.experts}) must be divisible by expert_model_parallel_size ({ep})'),
