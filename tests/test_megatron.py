@@ -353,3 +353,26 @@ def test_vllm_startup_check_counts_what_megatron_holds():
 
 def test_no_memory_without_a_capacity():
     assert run(hw=Hardware())[2] is None
+
+
+# ---- the module's own command and the adapters for check.py ----
+
+def test_command_line_exit_codes(capsys):
+    from grpo_recipes.frontends.megatron.__main__ import main
+    assert main(['--gpus', '8', '--gpu-type', 'A100-80G', '--prompt-len', '512', '--json', '--', 'NPROC_PER_NODE=8',
+                 *DENSE, '--tensor_model_parallel_size', '2', '--sequence_parallel', 'true', '--micro_batch_size',
+                 '2']) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out['ok'] and out['plan']['parallel']['dp'] == 4 and out['memory']['peak_gib'] < 80
+    assert main(['--', 'NPROC_PER_NODE=8', *DENSE, '--max_epochs', '1']) == 1
+    assert main(['--', 'NPROC_PER_NODE=eight', *DENSE]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith('error: NPROC_PER_NODE=') and '\n' not in err and 'Traceback' not in err
+
+
+def test_memory_as_the_guards_gpu_memory():
+    m = run('--tensor_model_parallel_size', '2', '--sequence_parallel', 'true', '--micro_batch_size', '2',
+            prompt_len=512)[2]
+    g = mg.as_gpu_memory(m)
+    assert g.role == 'train+vllm' and g.phase == m['peak_phase'] and g.fits
+    assert g.total_gib == pytest.approx(sum(g.components.values()), abs=0.1)

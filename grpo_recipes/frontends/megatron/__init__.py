@@ -96,3 +96,24 @@ def _memory_fix(launch: MegatronLaunch, mem: dict, problem: dict) -> str | None:
             return '--sleep_level 1'
         return f'--tensor_model_parallel_size {(a.get("tensor_model_parallel_size") or 1) * 2}'
     return None
+
+
+def as_gpu_memory(mem: dict, gpu: str = 'train'):
+    """The memory dict of :func:`check` as the guard's ``memory.inputs.GPUMemory`` (for check.py's CheckReport and
+    the renderers): components are the peak phase's terms, phases the totals."""
+    from ...memory.inputs import GPUMemory
+    peak = mem['peak_gib']
+    cap = mem['capacity_gib']
+    role = 'train+vllm' if 'rollout' in mem['phases'] else 'train'
+    terms = dict(sorted(mem['terms'][mem['peak_phase']].items(), key=lambda kv: -kv[1]))
+    return GPUMemory(gpu=gpu, role=role, capacity_gib=cap, components={**terms}, phases=dict(mem['phases']),
+                     phase=mem['peak_phase'], total_gib=peak, peak_fraction=round(peak / cap, 3) if cap else 0.0,
+                     fits=peak <= cap, headroom_pct=round(100 * (cap - peak) / cap, 1) if cap else 0.0,
+                     vllm=dict(mem['vllm']), problems=list(mem['problems']), phase_terms=terms)
+
+
+def report(launch: MegatronLaunch, findings: list[Finding], plan: dict, mem: dict | None) -> dict:
+    """A JSON-ready report: framework, ok, findings, plan, memory (the shape of ``grpo-guard check --json``'s keys)."""
+    return {'framework': 'megatron', 'source': launch.source, 'config_file': launch.config_file,
+            'ms_swift_snapshot': launch.snapshot, 'ok': not any(f.severity == ERROR for f in findings),
+            'findings': [f.to_dict() for f in findings], 'plan': plan, 'memory': mem}
