@@ -376,3 +376,21 @@ def test_memory_as_the_guards_gpu_memory():
     g = mg.as_gpu_memory(m)
     assert g.role == 'train+vllm' and g.phase == m['peak_phase'] and g.fits
     assert g.total_gib == pytest.approx(sum(g.components.values()), abs=0.1)
+
+
+def test_a_launcher_script_through_the_shell_reader():
+    """The shell reader's commands feed read() unchanged: argv from `megatron`, the prefixes as environment."""
+    import pathlib
+
+    from grpo_recipes.frontends.shell import read_script
+    path = pathlib.Path(__file__).parent / 'data' / 'megatron' / 'moe_colocate_full_variant.sh'
+    cmd = next(c for c in read_script(path.read_text(), {}, source=str(path)) if c.argv[:2] == ['megatron', 'rlhf'])
+    la = mg.read(cmd.argv, {**cmd.env}, f'{path}:{cmd.line}')
+    moe = {**MOE_SHAPE, 'num_experts': 128, 'num_experts_per_tok': 8, 'num_hidden_layers': 48, 'hidden_size': 2048,
+           'num_key_value_heads': 4, 'head_dim': 128, 'vocab_size': 151936, 'max_position_embeddings': 262144}
+    findings, plan, mem = mg.check(la, Hardware(gpus=8, gpu_type='H100', source='flags'), model=moe)
+    assert la.world_size == 8 and la.env['PYTORCH_CUDA_ALLOC_CONF'] == 'expandable_segments:True'
+    assert plan['parallel']['dp'] == 1 and plan['num_microbatches'] == 8 and plan['vllm_max_num_seqs'] == 8
+    assert {f.rule for f in findings if f.severity == 'error'} == {'megatron.renamed-args'}  # --max_epochs
+    assert mem['terms']['train']['optimizer'] == 0  # optimizer_cpu_offload with offload fraction 1.0
+    assert 'megatron.ref-model' in {f.rule for f in findings}  # beta 0, full: the reference model still loads
