@@ -394,3 +394,9 @@ def test_a_launcher_script_through_the_shell_reader():
     assert {f.rule for f in findings if f.severity == 'error'} == {'megatron.renamed-args'}  # --max_epochs
     assert mem['terms']['train']['optimizer'] == 0  # optimizer_cpu_offload with offload fraction 1.0
     assert 'megatron.ref-model' in {f.rule for f in findings}  # beta 0, full: the reference model still loads
+
+
+def test_the_engine_starts_before_the_optimizer_exists():
+    m = mem('--offload_model', 'false', '--offload_optimizer', 'false', '--vllm_gpu_memory_utilization', '0.3')
+    assert 'optimizer' not in m['terms']['startup'] and 'optimizer' in m['terms']['train']
+    assert 'grads' in m['terms']['startup'] and 'ref_model' in m['terms']['startup']

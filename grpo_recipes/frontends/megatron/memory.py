@@ -27,7 +27,8 @@ Activations per transformer layer per micro-batch (Korthikanti et al. 2022, "Red
 vLLM (colocate): one engine shard per GPU from memory/vllm.py ``vllm_terms``, sized by ms-swift's max_num_seqs
   (rollout_mixin.py ``_prepare_vllm_engine``).
 Phases (rollout_mixin.py ``_init_rollout_engine``, ``_generate``/``_move_model_to_vllm``, ``offload_context``):
-  startup   Megatron state (less what offload_model/offload_optimizer moved out) + the new engine's reservation;
+  startup   the model, its gradient buffers and the reference model (the optimizer is built later, in train();
+            offload_model moves the rest out) + the new engine's reservation;
             vLLM requires free memory >= gpu_memory_utilization x capacity when it starts;
   train     Megatron state + activations + what the engine keeps while it sleeps (CUDA graphs, non-torch
             memory; everything when sleep_level is 0);
@@ -190,9 +191,10 @@ def estimate(args: dict, a: Arch, plan: dict, capacity_gib: float, gpu_name: str
         whole = v['requested'] + v['graphs_outside']
         asleep = v['non_torch'] + v['cuda_graphs'] if sleep else whole
         woken = (v['weights'] + v['rope_cache'] + v['non_torch'] + v['cuda_graphs']) if sleep else whole
-        # the engine starts inside offload_context when either offload is on; the optimizer's states exist only
-        # after the first step, so the start-up state has its fp32 main weights at most (counted with optimizer)
-        start_state = {**base, **({} if off_model else model), **({} if off_opt else opt)}
+        # the engine starts in the trainer's __init__ (grpo_trainer.py: prepare_model, then _init_rollout_engine),
+        # before train() builds the optimizer (base.py get_optimizer_and_scheduler): the model, its DDP gradient
+        # buffers and the reference model are on the GPU unless offload_model moves them out (offload_context)
+        start_state = {**base, **({} if off_model else model)}
         terms['startup'] = {**start_state, 'vllm': whole}
         free = cap - sum(start_state.values())
         vinfo['free_at_start_gib'] = round(free / GiB, 2)
