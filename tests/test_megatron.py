@@ -400,3 +400,16 @@ def test_the_engine_starts_before_the_optimizer_exists():
     m = mem('--offload_model', 'false', '--offload_optimizer', 'false', '--vllm_gpu_memory_utilization', '0.3')
     assert 'optimizer' not in m['terms']['startup'] and 'optimizer' in m['terms']['train']
     assert 'grads' in m['terms']['startup'] and 'ref_model' in m['terms']['startup']
+
+
+def test_the_32b_two_node_recipe_candidate():
+    import pathlib
+    path = pathlib.Path(__file__).parent / 'data' / 'megatron' / 'qwen2.5-32b-instruct-full-2x8xa100-80g-megatron.yaml'
+    la = mg.read([str(path)], {})
+    # Qwen2.5-32B-Instruct has the architecture of the bundled DeepSeek-R1-Distill-Qwen-32B (Qwen2, 64 layers,
+    # hidden 5120, 40 heads / 8 KV heads, vocab 152064)
+    findings, plan, m = mg.check(la, A100_80, model=load_model_config(QWEN32))
+    assert [f for f in findings if f.severity != 'info'] == []
+    assert la.world_size == 16 and plan['parallel']['dp'] == 1 and plan['vllm_engines'] == 2
+    assert plan['prompts_per_rollout'] == 16 and plan['num_microbatches'] == 64
+    assert m['peak_phase'] == 'weight_sync' and 0.5 < m['peak_gib'] / m['capacity_gib'] < 0.9
