@@ -291,6 +291,16 @@ def test_layers_by_virtual_stages():
     assert f[0].fix == '--virtual_pipeline_model_parallel_size 2'
 
 
+def test_unknown_args_with_ignore_args_error_warn():
+    f = next(f for f in run('--bogus', '1', '--ignore_args_error', 'true')[0] if f.rule == 'megatron.unknown-args')
+    assert f.severity == 'warning' and 'only logs it' in f.message
+
+
+def test_nproc_beyond_visible_devices():
+    f = next(f for f in run(env={'NPROC_PER_NODE': '4', 'CUDA_VISIBLE_DEVICES': '0,1'})[0] if f.rule == 'megatron.gpus')
+    assert f.fix == 'NPROC_PER_NODE=2' and 'CUDA_VISIBLE_DEVICES=0,1' in f.message
+
+
 def test_vpp_with_beta_zero_is_allowed():
     assert 'megatron.vpp-beta' not in ids(run('--pipeline_model_parallel_size', '2', '--beta', '0',
                                               '--virtual_pipeline_model_parallel_size', '2',

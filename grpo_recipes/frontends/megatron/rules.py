@@ -70,7 +70,7 @@ def arguments(launch, plan, model):
         out.append(_f(ERROR, 'megatron.renamed-args', [r['old'].lstrip('-')],
                       f'{r["old"]} is a ms-swift 3.x Megatron argument; ms-swift {rel} does not know it '
                       f'(remaining_argv: {[r["old"], *r["value"]]})', r['fix'], 'swift/pipelines/base.py'))
-    if launch.unknown and not launch.args.get('ignore_args_error'):
+    if launch.unknown:
         from . import snapshot as snap
         names = list(snap.load(launch.snapshot)['fields'])
         fixes = []
@@ -79,9 +79,12 @@ def arguments(launch, plan, model):
                 near = difflib.get_close_matches(tok[2:].split('=')[0].replace('-', '_'), names, n=1, cutoff=0.75)
                 if near:
                     fixes.append(f'{tok} -> --{near[0]}')
-        out.append(_f(ERROR, 'megatron.unknown-args', [t.lstrip('-') for t in launch.unknown if t.startswith('--')],
+        ignored = bool(launch.args.get('ignore_args_error'))  # ms-swift then only logs them
+        out.append(_f(WARNING if ignored else ERROR, 'megatron.unknown-args',
+                      [t.lstrip('-') for t in launch.unknown if t.startswith('--')],
                       f'remaining_argv: {launch.unknown} (ms-swift {rel}: MegatronRLHFArguments has no such '
-                      f'argument)', '; '.join(fixes) or 'remove them, or check `megatron rlhf --help` for the name',
+                      f'argument{"; ignore_args_error is set, so ms-swift only logs it and the setting is lost" if ignored else ""})',
+                      '; '.join(fixes) or 'remove them, or check `megatron rlhf --help` for the name',
                       'swift/pipelines/base.py'))
     for written, full in launch.abbreviated:
         out.append(_f(INFO, 'megatron.abbreviated-args', [full.lstrip('-')],
@@ -187,7 +190,13 @@ def world(launch, plan, model, hw=None):
                           f'world_size ({w}) is not divisible by expert_tensor_model_pipeline_parallel_size {ex} '
                           f'(expert tensor {par["etp"]} x expert model {par["ep"]} x pipeline {par["pp"]})'),
                       None, MCORE_PS))
-    if hw is not None and hw.gpus and launch.nproc_per_node > hw.gpus:
+    visible = launch.env.get('CUDA_VISIBLE_DEVICES')
+    if visible is not None and visible.strip() and launch.nproc_per_node > len(visible.split(',')):
+        n = len(visible.split(','))
+        out.append(_f(ERROR, 'megatron.gpus', ['NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES'],
+                      f'NPROC_PER_NODE={launch.nproc_per_node} but CUDA_VISIBLE_DEVICES={visible} shows {n} GPUs: '
+                      f'ranks past {n - 1} find no device', f'NPROC_PER_NODE={n}'))
+    elif hw is not None and hw.gpus and launch.nproc_per_node > hw.gpus:
         out.append(_f(ERROR, 'megatron.gpus', ['NPROC_PER_NODE'],
                       f'NPROC_PER_NODE={launch.nproc_per_node} but the node has {hw.gpus} GPUs',
                       f'NPROC_PER_NODE={hw.gpus}'))
