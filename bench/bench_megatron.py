@@ -25,12 +25,12 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 
-from grpo_recipes.frontends import megatron as mg  # noqa: E402
-from grpo_recipes.frontends.megatron import memory as mm  # noqa: E402
-from grpo_recipes.frontends.megatron.plan import plan as make_plan  # noqa: E402
-from grpo_recipes.hardware import Hardware  # noqa: E402
-from grpo_recipes.memory.arch import Arch  # noqa: E402
-from grpo_recipes.memory.inputs import GiB  # noqa: E402
+from grpo_recipes.frontends import megatron as mg
+from grpo_recipes.frontends.megatron import memory as mm
+from grpo_recipes.frontends.megatron.plan import plan as make_plan
+from grpo_recipes.hardware import Hardware
+from grpo_recipes.memory.arch import Arch
+from grpo_recipes.memory.inputs import GiB
 
 # config.json of the models the examples train (huggingface.co/Qwen/<name>/blob/main/config.json)
 QWEN3_4B_2507 = {'model_type': 'qwen3', 'hidden_size': 2560, 'intermediate_size': 9728, 'num_hidden_layers': 36,
@@ -93,7 +93,7 @@ def dpo_row(name, source, published, argv, env, config, tokens):
 
 def grpo_row(name, gpu, argv, env, config):
     la = mg.read(argv, env)
-    findings, plan, mem = mg.check(la, Hardware(gpus=8, gpu_type=gpu, source='flags'), model=config)
+    findings, _, mem = mg.check(la, Hardware(gpus=8, gpu_type=gpu, source='flags'), model=config)
     return {'case': name, 'published_gib': None, 'phases_gib': mem['phases'] if mem else None,
             'peak': mem['peak_phase'] if mem else None,
             'findings': [f'{f.severity} {f.rule}' for f in findings]}

@@ -46,7 +46,7 @@ def test_snapshot_holds_the_grpo_defaults_ms_swift_documents():
 @pytest.mark.slow
 def test_snapshot_matches_the_real_dataclass_fields():
     out = subprocess.run([sys.executable, str(HERE / 'standins' / 'megatron_fields.py')], capture_output=True,
-                         text=True, timeout=300, cwd=HERE.parent)
+                         text=True, timeout=300, cwd=HERE.parent, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     real = set(json.loads(out.stdout.strip().splitlines()[-1]))
     stored = set(snap.load(INSTALLED)['fields'])

@@ -49,6 +49,6 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 sys.meta_path.insert(0, _Finder())
-from swift.megatron.arguments import MegatronRLHFArguments  # noqa: E402
+from swift.megatron.arguments import MegatronRLHFArguments
 
 print(json.dumps(sorted(f.name for f in dataclasses.fields(MegatronRLHFArguments) if f.init)))

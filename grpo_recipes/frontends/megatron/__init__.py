@@ -12,7 +12,7 @@
 """
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from ...errors import GuardError
 from ...findings import ERROR, INFO, SEVERITY_ORDER, Finding
@@ -22,7 +22,7 @@ from .plan import plan as _plan
 from .reader import MegatronLaunch
 from .reader import read as _read
 
-__all__ = ['MegatronLaunch', 'read', 'check']
+__all__ = ['MegatronLaunch', 'check', 'read']
 
 
 def read(argv: list[str], env: Mapping[str, str] | None = None, source: str = 'command line',

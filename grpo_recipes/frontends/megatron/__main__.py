@@ -22,9 +22,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument('launch', nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
     rest = a.launch[1:] if a.launch[:1] == ['--'] else a.launch
-    from . import check, read, report
     from ...gpu_names import check_hardware_flags
     from ...hardware import Hardware
+    from . import check, read, report
     try:
         check_hardware_flags(a.gpu_type, a.gpu_mem)
         if not rest:

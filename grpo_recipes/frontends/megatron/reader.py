@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -202,7 +203,7 @@ def parse_args(argv: list[str], fields: dict[str, dict], release: str) -> tuple[
             abbreviated.append((opt, matched))
         f = fields[name]
         i += 1
-        follow = [] if eq else []
+        follow: list[str] = []
         if not eq:
             while i < len(argv) and not (argv[i].startswith('--') and len(argv[i]) > 2):
                 follow.append(argv[i])

@@ -9,7 +9,7 @@ rollout) are reported here, before anything loads.
 from __future__ import annotations
 
 import difflib
-from typing import Callable
+from collections.abc import Callable
 
 from ...findings import ERROR, INFO, WARNING, Finding, declare
 from .plan import parallel, resolve_generation
@@ -116,7 +116,7 @@ def not_supported(launch, plan, model):
                       '--dataset_shuffle true', ARGS))
     if checks.get('multi_turn_unsupported') and a.get('multi_turn_scheduler'):
         out.append(_f(ERROR, 'megatron.not-supported', ['multi_turn_scheduler'], checks['multi_turn_unsupported'],
-                      f'ms-swift 4.3 or newer, or drop --multi_turn_scheduler', ARGS))
+                      'drop --multi_turn_scheduler (ms-swift 4.3.2 and later accept it)', ARGS))
     if a.get('loss_type') == 'real' and a.get('micro_batch_size') and a.get('num_generations') and \
             a['micro_batch_size'] % a['num_generations']:
         out.append(_f(ERROR, 'megatron.not-supported', ['loss_type', 'micro_batch_size'], (

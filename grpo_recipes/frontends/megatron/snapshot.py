@@ -7,7 +7,7 @@ snapshot of its minor line at or below it, else the newest below it; the finding
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 from ...errors import GuardError
@@ -22,7 +22,7 @@ def available() -> list[str]:
     return sorted(names, key=lambda v: version_tuple(v) or ())
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(version: str) -> dict:
     path = resources.files(__package__).joinpath(SNAPSHOT_DIR).joinpath(f'megatron_args_{version}.json')
     return json.loads(path.read_text(encoding='utf-8'))
