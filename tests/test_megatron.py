@@ -423,3 +423,14 @@ def test_the_32b_two_node_recipe_candidate():
     assert la.world_size == 16 and plan['parallel']['dp'] == 1 and plan['vllm_engines'] == 2
     assert plan['prompts_per_rollout'] == 16 and plan['num_microbatches'] == 64
     assert m['peak_phase'] == 'weight_sync' and 0.5 < m['peak_gib'] / m['capacity_gib'] < 0.9
+
+
+def test_the_dispatchers_allocator_reading_accepts_a_megatron_launch(tmp_path):
+    """frontends/__init__.py sets launch.alloc from the environment and the config's ENV block on every launch."""
+    from grpo_recipes.frontends import _alloc
+    cfg = tmp_path / 'grpo.yaml'
+    cfg.write_text('ENV:\n  PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True\nrlhf_type: grpo\n')
+    la = mg.read(['megatron', 'rlhf', str(cfg)], env={})
+    assert la.file_env == {'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'} and la.argv == [str(cfg)]
+    la.alloc = _alloc({}, {}, {}, la)
+    assert la.alloc is not None

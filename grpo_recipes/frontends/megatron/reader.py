@@ -56,6 +56,14 @@ class MegatronLaunch:
     """(as written, the option argparse took it for): unique prefixes argparse accepts."""
     framework: str = 'megatron'
     kind: str = 'train'
+    # what frontends/__init__.py's dispatcher sets or reads on every train launch (read_launch, _from_script)
+    argv: list[str] = field(default_factory=list)
+    """The arguments after ``megatron rlhf`` as written (a config file first, if any)."""
+    file_env: dict[str, str] = field(default_factory=dict)
+    """The config file's ``ENV:`` block (allocconf.read_setting reads PYTORCH_CUDA_ALLOC_CONF from it)."""
+    notes: list[str] = field(default_factory=list)
+    alloc: Any = None
+    rollout: Any = None
 
     @property
     def world_size(self) -> int:
@@ -245,6 +253,8 @@ def read(argv: list[str], env: Mapping[str, str] | None = None, source: str = 'c
         argv = argv[2:]
     env = {str(k): str(v) for k, v in (env or {}).items()}
     config_file = None
+    written = list(argv)
+    file_env: dict[str, str] = {}
     if argv and argv[0].endswith(('.yaml', '.yml', '.json')):
         config_file = argv[0]
         cfg_argv, file_env = _config_argv(argv[0], env)
@@ -288,10 +298,9 @@ def read(argv: list[str], env: Mapping[str, str] | None = None, source: str = 'c
     values, explicit, remaining, abbreviated = parse_args(rest, fields, rel)
     args = {k: (list(f['default']) if isinstance(f['default'], list) else f['default']) for k, f in fields.items()}
     args.update(values)
-    if config_file:
-        explicit = {k: v for k, v in explicit.items()}
     nproc = _env_int(env, 'NPROC_PER_NODE', 1)
     nnodes = _env_int(env, 'NNODES', 1)
     return MegatronLaunch(args=args, explicit=explicit, env=env, nproc_per_node=nproc, nnodes=nnodes,
                           release=release, snapshot=version, snapshot_note=note, source=source,
-                          config_file=config_file, unknown=remaining, renamed=renamed, abbreviated=abbreviated)
+                          config_file=config_file, unknown=remaining, renamed=renamed, abbreviated=abbreviated,
+                          argv=written, file_env=file_env)
