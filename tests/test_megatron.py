@@ -213,6 +213,8 @@ CASES = {
     'megatron.tp-comm-overlap': lambda: run('--tp_comm_overlap', 'true', '--tensor_model_parallel_size', '2'),
     'megatron.pp-layers': lambda: run('--decoder_first_pipeline_num_layers', '10'),
     'megatron.group-by-length': lambda: run('--group_by_length', 'true'),
+    'megatron.ep-tp-sequence-parallel': lambda: run('--expert_model_parallel_size', '2',
+                                                    '--tensor_model_parallel_size', '2', model=MOE_SHAPE),
     'megatron.vpp-beta': lambda: run('--pipeline_model_parallel_size', '2',
                                      '--virtual_pipeline_model_parallel_size', '2', '--global_batch_size', '64'),
     'megatron.ref-model': lambda: run('--beta', '0'),
@@ -255,6 +257,13 @@ def test_prompts_are_planned_at_their_bound():
     m = run()[2]  # max_length 8192, vllm_max_model_len 10240 - 2048: prompts of 8192, sequences of 10240
     assert (m['prompt_tokens'], m['sequence_tokens']) == (8192, 10240)
     assert 'megatron.memory' in {f.rule for f in run()[0]}
+
+
+def test_memory_findings_carry_a_fix():
+    f = next(f for f in run(base=[QWEN32 if a == QWEN7 else a for a in DENSE])[0] if f.rule == 'megatron.memory')
+    assert f.fix and f.fix.startswith('--')
+    f = next(f for f in CASES['megatron.vllm-startup-memory']()[0] if f.rule == 'megatron.vllm-startup-memory')
+    assert '--vllm_gpu_memory_utilization' in f.fix and 'after the Megatron model has loaded' in f.message
 
 
 def test_findings_quote_ms_swift_with_a_fix():

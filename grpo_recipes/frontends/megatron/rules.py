@@ -259,11 +259,12 @@ def batches(launch, plan, model):
 
 
 @rule('megatron.recompute', 'megatron.sequence-parallel-off', 'megatron.tp-comm-overlap', 'megatron.pp-layers',
-      'megatron.group-by-length')
+      'megatron.group-by-length', 'megatron.ep-tp-sequence-parallel')
 def megatron_args(launch, plan, model):
     """MegatronArguments.__post_init__ checks (megatron_args.py): selective recompute with a method, TP comm
     overlap without sequence parallelism, uneven PP layers with PP 1, group_by_length with padding_free; and the
-    silent change: sequence_parallel with TP 1 is turned off."""
+    silent change: sequence_parallel with TP 1 is turned off. Megatron-LM's ModelParallelConfig requires sequence
+    parallelism when EP and TP are both above 1."""
     a = launch.args
     out = []
     if a.get('recompute_granularity') == 'selective' and a.get('recompute_method') is not None:
@@ -275,6 +276,11 @@ def megatron_args(launch, plan, model):
         out.append(_f(INFO, 'megatron.sequence-parallel-off', ['sequence_parallel'],
                       'sequence_parallel is set with tensor_model_parallel_size 1: ms-swift turns it off '
                       '(MegatronArguments.__post_init__)', None, ARGS))
+    if (a.get('expert_model_parallel_size') or 1) > 1 and tp > 1 and not a.get('sequence_parallel'):
+        out.append(_f(ERROR, 'megatron.ep-tp-sequence-parallel', ['sequence_parallel'],
+                      'When using expert parallelism and tensor parallelism, sequence parallelism must be used',
+                      '--sequence_parallel true',
+                      'Megatron-LM megatron/core/model_parallel_config.py ModelParallelConfig.__post_init__'))
     if a.get('tp_comm_overlap') and not (a.get('sequence_parallel') and tp > 1):
         out.append(_f(ERROR, 'megatron.tp-comm-overlap', ['tp_comm_overlap'],
                       'Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is '
