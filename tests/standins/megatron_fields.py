@@ -51,4 +51,20 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 sys.meta_path.insert(0, _Finder())
 from swift.megatron.arguments import MegatronRLHFArguments
 
-print(json.dumps(sorted(f.name for f in dataclasses.fields(MegatronRLHFArguments) if f.init)))
+
+
+def _default(f):
+    if f.default is not dataclasses.MISSING:
+        value = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        value = f.default_factory()
+    else:
+        return '<required>'
+    try:
+        json.dumps(value)
+    except TypeError:
+        return repr(value)
+    return value
+
+
+print(json.dumps({f.name: _default(f) for f in dataclasses.fields(MegatronRLHFArguments) if f.init}))
