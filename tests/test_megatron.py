@@ -443,3 +443,18 @@ def test_the_dispatchers_allocator_reading_accepts_a_megatron_launch(tmp_path):
     assert la.file_env == {'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'} and la.argv == [str(cfg)]
     la.alloc = _alloc({}, {}, {}, la)
     assert la.alloc is not None
+
+
+def test_pipeline_stages_first_holds_micro_batches_last_holds_logits():
+    from grpo_recipes.frontends.megatron.memory import activations
+    from grpo_recipes.memory.arch import Arch
+    a = Arch.from_config(load_model_config(QWEN7))
+    args = {'micro_batch_size': 1, 'recompute_granularity': 'selective'}
+    par = {'tp': 1, 'pp': 1, 'cp': 1, 'sequence_parallel': False}
+    one = activations(args, a, par, 4096, 8)
+    pp4 = activations(args, a, {**par, 'pp': 4}, 4096, 8)
+    # the first of 4 stages: a quarter of the layers, 4 micro-batches in flight -> the same bytes as PP 1,
+    # and no logits there; with 2 micro-batches per step only 2 are ever in flight
+    assert pp4['activations'] == pytest.approx(one['activations'], rel=0.01) and pp4['logits'] == 0
+    pp4_short = activations(args, a, {**par, 'pp': 4}, 4096, 2)
+    assert pp4_short['activations'] + pp4_short['logits'] < pp4['activations']

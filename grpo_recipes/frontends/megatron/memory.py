@@ -129,11 +129,17 @@ def activations(args: dict, a: Arch, par: dict, seq: int, num_microbatches: int)
         layer_peak = 0.0
     layers = -(-a.layers // pp)
     in_flight = min(pp, max(1, num_microbatches)) if pp > 1 else 1
-    if par.get('vpp'):
-        in_flight = in_flight * (1 + (pp - 1) / (pp * par['vpp'])) if pp > 1 else in_flight
-    act = (per_layer * layers * in_flight + layer_peak) * FRAGMENTATION
+    if par.get('vpp') and pp > 1:
+        in_flight *= 1 + (pp - 1) / (pp * par['vpp'])  # interleaved 1F1B: the first stage's extra warm-up
     logits = s * b * a.vocab / tp * LOGIT_BYTES * FRAGMENTATION
-    return {'activations': act, 'logits': logits}
+    first = (per_layer * layers * in_flight + layer_peak) * FRAGMENTATION
+    if pp == 1:
+        return {'activations': first, 'logits': logits}
+    # PP > 1: the first stage holds the most micro-batches in flight, the last one micro-batch and the logits;
+    # the heavier of the two is the GPU to plan for
+    last = (per_layer * layers + layer_peak) * FRAGMENTATION
+    return {'activations': first, 'logits': 0.0} if first >= last + logits else \
+        {'activations': last, 'logits': logits}
 
 
 def vllm_engine(args: dict, a: Arch, capacity_gib: float, gpu_name: str | None, max_num_seqs: int,
