@@ -458,3 +458,22 @@ def test_pipeline_stages_first_holds_micro_batches_last_holds_logits():
     assert pp4['activations'] == pytest.approx(one['activations'], rel=0.01) and pp4['logits'] == 0
     pp4_short = activations(args, a, {**par, 'pp': 4}, 4096, 2)
     assert pp4_short['activations'] + pp4_short['logits'] < pp4['activations']
+
+
+def test_any_token_soup_reads_or_fails_with_one_line():
+    """Seeded fuzz: flags, prefixes, values and junk in any order never raise anything but GuardError."""
+    import random
+    rng = random.Random(29)
+    pool = ['--micro_batch_size', '--micro', '--vllm_mode', '--sleep_level', '--reward_funcs', '--use_vllm', '--no_',
+            '--', '-', '--=', '--tensor_model_parallel_size', '--max_epochs', '--no_use_vllm', '--beta', 'colocate',
+            '2', '-1', '0', 'true', 'maybe', '', '1e-3', '{"a": 1}', '--vllm_engine_kwargs', 'x.yaml', '--save']
+    for _ in range(300):
+        argv = ['megatron', 'rlhf', *rng.choices(pool, k=rng.randint(0, 8))]
+        if argv[2:3] == ['x.yaml']:
+            argv[2] = '--beta'
+        try:
+            la = mg.read(argv, env={'NPROC_PER_NODE': str(rng.randint(1, 8))})
+        except GuardError as e:
+            assert '\n' not in str(e)
+            continue
+        mg.check(la, A100_80, model=LLAMA_SHAPE)
