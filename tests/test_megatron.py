@@ -200,6 +200,7 @@ CASES = {
     'megatron.vllm-tp-world': lambda: run('--vllm_tensor_parallel_size', '3'),
     'megatron.reward-funcs': lambda: run(base=[a for a in DENSE if a not in ('--reward_funcs', 'accuracy',
                                                                               'format')]),
+    'megatron.server-address': lambda: run('--vllm_mode', 'server'),
     'megatron.world-divisible': lambda: run('--tensor_model_parallel_size', '3'),
     'megatron.expert-world-divisible': lambda: run('--expert_model_parallel_size', '3', model=MOE_SHAPE),
     'megatron.gpus': lambda: run(env={'NPROC_PER_NODE': '16'}),
@@ -308,6 +309,16 @@ def test_unknown_args_with_ignore_args_error_warn():
 def test_nproc_beyond_visible_devices():
     f = next(f for f in run(env={'NPROC_PER_NODE': '4', 'CUDA_VISIBLE_DEVICES': '0,1'})[0] if f.rule == 'megatron.gpus')
     assert f.fix == 'NPROC_PER_NODE=2' and 'CUDA_VISIBLE_DEVICES=0,1' in f.message
+
+
+def test_server_mode_addresses():
+    assert 'megatron.server-address' not in ids(run('--vllm_mode', 'server', '--vllm_server_host', '127.0.0.1'))
+    f = next(f for f in run('--vllm_mode', 'server', '--vllm_server_host', 'a', 'b')[0]
+             if f.rule == 'megatron.server-address')
+    assert f.message == 'host and server_port must have same length when lists are provided'
+    assert f.fix == '--vllm_server_port 8000 8001'
+    m = run('--vllm_mode', 'server', '--vllm_server_host', '127.0.0.1')[2]
+    assert set(m['phases']) == {'train', 'weight_sync'} and m['vllm'] == {}
 
 
 def test_vpp_with_beta_zero_is_allowed():

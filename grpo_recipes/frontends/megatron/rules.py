@@ -134,7 +134,8 @@ def not_supported(launch, plan, model):
     return out
 
 
-@rule('megatron.vllm-required', 'megatron.vllm-mode-unset', 'megatron.vllm-tp-world', 'megatron.reward-funcs')
+@rule('megatron.vllm-required', 'megatron.vllm-mode-unset', 'megatron.vllm-tp-world', 'megatron.reward-funcs',
+      'megatron.server-address')
 def rollout(launch, plan, model):
     """Megatron GRPO rolls out with vLLM only (``assert self.use_vllm``, _init_grpo); vllm_mode has no default and
     an unset one stops after the model has loaded (rollout_mixin.py ``_init_rollout_engine``: Invalid vllm_mode:
@@ -154,6 +155,18 @@ def rollout(launch, plan, model):
         out.append(_f(ERROR, 'megatron.vllm-mode-unset', ['vllm_mode'], msg,
                       '--vllm_mode colocate (or --vllm_mode server with a `swift rollout` server)',
                       ARGS if early else ROLLOUT))
+    if mode == 'server' and not a.get('vllm_server_base_url'):
+        hosts, ports = a.get('vllm_server_host'), a.get('vllm_server_port') or []
+        client = 'swift/rlhf_trainers/vllm_client.py VLLMClient (built by swift/megatron/pipelines/train/rlhf.py)'
+        if hosts is None:
+            out.append(_f(ERROR, 'megatron.server-address', ['vllm_server_host'], (
+                "object of type 'NoneType' has no len() -- vllm_mode server without --vllm_server_host or "
+                "--vllm_server_base_url: the Megatron pipeline passes hosts=None to the vLLM client"),
+                '--vllm_server_host 127.0.0.1 --vllm_server_port 8000', client))
+        elif len(hosts) != len(ports):
+            out.append(_f(ERROR, 'megatron.server-address', ['vllm_server_host', 'vllm_server_port'],
+                          'host and server_port must have same length when lists are provided',
+                          f'--vllm_server_port {" ".join(str(8000 + i) for i in range(len(hosts)))}', client))
     world = launch.world_size
     vtp = a.get('vllm_tensor_parallel_size') or 1
     if mode == 'colocate' and world % vtp:
