@@ -219,6 +219,7 @@ CASES = {
     'megatron.vpp-beta': lambda: run('--pipeline_model_parallel_size', '2',
                                      '--virtual_pipeline_model_parallel_size', '2', '--global_batch_size', '64'),
     'megatron.ref-model': lambda: run('--beta', '0'),
+    'megatron.tuner-switched': lambda: run('--adapters', 'output/checkpoint-100'),
     'megatron.heads-tp': lambda: run('--tensor_model_parallel_size', '8', '--global_batch_size', '16',
                                      '--steps_per_generation', '8', '--micro_batch_size', '1'),
     'megatron.layers-pp': lambda: run('--pipeline_model_parallel_size', '8', '--global_batch_size', '16',
@@ -348,6 +349,7 @@ def test_distributed_optimizer_splits_only_the_optimizer_states_by_dp():
 
 def test_full_tuning_keeps_a_reference_model_even_with_beta_zero():
     assert mem('--beta', '0')['terms']['train']['ref_model'] > 0
+    assert mem('--adapters', 'out/ckpt')['terms']['train']['ref_model'] == 0  # switched to LoRA
     lora = mem('--tuner_type', 'lora')['terms']['train']
     assert lora['ref_model'] == 0 and lora['grads'] < 0.5 and lora['optimizer'] < 0.1
 

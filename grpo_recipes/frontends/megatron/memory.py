@@ -44,6 +44,7 @@ from ...config import GRPOConfig
 from ...memory.arch import Arch
 from ...memory.inputs import CUDA_CONTEXT, FRAGMENTATION, NCCL_PER_GROUP, GiB, Inputs
 from ...memory.vllm import vllm_terms
+from .plan import tuner
 
 DTYPE_BYTES = {'fp32': 4, 'fp16': 2, 'bf16': 2, 'fp8': 1}
 FLASH_BACKENDS = ('flash', 'fused', 'auto')
@@ -71,7 +72,7 @@ def megatron_state(args: dict, a: Arch, par: dict) -> dict[str, float]:
     tp, pp, ep, etp = par['tp'], par['pp'], par['ep'], par['etp']
     dp, edp = par['dp'] or 1, par['expert_dp'] or 1
     p = rank_params(a, tp, pp, ep, etp)
-    full = (args.get('tuner_type') or args.get('train_type') or 'full') == 'full'  # 3.x: train_type
+    full = tuner(args) == 'full'
     grad_b = DTYPE_BYTES.get(str(args.get('main_grads_dtype') or 'fp32'), 4)
     main_b = DTYPE_BYTES.get(str(args.get('main_params_dtype') or 'fp32'), 4)
     m1 = m2 = 4

@@ -20,6 +20,16 @@ def _pos(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
+def tuner(args: dict) -> str:
+    """The tuner ms-swift trains with: tuner_type (3.x train_type), switched from full to lora when adapters are given
+    (MegatronArguments.__post_init__: "Setting args.tuner_type: lora")."""
+    t = args.get('tuner_type') or args.get('train_type') or 'full'
+    if t == 'full' and (args.get('adapters') or args.get('ref_adapters') or args.get('mcore_adapter')
+                        or args.get('mcore_ref_adapter') or args.get('adapter_load') or args.get('ref_adapter_load')):
+        return 'lora'
+    return t
+
+
 def parallel(launch: MegatronLaunch) -> dict:
     a = launch.args
     tp = _pos(a.get('tensor_model_parallel_size')) or 1

@@ -12,7 +12,7 @@ import difflib
 from collections.abc import Callable
 
 from ...findings import ERROR, INFO, WARNING, Finding, declare
-from .plan import parallel, resolve_generation
+from .plan import parallel, resolve_generation, tuner
 from .reader import MegatronLaunch
 
 ARGS = 'swift/megatron/arguments/megatron_args.py'
@@ -309,7 +309,7 @@ def megatron_args(launch, plan, model):
     return out
 
 
-@rule('megatron.vpp-beta', 'megatron.ref-model')
+@rule('megatron.vpp-beta', 'megatron.ref-model', 'megatron.tuner-switched')
 def reference(launch, plan, model):
     """The KL term needs reference log-probs: with virtual pipeline stages the first rollout's
     ``assert len(ref_models) == 1, 'GRPO currently does not support VPP.'`` fails (grpo_trainer.py); full tuning
@@ -324,10 +324,15 @@ def reference(launch, plan, model):
             f'GRPO currently does not support VPP. -- asserted at the first rollout (beta {beta} needs reference '
             f'log-probs; virtual_pipeline_model_parallel_size {vpp}), after the model has loaded'),
             '--beta 0 (or drop --virtual_pipeline_model_parallel_size)', GRPO))
-    if (a.get('tuner_type') or a.get('train_type') or 'full') == 'full' and beta == 0:  # 3.x: train_type
+    if tuner(a) == 'full' and beta == 0:
         out.append(_f(INFO, 'megatron.ref-model', ['beta', 'tuner_type'], (
             'beta is 0 but full tuning still builds and loads a reference model (prepare_model: tuner_type full); '
             'its bf16 weights are counted in memory'), None, 'swift/megatron/trainers/rlhf_mixin.py'))
+    written = a.get('tuner_type') or a.get('train_type') or 'full'
+    if written == 'full' and tuner(a) == 'lora':
+        out.append(_f(INFO, 'megatron.tuner-switched', ['tuner_type', 'adapters'], (
+            'adapters are given with tuner_type full: ms-swift trains LoRA instead ("Setting args.tuner_type: lora"), '
+            'so no reference model is built and only the adapters are trained'), '--tuner_type lora', ARGS))
     return out
 
 
