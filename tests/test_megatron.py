@@ -232,6 +232,9 @@ CASES = {
     'megatron.vllm-startup-memory': lambda: run('--offload_model', 'false', '--offload_optimizer', 'false',
                                                 '--vllm_gpu_memory_utilization', '0.8'),
     'megatron.vllm-no-kv': lambda: run('--vllm_gpu_memory_utilization', '0.1'),
+    'megatron.vllm-kv-one-sequence': lambda: run('--vllm_gpu_memory_utilization', '0.205', '--vllm_max_model_len',
+                                                 '32768'),
+    'megatron.vllm-kv-concurrency': lambda: run(),
     'megatron.model-unavailable': lambda: run(model=None, base=[a if a != QWEN7 else 'no-such/model-xyz'
                                                                 for a in DENSE]),
 }

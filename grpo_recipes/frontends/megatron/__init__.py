@@ -65,11 +65,13 @@ def check(launch: MegatronLaunch, hw=None, model: dict | None = None, vllm_versi
         mem = _memory.estimate(launch.args, Arch.from_config(cfg), plan, cap[1], cap[0], vllm_version, prompt_len)
         for p in mem['problems']:
             rid = {'vllm-startup': 'megatron.vllm-startup-memory', 'vllm-no-kv': 'megatron.vllm-no-kv',
-                   'vllm-weights': 'megatron.memory', 'oom': 'megatron.memory'}[p['check']]
+                   'vllm-weights': 'megatron.memory', 'oom': 'megatron.memory',
+                   'vllm.kv-one-sequence': 'megatron.vllm-kv-one-sequence',
+                   'vllm.kv-concurrency': 'megatron.vllm-kv-concurrency'}[p['check']]
             msg = p['message']
             if rid == 'megatron.vllm-startup-memory':
                 msg += ' -- vLLM checks this when the engine starts, after the Megatron model has loaded'
-            findings.append(_rules._f(ERROR, rid, ['vllm_gpu_memory_utilization'] if 'vllm' in rid else [],
+            findings.append(_rules._f(p.get('severity', ERROR), rid, ['vllm_gpu_memory_utilization'] if 'vllm' in rid else [],
                                       msg, _memory_fix(launch, mem, p), 'swift/megatron/trainers/rollout_mixin.py'))
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     return findings, plan, mem
@@ -84,6 +86,9 @@ def _memory_fix(launch: MegatronLaunch, mem: dict, problem: dict) -> str | None:
         if not (a.get('offload_model') and a.get('offload_optimizer')):
             opts.append('--offload_model true --offload_optimizer true')
         return ' or '.join(o for o in opts if o)
+    if problem['check'] == 'vllm.kv-one-sequence':
+        return (f'--vllm_gpu_memory_utilization {min(0.95, round((a.get("vllm_gpu_memory_utilization") or 0.9) + 0.1, 2))}'
+                f' or a smaller --vllm_max_model_len')
     if problem['check'] == 'oom':
         ph = problem['phase']
         if ph in ('train',):

@@ -39,11 +39,12 @@ Phases (rollout_mixin.py ``_init_rollout_engine``, ``_generate``/``_move_model_t
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 from ...config import GRPOConfig
 from ...memory.arch import Arch
 from ...memory.inputs import CUDA_CONTEXT, FRAGMENTATION, NCCL_PER_GROUP, GiB, Inputs
-from ...memory.vllm import vllm_terms
+from ...memory.vllm import vllm_checks, vllm_terms
 from .plan import tuner
 
 DTYPE_BYTES = {'fp32': 4, 'fp16': 2, 'bf16': 2, 'fp8': 1}
@@ -144,8 +145,9 @@ def activations(args: dict, a: Arch, par: dict, seq: int, num_microbatches: int)
 
 
 def vllm_engine(args: dict, a: Arch, capacity_gib: float, gpu_name: str | None, max_num_seqs: int,
-                vllm_version: str | None = None) -> dict[str, float]:
-    """One colocated engine shard (memory/vllm.py) with ms-swift's Megatron engine settings."""
+                vllm_version: str | None = None, prompt_len: int | None = None) -> tuple[GRPOConfig, Inputs, dict]:
+    """One colocated engine shard (memory/vllm.py) with ms-swift's Megatron engine settings: (the engine's settings
+    as a GRPOConfig, the Inputs, vllm_terms)."""
     import json
     kwargs = args.get('vllm_engine_kwargs')
     cfg = replace(GRPOConfig(), vllm_mode='colocate', use_vllm=True,
@@ -155,8 +157,8 @@ def vllm_engine(args: dict, a: Arch, capacity_gib: float, gpu_name: str | None, 
                   vllm_enforce_eager=bool(args.get('vllm_enforce_eager')),
                   vllm_engine_kwargs=json.dumps(kwargs) if isinstance(kwargs, dict) else kwargs,
                   max_completion_length=int(args.get('max_completion_length') or 512))
-    inp = Inputs(arch=a, capacity_gib=capacity_gib, gpu_name=gpu_name, vllm_version=vllm_version)
-    return vllm_terms(cfg, inp)
+    inp = Inputs(arch=a, capacity_gib=capacity_gib, gpu_name=gpu_name, vllm_version=vllm_version, prompt_len=prompt_len)
+    return cfg, inp, vllm_terms(cfg, inp)
 
 
 def sequence_length(args: dict, a: Arch, prompt_len: int | None = None) -> tuple[int, int]:
@@ -193,8 +195,16 @@ def estimate(args: dict, a: Arch, plan: dict, capacity_gib: float, gpu_name: str
     vinfo: dict = {}
     if colocate:
         seqs = plan.get('vllm_max_num_seqs') or 1
-        v = vllm_engine(args, a, capacity_gib, gpu_name, seqs, vllm_version)
+        vcfg, vinp, v = vllm_engine(args, a, capacity_gib, gpu_name, seqs, vllm_version, prompt)
         vinfo = {k: round(val / GiB, 2) for k, val in v.items()}
+        # vLLM's own KV checks (memory/vllm.py vllm_checks): one max_model_len sequence must fit; the completions one
+        # engine generates per rollout (generation_batch / engines) against the KV cache
+        engines = plan.get('vllm_engines') or 0
+        conc = SimpleNamespace(rollout_concurrency_per_engine=(plan['generation_batch'] / engines)
+                               if engines and plan.get('generation_batch') else None)
+        theirs: list[dict] = []
+        vinfo.update(vllm_checks(vcfg, conc, vinp, v, float('inf'), theirs))
+        problems += [p for p in theirs if p['check'] in ('vllm.kv-one-sequence', 'vllm.kv-concurrency')]
         whole = v['requested'] + v['graphs_outside']
         asleep = v['non_torch'] + v['cuda_graphs'] if sleep else whole
         woken = (v['weights'] + v['rope_cache'] + v['non_torch'] + v['cuda_graphs']) if sleep else whole

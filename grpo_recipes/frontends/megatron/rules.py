@@ -393,4 +393,5 @@ def run(launch: MegatronLaunch, plan: dict, model: dict | None, hw=None) -> list
 
 
 declare('grpo_recipes.frontends.megatron.check', ('megatron.memory', 'megatron.vllm-startup-memory',
-                                                  'megatron.vllm-no-kv', 'megatron.model-unavailable'))
+                                                  'megatron.vllm-no-kv', 'megatron.model-unavailable',
+                                                  'megatron.vllm-kv-one-sequence', 'megatron.vllm-kv-concurrency'))
