@@ -25,7 +25,8 @@ Activations per transformer layer per micro-batch (Korthikanti et al. 2022, "Red
   the logits: s x V/t in bf16 plus the fp32 log-softmax and its gradient (swift/megatron/trainers/
   vocab_parallel_utils.py), 10 bytes per element. Fragmentation x1.05 on activations (memory/inputs.py).
 vLLM (colocate): one engine shard per GPU from memory/vllm.py ``vllm_terms``, sized by ms-swift's max_num_seqs
-  (rollout_mixin.py ``_prepare_vllm_engine``).
+  (rollout_mixin.py ``_prepare_vllm_engine``); vLLM's own KV checks from ``vllm_checks`` (one max_model_len sequence,
+  the completions one engine generates per rollout).
 Phases (rollout_mixin.py ``_init_rollout_engine``, ``_generate``/``_move_model_to_vllm``, ``offload_context``):
   startup   the model, its gradient buffers and the reference model (the optimizer is built later, in train();
             offload_model moves the rest out) + the new engine's reservation;
