@@ -262,6 +262,10 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     if launch.kind == 'rollout':
         return check_rollout(launch, hw, packages=packages, model_config=model_config)
     packages = installed_packages() if packages is None else packages
+    from .frontends import own_check
+    own = own_check(launch)  # a front end with its own plan and memory model (Megatron-SWIFT)
+    if own is not None:
+        return own(launch, hw, packages=packages, model_config=model_config, data_stats=data_stats)
     cfg, remaining, launch = _config_from(launch, packages.get('trl'), packages.get('ms-swift'))
     cfg, assumptions = with_rollout(cfg, launch)
     # accelerate with no --num_processes and no config file, deepspeed/torchrun running ms-swift's entry: one

@@ -257,9 +257,6 @@ def _check(args, capsys):
 
 
 @pytest.mark.parametrize('trainer', [
-    'CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6 NPROC_PER_NODE=7 megatron rlhf --rlhf_type grpo --model '
-    'Qwen/Qwen2.5-7B-Instruct --use_vllm true --vllm_mode server',
-    'python -m swift.cli._megatron.rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct',
     'python my_train.py --lr 1e-5',
     'deepspeed --num_gpus 7 my_train.py',
 ])
@@ -281,8 +278,30 @@ def test_a_rollout_beside_an_unread_trainer_is_unchecked_never_ok(trainer, tmp_p
 
 
 def test_unread_trainer_on_the_command_line_with_rollout(capsys, tmp_path, monkeypatch):
-    rc, out = _check(['--rollout', ROLLOUT.strip(' &\n'), '--', 'megatron', 'rlhf', '--rlhf_type', 'grpo'], capsys)
-    assert rc == 1 and out['verdict'] == 'UNCHECKED' and 'Megatron-SWIFT' in out['unchecked']
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'my_train.py').write_text('import torch\nprint("my own loop")\n')
+    rc, out = _check(['--rollout', ROLLOUT.strip(' &\n'), '--', 'python', 'my_train.py'], capsys)
+    assert rc == 1 and out['verdict'] == 'UNCHECKED' and 'does not read' in out['unchecked']
+
+
+@pytest.mark.parametrize('trainer', [
+    'CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6 NPROC_PER_NODE=7 megatron rlhf --rlhf_type grpo --model '
+    'Qwen/Qwen2.5-7B-Instruct --use_vllm true --vllm_mode server --micro_batch_size 1 --global_batch_size 56 '
+    '--num_generations 8 --reward_funcs accuracy',
+    'NPROC_PER_NODE=7 python -m swift.cli._megatron.rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct '
+    '--use_vllm true --vllm_mode server --micro_batch_size 1 --global_batch_size 56 --num_generations 8 '
+    '--reward_funcs accuracy',
+])
+def test_a_megatron_trainer_beside_a_rollout_server_is_read_and_planned(trainer, tmp_path, capsys, monkeypatch):
+    """Server mode in ms-swift's Megatron examples (examples/megatron/grpo/*server*.sh shape): the trainer is read
+    by the Megatron front end and planned with ms-swift's arithmetic, and the rollout server is checked beside it."""
+    monkeypatch.chdir(tmp_path)
+    sh = tmp_path / 'run.sh'
+    sh.write_text('#!/bin/bash\n' + ROLLOUT + trainer + '\n')
+    rc, out = _check([str(sh)], capsys)
+    assert out['framework'] == 'megatron' and 'does not read' not in (out['unchecked'] or '')
+    assert out['plan']['world_size'] == 7 and out['plan']['parallel']['dp'] == 7
+    assert any(m['role'] == 'rollout' for m in out['memory']), out['memory']
 
 
 def test_a_trl_script_beside_a_prep_script_is_still_the_trainer(tmp_path, monkeypatch):

@@ -130,26 +130,15 @@ def make_console() -> Console:
 
 def print_report(report: CheckReport, console: Console | None = None, allow_unchecked: bool = False) -> None:
     out = console or make_console()
-    out.print(f'[bold]config[/] {report.launch.config_file}')
+    out.print(f'[bold]config[/] {report.launch.config_file or getattr(report.launch, "source", None)}')
     for note in report.launch.notes:
         out.print('[yellow]note[/] ' + escape(note))
-    out.print(plan_table(report))
-    if report.memory:
-        out.print()
-        out.print(memory_table(report))
-        kv = next((m.vllm for m in report.memory if m.vllm), None)
-        if kv:
-            line = (f'vLLM per engine: {kv["requested_gib"]} GiB reserved = weights {kv["weights_gib"]} + profiling '
-                    f'peak {kv["activation_gib"]} ({kv.get("sampler", "native")} sampler) + non-torch '
-                    f'{kv.get("non_torch_gib", 0)} + '
-                    + (f'CUDA graphs {kv["cuda_graphs_in_budget_gib"]} + ' if kv.get('cuda_graphs_in_budget_gib') else '')
-                    + f'KV {kv["kv_cache_gib"]} ({kv["kv_tokens"]:,} tokens)')
-            if 'rollout_tokens' in kv and report.launch.kind != 'rollout':  # a server alone has no trainer batch
-                line += f'; a rollout needs {kv["rollout_tokens"]:,} tokens'
+    own = getattr(report, 'summary_lines', None)  # a front end's own plan (frontends/megatron/checked.py)
+    if own is not None:
+        for line in own():
             out.print(escape(line))
-    from ..speed.report import speed_lines  # predicted seconds per step, phases, --fastest's ranking
-    for i, line in enumerate(speed_lines(report)):
-        out.print(('\n' if i == 0 else '') + escape(line))
+    else:
+        _plan_memory_speed(report, out)
     c = report.counts()
     out.print()
     out.print(f'[bold]Findings[/]: {c["error"]} error(s), {c["warning"]} warning(s), {c["info"]} info')
@@ -186,6 +175,27 @@ def print_report(report: CheckReport, console: Console | None = None, allow_unch
         for a in report.assumptions:
             out.print(escape(f'  - {a}'))
     out.print(verdict_line(report, allow_unchecked))
+
+
+def _plan_memory_speed(report: CheckReport, out: Console) -> None:
+    """The plan table, the memory table with vLLM's budget line, and the predicted speed."""
+    out.print(plan_table(report))
+    if report.memory:
+        out.print()
+        out.print(memory_table(report))
+        kv = next((m.vllm for m in report.memory if m.vllm), None)
+        if kv:
+            line = (f'vLLM per engine: {kv["requested_gib"]} GiB reserved = weights {kv["weights_gib"]} + profiling '
+                    f'peak {kv["activation_gib"]} ({kv.get("sampler", "native")} sampler) + non-torch '
+                    f'{kv.get("non_torch_gib", 0)} + '
+                    + (f'CUDA graphs {kv["cuda_graphs_in_budget_gib"]} + ' if kv.get('cuda_graphs_in_budget_gib') else '')
+                    + f'KV {kv["kv_cache_gib"]} ({kv["kv_tokens"]:,} tokens)')
+            if 'rollout_tokens' in kv and report.launch.kind != 'rollout':  # a server alone has no trainer batch
+                line += f'; a rollout needs {kv["rollout_tokens"]:,} tokens'
+            out.print(escape(line))
+    from ..speed.report import speed_lines  # predicted seconds per step, phases, --fastest's ranking
+    for i, line in enumerate(speed_lines(report)):
+        out.print(('\n' if i == 0 else '') + escape(line))
 
 
 def verdict_line(report: CheckReport, allow_unchecked: bool = False) -> str:

@@ -24,7 +24,8 @@ from .trl.reader import load_trl, read_vllm_serve
 def kind_of(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
     """(framework, 'train' | 'rollout') of a command's argv, or None if it is neither: the entry point it runs
     (``entrypoints.py``'s table), read through its launchers with their own parsers (``launchers.py``). framework
-    ``megatron``/``unread``: a trainer no reader here reads (``unread_trainer``); ``launcher``: a launcher that
+    ``megatron``: Megatron-SWIFT (frontends/megatron, planned by its own checker: OWN_CHECKS); ``unread``: a
+    trainer no reader here reads (``unread_trainer``); ``launcher``: a launcher that
     refuses its own options (reading it says why)."""
     if not argv:
         return None
@@ -37,15 +38,25 @@ def kind_of(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str,
     return None
 
 
-UNREAD = ('megatron', 'unread')
+UNREAD = ('unread',)
+# A front end whose launch is planned and checked by its own plan, rules and memory model instead of check.py's
+# ZeRO/vLLM pipeline: framework -> 'module:function' (launch, hw, packages=, model_config=, data_stats=) -> report.
+OWN_CHECKS = {'megatron': 'grpo_recipes.frontends.megatron.checked:check_report'}
+
+
+def own_check(launch):
+    """The checker of a launch whose front end plans it itself (OWN_CHECKS), None for the shared pipeline."""
+    target = OWN_CHECKS.get(getattr(launch, 'framework', None))
+    if target is None:
+        return None
+    import importlib
+    module, func = target.split(':')
+    return getattr(importlib.import_module(module), func)
 
 
 def unread_trainer(argv: list[str], framework: str, source: str) -> str:
     """Why a training command was not read (the verdict of a launch with it is UNCHECKED, never OK)."""
     shown = ' '.join(argv[:4]) + (' ...' if len(argv) > 4 else '')
-    if framework == 'megatron':
-        return (f'the trainer `{shown}` ({source}) is Megatron-SWIFT\'s (swift/cli/_megatron/rlhf.py), which this '
-                f'guard does not read yet: its processes, batch and memory are not checked')
     return (f'the trainer `{shown}` ({source}) runs neither ms-swift\'s nor TRL\'s GRPO entry (a script that does not '
             f'import trl, or another ms-swift command), so this guard does not read it: its processes, batch and '
             f'memory are not checked')
@@ -98,6 +109,8 @@ def _train_launch(framework: str, argv: list[str], env: Mapping[str, str], sourc
         peel(argv, env, source)
     if framework in UNREAD or framework == 'launcher':
         raise _refuse_unread(argv, framework, source)
+    if framework == 'megatron':
+        return _megatron_launch(argv, env, source)
     if framework == 'swift':
         from .swift.entry import load_swift_entry
         from .entrypoints import lookup_command
@@ -106,6 +119,29 @@ def _train_launch(framework: str, argv: list[str], env: Mapping[str, str], sourc
             return launch
         return load_swift(argv[2:] if lookup_command(argv) else argv, env)
     return load_trl(_trl_cli(argv), env, source)
+
+
+def _megatron_launch(argv: list[str], env: Mapping[str, str], source: str):
+    """``megatron rlhf ...`` (NPROC_PER_NODE/NNODES from the environment, as ms-swift's CLI reads them), or
+    ms-swift's ``swift/cli/_megatron/rlhf.py`` under torchrun / ``python -m torch.distributed.run`` (the launcher's
+    own layout) -> the Megatron front end's launch."""
+    from .entrypoints import lookup_command
+    from .launchers import is_process_launcher, peel, process_launch
+    from .megatron import read
+    release = env.get('GRPO_GUARD_SWIFT_VERSION')
+    if lookup_command(argv):
+        return read(argv, env, source, release)
+    env = dict(env)
+    if is_process_launcher(argv):
+        lay = process_launch(argv, env, source)
+        if lay.get('nproc'):
+            env['NPROC_PER_NODE'] = str(lay['nproc'])
+        if lay.get('nnodes'):
+            env['NNODES'] = str(lay['nnodes'])
+        return read(lay['script_args'], {**env, **lay.get('env', {})}, source, release)
+    p = peel(argv, env, source)  # python -m swift.cli._megatron.rlhf ARGS / .../swift/cli/_megatron/rlhf.py ARGS
+    rest = p.target[2:] if p.form == 'module' else p.target[1:]
+    return read(rest, env, source, release)
 
 
 def _trl_cli(argv: list[str]) -> list[str]:
