@@ -32,11 +32,20 @@ def _question_answer(row: dict) -> tuple:
     return turns['user'], turns['assistant']
 
 
+def _reason(e: Exception) -> str:
+    if isinstance(e, KeyError):
+        return f'no {e} column'
+    if isinstance(e, TypeError):
+        return 'not a JSON object with "question" and "answer"'
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
 def prepare(src: Path, dst: Path, rejects: Path | None = None) -> dict:
     if not src.is_file():
         raise InputError(f'{src}: no such file')
     rejects = rejects or dst.with_name(dst.name.rsplit('.', 1)[0] + '.rejects.jsonl')
     out, rej = Atomic(dst), Atomic(rejects)
+    first_bad = None
     counts = {'input_rows': 0, 'kept': 0, 'malformed': 0, 'output': str(dst), 'rejects': str(rejects)}
     try:
         with open(src, encoding='utf-8-sig') as fin, open(out.tmp, 'w', encoding='utf-8') as fo, \
@@ -53,6 +62,7 @@ def prepare(src: Path, dst: Path, rejects: Path | None = None) -> dict:
                         raise ValueError('no "#### <number>" final answer')
                 except (ValueError, KeyError, TypeError) as e:
                     counts['malformed'] += 1
+                    first_bad = first_bad or (lineno, _reason(e))
                     fr.write(json.dumps({'line': lineno, 'reason': 'malformed', 'error': str(e),
                                          'raw': line.rstrip('\r\n')}, ensure_ascii=False) + '\n')
                     continue
@@ -61,6 +71,11 @@ def prepare(src: Path, dst: Path, rejects: Path | None = None) -> dict:
                 counts['kept'] += 1
         if counts['input_rows'] == 0:
             raise DataError(f'{src}: no rows')
+        if counts['kept'] == 0:
+            line, why = first_bad
+            raise DataError(f'{src}: none of its {counts["input_rows"]:,} rows is a GSM8K row (line {line}: {why}); '
+                            f'each line must be a JSON object with "question" and an "answer" ending "#### <number>"; '
+                            f'nothing written')
         out.commit()
         rej.commit()
         return counts

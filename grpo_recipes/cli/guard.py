@@ -18,7 +18,7 @@ import importlib
 import sys
 
 from ..errors import GuardError
-from .common import fail, parse_command, split_passthrough
+from .common import fail, package_version, parse_command, pipe_safe_stdout, split_passthrough
 
 EPILOG = '''examples:
   grpo-guard check recipes/examples/qwen2.5-7b-lora-colocate.yaml --gpus 2 --gpu-type A100-80G
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='grpo-guard', description='Pre-launch guard for ms-swift GRPO '
                                 '(`swift rlhf --rlhf_type grpo`).', epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--version', action='version', version=f'grpo-guard (grpo-recipes) {package_version()}')
     sub = p.add_subparsers(dest='cmd', metavar='COMMAND')
     v = sub.add_parser('validate', help="run ms-swift 4.6's own argument parser on a config or command line",
                        description='Run swift.utils.parse_args(RLHFArguments, argv) on the launch, in a '
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument('--model-config', metavar='DIR', help='a dir holding the model\'s config.json (or the file)')
     t.add_argument('--gpus', type=int, metavar='N', help='physical GPUs per node (for the plan)')
     t.add_argument('--json', action='store_true', help='print one JSON object (traced_peak_gib, model_peak_gib, ...)')
+    t.add_argument('--force', action='store_true', help='trace a launch even when grpo-guard check finds errors in it')
     cal = sub.add_parser('calibrate', help='score the memory model on published measurements (JSON lines)',
                          description='Predict every case of a calibration file (schema: '
                          '../shared/calibration/README.md) and compare with what was observed.')
@@ -109,9 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = ('check', 'run', 'validate', 'calibrate', 'trace')
     first = next((a for a in argv if not a.startswith('-') or a == '--'), None)
-    if argv and first == '--' and not any(a in ('-h', '--help') for a in argv[:argv.index('--')]):
+    if argv and first == '--' and not any(a in ('-h', '--help', '--version') for a in argv[:argv.index('--')]):
         argv = ['run', *argv]  # grpo-guard [options] -- swift rlhf ...: check and run a bare command line
-    elif argv and argv[0].startswith('-') and argv[0] not in ('-h', '--help') and first not in commands:
+    elif argv and argv[0].startswith('-') and argv[0] not in ('-h', '--help', '--version') and first not in commands:
         argv = ['run', *argv]
     ours, extra = split_passthrough(argv)
     opts = parse_command(build_parser(), ours)
@@ -121,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         verb = VERBS.get(opts.cmd)
         if verb is not None:
             module, function = verb
-            return getattr(importlib.import_module(f'{__package__}.{module}'), function)(opts, extra)
+            with pipe_safe_stdout():  # `| head`: the exit status stays the verdict's
+                return getattr(importlib.import_module(f'{__package__}.{module}'), function)(opts, extra)
     except GuardError as e:
         return fail(str(e), e.exit_code)
     except KeyboardInterrupt:

@@ -16,13 +16,14 @@ from pathlib import Path
 
 from ..errors import GuardError
 from ..recipes import rollout_argv
-from .common import fail, parse_command, print_json
+from .common import fail, package_version, parse_command, pipe_safe_stdout, print_json
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='grpo-recipes', description='List, copy and validate the GRPO recipes '
                                 'shipped with grpo-recipes.', epilog=__doc__.split('\n\n')[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--version', action='version', version=f'grpo-recipes {package_version()}')
     sub = p.add_subparsers(dest='cmd', metavar='COMMAND')
     ls = sub.add_parser('ls', help='table of recipes with their predicted peak and validation levels')
     ls.add_argument('--json', action='store_true', help='machine-readable output')
@@ -296,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(opts, int):
         return opts
     try:
-        return COMMANDS[opts.cmd](opts)
+        with pipe_safe_stdout():  # `| head`: the exit status stays the command's
+            return COMMANDS[opts.cmd](opts)
     except GuardError as e:
         return fail(str(e), e.exit_code)
     except BrokenPipeError:
