@@ -218,3 +218,10 @@ def test_version(main, capsys):
     from importlib.metadata import version
     assert main(['--version']) == 0
     assert version('grpo-recipes') in capsys.readouterr().out
+
+
+def test_a_checkpoint_may_supply_the_model():
+    """ms-swift reads --model from a checkpoint's args.json (3.x --ckpt_dir: tests/data/wild creft-cad-choice-3.4)."""
+    for flag in ('adapters', 'ckpt_dir', 'resume_from_checkpoint'):
+        _, report = make({flag: '/ckpt/checkpoint-10'}, drop=('model',))
+        assert 'args.model-missing' not in {f.rule for f in report.findings}, flag

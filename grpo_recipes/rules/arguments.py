@@ -85,8 +85,12 @@ def model_type_and_template(ctx: Context) -> list[Finding]:
 def model_given(ctx: Context) -> list[Finding]:
     """A ``swift rlhf`` or ``swift rollout`` launch without ``--model``: ms-swift stops at start-up with
     ``ValueError: Please set --model <model_id_or_path>`` (swift/arguments/base_args/model_args.py,
-    ModelArguments._init_model_info)."""
+    ModelArguments.__post_init__). A checkpoint whose args.json it reads (``--adapters``, ``--resume_from_checkpoint``,
+    ``--ckpt_dir`` in 3.x: BaseArguments._init_ckpt_dir, swift/arguments/base_args/base_args.py) may supply it."""
     if ctx.launch.framework != 'swift' or ctx.cfg.model:
+        return []
+    from_ckpt = ('--adapters', '--ckpt_dir', '--resume_from_checkpoint', '--mcore_model', '--mcore_adapter')
+    if any(a.split('=', 1)[0] in from_ckpt for a in ctx.launch.argv):
         return []
     return [Finding(ERROR, 'args.model-missing', ['model'],
                     'no --model: ms-swift stops with "ValueError: Please set --model <model_id_or_path>"',
