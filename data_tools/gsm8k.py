@@ -35,6 +35,8 @@ def _question_answer(row: dict) -> tuple:
 def _reason(e: Exception) -> str:
     if isinstance(e, KeyError):
         return f'no {e} column'
+    if isinstance(e, RecursionError):
+        return 'JSON nested too deeply to read'
     if isinstance(e, TypeError):
         return 'not a JSON object with "question" and "answer"'
     return str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -60,7 +62,7 @@ def prepare(src: Path, dst: Path, rejects: Path | None = None) -> dict:
                     solution = final_answer(answer)
                     if not isinstance(question, str) or solution is None:
                         raise ValueError('no "#### <number>" final answer')
-                except (ValueError, KeyError, TypeError) as e:
+                except (ValueError, KeyError, TypeError, RecursionError) as e:
                     counts['malformed'] += 1
                     first_bad = first_bad or (lineno, _reason(e))
                     fr.write(json.dumps({'line': lineno, 'reason': 'malformed', 'error': str(e),

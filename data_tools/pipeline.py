@@ -35,6 +35,9 @@ def parse_columns(text: str | None) -> dict[str, str] | None:
         value = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(f'--columns {text!r}: not JSON ({e.msg}); write e.g. --columns \'{{"answer": "solution"}}\'')
+    except RecursionError:
+        raise InputError('--columns: JSON nested too deeply; write a flat object, e.g. '
+                         '--columns \'{"answer": "solution"}\'') from None
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise InputError(f'--columns {text!r}: must be a JSON object of old name → new name')
     return value

@@ -24,7 +24,14 @@ def print_json(obj: Any) -> None:
     sys.stdout.write('\n')
 
 
+MAX_ERROR_CHARS = 1000
+"""An error quoting a 100,000-character value keeps its start and its end (where the fix is)."""
+
+
 def fail(message: str, code: int = 2) -> int:
+    message = ' '.join(message.splitlines())  # one line, whatever the input quoted
+    if len(message) > MAX_ERROR_CHARS:
+        message = f'{message[:MAX_ERROR_CHARS * 2 // 3]} … {message[-MAX_ERROR_CHARS // 3:]}'
     print(f'error: {message}', file=sys.stderr)
     return code
 

@@ -107,6 +107,20 @@ def _hardware_args(p: argparse.ArgumentParser) -> None:
                    'pass but memory could not be checked (no config.json, unknown GPU)')
 
 
+MAX_GPUS_PER_NODE = 1024
+"""--gpus above this is a typo (the largest nodes hold 16), and planning for it would take unbounded time."""
+
+
+def _check_numbers(opts) -> None:
+    """Numbers argparse accepts (nan, inf, 0, negatives, 10**400) that no command can use: one line, exit 2."""
+    gpus = getattr(opts, 'gpus', None)
+    if gpus is not None and not 1 <= gpus <= MAX_GPUS_PER_NODE:
+        raise GuardError(f'--gpus {gpus}: must be the physical GPUs per node, 1 to {MAX_GPUS_PER_NODE}')
+    timeout = getattr(opts, 'timeout', None)
+    if timeout is not None and not 0 < timeout <= 86400:  # NaN fails every comparison
+        raise GuardError(f'--timeout {timeout}: must be seconds to wait for the parser, above 0 and at most 86400')
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = ('check', 'run', 'validate', 'calibrate', 'trace')
@@ -120,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(opts, int):
         return opts
     try:
+        _check_numbers(opts)
         verb = VERBS.get(opts.cmd)
         if verb is not None:
             module, function = verb
@@ -127,6 +142,15 @@ def main(argv: list[str] | None = None) -> int:
                 return getattr(importlib.import_module(f'{__package__}.{module}'), function)(opts, extra)
     except GuardError as e:
         return fail(str(e), e.exit_code)
+    except (ValueError, argparse.ArgumentError) as e:
+        from ..swift_args import ArgumentError
+        if not isinstance(e, (ArgumentError, argparse.ArgumentError)):
+            raise
+        where = getattr(opts, 'config', None) or 'the launch'
+        return fail(f'{where}: swift rlhf rejects the arguments: {e}', 1)
+    except RecursionError:  # a file nested deeper than a reader can recurse
+        where = getattr(opts, 'config', None) or getattr(opts, 'cases', None) or 'the input'
+        return fail(f'{where}: nested too deeply to read; no config or case nests more than a few levels', 2)
     except KeyboardInterrupt:
         return fail('interrupted', 130)
     except BrokenPipeError:  # output piped into `head` and closed early

@@ -301,6 +301,12 @@ def main(argv: list[str] | None = None) -> int:
             return COMMANDS[opts.cmd](opts)
     except GuardError as e:
         return fail(str(e), e.exit_code)
+    except (ValueError, argparse.ArgumentError) as e:
+        from ..swift_args import ArgumentError
+        if not isinstance(e, (ArgumentError, argparse.ArgumentError)):
+            raise
+        return fail(f'{getattr(opts, "name", None) or getattr(opts, "recipe", None) or "the recipe"}: swift rlhf '
+                    f'rejects the arguments: {e}', 1)
     except BrokenPipeError:
         return 0
 

@@ -44,6 +44,11 @@ def run(opts, extra: list[str]) -> int:
             result = trace_launch(cfg, report.plan, mc, prompt_len, str(cfg.model), adamw, adamw_why, alloc_conf=alloc)
         except ValueError as e:  # transformers or PEFT cannot build this model or tuner
             raise GuardError(f'trace: cannot build the model as the launch asks ({e})') from None
+        except (OverflowError, TypeError) as e:  # a length or batch no tensor can have (torch: "Overflow when ...")
+            if not isinstance(e, OverflowError) and 'Overflow' not in str(e):
+                raise
+            raise GuardError(f'trace: a length or batch size of the launch is too large for a tensor '
+                             f'({str(e).splitlines()[0]}); use a real value') from None
     if opts.json:
         print_json({**result.to_dict(), 'prompt_len': prompt_len, 'prompt_basis': why_prompt})
         return 0
