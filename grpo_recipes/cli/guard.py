@@ -156,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and closed early
         sys.stderr.close()
         return 0
+    except OSError as e:  # a path the system refuses (a name too long, a permission): name it, one line
+        return fail(f'{e.filename or "input"}: {e.strerror or e}', 2)
     return 2
 
 

@@ -309,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
                     f'rejects the arguments: {e}', 1)
     except BrokenPipeError:
         return 0
+    except OSError as e:  # a path the system refuses (a name too long, a permission): name it, one line
+        return fail(f'{e.filename or "input"}: {e.strerror or e}', 2)
 
 
 if __name__ == '__main__':
