@@ -42,6 +42,17 @@ def _reason(e: Exception) -> str:
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
+def _utf8_lines(fin, src: Path):
+    """The file's lines; a byte that is not UTF-8 stops the run with one line (nothing is written)."""
+    count = 0
+    try:
+        for line in fin:
+            count += 1
+            yield line
+    except UnicodeDecodeError:
+        raise InputError(f'{src}: not valid UTF-8 after line {count}; GSM8K is JSON lines in UTF-8') from None
+
+
 def prepare(src: Path, dst: Path, rejects: Path | None = None) -> dict:
     if not src.is_file():
         raise InputError(f'{src}: no such file')
@@ -52,7 +63,7 @@ def prepare(src: Path, dst: Path, rejects: Path | None = None) -> dict:
     try:
         with open(src, encoding='utf-8-sig') as fin, open(out.tmp, 'w', encoding='utf-8') as fo, \
                 open(rej.tmp, 'w', encoding='utf-8') as fr:
-            for lineno, line in enumerate(fin, start=1):
+            for lineno, line in enumerate(_utf8_lines(fin, src), start=1):
                 if not line.strip():
                     continue
                 counts['input_rows'] += 1

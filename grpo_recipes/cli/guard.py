@@ -142,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
                 return getattr(importlib.import_module(f'{__package__}.{module}'), function)(opts, extra)
     except GuardError as e:
         return fail(str(e), e.exit_code)
+    except UnicodeDecodeError as e:  # a reader without its own check (calibrate's cases)
+        where = getattr(opts, 'config', None) or getattr(opts, 'cases', None) or 'the input'
+        return fail(f'{where}: not valid UTF-8 at byte {e.start}; save the file as UTF-8', 2)
     except (ValueError, argparse.ArgumentError) as e:
         from ..swift_args import ArgumentError
         if not isinstance(e, (ArgumentError, argparse.ArgumentError)):
