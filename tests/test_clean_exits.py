@@ -145,11 +145,11 @@ def test_a_closed_pipe_keeps_the_verdicts_exit_status(json_out):
         assert 'Traceback' not in err and 'BrokenPipe' not in err
 
 
-def test_recipes_ls_survives_a_closed_pipe():
-    proc = subprocess.Popen([sys.executable, '-m', 'grpo_recipes.cli.recipes', 'ls'], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd=ROOT)
-    proc.stdout.readline()
-    proc.stdout.close()
+@pytest.mark.parametrize('argv', [['grpo_recipes.cli.recipes', 'ls'],
+                                  ['data_tools.cli', 'stats', str(SAMPLE), '--quiet']])
+def test_recipes_and_data_survive_a_closed_pipe(argv):
+    proc = subprocess.Popen([sys.executable, '-m', *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    proc.stdout.close()  # gone before the first write (both spend a second measuring first)
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0 and 'Traceback' not in err, err
 
