@@ -109,7 +109,8 @@ def _json(path: Path, chunk_rows: int):
     except json.JSONDecodeError as e:
         raise InputError(f'{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}') from None
     except RecursionError:
-        raise InputError(f'{path}: JSON nested too deeply to read; a .json dataset is an array of flat objects') from None
+        raise InputError(f'{path}: JSON nested too deeply to read; a .json dataset is an array of flat '
+                         'objects') from None
     if not isinstance(data, list):
         raise InputError(f'{path}: a .json dataset must be an array of objects (got {type(data).__name__}); '
                          f'for one object per line use .jsonl')
