@@ -152,8 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         where = getattr(opts, 'config', None) or 'the launch'
         return fail(f'{where}: swift rlhf rejects the arguments: {e}', 1)
     except RecursionError:  # a file nested deeper than a reader can recurse
-        where = getattr(opts, 'config', None) or getattr(opts, 'cases', None) or 'the input'
-        return fail(f'{where}: nested too deeply to read; no config or case nests more than a few levels', 2)
+        where = getattr(opts, 'config', None) or getattr(opts, 'cases', None) or 'a file the launch reads'
+        return fail(f'{where}: nested too deeply to read (YAML/JSON lists or mappings inside each other); no config '
+                    f'nests more than a few levels', 2)
     except KeyboardInterrupt:
         return fail('interrupted', 130)
     except BrokenPipeError:  # output piped into `head` and closed early
