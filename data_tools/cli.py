@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
-from grpo_recipes.cli.common import parse_command
+from grpo_recipes.cli.common import package_version, parse_command, pipe_safe_stdout
 
 EPILOG = '''examples:
   grpo-data stats data.jsonl --tokenizer /models/Qwen2.5-7B-Instruct --max-completion-length 1024
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='grpo-data', description='Token-length stats and filtering for ms-swift GRPO '
                                 'datasets, measured with the model\'s own tokenizer and chat template.',
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--version', action='version', version=f'grpo-data (grpo-recipes) {package_version()}')
     sub = p.add_subparsers(dest='cmd', metavar='COMMAND')
     f = sub.add_parser('filter', help='keep rows that fit --max-length; every other row goes to a rejects file',
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -181,13 +183,21 @@ def cmd_stats(opts) -> int:
     con.print(t)
     if st.malformed:
         con.print(f'{st.malformed} malformed row(s) not measured (grpo-data filter lists them in its rejects file)')
-    con.print(f'max_length: {st.max_length_for_coverage}   keeps {st.coverage:.1%} of rows')
+    con.print(f'max_length: {st.max_length_for_coverage}   keeps {kept_text(st.kept, st.count)}')
     if st.vllm_max_model_len is not None:
         con.print(f'vllm_max_model_len: {st.vllm_max_model_len}   = max_length {st.max_length_for_coverage} + '
                   f'max_completion_length {st.max_completion_length}')
     if opts.plot:
         con.print(f'histogram: {opts.plot}')
     return 0
+
+
+def kept_text(kept: int, total: int) -> str:
+    """'all N rows' when none is dropped; otherwise the share rounded down, so a dropped row never reads 100%."""
+    if kept >= total:
+        return f'all {total:,} rows (100%)'
+    share = math.floor(kept * 1000 / total) / 10  # tenths of a percent, rounded down
+    return f'{kept:,} of {total:,} rows ({share:.1f}%)'
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     from .tokenize import TokenizerError
     import tempfile
     try:
-        with tempfile.TemporaryDirectory(prefix='grpo-data-') as tmp:
+        with tempfile.TemporaryDirectory(prefix='grpo-data-') as tmp, pipe_safe_stdout():  # `| head`: same status
             opts.input = resolve_input(opts, Path(tmp) / 'dataset.jsonl')
             if opts.cmd == 'prepare-gsm8k':
                 return cmd_prepare_gsm8k(opts)

@@ -89,6 +89,8 @@ def _jsonl(path: Path, chunk_rows: int):
                     rec.row = json.loads(text)
                 except json.JSONDecodeError as e:
                     rec.error = f'invalid JSON: {e.msg} (column {e.colno})'
+                except RecursionError:  # json's scanner recurses per level
+                    rec.error = 'JSON nested too deeply to read (no dataset row nests more than a few levels)'
             chunk.append(rec)
             index += 1
             if len(chunk) >= chunk_rows:
@@ -106,6 +108,9 @@ def _json(path: Path, chunk_rows: int):
         raise InputError(f'{path}: not valid UTF-8 at byte {e.start}') from None
     except json.JSONDecodeError as e:
         raise InputError(f'{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}') from None
+    except RecursionError:
+        raise InputError(f'{path}: JSON nested too deeply to read; a .json dataset is an array of flat '
+                         'objects') from None
     if not isinstance(data, list):
         raise InputError(f'{path}: a .json dataset must be an array of objects (got {type(data).__name__}); '
                          f'for one object per line use .jsonl')

@@ -4,6 +4,8 @@ Memory stays bounded: one chunk of rows is alive at a time; ``stats`` keeps only
 """
 from __future__ import annotations
 
+import bisect
+
 import json
 import math
 import sys
@@ -33,6 +35,9 @@ def parse_columns(text: str | None) -> dict[str, str] | None:
         value = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(f'--columns {text!r}: not JSON ({e.msg}); write e.g. --columns \'{{"answer": "solution"}}\'')
+    except RecursionError:
+        raise InputError('--columns: JSON nested too deeply; write a flat object, e.g. '
+                         '--columns \'{"answer": "solution"}\'') from None
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise InputError(f'--columns {text!r}: must be a JSON object of old name → new name')
     return value
@@ -178,6 +183,8 @@ class Stats:
     percentiles: dict = field(default_factory=dict)
     coverage: float = 0.99
     max_length_for_coverage: int = 0
+    kept: int = 0
+    """Measured rows that max_length_for_coverage keeps (ties at the boundary make it more than coverage asks)."""
     max_completion_length: int | None = None
     vllm_max_model_len: int | None = None
     tokenizer: str = ''
@@ -210,6 +217,7 @@ def run_stats(input_path: Path, tok: ChatTokenizer, mode: str = 'prompt', column
                tokenizer=str(tok.path))
     st.percentiles = {f'p{q:g}': percentile(srt, q) for q in PERCENTILES}
     st.max_length_for_coverage = percentile(srt, coverage * 100)
+    st.kept = bisect.bisect_right(srt, st.max_length_for_coverage)
     if max_completion_length is not None:
         st.max_completion_length = max_completion_length
         st.vllm_max_model_len = st.max_length_for_coverage + max_completion_length

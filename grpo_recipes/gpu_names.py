@@ -80,8 +80,9 @@ def resolve(name: str) -> tuple[str, float]:
 
 def check_hardware_flags(gpu_type: str | None, gpu_mem: float | None) -> None:
     """The CLI's --gpu-type / --gpu-mem, before anything is planned: exit 2 on a bad value."""
-    if gpu_mem is not None and not gpu_mem > 0:
-        raise GuardError(f'--gpu-mem {gpu_mem}: must be a capacity in GiB greater than 0 (e.g. 79.15 for an A100 80GB)')
+    if gpu_mem is not None and not 0 < gpu_mem < 1e6:  # NaN and inf fail both comparisons or the bound
+        raise GuardError(f'--gpu-mem {gpu_mem}: must be a finite capacity in GiB, greater than 0 and below 1e6 '
+                         '(e.g. 79.15 for an A100 80GB)')
     if gpu_type and gpu_mem is None:
         resolve(gpu_type)  # with --gpu-mem the name is only a label
 

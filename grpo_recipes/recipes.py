@@ -66,7 +66,11 @@ class Recipe:
 
 def read_meta(path: Path) -> dict:
     meta = {}
-    for line in path.read_text(encoding='utf-8').splitlines():
+    try:
+        text = path.read_text(encoding='utf-8')
+    except UnicodeDecodeError as e:
+        raise GuardError(f'{path}: not valid UTF-8 at byte {e.start}; save the file as UTF-8') from None
+    for line in text.splitlines():
         if not line.startswith('#'):
             if line.strip():
                 break

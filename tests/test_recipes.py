@@ -77,7 +77,9 @@ def test_cp_copies_the_pair_and_refuses_to_overwrite(tmp_path):
     name = 'qwen2.5-32b-instruct-gptq-int4/lora-2xa100-40g'
     proc = run_cli('grpo_recipes.cli.recipes', 'cp', name, str(tmp_path))
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / 'lora-2xa100-40g.yaml').read_text() == (ROOT / 'recipes' / f'{name}.yaml').read_text()
+    copy = (tmp_path / 'lora-2xa100-40g.yaml').read_text()  # the original, but its launch line names the copy
+    assert copy == (ROOT / 'recipes' / f'{name}.yaml').read_text().replace(
+        f'bash recipes/{name}.sh', f'bash {tmp_path / "lora-2xa100-40g.sh"}')
     assert 'launch_lib.sh' in (tmp_path / 'lora-2xa100-40g.sh').read_text()
     again = run_cli('grpo_recipes.cli.recipes', 'cp', name, str(tmp_path))
     assert again.returncode == 2 and 'already exist' in again.stderr

@@ -1,6 +1,7 @@
 """``grpo-guard calibrate``: score the memory model on published measurements."""
 from __future__ import annotations
 
+from ..errors import GuardError
 from ..memory.scoring import score
 from ..memory.cases import load_cases
 from .common import print_json
@@ -8,7 +9,11 @@ from .render import print_calibration
 
 
 def run(opts, extra: list[str]) -> int:
-    result = score(load_cases(opts.cases))
+    cases = load_cases(opts.cases)
+    if not cases:  # scores over nothing would read as a calibrated model
+        raise GuardError(f'{opts.cases}: no cases in it; pass a JSON-lines file of cases (one object a line, see '
+                         f'../shared/calibration/README.md)')
+    result = score(cases)
     if opts.json:
         print_json(result)
         return 0

@@ -46,9 +46,12 @@ def _check(opts, extra):
         from ..frontends.swift.versions import checked_packages
         packages = checked_packages(opts.swift_version, packages or installed_packages())
     mean = getattr(opts, 'completion_mean', None)
-    report = check_launch(launch, hw, packages=packages, data_stats=stats,
-                          model_config=model_config_arg(opts.model_config), completion_mean=mean,
-                          fastest=getattr(opts, 'fastest', False))
+    try:
+        report = check_launch(launch, hw, packages=packages, data_stats=stats,
+                              model_config=model_config_arg(opts.model_config), completion_mean=mean,
+                              fastest=getattr(opts, 'fastest', False))
+    except OverflowError:  # a number no GPU holds (10**30 completions): the memory arithmetic leaves float range
+        raise GuardError(_too_large(launch.argv)) from None
     if getattr(opts, 'verify', False) and report.fixes and report.fixes[0].env:
         from ..memory.envfix import verify  # an environment line: re-plan the launch with it (and parse any arguments)
         report.fix_verified = verify(launch, report, lambda fixed: check_launch(
@@ -64,6 +67,23 @@ def _check(opts, extra):
         result = validate(fixed)
         report.fix_verified = {**result.to_dict(), 'not_parsed': outside}
     return report
+
+
+def _too_large(argv: list[str]) -> str:
+    """Name the arguments whose values are too large to plan with."""
+    huge = []
+    for i, a in enumerate(argv):
+        flag, eq, value = a.partition('=')
+        if not eq:
+            value = argv[i + 1] if i + 1 < len(argv) and a.startswith('--') else ''
+        try:
+            big = abs(float(value)) >= 1e15
+        except (ValueError, OverflowError):
+            big = len(value) > 15 and value.isdigit()
+        if a.startswith('--') and big:
+            huge.append(flag.lstrip('-'))
+    named = ', '.join(dict.fromkeys(huge)) or 'a number in the launch'
+    return f'{named}: too large to plan memory with (the arithmetic leaves the float range); use a real value'
 
 
 def _checked(opts, extra: list[str]):

@@ -24,7 +24,14 @@ def print_json(obj: Any) -> None:
     sys.stdout.write('\n')
 
 
+MAX_ERROR_CHARS = 1000
+"""An error quoting a 100,000-character value keeps its start and its end (where the fix is)."""
+
+
 def fail(message: str, code: int = 2) -> int:
+    message = ' '.join(message.splitlines())  # one line, whatever the input quoted
+    if len(message) > MAX_ERROR_CHARS:
+        message = f'{message[:MAX_ERROR_CHARS * 2 // 3]} … {message[-MAX_ERROR_CHARS // 3:]}'
     print(f'error: {message}', file=sys.stderr)
     return code
 
@@ -63,3 +70,65 @@ def model_config_arg(path: str | None) -> dict | None:
         raise GuardError(f'--model-config {path}: no config.json there; pass the model dir or its config.json') from None
     except (OSError, ValueError) as e:
         raise GuardError(f'--model-config {path}: not a readable config.json ({e})') from None
+
+
+def package_version() -> str:
+    """The installed distribution's version (``--version`` of grpo-guard, grpo-recipes and grpo-data)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version('grpo-recipes')
+    except PackageNotFoundError:
+        return 'unknown (grpo-recipes is not installed; pip install -e .)'
+
+
+class _PipeSafe:
+    """sys.stdout that survives its reader going away (``grpo-guard check ... | head -3``): once a write or flush
+    meets a closed pipe, the rest of the output goes to /dev/null and the command runs on, so its exit status is
+    still its verdict's. (rich would raise SystemExit(1) from Console.on_broken_pipe; print, BrokenPipeError.)"""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.broken = False
+
+    def write(self, text):
+        if not self.broken:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._to_devnull()
+        return len(text)
+
+    def flush(self):
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._to_devnull()
+
+    def _to_devnull(self):
+        import os
+        self.broken = True
+        try:  # what is left in the stream's buffer is flushed again at exit: let it go nowhere, quietly
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+class pipe_safe_stdout:
+    """``with pipe_safe_stdout():`` around a command: a closed stdout pipe ends the output, not the command."""
+
+    def __enter__(self):
+        self._saved = sys.stdout
+        sys.stdout = _PipeSafe(sys.stdout)
+        return sys.stdout
+
+    def __exit__(self, *exc):
+        stream, sys.stdout = sys.stdout, self._saved
+        if isinstance(stream, _PipeSafe):
+            stream.flush()
+        return False

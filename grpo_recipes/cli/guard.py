@@ -18,7 +18,7 @@ import importlib
 import sys
 
 from ..errors import GuardError
-from .common import fail, parse_command, split_passthrough
+from .common import fail, package_version, parse_command, pipe_safe_stdout, split_passthrough
 
 EPILOG = '''examples:
   grpo-guard check recipes/examples/qwen2.5-7b-lora-colocate.yaml --gpus 2 --gpu-type A100-80G
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='grpo-guard', description='Pre-launch guard for ms-swift GRPO '
                                 '(`swift rlhf --rlhf_type grpo`).', epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--version', action='version', version=f'grpo-guard (grpo-recipes) {package_version()}')
     sub = p.add_subparsers(dest='cmd', metavar='COMMAND')
     v = sub.add_parser('validate', help="run the framework's own argument parser on the launch (ms-swift 4.6's "
                        "RLHFArguments, or the installed TRL's TrlParser)",
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument('--model-config', metavar='DIR', help='a dir holding the model\'s config.json (or the file)')
     t.add_argument('--gpus', type=int, metavar='N', help='physical GPUs per node (for the plan)')
     t.add_argument('--json', action='store_true', help='print one JSON object (traced_peak_gib, model_peak_gib, ...)')
+    t.add_argument('--force', action='store_true', help='trace a launch even when grpo-guard check finds errors in it')
     cal = sub.add_parser('calibrate', help='score the memory model on published measurements (JSON lines)',
                          description='Predict every case of a calibration file (schema: '
                          '../shared/calibration/README.md) and compare with what was observed.')
@@ -127,30 +129,61 @@ def _hardware_args(p: argparse.ArgumentParser) -> None:
                    'pass but memory could not be checked (no config.json, unknown GPU)')
 
 
+MAX_GPUS_PER_NODE = 1024
+"""--gpus above this is a typo (the largest nodes hold 16), and planning for it would take unbounded time."""
+
+
+def _check_numbers(opts) -> None:
+    """Numbers argparse accepts (nan, inf, 0, negatives, 10**400) that no command can use: one line, exit 2."""
+    gpus = getattr(opts, 'gpus', None)
+    if gpus is not None and not 1 <= gpus <= MAX_GPUS_PER_NODE:
+        raise GuardError(f'--gpus {gpus}: must be the physical GPUs per node, 1 to {MAX_GPUS_PER_NODE}')
+    timeout = getattr(opts, 'timeout', None)
+    if timeout is not None and not 0 < timeout <= 86400:  # NaN fails every comparison
+        raise GuardError(f'--timeout {timeout}: must be seconds to wait for the parser, above 0 and at most 86400')
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = ('check', 'run', 'validate', 'calibrate', 'trace')
     first = next((a for a in argv if not a.startswith('-') or a == '--'), None)
-    if argv and first == '--' and not any(a in ('-h', '--help') for a in argv[:argv.index('--')]):
+    if argv and first == '--' and not any(a in ('-h', '--help', '--version') for a in argv[:argv.index('--')]):
         argv = ['run', *argv]  # grpo-guard [options] -- swift rlhf ...: check and run a bare command line
-    elif argv and argv[0].startswith('-') and argv[0] not in ('-h', '--help') and first not in commands:
+    elif argv and argv[0].startswith('-') and argv[0] not in ('-h', '--help', '--version') and first not in commands:
         argv = ['run', *argv]
     ours, extra = split_passthrough(argv)
     opts = parse_command(build_parser(), ours)
     if isinstance(opts, int):
         return opts
     try:
+        _check_numbers(opts)
         verb = VERBS.get(opts.cmd)
         if verb is not None:
             module, function = verb
-            return getattr(importlib.import_module(f'{__package__}.{module}'), function)(opts, extra)
+            with pipe_safe_stdout():  # `| head`: the exit status stays the verdict's
+                return getattr(importlib.import_module(f'{__package__}.{module}'), function)(opts, extra)
     except GuardError as e:
         return fail(str(e), e.exit_code)
+    except UnicodeDecodeError as e:  # a reader without its own check (calibrate's cases)
+        where = getattr(opts, 'config', None) or getattr(opts, 'cases', None) or 'the input'
+        return fail(f'{where}: not valid UTF-8 at byte {e.start}; save the file as UTF-8', 2)
+    except (ValueError, argparse.ArgumentError) as e:
+        from ..swift_args import ArgumentError
+        if not isinstance(e, (ArgumentError, argparse.ArgumentError)):
+            raise
+        where = getattr(opts, 'config', None) or 'the launch'
+        return fail(f'{where}: swift rlhf rejects the arguments: {e}', 1)
+    except RecursionError:  # a file nested deeper than a reader can recurse
+        where = getattr(opts, 'config', None) or getattr(opts, 'cases', None) or 'a file the launch reads'
+        return fail(f'{where}: nested too deeply to read (YAML/JSON lists or mappings inside each other); no config '
+                    f'nests more than a few levels', 2)
     except KeyboardInterrupt:
         return fail('interrupted', 130)
     except BrokenPipeError:  # output piped into `head` and closed early
         sys.stderr.close()
         return 0
+    except OSError as e:  # a path the system refuses (a name too long, a permission): name it, one line
+        return fail(f'{e.filename or "input"}: {e.strerror or e}', 2)
     return 2
 
 

@@ -13,7 +13,12 @@ _GAP = 2  # rich's padding (0, 1) between two columns
 
 def _cells(r: dict, codes: str) -> list[str]:
     peak = f'{r["peak_fraction"]:.0%}' if r['peak_fraction'] is not None else '-'
-    return [r['name'], peak, r['hardware'].replace(' ', ''), r['mode'], r['tuner'], codes]
+    hw = f'{r["gpus"]}x{r["gpu_type"]}'
+    if r.get('nodes', 1) > 1:  # a multi-node recipe: its node count, and the rollout node on a line of its own
+        hw = f'{r["nodes"]} nodes ×\n{hw}'
+    if r.get('rollout_node'):
+        hw += '\n+ rollout'
+    return [r['name'], peak, hw, r['mode'], r['tuner'], codes]
 
 
 def _width(rows: list[list[str]]) -> int:

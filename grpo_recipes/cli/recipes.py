@@ -16,13 +16,14 @@ from pathlib import Path
 
 from ..errors import GuardError
 from ..recipes import rollout_argv
-from .common import fail, parse_command, print_json
+from .common import fail, package_version, parse_command, pipe_safe_stdout, print_json
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='grpo-recipes', description='List, copy and validate the GRPO recipes '
                                 'shipped with grpo-recipes.', epilog=__doc__.split('\n\n')[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--version', action='version', version=f'grpo-recipes {package_version()}')
     sub = p.add_subparsers(dest='cmd', metavar='COMMAND')
     ls = sub.add_parser('ls', help='table of recipes with their predicted peak and validation levels')
     ls.add_argument('--json', action='store_true', help='machine-readable output')
@@ -79,9 +80,16 @@ def _summary(recipe) -> dict:
     report = recipe_report(recipe)
     cfg = report.cfg
     peak = max((m.peak_fraction for m in report.memory), default=None)
+    nodes = report.plan.nnodes if report.plan else 1  # NNODES: the header's @gpus are one node's
+    rollout_node = recipe.meta.get('rollout_node')  # server mode on a node of its own
     hw = f'{recipe.gpus}x {recipe.gpu_type}'
+    if nodes > 1:
+        hw = f'{nodes} nodes × {hw}'
+    if rollout_node:
+        hw += ' + a rollout node'
     return {'name': recipe.name, 'path': str(recipe.path), 'launcher': str(recipe.launcher), 'model': cfg.model,
-            'hardware': hw, 'gpus': recipe.gpus, 'gpu_type': recipe.gpu_type,
+            'hardware': hw, 'gpus': recipe.gpus, 'gpu_type': recipe.gpu_type, 'nodes': nodes,
+            'rollout_node': rollout_node,
             'mode': cfg.vllm_mode if cfg.use_vllm else 'hf-generate', 'tuner': cfg.tuner_type +
             (f'+{cfg.quant_method}{cfg.quant_bits}' if cfg.quant_method else ''),
             'peak_fraction': peak, 'peak_gib': max((m.total_gib for m in report.memory), default=None),
@@ -112,26 +120,58 @@ def cmd_cp(opts) -> int:
     from ..recipes import find
     recipe = find(opts.name)
     dest = opts.dest
-    dest.mkdir(parents=True, exist_ok=True)
+    if dest.exists() and not dest.is_dir():
+        raise GuardError(f'{dest}: exists and is not a directory; DEST is the directory the recipe is copied into '
+                         f'(e.g. grpo-recipes cp {opts.name} my-recipes/)')
     files = [recipe.path, recipe.launcher]
     rollout = recipe.path.with_name(recipe.path.stem + '.rollout.yaml')
     if rollout.exists():
         files.append(rollout)
+    files = [f for f in files if f.exists()]
     targets = [dest / f.name for f in files]
     clash = [str(t) for t in targets if t.exists()]
     if clash and not opts.force:
         raise GuardError(f'{", ".join(clash)} already exist(s); pass --force to overwrite')
-    for f, t in zip(files, targets):
-        if not f.exists():
-            continue
-        text = f.read_text(encoding='utf-8')
-        if f.suffix == '.sh':  # keep the copy pointing at the shared launcher library
-            lib = (Path(__file__).resolve().parents[2] / 'scripts' / 'launch_lib.sh')
-            text = text.replace('source "$HERE/../../scripts/launch_lib.sh"', f'source "{lib}"')
-        t.write_text(text, encoding='utf-8')
-        t.chmod(f.stat().st_mode)
-        print(f'copied {f} -> {t}')
+    texts = [_copied_text(f, t, recipe) for f, t in zip(files, targets)]  # all read before anything is written
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        for f, t, text in zip(files, targets, texts):
+            _write_atomic(t, text, f.stat().st_mode)
+            print(f'copied {f} -> {t}')
+    except OSError as e:
+        where = e.filename or dest
+        raise GuardError(f'{where}: cannot write the copy ({e.strerror or e}); pick a DEST directory you can '
+                         f'write') from None
     return 0
+
+
+def _copied_text(src: Path, target: Path, recipe) -> str:
+    """A recipe file as its copy says it: its launch line and library paths point at the copy, not the original."""
+    import shlex
+    text = src.read_text(encoding='utf-8')
+    original = f'recipes/{recipe.path.parent.name}/{recipe.launcher.name}'
+    copy_launcher = shlex.quote(str(target.with_name(recipe.launcher.name)))
+    text = text.replace(f'# Launch: bash {original}', f'# Launch: bash {copy_launcher}')
+    if src.suffix == '.sh':  # keep the copy pointing at the shared launcher library
+        lib = (Path(__file__).resolve().parents[2] / 'scripts' / 'launch_lib.sh')
+        text = text.replace('source "$HERE/../../scripts/launch_lib.sh"', f'source "{lib}"')
+        text = text.replace('# shellcheck source=SCRIPTDIR/../../scripts/launch_lib.sh', f'# shellcheck source={lib}')
+    return text
+
+
+def _write_atomic(target: Path, text: str, mode: int) -> None:
+    """Write ``target`` whole or not at all (a temporary file beside it, renamed over it)."""
+    import os
+    import tempfile
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f'.{target.name}.', suffix='.tmp')
+    try:
+        with os.fdopen(fd, 'w', encoding='utf-8') as f:
+            f.write(text)
+        os.chmod(tmp, mode & 0o7777)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def cmd_validate(opts) -> int:
@@ -185,12 +225,19 @@ def cmd_header(opts) -> int:
         if opts.write:
             if write_block(r.path, block):
                 print(f'updated {r.path}')
-        elif is_stale(r.path, block):
-            stale.append(r.name)
+        elif is_stale(r.path, block):  # named as find() finds it again: a bundled name, else the file's path
+            stale.append(r.name if _bundled(r) else str(r.path))
     if stale:
-        print('stale plan header(s): ' + ', '.join(stale) + '; run `grpo-recipes header --write`', file=sys.stderr)
+        import shlex
+        print('stale plan header(s): ' + ', '.join(stale) + '; run `grpo-recipes header --write '
+              + ' '.join(shlex.quote(s) for s in stale) + '`', file=sys.stderr)
         return 1
     return 0
+
+
+def _bundled(recipe) -> bool:
+    from ..recipes import discover
+    return any(r.path.resolve() == recipe.path.resolve() for r in discover())
 
 
 def cmd_arg(opts) -> int:
@@ -250,11 +297,20 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(opts, int):
         return opts
     try:
-        return COMMANDS[opts.cmd](opts)
+        with pipe_safe_stdout():  # `| head`: the exit status stays the command's
+            return COMMANDS[opts.cmd](opts)
     except GuardError as e:
         return fail(str(e), e.exit_code)
+    except (ValueError, argparse.ArgumentError) as e:
+        from ..swift_args import ArgumentError
+        if not isinstance(e, (ArgumentError, argparse.ArgumentError)):
+            raise
+        return fail(f'{getattr(opts, "name", None) or getattr(opts, "recipe", None) or "the recipe"}: swift rlhf '
+                    f'rejects the arguments: {e}', 1)
     except BrokenPipeError:
         return 0
+    except OSError as e:  # a path the system refuses (a name too long, a permission): name it, one line
+        return fail(f'{e.filename or "input"}: {e.strerror or e}', 2)
 
 
 if __name__ == '__main__':

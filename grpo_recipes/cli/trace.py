@@ -1,8 +1,10 @@
 """``grpo-guard trace``: the launch's training step on fake tensors, beside the analytic trainer terms."""
 from __future__ import annotations
 
+import sys
+
 from ..check import check_launch, model_config_for
-from ..errors import GuardError
+from ..errors import GuardError, InvalidLaunch
 from ..frontends import read_launch
 from ..hardware import Hardware
 from ..memory.arch import Arch
@@ -15,6 +17,14 @@ def run(opts, extra: list[str]) -> int:
     if launch.kind != 'train':
         raise GuardError('trace needs a training launch (a rollout server has no trainer step)')
     report = check_launch(launch, Hardware(gpus=opts.gpus), memory=False)
+    errors = [f for f in report.findings if f.severity == 'error']
+    if errors and not opts.force:  # a launch check refuses is no step to trace: say why, as check does
+        raise InvalidLaunch(f'the check finds {len(errors)} error(s): '
+                         + '; '.join(f'{f.rule}: {f.message}' for f in errors)
+                         + ' (grpo-guard check shows the fixes; --force traces it anyway)')
+    if errors:
+        print(f'trace: tracing anyway (--force) despite {len(errors)} error(s) grpo-guard check reports',
+              file=sys.stderr)
     mc, why = model_config_for(report.cfg.model, model_config_arg(opts.model_config))
     if mc is None:
         raise GuardError(why)
@@ -34,6 +44,11 @@ def run(opts, extra: list[str]) -> int:
             result = trace_launch(cfg, report.plan, mc, prompt_len, str(cfg.model), adamw, adamw_why, alloc_conf=alloc)
         except ValueError as e:  # transformers or PEFT cannot build this model or tuner
             raise GuardError(f'trace: cannot build the model as the launch asks ({e})') from None
+        except (OverflowError, TypeError) as e:  # a length or batch no tensor can have (torch: "Overflow when ...")
+            if not isinstance(e, OverflowError) and 'Overflow' not in str(e):
+                raise
+            raise GuardError(f'trace: a length or batch size of the launch is too large for a tensor '
+                             f'({str(e).splitlines()[0]}); use a real value') from None
     if opts.json:
         print_json({**result.to_dict(), 'prompt_len': prompt_len, 'prompt_basis': why_prompt})
         return 0

@@ -13,7 +13,7 @@ from . import arguments, batch, devices, lengths, memory, packages, rewards, rol
 from .registry import Context, Rule
 
 RULES: list[Rule] = [
-    arguments.unknown_arguments, arguments.rlhf_type_is_grpo,
+    arguments.unknown_arguments, arguments.rlhf_type_is_grpo, arguments.model_given, arguments.lora_rank_positive,
     devices.visible_gpus_match_nproc, memory.trl_ds3_gather_whole_model, devices.visible_gpus_exist,
     devices.rollout_gpus, rollout.rollout_server_arguments,
     vllm.colocate_tp_divides_world, vllm.tp_divides_heads, vllm.tp_positive,

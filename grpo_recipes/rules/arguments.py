@@ -65,3 +65,34 @@ def model_type_and_template(ctx: Context) -> list[Finding]:
             src = 'swift/model/model_meta.py' if name == 'model_type' else 'swift/template/register.py'
             out.append(Finding(ERROR, f'args.{name.replace("_", "-")}', [name], problem[0], problem[1], src))
     return out
+
+
+@rule('args.model-missing')
+def model_given(ctx: Context) -> list[Finding]:
+    """A ``swift rlhf`` or ``swift rollout`` launch without ``--model``: ms-swift stops at start-up with
+    ``ValueError: Please set --model <model_id_or_path>`` (swift/arguments/base_args/model_args.py,
+    ModelArguments.__post_init__). A checkpoint whose args.json it reads (``--adapters``, ``--resume_from_checkpoint``,
+    ``--ckpt_dir`` in 3.x: BaseArguments._init_ckpt_dir, swift/arguments/base_args/base_args.py) may supply it."""
+    if ctx.launch.framework != 'swift' or ctx.cfg.model:
+        return []
+    from_ckpt = ('--adapters', '--ckpt_dir', '--resume_from_checkpoint', '--mcore_model', '--mcore_adapter')
+    if any(a.split('=', 1)[0] in from_ckpt for a in ctx.launch.argv):
+        return []
+    return [Finding(ERROR, 'args.model-missing', ['model'],
+                    'no --model: ms-swift stops with "ValueError: Please set --model <model_id_or_path>"',
+                    'model: <hub id or local dir>, e.g. model: Qwen/Qwen2.5-7B-Instruct',
+                    'swift/arguments/base_args/model_args.py')]
+
+
+@rule('args.lora-rank')
+def lora_rank_positive(ctx: Context) -> list[Finding]:
+    """A LoRA rank of 0 or less: PEFT refuses it when it builds each adapter layer with ``ValueError: `r` should be a
+    positive integer value but the value passed is 0`` (peft/tuners/lora/layer.py, LoraLayer.update_layer)."""
+    cfg = ctx.cfg
+    if cfg.tuner_type != 'lora' or cfg.lora_rank is None or cfg.lora_rank > 0:
+        return []
+    name = 'lora_r' if ctx.launch.framework == 'trl' else 'lora_rank'
+    return [Finding(ERROR, 'args.lora-rank', [name],
+                    f'{name} is {cfg.lora_rank}: PEFT stops with "`r` should be a positive integer value but the '
+                    f'value passed is {cfg.lora_rank}"', f'{name}: 16 (any integer >= 1; 8-64 is usual)',
+                    'peft/tuners/lora/layer.py (LoraLayer.update_layer)')]

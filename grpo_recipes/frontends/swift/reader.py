@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ... import swift_args
+from ...bounded_load import loads_json, safe_load_yaml  # no billion laughs, no deep nesting
 from ...errors import GuardError
 from ...launch import CONFIG_SUFFIXES, LAUNCH_ENV_KEYS, Launch, Rollout
 
@@ -68,12 +69,12 @@ def read_config_file(path: str | os.PathLike) -> Any:
         raise GuardError(f'{p}: cannot read ({e.strerror})') from None
     if p.suffix == '.json':
         try:
-            return json.loads(text)
+            return loads_json(text)
         except json.JSONDecodeError as e:
             raise GuardError(f'{p}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}') from None
     import yaml
     try:
-        return yaml.safe_load(text)
+        return safe_load_yaml(text)
     except yaml.YAMLError as e:
         mark = getattr(e, 'problem_mark', None)
         where = f'{p}:{mark.line + 1}:{mark.column + 1}' if mark is not None else str(p)
