@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from ...bounded_load import loads_json, safe_load_yaml
 from ...errors import GuardError, InvalidLaunch
 from . import snapshot as snap
 
@@ -94,7 +95,7 @@ def _config_argv(path: str, env: dict[str, str]) -> tuple[list[str], dict[str, s
     except (OSError, UnicodeDecodeError) as e:
         raise GuardError(f'{p}: cannot read ({e})') from None
     try:
-        config = json.loads(text) if path.endswith('.json') else yaml.safe_load(text)
+        config = loads_json(text) if path.endswith(".json") else safe_load_yaml(text)  # bounded (bounded_load.py)
     except (ValueError, yaml.YAMLError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise GuardError(f'{p}: not valid {"JSON" if path.endswith(".json") else "YAML"} ({first})') from None

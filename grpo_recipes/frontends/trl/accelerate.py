@@ -56,8 +56,10 @@ def _given(parser, args: list[str], ns, n: int) -> dict[str, Any]:
 
 def _read_yaml(path: Path, what: str) -> dict:
     import yaml
+
+    from ...bounded_load import safe_load_yaml
     try:
-        data = yaml.safe_load(path.read_text(encoding='utf-8')) or {}
+        data = safe_load_yaml(path.read_text(encoding="utf-8")) or {}  # bounded: alias bombs, deep nesting
     except FileNotFoundError:
         raise GuardError(f'{what} {path}: no such file') from None
     except (OSError, yaml.YAMLError) as e:
