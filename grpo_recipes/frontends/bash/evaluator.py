@@ -752,8 +752,9 @@ class Evaluator:
         if self.depth > self.limits.depth:
             raise self.too_long(f'{self.limits.depth} nested function calls')
         st = self.state
-        old_pos = st.positional
+        old_pos, old_taint = st.positional, st.taint.get('@')
         st.positional = list(args)
+        self._positional_taint(st, self.unresolved)
         st.frames.append({})
         old_src = self.src
         self.src = src
@@ -766,7 +767,15 @@ class Evaluator:
             self.depth -= 1
             # the frame belongs to the state that called (a subshell in the body has its own copy)
             st.positional = old_pos
+            self._positional_taint(st, old_taint or [])
             st.pop_frame()
+
+    @staticmethod
+    def _positional_taint(st: State, names: list[str]) -> None:
+        if names:
+            st.taint['@'] = list(names)
+        else:
+            st.taint.pop('@', None)
 
     def child_shell(self, text: str, argv: list[str], env: dict, src: Src) -> int | None:
         """``bash -c STRING [NAME ARGS...]``: a new shell that sees the exported variables (and ``env``)."""
@@ -775,6 +784,7 @@ class Evaluator:
         rest = argv[k + 1:]
         child = State(cwd=parent.cwd, arg0=rest[0] if rest else argv[0], positional=rest[1:],
                       sources=[])
+        self._positional_taint(child, self.unresolved if rest[1:] else [])
         for n in parent.exported:
             v = parent.scalar(n)
             if v is not None:
@@ -889,8 +899,10 @@ class Evaluator:
         if name == 'set':
             if '--' in args:
                 st.positional = args[args.index('--') + 1:]
+                self._positional_taint(st, self.unresolved)
             elif args and not args[0].startswith(('-', '+')):
                 st.positional = list(args)
+                self._positional_taint(st, self.unresolved)
             return 0
         if name == 'shift':
             n = _int(args[0]) if args else 1

@@ -312,6 +312,8 @@ class Expander:
     def _lookup(self, name: str, index: str | None):
         """-> str | list[str] (an ``@``/``*`` subscript or $@) | None (unset). NotKnown if never set anywhere."""
         st = self.st
+        if (name.isdigit() and name != '0') or name in ('@', '*', '#'):
+            self.ev.note_unresolved(st.taint.get('@', []))  # what the positional parameters carry unresolved
         if name.isdigit():
             k = int(name)
             if k == 0:

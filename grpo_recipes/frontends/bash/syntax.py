@@ -74,7 +74,11 @@ def mark_placeholders(text: str) -> str:
 
 def parse(text: str, name: str, line: int | None = None, first_line: int = 1) -> tuple[Node, Src]:
     """Text -> (root node, Src). A syntax error raises GuardError naming the line (as bash refuses to run it)."""
-    src = Src(mark_placeholders(text.replace('\r', CR_MARK)).encode('utf-8'), name, line, first_line)
+    text = text.replace('\r', CR_MARK)
+    tail = text.rstrip(' \t\n')
+    if len(tail) < len(text) and text[len(tail)] == '\n' and (len(tail) - len(tail.rstrip('\\'))) % 2:
+        text = tail[:-1] + '\n'  # a `\` continuing into the end of the text: bash ends the command there
+    src = Src(mark_placeholders(text).encode('utf-8'), name, line, first_line)
     tree = Parser(_LANGUAGE).parse(src.data)
     root = tree.root_node
     if root.has_error:
