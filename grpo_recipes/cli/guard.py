@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     for c in (v, sub.choices['check'], sub.choices['run']):
         c.add_argument('--swift-version', metavar='V', help='ms-swift launches: the ms-swift release the launch will '
                        'run (default: the installed one); 3.x is read with ms-swift 3.10\'s arguments')
+        c.add_argument('--env', action='append', metavar='NAME=VALUE', help='a value the cluster sets for the launch '
+                       '(a scheduler\'s or launcher\'s variable the script uses, e.g. --env NNODES=2 --env RANK=0); '
+                       'repeatable; added to this environment for reading the launch')
         c.add_argument('--trl-version', metavar='V', help='TRL launches: the TRL release the launch will run (default: '
                        'the installed one); older releases keep the names they had (e.g. --vllm_device before 0.16)')
     return p
