@@ -108,8 +108,7 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
                              f'found; paste the command after -- instead')
         return None, rollout
     cmd, (framework, _) = train
-    from .cluster import check_layout, check_placeholders, notes
-    check_placeholders(cmd, f'{p}:{cmd.line}')  # <DATA_PATH> left from an example: exit 2
+    from .cluster import check_layout, notes
     check_layout(cmd, f'{p}:{cmd.line}')  # NPROC_PER_NODE=$SLURM_GPUS_ON_NODE: exit 2, give it with --env
     env = {**environ, **cmd.env}
     from .trl.accelerate_cmd import NoScript

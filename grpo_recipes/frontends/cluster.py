@@ -33,43 +33,48 @@ def _how(refs: list[str]) -> str:
     subs = [r for r in refs if r.startswith('$(')]
     if names and not subs:
         where = ('a scheduler or launcher sets it on the cluster' if any(CLUSTER.match(r) for r in refs)
-                 else 'it is set neither earlier in the script nor in this environment')
+                 else 'set neither earlier in the script nor in this environment')
         give = ' '.join(f'--env {n}=VALUE' for n in dict.fromkeys(names))
-        return f'{", ".join(refs)} is not resolved here ({where}); give its value: grpo-guard check {give} ...'
+        its = 'its value' if len(names) == 1 else 'their values'
+        return (f'{", ".join(refs)} {"is" if len(refs) == 1 else "are"} not resolved here ({where}); give {its}: '
+                f'grpo-guard check {give} ...')
     return (f'{", ".join(refs)} is not resolved here (only running it gives the value); write the number, or give '
             f'the values it uses with --env NAME=VALUE')
 
 
 def check_layout(cmd: Command, where: str) -> None:
-    """Exit 2 where a value that decides the process count could not be resolved."""
+    """Exit 2 where a value that decides the process count could not be resolved (all such values in one line)."""
     from .shell_expand import unresolved
+    found: list[tuple[str, list[str]]] = []  # (what, refs)
     for key in DECIDING_ENV:
         value = cmd.env.get(key)
-        refs = unresolved(value) if value else []
-        if refs:
-            raise GuardError(f'{where}: {key}={value} decides the process count, but {_how(refs)}')
+        if value and unresolved(value):
+            found.append((f'{key}={value}', unresolved(value)))
     for i, word in enumerate(cmd.argv):
         flag, eq, value = word.partition('=')
         if flag not in DECIDING_FLAGS:
             continue
         if not eq:
             value = cmd.argv[i + 1] if i + 1 < len(cmd.argv) else ''
-        refs = unresolved(value)
-        if refs:
-            raise GuardError(f'{where}: {flag} {value} decides the process count, but {_how(refs)}')
+        if unresolved(value):
+            found.append((f'{flag} {value}', unresolved(value)))
+    if found:
+        refs = list(dict.fromkeys(r for _, rs in found for r in rs))
+        verb = 'decides' if len(found) == 1 else 'decide'
+        raise GuardError(f'{where}: {", ".join(w for w, _ in found)} {verb} the process count, but {_how(refs)}')
 
 
-def check_placeholders(cmd: Command, where: str) -> None:
-    """Exit 2 for an example's ``<DATA_PATH>`` left in the training command."""
-    if not cmd.placeholders:
-        return
-    ph = cmd.placeholders[0]
-    flag = next((cmd.argv[i - 1] for i, w in enumerate(cmd.argv) if ph in w and i and cmd.argv[i - 1].startswith('-')),
-                None)
-    env = next((k for k, v in cmd.env.items() if ph in v), None)
-    what = f'{flag} {ph}' if flag else (f'{env}={ph}' if env else ph)
-    raise GuardError(f'{where}: {what} is a placeholder of an example script, left to fill in: put the real value '
-                     f'there')
+PLACEHOLDER = re.compile(r'^<[A-Za-z_][A-Za-z0-9_\-]*>$')
+
+
+def check_placeholders(argv: list[str], where: str) -> None:
+    """Exit 2 for an example's ``<DATA_PATH>`` left in a launch the framework's parser accepted (where the parser
+    rejects it, its own message is shown, with a hint: check.py)."""
+    for i, word in enumerate(argv):
+        if PLACEHOLDER.match(word):
+            flag = argv[i - 1] if i and argv[i - 1].startswith('-') else None
+            raise GuardError(f'{where}: {f"{flag} {word}" if flag else word} is a placeholder of an example script, '
+                             f'left to fill in: put the real value there')
 
 
 def notes(cmd: Command, where: str, launches: int = 1) -> list[str]:
