@@ -161,6 +161,55 @@ def test_recipe_launchers_are_read_through_their_recipe(script):
                 'reads these launchers as the recipe they run (recipe_launcher.py; tests/test_ux_launchers.py)')
 
 
+# -- constructs, one script each (the generated scripts below combine the common ones) ---------------------------
+
+CONSTRUCTS = {
+    'while-counter': 'i=0\nwhile [ $i -lt 3 ]; do\n  swift rlhf --i $i\n  i=$((i + 1))\ndone\n',
+    'until': 'n=3\nuntil [ "$n" -eq 0 ]; do n=$((n - 1)); python train.py --n $n; done\n',
+    'c-style-for': 'for ((k = 0; k < 3; k++)); do torchrun --nproc_per_node $((k + 1)) t.py; done\n',
+    'break-continue': 'for x in a b c d; do\n  [ $x = b ] && continue\n  [ $x = d ] && break\n  swift rlhf --x $x\ndone\n',
+    'case-fallthrough': 'M=colocate\ncase $M in\n  server) swift rlhf --a 1 ;&\n  colo*) swift rlhf --a 2 ;&\n'
+                        '  x) swift rlhf --a 3 ;;\n  *) swift rlhf --a 4 ;;\nesac\n',
+    'elif-numeric': 'G=4\nif [ $G -gt 8 ]; then swift rlhf --g big; elif [[ $G -ge 4 && -n $G ]]; then swift rlhf --g mid;'
+                    ' else swift rlhf --g small; fi\n',
+    'file-tests': 'mkdir -p out\nif [ -d out ] && [ ! -f out/x ]; then swift rlhf --ok 1; fi\n',
+    'source-and-cd': 'mkdir -p lib sub\nprintf "export NPROC_PER_NODE=2\\nLR=1e-6\\n" > lib/env.sh\n'
+                     '. ./lib/env.sh\ncd sub\nswift rlhf --lr $LR --dir "$(pwd)" --base "$(basename "$PWD")"\n'
+                     'cd ..\nswift rlhf --up "$(realpath sub/../lib)"\n',
+    'heredoc-in-substitution': 'NAME=run1\nSYS=$(cat <<EOF\nYou are $NAME.\nAnswer.\nEOF\n)\n'
+                               'swift rlhf --system "$SYS"\ncat <<\'EOF\' > notes.txt\n$NAME\nEOF\n',
+    'printf-seq-expr': 'OUT=$(printf "%s-%03d" run 7)\nfor s in $(seq 2 2 6); do swift rlhf --o $OUT --s $s '
+                       '--h $(expr $s / 2) --m $(expr $s % 4 + 1); done\n',
+    'declare-readonly-unset': 'declare -x EA=1\nreadonly R=fixed\ndeclare -i N=3+4\nEB=gone\nunset EB\n'
+                              'swift rlhf --r $R --n $N --b "${EB-unset}"\n',
+    'case-mod-indirect': 'v=Qwen\nname=v\nswift rlhf --a ${v^^} --b ${v,,} --c ${!name} --d ${v^}\n',
+    'set-shift': 'set -- one "two three" four\nshift\nswift rlhf "$@" --n $# --first "$1"\n',
+    'positional-in-function': 'go() { local lr=$1; shift; swift rlhf --lr "$lr" "$@"; }\n'
+                              'go 1e-6 --a "b c"\ngo 1e-5\n',
+    'array-index-slice': 'A=(a b c d)\nA[5]=f\nswift rlhf "${A[@]:1:2}" ${#A[@]} "${!A[@]}" "${A[-1]}"\n',
+    'nested-defaults': 'swift rlhf --m ${MODEL:-${BASE:-Qwen/${SIZE:-7B}}} --d "${D:=data/x.jsonl}" --dd $D\n',
+    'ifs-splitting': 'FLAGS="--a 1  --b\t2"\nswift rlhf $FLAGS "$FLAGS"\n',
+    'globs-stay-literal': 'swift rlhf --dataset "data/*.jsonl" --x data/nomatch*.jsonl\n',
+    'exec-ends-script': 'exec swift rlhf --a 1\nswift rlhf --never 1\n',
+    'exit-ends-script': 'swift rlhf --a 1\nexit 0\nswift rlhf --never 1\n',
+    'subshell-isolation': '(X=inner; export CUDA_VISIBLE_DEVICES=3)\nswift rlhf --x "${X:-outer}"\n',
+    'env-and-wrappers': 'env CUDA_VISIBLE_DEVICES=1 NPROC_PER_NODE=1 nohup setsid timeout -s INT 1h swift rlhf --a 1\n',
+    'or-and-lists': 'false || swift rlhf --a 1\ntrue && swift rlhf --b 2 || swift rlhf --never 3\n',
+    'ansi-c-and-escapes': "swift rlhf --sep $'a\\tb' --q \"x\\\"y\" --s 'it'\\''s' a\\ b\n",
+    'bash-c-positional': "bash -c 'swift rlhf --a \"$1\" --n $#' name 'x y' z\n",
+    'eval': 'CMD="swift rlhf --a 1"\neval "$CMD --b 2"\n',
+    'crlf-line': 'swift rlhf --a 1\r\nswift rlhf --b 2\r\n',
+}
+
+
+@pytest.mark.parametrize('name', sorted(CONSTRUCTS))
+def test_construct_reads_as_bash_runs_it(name, standins, tmp_path):
+    script = tmp_path / 'run.sh'
+    script.write_bytes(CONSTRUCTS[name].encode())
+    want = assert_same(script, tmp_path, standins, {'EN': '3'}, CONSTRUCTS[name])
+    assert want, f'{name}: bash ran no launch command'
+
+
 # -- the known defects of the old reader (issue 27), each on a script in the shape public launches take ----------
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -409,3 +458,21 @@ def test_generated_scripts_read_as_bash_runs_them(case, standins, scratch):
     except GuardError as e:  # never a traceback or a hang; but these scripts are all readable
         pytest.fail(f'{e}\n{text}')
     assert_same(script, scratch, standins, environ, text)
+
+
+TOKENS = st.sampled_from(['$A', '${A:-x y}', '${A#', '${', '}', '$((', '))', '$(', ')', '(', '"', "'", '\\', '\n', ' ',
+                          ';', '&', '|', '&&', '`', 'for', 'in', 'do', 'done', 'if', 'then', 'fi', 'case', 'esac',
+                          'f()', '{', 'A=', 'B+=(', '[', ']', '[[', ']]', '-z', '=', 'swift', 'rlhf', '--x', '1',
+                          '#', '<X>', '<<EOF\n', 'EOF\n', '$@', '$1', 'export', 'local', 'bash -c', '${A[@]}', '~',
+                          '$((1/0))', '${A:1:-9}', '${!A}', 'eval', 'source', '.', 'x.sh', 'while', 'true', ':'])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(TOKENS, max_size=40).map(''.join))
+def test_any_text_gives_commands_or_one_line_error(text):
+    try:
+        cmds = read_script(text, {'A': 'a/b.c'}, 'fuzz.sh', cwd='/')
+    except GuardError as e:
+        assert str(e).startswith('fuzz.sh:') and '\n' not in str(e)
+        return
+    assert all(isinstance(c.argv, list) for c in cmds)

@@ -550,6 +550,13 @@ class Evaluator:
         return name, value, index, op == '+=', self.unresolved[before:]
 
     def simple(self, node, src: Src, extra=(), stdin: str | None = None) -> int | None:
+        try:
+            return self._simple(node, src, extra, stdin)
+        except NotKnown as e:  # A[$X]=1 with $X unknown: nothing known is assigned
+            self.note_unresolved(e.names)
+            return None
+
+    def _simple(self, node, src: Src, extra=(), stdin: str | None = None) -> int | None:
         self.line = src.line_of(node)
         if node.type in ('variable_assignment',):
             nodes = [node]
@@ -1134,6 +1141,9 @@ def evaluate_script(text: str, environ=None, source: str = '<script>', cwd: str 
         pass
     except RecursionError:
         raise ev.too_long('the reader\'s recursion depth') from None
+    except (NotKnown, ValueError, IndexError, KeyError) as e:  # a construct this reader does not follow
+        raise GuardError(f'{source}:{ev.line}: could not read this line ({e.__class__.__name__}: {str(e)[:80]}); '
+                         f'paste the command after --') from None
     return ev.commands
 
 

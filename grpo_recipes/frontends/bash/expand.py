@@ -546,7 +546,10 @@ class Expander:
     # -- arithmetic and command substitution --------------------------------------------------------------------
     def arith_value(self, text: str) -> int:
         """An arithmetic expression (``$`` expansions in it done first) -> int; NotKnown if it cannot be known."""
+        before = len(self.ev.unresolved)
         expanded = self.single(text) if ('$' in text or '`' in text) else text
+        if len(self.ev.unresolved) > before:
+            raise NotKnown(self.ev.unresolved[before:])
         st = self.st
         names: list[str] = []
 
