@@ -24,6 +24,8 @@ _NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 _PARAM = re.compile(r'([A-Za-z_][A-Za-z0-9_]*|\d+|[@*#?$!\-_])')
 _ANSI = {'n': '\n', 't': '\t', 'r': '\r', 'a': '\a', 'b': '\b', 'e': '\x1b', 'E': '\x1b', 'f': '\f', 'v': '\v',
          '\\': '\\', "'": "'", '"': '"', '?': '?'}
+_PATTERN_MAX = 4096
+"""Longest value a ``${V#p}``/``${V/p/r}``/``${V^^}`` is worked out on (pattern matching is quadratic here)."""
 _OPS = (':-', ':=', ':+', ':?', '-', '=', '+', '?', '##', '#', '%%', '%', '//', '/#', '/%', '/', '^^', '^', ',,', ',',
         ':')
 
@@ -459,6 +461,8 @@ class Expander:
         if not op:
             return self._value_parts(v, quoted, split, isinstance(v, list), index == '*')
         items = v if isinstance(v, list) else [v]
+        if op != ':' and sum(len(s) for s in items) > _PATTERN_MAX:
+            raise NotKnown([written])  # a pattern over a very long value: not followed (bounded work)
         if op == ':':
             return self._substring(v, arg, quoted, split, index == '*' or name == '*', written)
         if op in ('#', '##', '%', '%%'):
