@@ -92,3 +92,12 @@ def test_continuation_in_a_double_quoted_bash_c_is_one_command(tmp_path):
     p = _script(tmp_path, 'nohup bash -c "CUDA_VISIBLE_DEVICES=0,1 NPROC_PER_NODE=2 \\\n' + SWIFT + '" > log 2>&1 &\n')
     launch = read_launch([str(p)], environ={})
     assert launch.env['NPROC_PER_NODE'] == '2' and '--num_generations' in launch.argv
+
+
+def test_nothing_in_a_comment_is_run_and_installed_programs_are_assumed(tmp_path):
+    # prose naming `swift rollout` in backquotes is not a rollout command; `command -v` finds the program
+    p = _script(tmp_path, '# Steps: start `swift rollout` first, then this script\n'
+                          'if ! command -v swift >/dev/null 2>&1; then\n  echo "install ms-swift"; exit 1\nfi\n'
+                          + SWIFT + '\n')
+    launch = read_launch([str(p)], environ={})
+    assert launch.rollout is None and '--num_generations' in launch.argv

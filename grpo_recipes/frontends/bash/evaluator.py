@@ -827,6 +827,8 @@ class Evaluator:
 
     def substitute(self, inner: str) -> str | None:
         """``$(inner)``: its output, or None where a command in it is not pure (or a value in it not known)."""
+        if self.commented:
+            return None  # a comment's `swift rollout` in backquotes is prose: nothing in a comment is run
         if self.depth >= self.limits.depth:
             raise self.too_long(f'{self.limits.depth} nested command substitutions')
         saved, saved_unres, saved_line = self.state, self.unresolved, self.line
@@ -871,8 +873,8 @@ class Evaluator:
                     return 2
                 args = args[:-1]
             return self._decide([('w', a) for a in args], False)
-        if name == 'command':
-            return None
+        if name in ('command', 'type', 'hash'):
+            return 0  # `command -v swift`: the program is taken to be installed (as a launch on its machine has it)
         if self.commented and name in ('source', '.', 'eval', 'cd', 'pushd', 'popd', 'set', 'shift', 'unset',
                                        'read', 'exit', 'return', 'break', 'continue', 'let'):
             return 0
@@ -949,7 +951,7 @@ class Evaluator:
                 if _ASSIGN.match(a + '=') and not a.startswith('-'):
                     self.assign(a, f'${a}', taint=[f'{name} {a}'])
             return None
-        return 0 if name not in ('wait', 'kill', 'type', 'hash') else None
+        return 0 if name not in ('wait', 'kill') else None
 
     def cd(self, target: str | None, push: bool = False) -> int:
         st = self.state
