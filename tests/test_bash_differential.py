@@ -227,6 +227,12 @@ def test_self_referencing_variable_is_expanded_once(tmp_path, standins):
     assert cmds[-1].argv[-1] == '$PYTHONPATH:/opt/proj/src' and '$PYTHONPATH' in cmds[-1].unresolved
 
 
+def test_expand_of_a_value_naming_itself_ends():
+    from grpo_recipes.frontends.shell_expand import expand
+    scope = {'PYTHONPATH': '$PYTHONPATH:/opt/src'}  # what the old reader stored, then expanded to a fixpoint
+    assert expand('${PYTHONPATH}:/more', scope) == '$PYTHONPATH:/opt/src:/more'
+
+
 def test_continuation_inside_a_double_quoted_bash_c(tmp_path, standins):
     text = ('nohup bash -c "CUDA_VISIBLE_DEVICES=0,1 accelerate launch --num_processes 2 \\\n'
             '    train_grpo.py --model_name_or_path Qwen/Qwen2.5-7B-Instruct" > train.log 2>&1 &\n')
