@@ -104,6 +104,7 @@ class Evaluator:
         self.comment_above = ''
         self.src: Src | None = None
         self._pending_comment: tuple[str, int, Src] | None = None
+        self.notes: list[str] = []
 
     # -- bounds -------------------------------------------------------------------------------------------------
     def too_long(self, what: str) -> GuardError:
@@ -517,8 +518,6 @@ class Evaluator:
     def assign(self, name: str, value, index: int | None = None, append: bool = False, taint=None) -> None:
         if isinstance(value, str) and len(value) > self.limits.word:
             raise self.too_long(f'{self.limits.word} characters of a value')
-        if self.commented and False:
-            return
         self.state.assign(name, value, self.line, taint, index, append)
 
     def _assignment(self, group, src: Src) -> tuple[str, object, int | None, bool, list]:
@@ -561,8 +560,7 @@ class Evaluator:
         if node.type in ('variable_assignment',):
             nodes = [node]
         else:
-            nodes = [c for c in node.children if c.type not in REDIRECTS and c.type != 'comment'
-                     and not (c.type == 'command_name' and False)]
+            nodes = [c for c in node.children if c.type not in REDIRECTS and c.type != 'comment']
         nodes += list(extra)
         groups = _groups(nodes)
         self.unresolved = []
@@ -645,8 +643,6 @@ class Evaluator:
                         self.state.exported.add(f)
                         self.state.touched.add(f)
                         self.state.set_line[f] = self.line
-                    if 'a' in flags and f not in self.state.vars:
-                        pass
                 continue
             name, value, index, append, taint = self._assignment(g, src)
             if self.commented:
@@ -750,7 +746,7 @@ class Evaluator:
         above = self.comment_above if self.commented else _above(self.src, self.line) if self.src else ''
         self.commands.append(Command(env=env, argv=list(argv), line=self.line, commented=self.commented,
                                      above=above, env_lines=lines, unresolved=unresolved, placeholders=holders,
-                                     assumed=list(self.assume_stack), loops=list(self.loop_stack),
+                                     assumed=self.notes + self.assume_stack, loops=list(self.loop_stack),
                                      cwd=self.state.cwd))
 
     def call(self, name: str, args: list[str]) -> int | None:
@@ -807,8 +803,6 @@ class Evaluator:
             child.exported.add(n)
             child.touched.add(n)
             child.set_line[n] = self.line
-            if self.unresolved:
-                pass
         if parent.cwd is not None:
             child.vars['PWD'] = parent.cwd
         self.state = child
@@ -936,7 +930,6 @@ class Evaluator:
                             pass
                 else:
                     st.unset(a)
-                    st.funcs.pop(a, None) if a not in st.vars and False else None
             return 0
         if name == 'let':
             status = 1
@@ -1010,15 +1003,9 @@ class Evaluator:
                 st.positional = old_pos
 
     def _assume_note(self, text: str) -> None:
-        self.pending_notes.append(text)
-
-    pending_notes: list = []
-
-    def arith_text(self, text: str) -> int | None:
-        try:
-            return self.exp.arith_value(text)
-        except NotKnown:
-            return None
+        """A note every later command carries (a file `source`d that is not there)."""
+        if text not in self.notes:
+            self.notes.append(text)
 
     # -- comments -----------------------------------------------------------------------------------------------
     def comment(self, node, src: Src) -> None:
@@ -1132,7 +1119,6 @@ def evaluate_script(text: str, environ=None, source: str = '<script>', cwd: str 
                     limits: Limits | None = None, args: list[str] | None = None) -> list[Command]:
     """Every simple command a bash script would run, in order, with the environment each runs with."""
     ev = Evaluator(environ, source, cwd, limits)
-    ev.pending_notes = []
     if args:
         ev.state.positional = list(args)
     try:

@@ -149,7 +149,7 @@ class Expander:
 
     def single(self, raw: str, assignment: bool = False) -> str:
         """A word that is not split: an assignment's value, a ``case`` word, a ``[[`` operand."""
-        return join(self.parts(raw, nosplit=True, tilde=assignment or True))
+        return join(self.parts(raw, nosplit=True, tilde=True))
 
     def dquoted(self, raw: str) -> str:
         """Text as inside double quotes (a here-doc's body, :func:`..shell_expand.expand`)."""
@@ -225,8 +225,7 @@ class Expander:
         """Inside double quotes from ``text[i]`` -> (parts, index after the closing quote)."""
         out: list = []
         buf = []
-        empty_at = True  # "$@" with no parameters: no field at all
-        saw_at = False
+        saw_at = False  # "$@" with no parameters: no field at all
         while i < n:
             c = text[i]
             if c == '"' and not heredoc:
@@ -258,7 +257,6 @@ class Expander:
         out = [(p[0].replace(CR_MARK, '\r'), False, True) if p is not BREAK else BREAK for p in out]
         if not out and not saw_at:
             out.append(('', False, True))
-        del empty_at
         return out, i
 
     def _dollar(self, text: str, i: int, quoted: bool) -> tuple[list | None, int]:
@@ -481,9 +479,9 @@ class Expander:
                                  index == '*' or name == '*')
 
     def _unset_plain(self, name: str, written: str):
-        if name in self.st.known_unset:
-            return
-        raise NotKnown([])
+        """A variable that is not set: '' where the script unset it, else not known."""
+        if name not in self.st.known_unset:
+            raise NotKnown([])
 
     def _substring(self, v, arg: str, quoted: bool, split: bool, star: bool, written: str) -> list:
         off_s, sep, len_s = arg.partition(':')
@@ -516,21 +514,17 @@ class Expander:
         return [(out, split, quoted)]
 
     def _word(self, arg: str, quoted: bool) -> list:
+        """The word of ``${V:-word}``: unquoted, its literal text splits too; inside "...", nothing splits (quotes
+        in the word still group)."""
         if quoted:
-            return [(p[0], False, True) if p is not BREAK else BREAK for p in self._dq_word(arg)]
+            return [(p[0], False, True) if p is not BREAK else BREAK for p in self.parts(arg, nosplit=True)]
         return self.parts(arg, lit_split=True, tilde=True)
-
-    def _dq_word(self, arg: str) -> list:
-        # inside "${V:-word}": quotes in word still group, nothing splits
-        return self.parts(arg, nosplit=True)
 
     def _name_index(self, body: str) -> tuple[str, str | None, str]:
         m = _PARAM.match(body)
         if not m:
             return '', None, body
         name, rest = m.group(1), body[m.end():]
-        if name == '#' and rest[:1] not in ('', '}'):
-            pass
         index = None
         if rest.startswith('[') and _NAME.fullmatch(name):
             depth, j = 0, 0

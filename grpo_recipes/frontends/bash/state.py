@@ -47,7 +47,6 @@ class State:
     def assign(self, name: str, value: Any, line: int, taint: list[str] | None = None, index: int | None = None,
                append: bool = False) -> None:
         """``name=value`` / ``name+=value`` / ``name[index]=value`` / ``name=(...)`` (value a dict)."""
-        self._save_local(name)
         old = self.vars.get(name)
         if isinstance(value, dict):
             if append:
@@ -78,7 +77,6 @@ class State:
             self.taint.pop(name, None)
 
     def unset(self, name: str) -> None:
-        self._save_local(name)
         self.vars.pop(name, None)
         self.exported.discard(name)
         self.taint.pop(name, None)
@@ -88,9 +86,6 @@ class State:
     def declare_local(self, name: str) -> None:
         if self.frames and name not in self.frames[-1]:
             self.frames[-1][name] = self._snapshot(name)
-
-    def _save_local(self, name: str) -> None:
-        pass  # a local's old value is saved when `local` declares it; assignments need nothing more
 
     def _snapshot(self, name: str) -> tuple:
         v = self.vars.get(name)

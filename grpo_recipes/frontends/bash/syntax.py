@@ -11,7 +11,7 @@ syntax tree; :mod:`.evaluator` walks it. Two things bash does differently from a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
@@ -32,6 +32,8 @@ class Src:
     """Every command of this text is reported at this line of the script (``bash -c``, ``source``, a comment)."""
     first_line: int = 1
     """Line number of the text's first line (a comment block read as code)."""
+    comments: dict = field(default_factory=dict)
+    """line -> text of a comment that starts its line (what :attr:`Command.above` is made of)."""
 
     def text(self, start: int, end: int) -> str:
         return self.data[start:end].decode('utf-8', 'replace')
