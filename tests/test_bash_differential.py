@@ -394,7 +394,7 @@ def scripts(draw) -> tuple[str, dict]:
         return cmd
 
     for _ in range(draw(st.integers(1, 7))):
-        kind = draw(st.integers(0, 12))
+        kind = draw(st.integers(0, 17))
         if kind in (0, 1):
             name = draw(st.sampled_from(['A', 'B', 'C', 'D']))
             lines.append(f'{name}={word()}')
@@ -441,6 +441,20 @@ def scripts(draw) -> tuple[str, dict]:
             for n in ('A', 'B'):
                 if n not in scalars and f'{n}:=' in lines[-1]:
                     scalars.append(n)
+        elif kind == 13:  # a counted while loop
+            lines.append(f'i=0\nwhile [ $i -lt {draw(st.integers(0, 2))} ]; do\n  {launch(" --i $i")}\n'
+                         f'  i=$((i + 1))\ndone')
+        elif kind == 14:  # a prompt from a here-doc
+            lines.append(f'SYS=$(cat <<EOF\nsolve {piece(True)}\n  step by step\nEOF\n)\nswift rlhf --system "$SYS"')
+        elif kind == 15:  # the process count from the visible GPUs
+            lines.append(f'export CUDA_VISIBLE_DEVICES={draw(st.sampled_from(["0", "0,1", "0,1,2,3"]))}\n'
+                         f'NP=$(nproc)\nNPROC_PER_NODE=$NP swift rlhf --steps $(expr 16 / $NP)')
+        elif kind == 16:  # a scheduler's variable: not resolved (compared by program only)
+            lines.append(draw(st.sampled_from(['torchrun --node_rank $RANK --master_port ${MASTER_PORT} t.py',
+                                               'swift rlhf --seed $(nvidia-smi --list-gpus | wc -l)'])))
+        elif kind == 17:  # cd in a subshell
+            lines.append('( mkdir -p sub && cd sub && swift rlhf --here "$(pwd)" --base "$(basename "$PWD")" )\n'
+                         'swift rlhf --back "$(pwd)"')
         else:
             lines.append(launch())
     lines.append(launch())
