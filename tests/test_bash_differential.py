@@ -199,6 +199,9 @@ CONSTRUCTS = {
     'bash-c-positional': "bash -c 'swift rlhf --a \"$1\" --n $#' name 'x y' z\n",
     'eval': 'CMD="swift rlhf --a 1"\neval "$CMD --b 2"\n',
     'crlf-line': 'swift rlhf --a 1\r\nswift rlhf --b 2\r\n',
+    'pipes-in-substitution': 'export CUDA_VISIBLE_DEVICES=0,1,2\nGPUS=$(echo $CUDA_VISIBLE_DEVICES | tr \',\' \'\\n\' | wc -l)\n'
+                             'NPROC_PER_NODE=$GPUS swift rlhf --n "$(seq 1 5 | head -n 2 | tail -1)" '
+                             '--u $(echo abc | tr a-c A-C) --w $(echo "a b  c" | wc -w)\n',
 }
 
 

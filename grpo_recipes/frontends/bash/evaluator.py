@@ -105,6 +105,8 @@ class Evaluator:
         self.src: Src | None = None
         self._pending_comment: tuple[str, int, Src] | None = None
         self.notes: list[str] = []
+        self.pipe_stdin: str | None = None
+        """Inside ``$(a | b)``: what the command before wrote, for the next one to read."""
 
     # -- bounds -------------------------------------------------------------------------------------------------
     def too_long(self, what: str) -> GuardError:
@@ -240,8 +242,25 @@ class Evaluator:
         if len(parts) == 1:
             return self.stmt(parts[0], src)
         status = 0
+        if not self.captures:
+            for p in parts:
+                status = self.subshell(lambda p=p: self.stmt(p, src))
+            return status
+        # inside $(...): each command's output is the next one's input (`echo $X | tr , '\\n' | wc -l`)
+        outer = self.captures[-1]
+        data = None
         for p in parts:
-            status = self.subshell(lambda p=p: self.stmt(p, src))
+            cap = _Capture()
+            self.captures.append(cap)
+            self.pipe_stdin = data
+            try:
+                status = self.subshell(lambda p=p: self.stmt(p, src))
+            finally:
+                self.captures.pop()
+                self.pipe_stdin = None
+            outer.unknown = outer.unknown or cap.unknown
+            data = ''.join(cap.out)
+        outer.out.append(data or '')
         return status
 
     def redirected(self, node, src: Src) -> int | None:
@@ -712,6 +731,8 @@ class Evaluator:
 
     def in_capture(self, argv: list[str], env: dict, stdin: str | None) -> int | None:
         cap = self.captures[-1]
+        if stdin is None:
+            stdin, self.pipe_stdin = self.pipe_stdin, None
         if self.unresolved:
             cap.unknown = True
         visible = self.state.scalar('CUDA_VISIBLE_DEVICES')

@@ -2,7 +2,8 @@
 ``printf`` (``%s %d %i %u %x %X %o %c %f %e %g %b %q %%``, widths, the format reused for leftover arguments), ``pwd``,
 and coreutils' ``expr`` (integer arithmetic, comparisons, ``length``), ``dirname``, ``basename`` (``-s``, ``-a``),
 ``realpath`` (lexically: ``..`` folded against the cwd, links not followed), ``seq`` (integers), ``nproc`` (the
-visible GPU count when CUDA_VISIBLE_DEVICES is known), ``cat`` of nothing or of a here-doc, ``true``/``false``/``:``.
+visible GPU count when CUDA_VISIBLE_DEVICES is known), ``cat`` of nothing or of a here-doc, ``true``/``false``/``:``, and in a pipeline ``wc -l/-w/-c``, ``tr``,
+``head``/``tail -n N`` of what the command before wrote.
 Anything else is not pure: its output is not known (:data:`NOT_PURE`)."""
 from __future__ import annotations
 
@@ -53,9 +54,64 @@ def run(argv: list[str], cwd: str | None, visible: str | None, stdin: str | None
         if visible is None or args:
             raise Impure(name)
         return f'{len([d for d in visible.split(",") if d.strip()])}\n', 0
-    if name == 'cat' and not args:
+    if name == 'cat' and (not args or args == ['-']):
         return stdin or '', 0
+    if stdin is not None and name in ('wc', 'tr', 'head', 'tail'):
+        return _filter(name, args, stdin), 0
     raise Impure(name)
+
+
+def _filter(name: str, args: list[str], text: str) -> str:
+    """``wc -l/-w/-c``, ``tr SET1 SET2`` / ``tr -d SET``, ``head``/``tail`` ``-n N`` of the text piped in."""
+    if name == 'wc':
+        counts = {'-l': text.count('\n'), '-w': len(text.split()), '-c': len(text.encode())}
+        if len(args) != 1 or args[0] not in counts:
+            raise Impure('wc')
+        return f'{counts[args[0]]}\n'
+    if name == 'tr':
+        if len(args) == 2 and args[0] == '-d':
+            drop = _set(args[1])
+            return ''.join(c for c in text if c not in drop)
+        if len(args) != 2 or args[0].startswith('-'):
+            raise Impure('tr')
+        a, b = _set(args[0]), _set(args[1])
+        if not b:
+            raise Impure('tr')
+        b = b + b[-1] * (len(a) - len(b))
+        return text.translate(str.maketrans(a, b[:len(a)]))
+    n = 10
+    if len(args) == 2 and args[0] == '-n' and re.fullmatch(r'\d+', args[1]):
+        n = int(args[1])
+    elif len(args) == 1 and re.fullmatch(r'-\d+', args[0]):
+        n = int(args[0][1:])
+    elif args:
+        raise Impure(name)
+    lines = text.splitlines(keepends=True)
+    return ''.join(lines[:n] if name == 'head' else (lines[-n:] if n else []))
+
+
+def _set(spec: str) -> str:
+    """A tr SET: characters, ``a-z`` ranges and ``\\n``/``\\t``/``\\\\`` escapes (classes are not followed)."""
+    if '[:' in spec or '[=' in spec or '*' in spec:
+        raise Impure('tr')
+    chars, i = [], 0
+    esc = {'n': '\n', 't': '\t', 'r': '\r', '\\': '\\'}
+    while i < len(spec):
+        c = spec[i]
+        if c == '\\' and i + 1 < len(spec):
+            chars.append(esc.get(spec[i + 1], spec[i + 1]))
+            i += 2
+            continue
+        if i + 2 < len(spec) and spec[i + 1] == '-':
+            lo, hi = ord(c), ord(spec[i + 2])
+            if hi < lo:
+                raise Impure('tr')
+            chars.extend(chr(k) for k in range(lo, hi + 1))
+            i += 3
+            continue
+        chars.append(c)
+        i += 1
+    return ''.join(chars)
 
 
 def echo(args: list[str]) -> str:

@@ -115,7 +115,8 @@ class State:
     def env(self) -> dict[str, str]:
         """The exported variables the script set (what it adds to the caller's environment)."""
         out = {}
-        for name in sorted(self.exported & self.touched):
+        names = self.exported & self.touched
+        for name in [n for n in self.set_line if n in names] + sorted(names - set(self.set_line)):  # as set
             v = self.scalar(name)
             if v is not None:
                 out[name] = v
