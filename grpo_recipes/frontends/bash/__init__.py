@@ -8,7 +8,10 @@
     arith.py      ``$((...))`` with bash's integer semantics
     pure.py       the commands whose output a command substitution may use (echo, printf, expr, dirname, ...)
     conditions.py ``[ ... ]``, ``test``, ``[[ ... ]]`` decided from known values (or not decided)
-    evaluator.py  walks the tree: lists, pipelines, if/case/for/while, functions, source, bash -c, wrappers
+    evaluator.py  walks the tree: lists, pipelines, if/case/for/while, functions, bash -c, wrappers, $(...)
+    builtins.py   export/declare/local/readonly, unset, cd, source, eval, set --, shift, exit/return, test
+    comments.py   ``# swift rollout ...`` blocks read as commented commands; ``Command.above``
+    control.py    exit/return/break/continue; what a command substitution collects
 
 Nothing is executed: a value that only running something could give (``$(nvidia-smi ...)``, ``$RANK`` set by a
 scheduler) stays in the word as written and is named in ``Command.unresolved``. Every walk is bounded

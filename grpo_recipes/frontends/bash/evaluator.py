@@ -13,19 +13,25 @@ about five seconds of work. Past any bound: GuardError naming the script and lin
 """
 from __future__ import annotations
 
-import os
-import posixpath
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ...errors import GuardError
 from ..shell_expand import shell_c, strip_wrapper
 from . import conditions, pure
+from .builtins import Builtins
 from .command import Command
+from .comments import Comments, _above, _comment_lines
+from .control import Break as _Break
+from .control import Capture as _Capture
+from .control import Continue as _Continue
+from .control import Exit as _Exit
+from .control import Return as _Return
 from .expand import Expander, NotKnown, assemble, glob_regex, join
 from .state import State
 from .syntax import Src, parse
+from .syntax import raw as _raw
 
 _ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?=)', re.S)
 _ENV_ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$', re.S)
@@ -57,31 +63,7 @@ class Limits:
     seconds: float = 5.0
 
 
-class _Exit(Exception):
-    def __init__(self, status):
-        self.status = status
-
-
-class _Return(_Exit):
-    pass
-
-
-class _Break(Exception):
-    def __init__(self, n=1):
-        self.n = n
-
-
-class _Continue(_Break):
-    pass
-
-
-@dataclass
-class _Capture:
-    out: list = field(default_factory=list)
-    unknown: bool = False
-
-
-class Evaluator:
+class Evaluator(Builtins, Comments):
     def __init__(self, environ, source: str, cwd: str | None, limits: Limits | None = None):
         self.limits = limits or Limits()
         self.source = source
@@ -635,49 +617,6 @@ class Evaluator:
                 (self.state.known_unset.add if unset else self.state.known_unset.discard)(name)
         return prefix, restore
 
-    def declare(self, kind: str, words, src: Src) -> int:
-        flags = set()
-        if kind == 'export':
-            flags.add('x')
-        if kind == 'readonly':
-            flags.add('r')
-        for g in words:
-            raw = _raw(src, g)
-            if not _ASSIGN.match(raw):
-                fields = self.exp.fields(raw)
-                for f in fields:
-                    if f.startswith(('-', '+')) and len(f) > 1:
-                        flags.update(f[1:]) if f[0] == '-' else flags.difference_update(f[1:])
-                        continue
-                    if 'f' in flags or 'p' in flags:
-                        continue
-                    if kind == 'local' or ('g' not in flags and kind in ('declare', 'typeset')
-                                           and self.state.frames):
-                        self.state.declare_local(f)
-                        if f not in self.state.vars:
-                            self.state.known_unset.add(f)
-                    elif f not in self.state.vars and 'x' not in flags:
-                        self.state.known_unset.add(f)
-                    if 'x' in flags and not self.commented and 'n' not in flags:
-                        self.state.exported.add(f)
-                        self.state.touched.add(f)
-                        self.state.set_line[f] = self.line
-                continue
-            name, value, index, append, taint = self._assignment(g, src)
-            if self.commented:
-                continue
-            if kind == 'local' or ('g' not in flags and kind in ('declare', 'typeset') and self.state.frames):
-                self.state.declare_local(name)
-            if 'i' in flags and isinstance(value, str):
-                try:
-                    value = str(self.exp.arith_value(value))
-                except NotKnown:
-                    pass
-            self.assign(name, value, index, append, taint)
-            if 'x' in flags:
-                self.state.exported.add(name)
-        return 0
-
     def _unwrap(self, argv: list[str]) -> tuple[dict, list[str], bool]:
         env: dict[str, str] = {}
         rest, is_exec = list(argv), False
@@ -873,210 +812,7 @@ class Evaluator:
         return ''.join(cap.out)
 
     # -- builtins -----------------------------------------------------------------------------------------------
-    def builtin(self, name: str, argv: list[str], src: Src) -> int | None:
-        st = self.state
-        args = argv[1:]
-        if name in ('true', ':'):
-            return 0
-        if name == 'false':
-            return 1
-        if name in ('test', '['):
-            if self.unresolved:
-                return None
-            if name == '[':
-                if args[-1:] != [']']:
-                    return 2
-                args = args[:-1]
-            return self._decide([('w', a) for a in args], False)
-        if name in ('command', 'type', 'hash'):
-            return 0  # `command -v swift`: the program is taken to be installed (as a launch on its machine has it)
-        if self.commented and name in ('source', '.', 'eval', 'cd', 'pushd', 'popd', 'set', 'shift', 'unset',
-                                       'read', 'exit', 'return', 'break', 'continue', 'let'):
-            return 0
-        if name in ('cd', 'pushd'):
-            if name == 'pushd' and not args:
-                return 1
-            target = args[-1] if args and args[-1] != '--' else st.scalar('HOME')
-            if target == '-':
-                target = st.scalar('OLDPWD')
-            return self.cd(target, push=name == 'pushd')
-        if name == 'popd':
-            stack = st.vars.get('__DIRSTACK__')
-            if isinstance(stack, dict) and stack:
-                top = stack.pop(max(stack))
-                return self.cd(top)
-            return 1
-        if name in ('source', '.'):
-            return self.source_file(args, src)
-        if name == 'eval':
-            if self.unresolved:
-                return None
-            text = ' '.join(args)
-            return self.run_text(text, src.name, line=self.line) if text.strip() else 0
-        if name == 'exit':
-            raise _Exit(_int(args[0]) if args else st.status)
-        if name == 'return':
-            raise _Return(_int(args[0]) if args else st.status)
-        if name in ('break', 'continue'):
-            n = _int(args[0]) if args else 1
-            raise (_Break if name == 'break' else _Continue)(max(n or 1, 1))
-        if name == 'set':
-            if '--' in args:
-                st.positional = args[args.index('--') + 1:]
-                self._positional_taint(st, self.unresolved)
-            elif args and not args[0].startswith(('-', '+')):
-                st.positional = list(args)
-                self._positional_taint(st, self.unresolved)
-            return 0
-        if name == 'shift':
-            n = _int(args[0]) if args else 1
-            if n is None or n > len(st.positional):
-                return 1
-            st.positional = st.positional[n:]
-            return 0
-        if name == 'unset':
-            fn = '-f' in args
-            for a in args:
-                if a.startswith('-'):
-                    continue
-                if fn:
-                    st.funcs.pop(a, None)
-                elif '[' in a and a.endswith(']'):
-                    base, idx = a[:-1].split('[', 1)
-                    arr = st.vars.get(base)
-                    if isinstance(arr, dict):
-                        try:
-                            arr.pop(self.exp.arith_value(idx), None)
-                        except NotKnown:
-                            pass
-                else:
-                    st.unset(a)
-            return 0
-        if name == 'let':
-            status = 1
-            for a in args:
-                try:
-                    status = 0 if self.exp.arith_value(a) != 0 else 1
-                except NotKnown:
-                    status = None
-            return status
-        if name in ('read', 'mapfile', 'readarray', 'getopts'):
-            for a in args:
-                if _ASSIGN.match(a + '=') and not a.startswith('-'):
-                    self.assign(a, f'${a}', taint=[f'{name} {a}'])
-            return None
-        return 0 if name not in ('wait', 'kill') else None
-
-    def cd(self, target: str | None, push: bool = False) -> int:
-        st = self.state
-        if target is None:
-            return 1
-        if not target.startswith('/') and st.cwd is None:
-            return None
-        new = posixpath.normpath(posixpath.join(st.cwd or '/', target))
-        if new.startswith('//'):
-            new = new[1:]
-        if not os.path.isdir(new):
-            return 1
-        if push:
-            stack = st.vars.get('__DIRSTACK__')
-            stack = dict(stack) if isinstance(stack, dict) else {}
-            stack[len(stack)] = st.cwd
-            st.vars['__DIRSTACK__'] = stack
-        if st.cwd is not None:
-            st.vars['OLDPWD'] = st.cwd
-        st.cwd = new
-        st.vars['PWD'] = new
-        return 0
-
-    def source_file(self, args: list[str], src: Src) -> int | None:
-        if not args or self.unresolved:
-            return None
-        path = args[0]
-        candidates = [path] if path.startswith('/') else [
-            p for p in (os.path.join(self.state.cwd, path) if self.state.cwd else None,
-                        os.path.join(os.path.dirname(self.source), path)) if p]
-        found = next((p for p in candidates if os.path.isfile(p)), None)
-        if found is None:
-            self._assume_note(f'did not read {path} (sourced at line {self.line}): no such file here')
-            return 1
-        if self.source_depth >= self.limits.source_depth:
-            raise self.too_long(f'{self.limits.source_depth} nested `source`s')
-        try:
-            with open(found, encoding='utf-8', newline='') as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError):
-            return 1
-        st = self.state
-        old_pos = st.positional
-        if args[1:]:
-            st.positional = args[1:]
-        st.sources.insert(0, path)
-        self.source_depth += 1
-        try:
-            return self.run_text(text, src.name, line=src.line if src.line is not None else self.line)
-        except _Return as r:
-            return r.status
-        finally:
-            self.source_depth -= 1
-            st.sources.pop(0)
-            if args[1:]:
-                st.positional = old_pos
-
-    def _assume_note(self, text: str) -> None:
-        """A note every later command carries (a file `source`d that is not there)."""
-        if text not in self.notes:
-            self.notes.append(text)
-
     # -- comments -----------------------------------------------------------------------------------------------
-    def comment(self, node, src: Src) -> None:
-        line_start = src.data.rfind(b'\n', 0, node.start_byte) + 1
-        if src.data[line_start:node.start_byte].strip():
-            return  # `cmd  # note`: not a commented command
-        body = src.text(node.start_byte, node.end_byte).lstrip('#').strip()
-        line = src.line_of(node)
-        pend = self._pending_comment
-        if pend is not None and pend[0].endswith('\\'):
-            self._pending_comment = (pend[0][:-1] + ' ' + body, pend[1], src)
-        else:
-            self._flush_comment()
-            self._pending_comment = (body, line, src)
-        if not self._pending_comment[0].endswith('\\'):
-            self._flush_comment()
-
-    def _flush_comment(self) -> None:
-        pend, self._pending_comment = self._pending_comment, None
-        if pend is None or self.commented or self.captures:
-            return
-        text, line, src = pend
-        if text.endswith('\\'):
-            text = text[:-1]
-        if not text.strip() or not re.match(r'[A-Za-z_./$"\']', text):
-            return
-        saved_state, saved_unres, saved_line, saved_src = self.state, self.unresolved, self.line, self.src
-        saved_assume, saved_loops = self.assume_stack, self.loop_stack
-        self.state = saved_state.copy()
-        self.commented = True
-        self.comment_above = _above(src, line) if src.line is None else ''
-        n = len(self.commands)
-        try:
-            self.run_text(text, src.name, line=line if src.line is None else src.line)
-        except (GuardError, _Exit, _Break, NotKnown, RecursionError):
-            del self.commands[n:]
-        finally:
-            self.state, self.unresolved, self.line, self.src = saved_state, saved_unres, saved_line, saved_src
-            self.assume_stack, self.loop_stack = saved_assume, saved_loops
-            self.commented = False
-            self.comment_above = ''
-
-
-def _int(text: str) -> int | None:
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        return None
-
-
 def _groups(nodes) -> list[list]:
     """Nodes -> words: nodes that touch (no white space between) are one word (tree-sitter sometimes splits one)."""
     out: list[list] = []
@@ -1088,8 +824,6 @@ def _groups(nodes) -> list[list]:
     return out
 
 
-def _raw(src: Src, group) -> str:
-    return src.text(group[0].start_byte, group[-1].end_byte)
 
 
 def _test_leaves(node, out: list, double: bool) -> None:
@@ -1108,32 +842,6 @@ def _test_leaves(node, out: list, double: bool) -> None:
 
 def _regex(parts) -> str:
     return ''.join(re.escape(p[0]) if p is not None and p[2] else (p[0] if p is not None else ' ') for p in parts)
-
-
-def _comment_lines(root, src: Src) -> dict[int, str]:
-    out: dict[int, str] = {}
-    stack = [root]
-    while stack:
-        n = stack.pop()
-        if n.type == 'comment':
-            start = src.data.rfind(b'\n', 0, n.start_byte) + 1
-            if not src.data[start:n.start_byte].strip():
-                out[n.start_point[0] + src.first_line] = src.text(n.start_byte, n.end_byte).lstrip('#').strip()
-            continue
-        stack.extend(n.children)
-    return out
-
-
-def _above(src: Src | None, line: int) -> str:
-    if src is None or src.line is not None:
-        return ''
-    comments = getattr(src, 'comments', {})
-    lines = []
-    k = line - 1
-    while k in comments:
-        lines.insert(0, comments[k])
-        k -= 1
-    return '\n'.join(lines)
 
 
 def evaluate_script(text: str, environ=None, source: str = '<script>', cwd: str | None = None,

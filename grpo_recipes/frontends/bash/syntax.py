@@ -100,3 +100,8 @@ def _first_error(node: Node) -> Node | None:
             if found is not None:
                 return found
     return None
+
+
+def raw(src: Src, group) -> str:
+    """The source text of a word (nodes that touch, see evaluator._groups)."""
+    return src.text(group[0].start_byte, group[-1].end_byte)
