@@ -280,6 +280,13 @@ def test_sweep_gives_one_launch_per_value(tmp_path, standins):
                                       ['LR=1e-5 (for loop at line 1, 2 of 2)']]
 
 
+def test_script_arguments_are_not_resolved(tmp_path):
+    text = 'MODEL=$1\nswift rlhf --model $MODEL --out ${2:-output} "$@" --n $#\nset -- a b\nswift rlhf --x $2\n'
+    cmds = read_script(text, {}, 'run.sh', cwd=str(tmp_path))
+    assert cmds[0].argv[2:] == ['--model', '$1', '--out', 'output', '--n', '0'] and cmds[0].unresolved == ['$1']
+    assert cmds[1].argv[-1] == 'b' and not cmds[1].unresolved
+
+
 def test_undecidable_branch_is_recorded_as_assumed(tmp_path):
     text = 'if [ -z "$RANK" ]; then\n  swift rlhf --a 1\nelse\n  swift rlhf --a 2\nfi\n'
     cmds = read_script(text, {}, 'run.sh', cwd=str(tmp_path))

@@ -110,9 +110,11 @@ class Builtins:
         if name == 'set':
             if '--' in args:
                 st.positional = args[args.index('--') + 1:]
+                st.args_unknown = False
                 self._positional_taint(st, self.unresolved)
             elif args and not args[0].startswith(('-', '+')):
                 st.positional = list(args)
+                st.args_unknown = False
                 self._positional_taint(st, self.unresolved)
             return 0
         if name == 'shift':

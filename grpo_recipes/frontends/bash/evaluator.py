@@ -848,7 +848,9 @@ def evaluate_script(text: str, environ=None, source: str = '<script>', cwd: str 
                     limits: Limits | None = None, args: list[str] | None = None) -> list[Command]:
     """Every simple command a bash script would run, in order, with the environment each runs with."""
     ev = Evaluator(environ, source, cwd, limits)
-    if args:
+    if args is None:
+        ev.state.args_unknown = True
+    else:
         ev.state.positional = list(args)
     try:
         ev.run_text(text, source)

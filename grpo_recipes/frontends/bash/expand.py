@@ -24,6 +24,8 @@ _NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 _PARAM = re.compile(r'([A-Za-z_][A-Za-z0-9_]*|\d+|[@*#?$!\-_])')
 _ANSI = {'n': '\n', 't': '\t', 'r': '\r', 'a': '\a', 'b': '\b', 'e': '\x1b', 'E': '\x1b', 'f': '\f', 'v': '\v',
          '\\': '\\', "'": "'", '"': '"', '?': '?'}
+_ALWAYS_SET = ('$', '!', '-', '_', '?', 'RANDOM', 'SECONDS', 'BASHPID', 'PPID', 'EPOCHSECONDS', 'SRANDOM')
+"""Parameters bash always has a value for (so a ``${V:-default}`` of one is not known either)."""
 _PATTERN_MAX = 4096
 """Longest value a ``${V#p}``/``${V/p/r}``/``${V^^}`` is worked out on (pattern matching is quadratic here)."""
 _OPS = (':-', ':=', ':+', ':?', '-', '=', '+', '?', '##', '#', '%%', '%', '//', '/#', '/%', '/', '^^', '^', ',,', ',',
@@ -318,7 +320,11 @@ class Expander:
             k = int(name)
             if k == 0:
                 return st.arg0
-            return st.positional[k - 1] if k <= len(st.positional) else None
+            if k <= len(st.positional):
+                return st.positional[k - 1]
+            if st.args_unknown and not st.frames:
+                raise NotKnown([])  # `MODEL=$1` of the script: what the user passes is not known here
+            return None
         if name in ('@', '*'):
             return list(st.positional)
         if name == '#':
@@ -327,7 +333,7 @@ class Expander:
             if st.status is None:
                 raise NotKnown(['$?'])
             return str(st.status)
-        if name in ('$', '!', '-', '_', 'RANDOM', 'SECONDS', 'BASHPID', 'PPID', 'EPOCHSECONDS', 'SRANDOM'):
+        if name in _ALWAYS_SET and name != '?':
             raise NotKnown([f'${name}'])
         if name == 'LINENO':
             return str(self.ev.line)
@@ -426,9 +432,9 @@ class Expander:
             try:
                 v = self._lookup(name, index)
             except NotKnown:
-                if name.isdigit() or name in self.st.vars:
+                if name in _ALWAYS_SET or name in self.st.vars:
                     raise
-                v = None  # set nowhere: as bash, the default applies (a variable unset)
+                v = None  # set nowhere (or a script argument not given): as bash, the default applies
             if isinstance(v, list):
                 is_null = (not v) or (len(v) == 1 and v[0] == '')
                 is_unset = not v

@@ -28,6 +28,9 @@ class State:
     sources: list[str] = field(default_factory=list)
     """BASH_SOURCE, innermost first."""
     status: int | None = 0
+    args_unknown: bool = False
+    """The script's own arguments were not given: ``$1`` at its top level is not resolved (``$#`` is 0, ``$@``
+    empty: a caller appends the arguments it has to the launch itself)."""
 
     def copy(self) -> 'State':
         new = copy.copy(self)
