@@ -227,9 +227,12 @@ def _config_from(launch: Launch, trl_version: str | None = None,
                  swift_version: str | None = None) -> tuple[GRPOConfig, list[str], Launch]:
     """(the typed config, what the framework's parser left over, the launch with the notes reading it made: a copy)."""
     from .frontends.shell_expand import unresolved_message
+    from .frontends.cluster import check_placeholders  # <DATA_PATH> the parser accepts: exit 2, fill it in
     if launch.framework == 'trl':
         try:
-            return read_config(launch, trl_version)
+            got = read_config(launch, trl_version)
+            check_placeholders(launch.argv, str(launch.config_file))
+            return got
         except (TypeError, ValueError) as e:  # a $VAR left where TRL's field is a number
             why = unresolved_message(launch.argv, str(launch.config_file), str(e))
             if why is None:
@@ -238,6 +241,7 @@ def _config_from(launch: Launch, trl_version: str | None = None,
     try:
         from .frontends.swift.versions import config_from_argv  # the ms-swift release the user runs (3.x or 4.x)
         cfg, remaining, notes = config_from_argv(launch.argv, swift_version)
+        check_placeholders(launch.argv, str(launch.config_file))
         known = list(launch.notes)
         known.extend(n for n in notes if n not in known)
         return cfg, remaining, replace(launch, notes=known)

@@ -14,7 +14,7 @@ from ..hardware import detect
 from ..launch import Launch
 from ..realparse import validate
 from ..versions import version_tuple
-from .common import launch_args, model_config_arg, print_json
+from .common import environ_with, launch_args, model_config_arg, print_json
 from .render import print_report
 
 
@@ -24,7 +24,8 @@ def _check(opts, extra):
     from ..gpu_names import check_hardware_flags
     check_hardware_flags(opts.gpu_type, opts.gpu_mem)  # exact card names, --gpu-mem > 0
     from ..recipe_launcher import recipe_launcher
-    rl = recipe_launcher(opts.config, os.environ)
+    environ = environ_with(getattr(opts, 'env', None))  # --env NAME=VALUE: what the cluster sets
+    rl = recipe_launcher(opts.config, environ)
     if rl is not None:  # this project's own launcher: the recipe it runs, as its guard step checks it
         a = rl.check_args(opts.gpus, opts.gpu_type, opts.rollout)
         launch = read_launch(a['args'] + extra, environ=a['environ'], rollout=a['rollout'])
@@ -34,7 +35,7 @@ def _check(opts, extra):
             from dataclasses import replace
             hw = replace(hw, source=a['hw_source'])
     else:
-        launch = read_launch(launch_args(opts.config, extra), rollout=opts.rollout)
+        launch = read_launch(launch_args(opts.config, extra), environ=environ, rollout=opts.rollout)
         hw = detect(opts.gpus, opts.gpu_type, opts.rollout_gpus, opts.gpu_mem)
     stats = load_data_stats(opts.data_stats) if opts.data_stats else None
     packages = None

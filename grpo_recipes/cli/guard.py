@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument('--swift-version', metavar='V', help='ms-swift launches: the ms-swift release the launch will '
                        'run (default: the installed one); check reads it with that release\'s own arguments '
                        '(3.0 to 4.6; a newer one as 4.6\'s)')
+        c.add_argument('--env', action='append', metavar='NAME=VALUE', help='a value the cluster sets for the launch '
+                       '(a scheduler\'s or launcher\'s variable the script uses, e.g. --env NNODES=2 --env RANK=0); '
+                       'repeatable; added to this environment for reading the launch')
         c.add_argument('--trl-version', metavar='V', help='TRL launches: the TRL release the launch will run (default: '
                        'the installed one); older releases keep the names they had (e.g. --vllm_device before 0.16)')
     return p

@@ -6,12 +6,12 @@ from rich.markup import escape
 
 from ..frontends import read_launch
 from ..realparse import validate
-from .common import launch_args, model_config_arg, print_json
+from .common import environ_with, launch_args, model_config_arg, print_json
 
 
 def run(opts, extra: list[str]) -> int:
     model_config = model_config_arg(opts.model_config)  # read first: a bad path is one line, before any parse
-    launch = read_launch(launch_args(opts.config, extra))
+    launch = read_launch(launch_args(opts.config, extra), environ=environ_with(opts.env))
     from ..frontends.launcher_count import apply_default_processes  # one process per visible GPU, as check counts
     apply_default_processes(launch, opts.gpus)
     if opts.swift_version and launch.framework != 'trl':

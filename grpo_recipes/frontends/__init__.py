@@ -203,6 +203,8 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
             raise _refuse_unread(c.argv, train[1][0], f'{p}:{c.line}')
         return _rollout_launch(rollout, unread_trainer(c.argv, train[1][0], f'{p}:{c.line}')), rollout
     cmd, (framework, _) = train
+    from .cluster import check_layout, notes
+    check_layout(cmd, f'{p}:{cmd.line}')  # NPROC_PER_NODE=$SLURM_GPUS_ON_NODE: exit 2, give it with --env
     env = {**environ, **cmd.env}
     from .trl.accelerate_cmd import NoScript
     from .crlf import crlf_note, lost_continuation
@@ -213,6 +215,8 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
         following = next((c for c in cmds if c.line > cmd.line and not c.commented), None)
         raise GuardError(e.with_next(' '.join(following.argv) if following else None)) from None
     launch.notes += crlf_note(text, str(p))
+    sweep = [c for c in cmds if not c.commented and (kind_of(c.argv) or ('', ''))[1] == 'train' and c.loops]
+    launch.notes += notes(cmd, f'{p}:{cmd.line}', len(sweep))
     if launch.config_file == '<command line>':
         launch.config_file = f'{p}:{cmd.line}'
     launch.alloc = _alloc(environ, cmd.env, {k: f'{p}:{n} ({"prefix" if n == cmd.line else "export"})'

@@ -190,8 +190,11 @@ def multi_node_env(ctx: Context) -> list[Finding]:
     cannot form the group)."""
     env, p = ctx.launch.env, ctx.plan
     out = []
+    from ..frontends.shell_expand import unresolved
     for key in ('NNODES', 'NODE_RANK', 'NPROC_PER_NODE', 'MASTER_PORT'):
         raw = env.get(key)
+        if raw is not None and unresolved(raw):
+            continue  # NODE_RANK=$RANK: the cluster sets it (the reader refuses an unresolved count itself)
         if raw is not None and not raw.strip().isdigit():
             out.append(Finding(ERROR, 'launch.env-int', [key], f'{key}={raw!r} must be a non-negative integer',
                                f'ENV: {{{key}: <integer>}}'))
