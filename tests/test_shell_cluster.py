@@ -101,3 +101,15 @@ def test_nothing_in_a_comment_is_run_and_installed_programs_are_assumed(tmp_path
                           + SWIFT + '\n')
     launch = read_launch([str(p)], environ={})
     assert launch.rollout is None and '--num_generations' in launch.argv
+
+
+def test_a_variable_holding_an_unresolved_substitution_stays_one_word():
+    """open-r1's and many Slurm scripts' shape: ``MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head
+    -n 1)`` then ``--main_process_ip $MASTER_ADDR``: bash splits the command's output (one host name), never the
+    text as written, so the launcher's next option must stay an option of the launcher."""
+    from grpo_recipes.frontends.shell import read_script
+    text = ('MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1)\n'
+            'accelerate launch --main_process_ip $MASTER_ADDR --main_process_port 29500 train.py --lr 1\n')
+    argv = read_script(text, {}, 'run.sh')[-1].argv
+    assert argv[3] == '$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1)'
+    assert argv[4:7] == ['--main_process_port', '29500', 'train.py']

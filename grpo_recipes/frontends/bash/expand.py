@@ -373,6 +373,10 @@ class Expander:
         v = self._lookup(name, index)
         whole = index in ('@', '*') or name in ('@', '*')
         star = index == '*' or name == '*'
+        if split and isinstance(v, str) and self.st.taint.get(name):
+            # a value holding text that was not resolved (``A=$(scontrol show hostnames ...)``): what bash would
+            # split is the command's output, not the text as written, so the written text stays one word
+            split = False
         return self._value_parts(v, quoted, split, whole, star)
 
     def _value_parts(self, v, quoted: bool, split: bool, whole: bool = False, star: bool = False) -> list:
