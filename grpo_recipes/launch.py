@@ -153,8 +153,11 @@ class Launch:
     of the trainer and the vLLM phase); None: neither is set."""
 
     unread_trainer: str | None = None
-    """Why the launch's training command was not read (Megatron-SWIFT's ``megatron rlhf``, a script that runs neither
-    ms-swift's nor TRL's GRPO): only its rollout server was checked, so the verdict is UNCHECKED, never OK."""
+    """Why the launch's training command was not read (a script that runs neither ms-swift's nor TRL's GRPO): only its
+    rollout server was checked, so the verdict is UNCHECKED, never OK."""
+    node_gpus: int | None = None
+    """GPUs per node the scheduler allocates (``#SBATCH --gres=gpu:N`` / ``--gpus-per-node``): the hardware's GPU
+    count when neither ``--gpus`` nor nvidia-smi gives one."""
 
     def name(self, field_name: str) -> str:
         """The user's own flag for a framework-neutral field name."""

@@ -37,6 +37,9 @@ def _check(opts, extra):
     else:
         launch = read_launch(launch_args(opts.config, extra), environ=environ, rollout=opts.rollout)
         hw = detect(opts.gpus, opts.gpu_type, opts.rollout_gpus, opts.gpu_mem)
+        if hw.gpus is None and getattr(launch, 'node_gpus', None):  # a Slurm batch script's --gres=gpu:N
+            from dataclasses import replace
+            hw = replace(hw, gpus=launch.node_gpus, source='sbatch')
     stats = load_data_stats(opts.data_stats) if opts.data_stats else None
     packages = None
     if getattr(opts, 'trl_version', None):

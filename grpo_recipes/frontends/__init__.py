@@ -215,6 +215,8 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
         following = next((c for c in cmds if c.line > cmd.line and not c.commented), None)
         raise GuardError(e.with_next(' '.join(following.argv) if following else None)) from None
     launch.notes += crlf_note(text, str(p))
+    if directives and 'SLURM_GPUS_ON_NODE' in environ and hasattr(launch, 'node_gpus'):
+        launch.node_gpus = int(environ['SLURM_GPUS_ON_NODE'])  # #SBATCH --gres=gpu:N: the node's GPUs
     sweep = [c for c in cmds if not c.commented and (kind_of(c.argv) or ('', ''))[1] == 'train' and c.loops]
     launch.notes += notes(cmd, f'{p}:{cmd.line}', len(sweep))
     if launch.config_file == '<command line>':
