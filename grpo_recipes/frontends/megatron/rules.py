@@ -176,9 +176,20 @@ def rollout(launch, plan, model):
             f'has loaded (_init_rollout_engine)'), f'--vllm_tensor_parallel_size {divisors[-1]}', ROLLOUT))
     if not a.get('reward_funcs') and not a.get('use_gym_env') and not a.get('gym_env') and \
             not a.get('teacher_model') and not a.get('teacher_model_server'):
-        out.append(_f(ERROR, 'megatron.reward-funcs', ['reward_funcs'], (
-            'reward_funcs is not set (or pass --use_gym_env true / a teacher for OPD-RL) -- asserted when the GRPO '
-            'trainer is built, after the model has loaded'), '--reward_funcs accuracy format', GRPO))
+        # server mode with use_gym_env unset: the trainer asks the rollout server whether it runs a gym
+        # (grpo_trainer.py _resolve_use_gym_env, 4.6)
+        server = launch.rollout if mode == 'server' else None
+        if not (server is not None and getattr(server, 'use_gym_env', False)) and \
+                not (mode == 'server' and a.get('use_gym_env') is None and server is None):
+            out.append(_f(ERROR, 'megatron.reward-funcs', ['reward_funcs'], (
+                'reward_funcs is not set (or pass --use_gym_env true / a teacher for OPD-RL) -- asserted when the GRPO '
+                'trainer is built, after the model has loaded'), '--reward_funcs accuracy format', GRPO))
+        elif server is None:
+            out.append(_f(WARNING, 'megatron.reward-funcs', ['reward_funcs'], (
+                'reward_funcs is not set: in server mode the trainer takes the gym reward when the rollout server '
+                'runs with --use_gym_env true (grpo_trainer.py _resolve_use_gym_env); with a server that does not, '
+                'it stops with "reward_funcs is not set" after the model has loaded'),
+                '--reward_funcs accuracy format, or the rollout server with --use_gym_env true', GRPO))
     return out
 
 
