@@ -277,3 +277,18 @@ def test_no_reward_function(over, rollout_argv, severity):
     report = check_launch(launch, Hardware(gpus=2, gpu_type='A100-80G', source='flags'), packages=PACKAGES_OK)
     found = [f.severity for f in report.findings if f.rule == 'reward.none']
     assert found == ([severity] if severity else []), found
+
+
+def test_opd_rl_with_a_teacher_takes_one_generation():
+    """ms-swift 4.6 examples/train/grpo/opd_rl.sh shape: --teacher_model with --num_generations 1 is OPD-RL, which
+    rlhf_args.py::_check_teacher accepts (the 'greater than 1' check runs only without a teacher)."""
+    from grpo_recipes.check import check_launch
+    from grpo_recipes.frontends import read_launch
+    from grpo_recipes.hardware import Hardware
+    base = ['swift', 'rlhf', '--rlhf_type', 'grpo', '--model', 'Qwen/Qwen2.5-7B-Instruct', '--tuner_type', 'lora',
+            '--dataset', 'AI-MO/NuminaMath-TIR', '--num_generations', '1', '--per_device_train_batch_size', '2']
+    hw = Hardware(gpus=4, gpu_type='A100-80G', source='flags')
+    with_teacher = check_launch(read_launch(base + ['--teacher_model', 'Qwen/Qwen2.5-14B-Instruct'], environ={}), hw)
+    alone = check_launch(read_launch(base + ['--reward_funcs', 'accuracy'], environ={}), hw)
+    assert 'batch.num-generations' not in {f.rule for f in with_teacher.findings}
+    assert 'batch.num-generations' in {f.rule for f in alone.findings}

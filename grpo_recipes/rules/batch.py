@@ -54,7 +54,9 @@ def batch_rules(ctx: Context) -> list[Finding]:
     if p.gradient_accumulation_steps < 1:
         return [accumulation_finding(p.gradient_accumulation_steps, cfg, p, trl, era, src)]
     G = cfg.num_generations
-    if G <= 1 and cfg.rlhf_type == 'grpo':
+    opd = not trl and era == 'own' and (cfg.teacher_model or cfg.teacher_model_server)  # OPD-RL: the teacher's
+    # log-ratio is the advantage, one generation is enough (rlhf_args.py::_check_teacher returns before the check)
+    if G <= 1 and cfg.rlhf_type == 'grpo' and not opd:
         out.append(Finding(ERROR, 'batch.num-generations', ['num_generations'],
                            'GRPO requires at least 2 generations per prompt to calculate the advantages. You provided '
                            f'{G}, which is less than the minimum required.' if trl or era != 'own' else
