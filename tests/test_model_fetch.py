@@ -179,6 +179,10 @@ CARD_PARAMS = {
     'deepseek-ai/DeepSeek-R1-Distill-Qwen-7B': 7.61e9,
     'deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B': None,
     'Qwen/Qwen2.5-72B-Instruct': 72.7e9,  # no published count found here: its three sources agree instead
+    'Qwen/Qwen2.5-0.5B-Instruct': 0.49e9, 'Qwen/Qwen2.5-1.5B-Instruct': 1.54e9, 'Qwen/Qwen2.5-3B-Instruct': 3.09e9,
+    'Qwen/Qwen2.5-14B-Instruct': 14.7e9, 'Qwen/Qwen2.5-32B-Instruct': 32.5e9, 'Qwen/Qwen2.5-0.5B': 0.49e9,
+    'Qwen/Qwen2.5-Math-1.5B': None, 'Qwen/Qwen2.5-Math-7B': None,  # the Math cards state no parameter count
+    'Qwen/Qwen3-0.6B': 0.6e9,
 }
 
 
