@@ -187,6 +187,8 @@ CARD_PARAMS = {
     'deepseek-ai/DeepSeek-R1-Distill-Qwen-14B': None, 'deepseek-ai/DeepSeek-R1-Distill-Llama-8B': None,
     'meta-llama/Llama-3.1-8B-Instruct': 8.03e9, 'meta-llama/Llama-3.2-1B-Instruct': 1.2357e9,
     'meta-llama/Llama-3.2-3B-Instruct': 3.2126e9, 'meta-llama/Llama-3.3-70B-Instruct': 70.6e9,
+    # the VL cards state no count (the LLM plus the vision tower the config's vision_config gives)
+    'Qwen/Qwen2.5-VL-3B-Instruct': None, 'Qwen/Qwen2.5-VL-7B-Instruct': None,
 }
 
 
