@@ -182,6 +182,7 @@ CARD_PARAMS = {
     'Qwen/Qwen2.5-0.5B-Instruct': 0.49e9, 'Qwen/Qwen2.5-1.5B-Instruct': 1.54e9, 'Qwen/Qwen2.5-3B-Instruct': 3.09e9,
     'Qwen/Qwen2.5-14B-Instruct': 14.7e9, 'Qwen/Qwen2.5-32B-Instruct': 32.5e9, 'Qwen/Qwen2.5-0.5B': 0.49e9,
     'Qwen/Qwen2.5-Math-1.5B': None, 'Qwen/Qwen2.5-Math-7B': None,  # the Math cards state no parameter count
+    'Qwen/Qwen2.5-Math-1.5B-Instruct': None, 'Qwen/Qwen2.5-Math-7B-Instruct': None, 'Qwen/QwQ-32B': 32.5e9,
     'Qwen/Qwen3-0.6B': 0.6e9, 'Qwen/Qwen2.5-1.5B': 1.54e9, 'Qwen/Qwen3-1.7B': 1.7e9,
     # the distills' cards state no count; Llama 3.1 8B Instruct and Llama 3.2 Instruct are their base models' shapes
     'deepseek-ai/DeepSeek-R1-Distill-Qwen-14B': None, 'deepseek-ai/DeepSeek-R1-Distill-Llama-8B': None,
