@@ -63,6 +63,10 @@ class GRPOConfig:
     num_generations_eval: int | None = None
     num_iterations: int = 1
     """Optimizer passes over each rollout (μ)."""
+    dynamic_sample: bool = False
+    """DAPO dynamic sampling: replace all-equal-reward groups by resampled ones (ms-swift's default False)."""
+    max_resample_times: int = 3
+    """Extra rollouts dynamic sampling may spend per step before it keeps the original batch (ms-swift: 3)."""
     eval_strategy: str | None = None
     """``no``, ``steps`` or ``epoch``; None follows ``save_strategy``. Forced to ``no`` without a val set."""
     val_dataset: list[str] = field(default_factory=list)
