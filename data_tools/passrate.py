@@ -4,15 +4,16 @@ The log: with ``log_completions true`` ms-swift 4.6's GRPO trainer appends one J
 ``<output_dir>/completions.jsonl`` (rlhf_trainers/grpo_trainer.py ``log``; ``JsonlWriter``). Each object is a table
 of equal-length lists: ``step``, ``prompt`` (the prompt as the template renders it: ``template.encode`` of the
 messages, then ``safe_decode``, default system turn and generation prompt included), ``completion``, one list per
-reward function (named as in ``reward_funcs``, e.g. ``accuracy``), ``advantages``, and extras such as ``solution``.
+reward function (named by the reward's class, e.g. ``MathAccuracy`` for ``accuracy``), ``advantages``, and extras such as ``solution``.
 The lists hold the latest generation batch only (deques of maxlen ``generation_batch_size``): a rollout reaches
 the log only when a log call follows it, so ``logging_steps 1`` records every rollout. The completions of one
 prompt in one rollout (``num_generations`` of them) are that prompt's group.
 
 Caveats the report states: with ``dynamic_sample true`` the log holds the groups kept after resampling (mostly
 those with reward variance), so pass rates must come from a run without it; an eval log call writes eval rollouts
-into the same file (their prompts match no training row and are counted as such); a log call that finds the
-same batch again writes an identical object, which is read once.
+into the same file, under the step of the training table just before it (the eval log call follows the training
+one at that step), so a table whose step was already logged is not read; an eval at a step with no training log
+would be read, and its prompts, if not training rows, are counted as unmatched.
 
 Matching a logged prompt to a data row: each row is rendered with the tokenizer's chat template the way
 tokenize.py measures it (with the template's default system turn, and without one, with the generation prompt and
@@ -22,7 +23,6 @@ message the logged prompt contains (the longest such message wins).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,8 +53,14 @@ class CompletionLog:
     reward: str
     prompts: dict[str, PromptRecord] = field(default_factory=dict)
     tables: int = 0
-    duplicate_tables: int = 0
+    repeated_step_tables: int = 0
     completions: int = 0
+
+
+# reward_funcs names -> the column ms-swift logs: the reward function's class name (swift/rewards/orm.py `orms`,
+# e.g. 'accuracy': MathAccuracy; the table's keys are `self.reward_func_names`, the functions' __name__)
+REWARD_COLUMNS = {'accuracy': 'MathAccuracy', 'format': 'Format', 'react_format': 'ReActFormat',
+                  'cosine': 'CosineReward', 'repetition': 'RepetitionPenalty', 'soft_overlong': 'SoftOverlong'}
 
 
 def _reward_column(table: dict, wanted: str | None, path: Path, lineno: int) -> tuple[str, list[str]]:
@@ -62,12 +68,13 @@ def _reward_column(table: dict, wanted: str | None, path: Path, lineno: int) -> 
     rewards = [k for k, v in table.items() if k not in known and isinstance(v, list)
                and all(isinstance(x, (int, float)) or x is None for x in v)]
     if wanted:
-        if wanted not in table:
-            raise InputError(f'{path} line {lineno}: no reward column {wanted!r} (reward columns: '
-                             f'{", ".join(rewards) or "none"}); pass --reward with one of them')
-        return wanted, rewards
-    if 'accuracy' in rewards:
-        return 'accuracy', rewards
+        for name in (wanted, REWARD_COLUMNS.get(wanted)):
+            if name in rewards:
+                return name, rewards
+        raise InputError(f'{path} line {lineno}: no reward column {wanted!r} (reward columns: '
+                         f'{", ".join(rewards) or "none"}); pass --reward with one of them')
+    if 'MathAccuracy' in rewards:
+        return 'MathAccuracy', rewards
     if len(rewards) == 1:
         return rewards[0], rewards
     raise InputError(f'{path} line {lineno}: reward columns {", ".join(rewards) or "none"}: name the one that '
@@ -81,21 +88,22 @@ def read_completions(path: Path, reward: str | None = None) -> CompletionLog:
         raise InputError(f'--completions {path}: no such file (ms-swift writes completions.jsonl into the run\'s '
                          f'output dir when log_completions is true)')
     log = CompletionLog(str(path), reward or '')
-    seen: set[bytes] = set()
+    steps: set[str] = set()
     with open(path, encoding='utf-8') as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
-            digest = hashlib.sha256(line.strip().encode()).digest()
-            if digest in seen:
-                log.duplicate_tables += 1
-                continue
-            seen.add(digest)
             try:
                 table = json.loads(line)
                 prompts, completions = table['prompt'], table['completion']
-            except (ValueError, KeyError, TypeError) as e:
+                step = str(table['step'][0]) if table.get('step') else None
+            except (ValueError, KeyError, TypeError, IndexError) as e:
                 raise InputError(f'{path} line {lineno}: not an ms-swift completions.jsonl table ({e})') from None
+            if step is not None and step in steps:
+                log.repeated_step_tables += 1  # an eval log call at a step already logged: not a training rollout
+                continue
+            if step is not None:
+                steps.add(step)
             name, rewards = _reward_column(table, reward, path, lineno)
             log.reward = name
             scores = table[name]
@@ -196,7 +204,7 @@ class PassRates:
             'reward': self.log.reward,
             'success_threshold': SUCCESS_THRESHOLD,
             'logged_tables': self.log.tables,
-            'duplicate_tables_skipped': self.log.duplicate_tables,
+            'repeated_step_tables_skipped': self.log.repeated_step_tables,
             'rows': self.rows,
             'rows_seen': n,
             'rows_unseen': self.unseen_rows,
