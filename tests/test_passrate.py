@@ -121,3 +121,14 @@ def test_reward_column_by_its_reward_funcs_name_or_refused(built):
     bad = grpo_data('stats', str(built / 'train.jsonl'), '--completions', str(built / 'completions.jsonl'),
                     '--reward', 'format', '--quiet')
     assert bad.returncode != 0 and "no reward column 'format'" in bad.stderr
+
+
+def test_a_logged_prompt_is_the_rows_rendered_chat_template_exactly():
+    """ms-swift's rendering (template.encode + safe_decode) equals the bundled Qwen2.5 Jinja template's."""
+    from data_tools.passrate import PromptMatcher, read_completions
+    from data_tools.tokenize import ChatTokenizer
+    log = read_completions(DATA / 'tiny_cpu_completions.jsonl')
+    matcher = PromptMatcher(ChatTokenizer(None))
+    for i, line in enumerate((DATA / 'tiny_cpu_train.jsonl').read_text().splitlines()):
+        matcher.add(i, json.loads(line), None)
+    assert all(matcher.exact.get(p) is not None for p in log.prompts)
