@@ -21,7 +21,7 @@ RECIPES = discover()
 GPU_ONLY = {'ENV', 'use_vllm', 'vllm_mode', 'vllm_gpu_memory_utilization', 'vllm_max_model_len', 'vllm_enable_lora',
             'vllm_tensor_parallel_size', 'vllm_data_parallel_size', 'vllm_server_host', 'vllm_server_port',
             'vllm_server_timeout', 'sleep_level', 'offload_model', 'offload_optimizer', 'deepspeed',
-            'move_model_batches', 'quant_method', 'quant_bits', 'template', 'torch_dtype', 'vllm_max_lora_rank'}
+            'move_model_batches', 'quant_method', 'quant_bits', 'template', 'torch_dtype'}
 # not GPU settings, but the CPU run's 16-token cap truncates every completion of the random model, and
 # overlong_filter would then leave nothing in the loss (no gradient to check)
 CPU_DROP = {'overlong_filter'}
