@@ -9,7 +9,7 @@
 #   2. guard    grpo-guard check on the recipe's hardware; stops here on any error
 #   3. rollout  server-mode recipes: `swift rollout` on ROLLOUT_GPUS, health-checked; a trap stops it
 #               on every exit (success, failure, Ctrl-C)
-#   4. train    swift rlhf RECIPE --model --dataset --output_dir [extra args]
+#   4. train    swift rlhf RECIPE --model --dataset [--val_dataset] --output_dir [extra args]
 #
 # Environment (all optional):
 #   MODEL          model id or local dir (default: the recipe's `model`)
