@@ -262,7 +262,7 @@ declare(f'{__name__}.check_launch', ('data.missing-local',))
 def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
                  model_config: dict | None = None, memory: bool = True, fixes: bool = True,
                  data_stats: dict | None = None, completion_mean: int | None = None,
-                 fastest: bool = False) -> CheckReport:
+                 fastest: bool = False, pass_rate: float | None = None) -> CheckReport:
     if launch.kind == 'rollout':
         return check_rollout(launch, hw, packages=packages, model_config=model_config)
     packages = installed_packages() if packages is None else packages
@@ -310,7 +310,7 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
                   packages=packages,
                   dataset_columns=dataset_columns(cfg.dataset, base),
                   environ={k: os.environ[k] for k in ('PYTORCH_CUDA_ALLOC_CONF',) if k in os.environ},
-                  data_stats=data_stats)
+                  data_stats=data_stats, pass_rate=pass_rate)
     findings = run_rules(ctx)
     findings += [Finding(WARNING if d.startswith(('/', '~')) else INFO, 'data.missing-local', ['dataset'],
                          dataset_message(d), 'the path of a file or dir that exists (or a hub id)',

@@ -104,13 +104,18 @@ def test_dry_run_prints_every_step_in_order_and_runs_nothing(tmp_path):
     assert proc.returncode == 0, proc.stderr
     cmds = [l[2:] for l in proc.stderr.splitlines() if l.startswith('+ ')]
     assert [c.split()[0:2] for c in cmds] == [['grpo-data', 'prepare-gsm8k'], ['grpo-data', 'filter'],
+                                              ['grpo-data', 'prepare-gsm8k'], ['grpo-data', 'filter'],
                                               ['grpo-guard', 'check'], ['env', 'CUDA_VISIBLE_DEVICES=1'],
                                               ['swift', 'rlhf']]
-    assert '--max-length 256' in cmds[1]
-    assert '--rollout CUDA_VISIBLE_DEVICES=1\\ ' in cmds[2]
-    assert 'rollout --model Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4' in cmds[3]
-    assert '--vllm_enable_lora true' in cmds[3] and '--vllm_gpu_memory_utilization 0.84' in cmds[3]
-    assert cmds[4].endswith('--max_steps 5')
+    assert '--max-length 256' in cmds[1] and '--max-length 256' in cmds[3]
+    # the held-out eval set: the bundled GSM8K test sample, prepared and filtered like the train rows, passed on
+    assert 'data_tools/sample/gsm8k_test_200.jsonl' in cmds[2]
+    val = str(tmp_path / 'out' / 'data' / 'val.jsonl')
+    assert f'-o {val}' in cmds[3] and f'--val_dataset {val}' in cmds[4] and f'--val_dataset {val}' in cmds[6]
+    assert '--rollout CUDA_VISIBLE_DEVICES=1\\ ' in cmds[4]
+    assert 'rollout --model Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4' in cmds[5]
+    assert '--vllm_enable_lora true' in cmds[5] and '--vllm_gpu_memory_utilization 0.84' in cmds[5]
+    assert cmds[6].endswith('--max_steps 5')
     assert not (tmp_path / 'out').exists()
 
 

@@ -115,6 +115,8 @@ def _hardware_args(p: argparse.ArgumentParser) -> None:
     g.add_argument('--rollout-gpus', metavar='IDS', help='server mode: GPU ids of `swift rollout` (e.g. 4,5)')
     p.add_argument('--data-stats', metavar='JSON', help='`grpo-data stats DATA --json` output: plan memory with '
                    'the data\'s real prompt lengths and check max_length against them')
+    p.add_argument('--pass-rate', type=float, metavar='P', help='the model\'s pass rate on the data (0-1, e.g. its '
+                   'benchmark score): predict the share of all-equal reward groups (rule signal.*)')
     p.add_argument('--completion-mean', type=_positive_int, metavar='TOKENS', help='the completions\' mean length '
                    '(e.g. completions/mean_length from a run\'s log): an OOM below it is a refusal; without it a '
                    'reasoning model\'s completions are planned at max_completion_length; also the predicted step time\'s mean')
