@@ -5,20 +5,16 @@ from __future__ import annotations
 import importlib.metadata as md
 import json
 import os
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .config import GRPOConfig
-from .errors import GuardError, InvalidLaunch
-from .swift_args import ArgumentError
+from .errors import GuardError
 from .hardware import Hardware
 from .launch import Launch, Rollout
 from .models import load_model_config
 from .frontends.launcher_count import default_process_count
 from .findings import ERROR, INFO, SEVERITY_ORDER, WARNING, Finding, declare
-from .frontends.trl.arguments import in_trl_terms, trl_terms
-from .frontends.trl.reader import old_vllm_device, read_config
 from .memory.estimate import estimate
 from .memory.verdicts import memory_inputs, plan_memory
 from .plan import Plan, build_plan
@@ -223,34 +219,6 @@ def rollout_remote(cfg: GRPOConfig, launch: Launch) -> str | None:
     return launch.rollout.remote if launch.rollout is not None else None
 
 
-def _config_from(launch: Launch, trl_version: str | None = None,
-                 swift_version: str | None = None) -> tuple[GRPOConfig, list[str], Launch]:
-    """(the typed config, what the framework's parser left over, the launch with the notes reading it made: a copy)."""
-    from .frontends.shell_expand import unresolved_message
-    if launch.framework == 'trl':
-        try:
-            return read_config(launch, trl_version)
-        except (TypeError, ValueError) as e:  # a $VAR left where TRL's field is a number
-            why = unresolved_message(launch.argv, str(launch.config_file), str(e))
-            if why is None:
-                raise
-            raise GuardError(why) from None
-    try:
-        from .frontends.swift.versions import config_from_argv  # the ms-swift release the user runs (3.x or 4.x)
-        cfg, remaining, notes = config_from_argv(launch.argv, swift_version)
-        known = list(launch.notes)
-        known.extend(n for n in notes if n not in known)
-        return cfg, remaining, replace(launch, notes=known)
-    except ArgumentError as e:
-        why = unresolved_message(launch.argv, str(launch.config_file), str(e))
-        if why is not None:
-            raise GuardError(why) from None
-        hint = ''
-        if re.search(r"'<[^'>]*>'", str(e)):
-            hint = ' (a <...> placeholder left from an example script: put the real value there)'
-        raise InvalidLaunch(f'{launch.config_file}: swift rlhf rejects the arguments: {e}{hint}') from None
-
-
 # what check_launch adds after the rules: a local dataset path that is not there (model_source.py)
 declare(f'{__name__}.check_launch', ('data.missing-local',))
 
@@ -266,24 +234,15 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     own = own_check(launch)  # a front end with its own plan and memory model (Megatron-SWIFT)
     if own is not None:
         return own(launch, hw, packages=packages, model_config=model_config, data_stats=data_stats)
-    cfg, remaining, launch = _config_from(launch, packages.get('trl'), packages.get('ms-swift'))
+    fw = launch.fw  # the front end reads the typed config, then lays out what its framework does after reading
+    cfg, remaining, launch = fw.call('read_config', launch, packages)
     cfg, assumptions = with_rollout(cfg, launch)
     # accelerate with no --num_processes and no config file, deepspeed/torchrun running ms-swift's entry: one
     # process per GPU of the node (launcher_count.py)
     nproc_note = default_process_count(launch, hw.gpus)
     assumptions += [nproc_note] if nproc_note else []
-    if launch.framework == 'trl':
-        cfg, launch, more = old_vllm_device(cfg, launch, packages.get('trl'))
-        assumptions += more
-        if launch.trl.script_settings:
-            assumptions.append(launch.trl.script_settings)
-        source = (launch.trl.accelerate or {}).get('config_source')
-        if source:
-            assumptions.append(f'accelerate\'s settings from {source}, then its command-line options')
-    else:
-        from .frontends.swift.versions import in_trainer_vllm  # ms-swift < 3.6: vLLM inside the trainer
-        cfg, launch, more = in_trainer_vllm(cfg, launch, packages.get('ms-swift'))
-        assumptions += more
+    cfg, launch, more = fw.call('post_read', cfg, launch, packages)
+    assumptions += more
     hw = with_rollout_gpus(hw, launch.rollout)
     remote = rollout_remote(cfg, launch)
     if remote:
@@ -298,7 +257,7 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     from .model_fetch import hub_of
     from .models import config_source
     given_config = model_config is not None
-    hub = hub_of(launch.framework, launch.argv, launch.file_env)
+    hub = hub_of(launch.fw, launch.argv, launch.file_env)
     model_config, unchecked = model_config_for(cfg.model, model_config, hub)
     assumptions += [config_source(cfg.model, given_config, hub)] if model_config is not None else []
     base = Path(launch.config_file).parent if launch.config_file and os.path.isfile(launch.config_file) else None
@@ -320,9 +279,8 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         report.memory_unchecked = 'memory planning was turned off'
     from .speed.attach import attach_speed  # seconds per step by phase; --fastest ranks the configs that fit
     attach_speed(report, model_config, data_stats, completion_mean, fastest)
-    if launch.framework == 'trl':
-        report.findings = [in_trl_terms(f) for f in report.findings]
-        report.assumptions = [trl_terms(a) for a in report.assumptions]
+    if fw.reword is not None:
+        fw.call('reword', report)  # the framework's own names
     from .fix_syntax import render_fixes
     render_fixes(report)  # flags for a command line, YAML keys for a config file
     return report
@@ -351,7 +309,7 @@ def check_rollout(launch: Launch, hw: Hardware, packages: dict | None = None,
     from .model_fetch import hub_of
     from .models import config_source
     given_config = model_config is not None
-    hub = hub_of(launch.framework, launch.argv, launch.file_env)
+    hub = hub_of(launch.fw, launch.argv, launch.file_env)
     model_config, unchecked = model_config_for(r.model, model_config, hub)
     report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw,
                          findings=rollout_findings(r, hw, model_config, as_error=True),

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from .framework import Framework, framework_of
+
 if TYPE_CHECKING:
     from .allocconf import AllocSetting
 
@@ -156,6 +158,11 @@ class Launch:
     """Why the launch's training command was not read (Megatron-SWIFT's ``megatron rlhf``, a script that runs neither
     ms-swift's nor TRL's GRPO): only its rollout server was checked, so the verdict is UNCHECKED, never OK."""
 
+    @property
+    def fw(self) -> Framework:
+        """What its framework does (the front end's :class:`~grpo_recipes.framework.Framework`)."""
+        return framework_of(self.framework)
+
     def name(self, field_name: str) -> str:
         """The user's own flag for a framework-neutral field name."""
         return self.names.get(field_name, field_name)
@@ -211,6 +218,11 @@ class Rollout:
     e.g. ``# run in another node``); None: nothing says so. Its GPU ids then name that machine's GPUs."""
 
     @property
+    def fw(self) -> Framework:
+        """What its framework does (the front end's :class:`~grpo_recipes.framework.Framework`)."""
+        return framework_of(self.framework)
+
+    @property
     def gpus(self) -> list[int] | None:
         """GPU ids from its CUDA_VISIBLE_DEVICES (None: unset or unreadable)."""
         return visible_devices(self.env.get('CUDA_VISIBLE_DEVICES'))
@@ -221,9 +233,7 @@ class Rollout:
 
     def flag(self, neutral: str) -> str:
         """The server's own flag for tensor_parallel_size, data_parallel_size, max_model_len, ..."""
-        if self.framework == 'trl':
-            return '--' + neutral
-        return '--vllm_' + neutral
+        return self.fw.server_flag_prefix + neutral
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict

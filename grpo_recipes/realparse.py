@@ -139,9 +139,7 @@ def validate(launch: Launch, timeout: float = 900.0, python: str | None = None,
     """The framework's own parser on the launch: ms-swift's for ``swift rlhf``, the installed TRL's for a TRL
     launch (``trl_version``, when given, must be the installed one: a parse cannot run another release).
     ``model_config``: ``--model-config``'s config.json, for ms-swift's parse (TRL's parse reads no model)."""
-    if launch.framework == 'trl':
-        return validate_trl(launch, timeout=timeout, python=python, trl_version=trl_version)
-    return validate_many([launch], timeout=timeout, python=python, model_config=model_config)[0]
+    return launch.fw.call('validator', launch, timeout, python, trl_version, model_config)
 
 
 def installed_trl() -> str | None:
@@ -184,7 +182,7 @@ def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: st
                        'own_classes': launch.trl.parser_classes == 'own'}  # frontends/trl/config_keys.py
             parse = launch.trl.script_parse or {}
             loaded = parse.get('self_loaded')
-            if launch.trl.parser_classes == 'trl' and parse.get('own_classes') and not parse.get('own_unread'):
+            if launch.trl.parser_classes not in (None, 'own') and parse.get('own_classes') and not parse.get('own_unread'):
                 request['classes'] = list(parse['own_classes'])  # e.g. TrlParser((ScriptArguments, GRPOConfig))
             if launch.trl.script == 'trl grpo' and launch.command:  # TRL's CLI, then accelerate's parser
                 request.update(what='trl-cli', cli_argv=list(launch.command[1:]))

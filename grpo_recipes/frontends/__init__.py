@@ -1,6 +1,8 @@
 """Launch readers, one per framework, all producing the one typed :class:`~grpo_recipes.launch.Launch`.
 
     shell.py   VAR=value / env / export prefixes and whole launcher scripts -> commands (never run)
+    FRAMEWORKS each framework's facts and hooks (``<framework>/framework.py``: grpo_recipes.framework.Framework),
+               which the shared pipeline reads as ``launch.fw`` instead of comparing framework names
     swift/     swift rlhf (config file and/or flags), swift rollout; ms-swift's real parser (worker)
     trl/       accelerate launch / python / torchrun / trl grpo, trl vllm-serve; TRL's names and wording;
                the GRPOConfig(...) a TRL training script writes in code (read with ast, never run)
@@ -17,9 +19,15 @@ from typing import Mapping
 
 from ..errors import GuardError
 from ..launch import CONFIG_SUFFIXES, LAUNCH_ENV_KEYS, Launch, Rollout
+from .megatron.framework import MEGATRON
 from .shell import Command, parse_command_text, read_script, split_env
+from .swift.framework import SWIFT
 from .swift.reader import load_swift, read_rollout
+from .trl.framework import TRL
 from .trl.reader import load_trl, read_vllm_serve
+
+# One line per framework: its name (Launch.framework) -> what it does and its front end's hooks (framework.py).
+FRAMEWORKS = {f.name: f for f in (SWIFT, TRL, MEGATRON)}
 
 def kind_of(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
     """(framework, 'train' | 'rollout') of a command's argv, or None if it is neither: the entry point it runs

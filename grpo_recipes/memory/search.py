@@ -15,6 +15,7 @@ import itertools
 from dataclasses import dataclass, field, replace
 
 from ..config import GRPOConfig
+from ..framework import Framework, as_framework
 from ..frontends.trl.arguments import SWIFT_ONLY, trl_terms
 from ..plan import build_plan, prompt_bound
 from .estimate import estimate
@@ -68,7 +69,7 @@ class Fix:
         from .envfix import render
         parts = [render({k: new for k, (_, new) in self.env.items()}, launch)] if self.env else []
         if self.changes:
-            parts.append(self.cli() if launch.framework == 'trl' else self.yaml_diff())
+            parts.append(self.cli() if launch.fw.fix_as_flags else self.yaml_diff())
         return '\n'.join(parts)
 
     def yaml_diff(self) -> str:
@@ -140,7 +141,7 @@ def split_sizes(bs: int) -> list[int]:
     return sorted(out, reverse=True)
 
 
-def _knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int, framework: str = 'swift',
+def _knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int, framework: Framework | str = 'swift',
            adamw: str = 'fused') -> list[list[dict]]:
     """Each knob: a list of alternative change dicts (argument -> new value). A TRL launch gets only the knobs
     TRL or accelerate has a setting for. A foreach AdamW step gets the fused one first: the same update
@@ -148,7 +149,7 @@ def _knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int, framework: 
     knobs = _all_knobs(cfg, world, heads, prompt_len)
     if adamw == 'foreach':
         knobs.insert(0, [{'optim': 'adamw_torch_fused'}])
-    if framework == 'trl':
+    if not as_framework(framework).all_memory_knobs:
         knobs = [[c for c in alts if not set(c) & set(SWIFT_ONLY)] for alts in knobs]
         knobs = [alts for alts in knobs if alts]
     return knobs
@@ -213,7 +214,7 @@ def _apply(cfg: GRPOConfig, change: dict) -> GRPOConfig:
 def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
     cfg, plan = report.cfg, report.plan
     prompt_len = inp.prompt_len or prompt_bound(cfg, None, vllm=False).tokens or 0
-    knobs = _knobs(cfg, plan.world_size, inp.arch.heads, prompt_len, report.launch.framework, inp.adamw)
+    knobs = _knobs(cfg, plan.world_size, inp.arch.heads, prompt_len, report.launch.fw, inp.adamw)
     from .envfix import ENV_KEY, candidate, with_env
     env_fix = candidate(report)
     if env_fix is not None:  # the allocator setting first: it changes no training setting

@@ -54,7 +54,7 @@ def memory_inputs(report, model_config: dict | None) -> Inputs | None:
     return Inputs(arch=arch, capacity_gib=cap, gpu_name=name, vllm_sampler=sampler, vllm_sampler_why=why,
                   vllm_version=pk.get('vllm'), adamw=adamw, adamw_why=adamw_why,
                   vllm_graphs_env=None if env_graphs is None else str(env_graphs),
-                  weight_sync='per_param' if report.launch.framework == 'trl' else 'batched')
+                  weight_sync=report.launch.fw.weight_sync)
 
 
 def _structurally_ok(report) -> bool:
@@ -239,7 +239,7 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
                        f'the shortest prompts, more than its {m.capacity_gib:.1f} GiB; the largest term is {term} '
                        f'({gib:.1f} GiB)')
             if m.role != 'rollout' and conditional is not None:
-                trl = report.launch.framework == 'trl'
+                trl = not report.launch.fw.prompt_limit  # no max_length: the data is filtered
                 report.findings.append(Finding(
                     WARNING, 'memory.oom-if-long-prompts', ['dataset' if trl else 'max_length'],
                     f'{msg} with prompts of {inp.prompt_len:,} tokens, which nothing in the launch rules out; it '

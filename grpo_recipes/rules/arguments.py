@@ -4,7 +4,6 @@ from __future__ import annotations
 from ..findings import ERROR, INFO, WARNING, Finding
 from ..frontends.swift import registry
 from ..frontends.swift.versions import explain
-from ..frontends.trl.verdicts import argument_findings
 from ..versions import version_tuple
 from .registry import Context, rule
 
@@ -14,8 +13,8 @@ def unknown_arguments(ctx: Context) -> list[Finding]:
     """An argument the framework's parser does not know. ms-swift stops with ``ValueError: remaining_argv``
     (swift/pipelines/base.py); TRL's TrlParser with "Some specified arguments are not used by the HfArgumentParser"
     (trl/scripts/utils.py), or argparse with a value it refuses (args.value: a bare ``--bf16``)."""
-    if ctx.launch.framework == 'trl':  # whose parser reads each word: frontends/trl/verdicts.py
-        return argument_findings(ctx.launch, ctx.remaining, ctx.packages.get('trl'))
+    if ctx.launch.fw.unknown_arguments is not None:  # whose parser reads each word (TRL: frontends/trl/verdicts.py)
+        return ctx.launch.fw.call('unknown_arguments', ctx)
     out = []
     # --ignore_args_error true: ms-swift logs the leftovers instead of stopping (swift/pipelines/base.py, 3.x: llm/base.py)
     ignored = ctx.cfg.ignore_args_error
@@ -45,7 +44,7 @@ def rlhf_type_is_grpo(ctx: Context) -> list[Finding]:
 def model_type_and_template(ctx: Context) -> list[Finding]:
     """--model_type / --template must be names ms-swift registers (swift/model/model_meta.py MODEL_MAPPING,
     swift/template/register.py TEMPLATE_MAPPING)."""
-    if ctx.launch.framework == 'trl':
+    if not ctx.launch.fw.registers_models:
         return []
     cfg = ctx.cfg
     given = [(n, v) for n, v in (('model_type', cfg.model_type), ('template', cfg.template)) if v]
@@ -73,7 +72,7 @@ def model_given(ctx: Context) -> list[Finding]:
     ``ValueError: Please set --model <model_id_or_path>`` (swift/arguments/base_args/model_args.py,
     ModelArguments.__post_init__). A checkpoint whose args.json it reads (``--adapters``, ``--resume_from_checkpoint``,
     ``--ckpt_dir`` in 3.x: BaseArguments._init_ckpt_dir, swift/arguments/base_args/base_args.py) may supply it."""
-    if ctx.launch.framework != 'swift' or ctx.cfg.model:
+    if not ctx.launch.fw.requires_model_flag or ctx.cfg.model:
         return []
     from_ckpt = ('--adapters', '--ckpt_dir', '--resume_from_checkpoint', '--mcore_model', '--mcore_adapter')
     if any(a.split('=', 1)[0] in from_ckpt for a in ctx.launch.argv):
@@ -91,7 +90,7 @@ def lora_rank_positive(ctx: Context) -> list[Finding]:
     cfg = ctx.cfg
     if cfg.tuner_type != 'lora' or cfg.lora_rank is None or cfg.lora_rank > 0:
         return []
-    name = 'lora_r' if ctx.launch.framework == 'trl' else 'lora_rank'
+    name = ctx.launch.name('lora_rank')  # TRL: lora_r
     return [Finding(ERROR, 'args.lora-rank', [name],
                     f'{name} is {cfg.lora_rank}: PEFT stops with "`r` should be a positive integer value but the '
                     f'value passed is {cfg.lora_rank}"', f'{name}: 16 (any integer >= 1; 8-64 is usual)',

@@ -18,7 +18,7 @@ def visible_gpus_match_nproc(ctx: Context) -> list[Finding]:
     if p.visible_count is None or p.visible_count == 0:
         return []
     vis = p.visible_gpus or []
-    if ctx.launch.framework == 'trl':
+    if ctx.launch.fw.launcher_places_processes:
         return _trl_devices(ctx, vis)
     if ctx.launch.trl.swift_infer_workers:
         return []  # ms-swift < 3.6's in-trainer vLLM GPUs: in_trainer_vllm_layout checks them
@@ -147,7 +147,7 @@ def rollout_gpus(ctx: Context) -> list[Finding]:
     need = max(1, cfg.vllm_tensor_parallel_size) * max(1, cfg.vllm_data_parallel_size)
     have = len(p.rollout_gpus)
     train = set(p.visible_gpus or [])
-    if ctx.launch.framework == 'trl' and ctx.launch.trl.launcher != 'python':
+    if ctx.launch.fw.launcher_places_processes and ctx.launch.trl.launcher != 'python':
         train = set((p.visible_gpus or [])[:p.processes_per_node])  # accelerate/torchrun: process i on cuda:i
     overlap = sorted(train & set(p.rollout_gpus))
     here = p.nnodes == 1 and not p.rollout_remote  # the server shares this node's GPUs
@@ -229,7 +229,7 @@ def in_trainer_vllm_layout(ctx: Context) -> list[Finding]:
     """ms-swift < 3.6 ran vLLM inside the trainer ("async mode"): the visible GPUs must be NPROC_PER_NODE +
     num_infer_workers, else it stops at argument checking (swift/llm/argument/rlhf_args.py, ms-swift 3.4.1). The
     layout is read by frontends/swift/versions.py ``in_trainer_vllm``."""
-    info = ctx.launch.trl.swift_infer_workers if ctx.launch.framework != 'trl' else None
+    info = ctx.launch.trl.swift_infer_workers  # set by ms-swift's front end alone
     if not info or len(info['visible']) == info['nproc'] + info['workers']:
         return []
     n, w, t = info['nproc'], info['workers'], len(info['visible'])

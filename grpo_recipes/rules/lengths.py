@@ -53,7 +53,7 @@ def length_rules(ctx: Context) -> list[Finding]:
         out.append(Finding(WARNING, 'length.vllm-unset', ['vllm_max_model_len'], msg,
                            f'vllm_max_model_len: {need}' if cfg.max_length else
                            (f'vllm_max_model_len: <your longest prompt> + {cfg.max_completion_length} (grpo-data stats '
-                            f'gives the prompt length)' if ctx.launch.framework == 'trl' else
+                            f'gives the prompt length)' if not ctx.launch.fw.prompt_limit else
                             'vllm_max_model_len: max_length + max_completion_length')))
     if cfg.use_vllm and cfg.max_model_len is not None and vllm_len is None:
         out.append(Finding(WARNING, 'length.max-model-len', ['max_model_len'],
@@ -86,7 +86,7 @@ def length_rules(ctx: Context) -> list[Finding]:
             stop = (f'; a prompt of {limit}+ tokens would stop the rollout ("Input length (N) leaves no room for '
                     f'generation")' if longest >= limit else '')
             known = stats is not None or cfg.max_length is not None  # else only the model context admits them
-            trl = ctx.launch.framework == 'trl'
+            trl = not ctx.launch.fw.prompt_limit
             if trl:  # TRL has no prompt limit: vLLM stops at max_model_len, and rejects a longer prompt
                 stop = (f'; a prompt of more than {limit} tokens stops the rollout ("The decoder prompt (length N) '
                         f'is longer than the maximum model length of {limit}")' if longest > limit else '')
@@ -101,7 +101,7 @@ def length_rules(ctx: Context) -> list[Finding]:
                                f'{trim} to keep every completion whole, or vllm_max_model_len: '
                                f'{longest + C}' if longest + C <= (model_max or longest + C) else trim,
                                'vllm/v1/engine/processor.py (prompt length check)' if trl else src))
-    if cfg.max_length is None and cfg.rlhf_type == 'grpo' and ctx.launch.framework != 'trl':
+    if cfg.max_length is None and cfg.rlhf_type == 'grpo' and ctx.launch.fw.prompt_limit:
         out.append(Finding(INFO, 'length.max-length-unset', ['max_length'],
                            f'max_length (the GRPO prompt limit) is unset, so it is the model context'
                            f'{f" ({model_max})" if model_max else ""}; over-long prompts are not caught',

@@ -13,7 +13,7 @@ def package_rules(ctx: Context) -> list[Finding]:
     ZeRO-3 weight-sync OOM (ms-swift issue #7986)."""
     pk = ctx.packages
     out = []
-    if ctx.launch.framework == 'trl':
+    if not ctx.launch.fw.checks_packages:
         return []
     swift_v = version_tuple(pk.get('ms-swift'))
     if 'ms-swift' in pk and swift_v is None:

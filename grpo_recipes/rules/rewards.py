@@ -31,7 +31,7 @@ def reward_rules(ctx: Context) -> list[Finding]:
     reward name and on a reward_weights count mismatch (swift/rlhf_trainers/grpo_trainer.py); the accuracy
     reward needs math_verify and a ``solution`` column (swift/rewards/orm.py)."""
     cfg = ctx.cfg
-    if ctx.launch.framework == 'trl':
+    if not ctx.launch.fw.rewards_by_name:
         return []  # TRL scripts pass their reward functions in code
     out = []
     # grpo_trainer.py: `if not self.reward_funcs and not self.use_gym_env and not self._has_teacher: raise`; in

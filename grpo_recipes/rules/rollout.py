@@ -13,13 +13,13 @@ def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> lis
     """The server's own start-up checks. ``as_error``: the server is what is being launched (an unknown
     argument stops it); beside a trainer it is a warning, as the server runs in another terminal."""
     out: list[Finding] = []
-    srv = 'swift rollout' if r.framework == 'swift' else 'trl vllm-serve'
+    fw = r.fw
+    srv = fw.server
     for u in r.unknown:
         out.append(Finding(ERROR if as_error else WARNING, 'rollout.unknown-argument', ['rollout'],
                            f'{srv} ({r.source}): {u}; as written the server stops at start-up'
                            + (f' (planned with the intended value {r.intended})' if r.intended and not as_error
-                              else ''), 'use the current name shown', 'swift/pipelines/base.py (remaining_argv)'
-                           if r.framework == 'swift' else 'trl/scripts/vllm_serve.py (TrlParser)'))
+                              else ''), 'use the current name shown', fw.server_unknown_source))
     gpus = r.gpus
     have = len(gpus) if gpus is not None else hw.gpus
     need = r.gpus_needed
@@ -27,12 +27,12 @@ def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> lis
     if have is not None and have < need:
         msg = (f'Error: local_device_count ({have}) must be greater than or equal to the product of '
                f'vllm_data_parallel_size ({r.data_parallel_size}) and vllm_tensor_parallel_size '
-               f'({r.tensor_parallel_size}) ({need})' if r.framework == 'swift' else
+               f'({r.tensor_parallel_size}) ({need})' if fw.server_gpu_check_source else
                f'{tp} {r.tensor_parallel_size} x {dp} {r.data_parallel_size} needs {need} GPUs but {have} are visible')
         out.append(Finding(ERROR, 'rollout.gpu-count', [tp.lstrip('-'), dp.lstrip('-'), 'CUDA_VISIBLE_DEVICES'],
                            f'{srv} ({r.source}): {msg}',
                            f'CUDA_VISIBLE_DEVICES with {need} GPU ids, or {dp} {max(1, have // r.tensor_parallel_size)}',
-                           'swift/arguments/deploy_args.py::RolloutArguments' if r.framework == 'swift' else None))
+                           fw.server_gpu_check_source))
     if gpus is not None and hw.gpus is not None:
         missing = [i for i in gpus if i >= hw.gpus]
         if missing:

@@ -208,7 +208,8 @@ def expandable_segments_with_sleep(ctx: Context) -> list[Finding]:
     cfg = ctx.cfg
     conf = ctx.environ.get('PYTORCH_CUDA_ALLOC_CONF', '') + ',' + ctx.launch.file_env.get('PYTORCH_CUDA_ALLOC_CONF', '')
     conf += ',' + (ctx.launch.alloc.values.get('PYTORCH_CUDA_ALLOC_CONF', '') if ctx.launch.alloc else '')  # exports
-    if ctx.launch.framework == 'trl' and cfg.use_vllm and cfg.vllm_mode == 'colocate' and \
+    toggle = ctx.launch.fw.expandable_toggle_from  # the release that turns them off around vLLM itself
+    if toggle is None and cfg.use_vllm and cfg.vllm_mode == 'colocate' and \
             cfg.effective_sleep_level > 0 and 'expandable_segments:True' in conf.replace(' ', ''):
         # nothing in TRL turns them off around its engine; vLLM's CuMemAllocator asserts at start-up (allocconf.py)
         return [Finding(ERROR, 'vllm.expandable-segments', ['PYTORCH_CUDA_ALLOC_CONF', 'vllm_enable_sleep_mode'],
@@ -217,7 +218,7 @@ def expandable_segments_with_sleep(ctx: Context) -> list[Finding]:
                         'drop expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF, or vllm_enable_sleep_mode false',
                         'vllm/device_allocator/cumem.py (CuMemAllocator.__init__); pytorch/pytorch#147851')]
     swift_v = version_tuple(ctx.packages.get('ms-swift'))
-    if ctx.launch.framework == 'swift' and swift_v is not None and swift_v[:2] >= (4, 6):
+    if toggle is not None and swift_v is not None and swift_v[:2] >= toggle:
         return []  # set_expandable_segments keeps them away from the engine (see above)
     if cfg.use_vllm and cfg.effective_sleep_level > 0 and re.search(r'expandable_segments\s*:\s*True', conf):
         return [Finding(WARNING, 'vllm.expandable-segments', ['PYTORCH_CUDA_ALLOC_CONF', 'sleep_level'],
