@@ -10,13 +10,13 @@ from pathlib import Path
 
 from .config import GRPOConfig
 from .errors import GuardError
+from .findings import ERROR, INFO, SEVERITY_ORDER, WARNING, Finding, declare
+from .frontends.launcher_count import default_process_count
 from .hardware import Hardware
 from .launch import Launch, Rollout
-from .models import load_model_config
-from .frontends.launcher_count import default_process_count
-from .findings import ERROR, INFO, SEVERITY_ORDER, WARNING, Finding, declare
 from .memory.estimate import estimate
 from .memory.verdicts import memory_inputs, plan_memory
+from .models import load_model_config
 from .plan import Plan, build_plan
 from .rules import Context, run_rules
 from .rules.rollout import rollout_findings
@@ -253,8 +253,8 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         g = launch.trl.vllm_device_gpu  # TRL 0.14-0.15's / ms-swift < 3.6's in-trainer vLLM GPU(s)
         hw = replace(hw, rollout_gpus=tuple(g) if isinstance(g, (list, tuple)) else (g,))
     plan = build_plan(cfg, launch.env, hw)
-    from .model_source import dataset_message, missing_datasets
     from .model_fetch import hub_of
+    from .model_source import dataset_message, missing_datasets
     from .models import config_source
     given_config = model_config is not None
     hub = hub_of(launch.fw, launch.argv, launch.file_env)
@@ -323,7 +323,8 @@ def check_rollout(launch: Launch, hw: Hardware, packages: dict | None = None,
             for m in report.memory[:1]:
                 for p in m.problems:
                     if p.get('severity', 'error') == 'error':
-                        report.findings.append(Finding(ERROR, p['check'], [r.flag('gpu_memory_utilization').lstrip('-')],
+                        knob = r.flag('gpu_memory_utilization').lstrip('-')
+                        report.findings.append(Finding(ERROR, p['check'], [knob],
                                                        f'GPU {m.gpu} (rollout): {p["message"]}', None))
     report.findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     return report

@@ -101,7 +101,8 @@ class GRPOConfig:
     its multimodal profiling plans for (see ``vllm_startup.mm_profile``)."""
     vllm_quantization: str | None = None
     """vLLM's ``quantization`` for a rollout server (ms-swift's colocated engine sets ``bitsandbytes`` itself for a
-    bnb 4-bit model); ``bitsandbytes`` and ``fp8`` change the weights vLLM holds (``vllm_startup.vllm_weight_bytes``)."""
+    bnb 4-bit model); ``bitsandbytes`` and ``fp8`` change the weights vLLM holds
+    (``vllm_startup.vllm_weight_bytes``)."""
     vllm_enable_lora: bool = False
     vllm_enable_prefix_caching: bool | None = True
     sleep_level: int = 0

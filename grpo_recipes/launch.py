@@ -13,9 +13,9 @@ How ``swift rlhf`` 4.6 reads a launch (``swift/cli/main.py``), which :class:`Lau
    is set.
 3. The trainer process sees ``CUDA_VISIBLE_DEVICES``.
 
-:func:`grpo_recipes.frontends.read_launch` dispatches a command line (``swift rlhf``/``swift rollout``, ``accelerate launch``,
-``python``, ``torchrun``, ``trl grpo``/``trl vllm-serve``), a config file or a launcher script to its
-front end and returns one :class:`Launch`. Rules and the memory model see only this and ``GRPOConfig``.
+:func:`grpo_recipes.frontends.read_launch` dispatches a command line (``swift rlhf``/``swift rollout``,
+``accelerate launch``, ``python``, ``torchrun``, ``trl grpo``/``trl vllm-serve``), a config file or a launcher script
+to its front end and returns one :class:`Launch`. Rules and the memory model see only this and ``GRPOConfig``.
 """
 from __future__ import annotations
 

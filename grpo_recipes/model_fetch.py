@@ -90,7 +90,8 @@ def hub_of(fw: Framework | str, argv: list[str], file_env: Mapping[str, str] | N
     token = _argv_value(argv, 'hub_token')
     if _truthy(raw):
         src = '--use_hf' if flag is not None else 'USE_HF'
-        return Hub('hf', rev, token or env.get('HF_TOKEN'), f'{src} is set: ms-swift downloads from the Hugging Face hub')
+        return Hub('hf', rev, token or env.get('HF_TOKEN'),
+                   f'{src} is set: ms-swift downloads from the Hugging Face hub')
     return Hub('ms', rev, token or env.get('MODELSCOPE_API_TOKEN'),
                'USE_HF is not set: ms-swift downloads from ModelScope (swift/utils/env.py use_hf_hub)')
 
@@ -183,8 +184,12 @@ def _child(hub: str, model: str, revision: str | None) -> int:
     try:
         if hub == 'hf':
             from huggingface_hub import hf_hub_download
-            from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, RepositoryNotFoundError,
-                                                RevisionNotFoundError)
+            from huggingface_hub.errors import (
+                EntryNotFoundError,
+                GatedRepoError,
+                RepositoryNotFoundError,
+                RevisionNotFoundError,
+            )
             try:
                 path = hf_hub_download(model, 'config.json', revision=revision or None,
                                        endpoint=os.environ.get('HF_ENDPOINT') or None,

@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import swift_args
-from .frontends.swift.worker import RESULT_MARK
-from .frontends.trl.arguments import CLASSES, describe_unknown, parse_args
 from .config import GRPOConfig
 from .errors import GuardError
+from .frontends.swift.worker import RESULT_MARK
+from .frontends.trl.arguments import CLASSES, describe_unknown, parse_args
 from .launch import Launch
 from .models import config_only_dir
 from .plan import world_size
@@ -71,7 +71,8 @@ def _request(launch: Launch, workdir: Path, index: int,
     cfg, remaining = GRPOConfig.from_argv(launch.argv)
     model_dir = config_only_dir(cfg.model, workdir / 'models', model_config)
     overrides = ['--model', str(model_dir), '--output_dir', str(workdir / f'output{index}'), '--use_cpu', 'true']
-    env_updates = {k: v for k, v in launch.file_env.items() if k not in os.environ and k not in ('MASTER_ADDR', 'MASTER_PORT')}
+    env_updates = {k: v for k, v in launch.file_env.items()
+                   if k not in os.environ and k not in ('MASTER_ADDR', 'MASTER_PORT')}
     env_updates['CUDA_VISIBLE_DEVICES'] = ''
     request = {
         'argv': launch.argv + overrides,
@@ -158,7 +159,8 @@ def validate_trl(launch: Launch, timeout: float = 900.0, python: str | None = No
 def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: str | None = None,
                       trl_version: str | None = None) -> list[RealParseResult]:
     """TRL's ``TrlParser`` on TRL launches' script arguments (or on ``trl vllm-serve``'s), in one subprocess
-    (:mod:`grpo_recipes.frontends.trl.worker`, one TRL import); world size from accelerate's/torchrun's process count."""
+    (:mod:`grpo_recipes.frontends.trl.worker`, one TRL import); world size from accelerate's/torchrun's process
+    count."""
     have = installed_trl() if python is None else None
     if python is None and have is None:
         raise GuardError('TRL is not installed here: `pip install trl` (this package was tested with the version in '
@@ -182,7 +184,8 @@ def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: st
                        'own_classes': launch.trl.parser_classes == 'own'}  # frontends/trl/config_keys.py
             parse = launch.trl.script_parse or {}
             loaded = parse.get('self_loaded')
-            if launch.trl.parser_classes not in (None, 'own') and parse.get('own_classes') and not parse.get('own_unread'):
+            trl_classes = launch.trl.parser_classes not in (None, 'own')  # TRL's dataclasses parse the flags
+            if trl_classes and parse.get('own_classes') and not parse.get('own_unread'):
                 request['classes'] = list(parse['own_classes'])  # e.g. TrlParser((ScriptArguments, GRPOConfig))
             if launch.trl.script == 'trl grpo' and launch.command:  # TRL's CLI, then accelerate's parser
                 request.update(what='trl-cli', cli_argv=list(launch.command[1:]))

@@ -120,8 +120,8 @@ def _train_launch(framework: str, argv: list[str], env: Mapping[str, str], sourc
     if framework == 'megatron':
         return _megatron_launch(argv, env, source)
     if framework == 'swift':
-        from .swift.entry import load_swift_entry
         from .entrypoints import lookup_command
+        from .swift.entry import load_swift_entry
         launch = load_swift_entry(argv, env, source)
         if launch is not None:
             return launch
@@ -212,8 +212,8 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
         return _rollout_launch(rollout, unread_trainer(c.argv, train[1][0], f'{p}:{c.line}')), rollout
     cmd, (framework, _) = train
     env = {**environ, **cmd.env}
-    from .trl.accelerate_cmd import NoScript
     from .crlf import crlf_note, lost_continuation
+    from .trl.accelerate_cmd import NoScript
     lost_continuation(cmd.argv, f'{p}:{cmd.line}')  # `\` + CR: bash ends the command at that line
     try:
         launch = _train_launch(framework, cmd.argv, env, f'{p}:{cmd.line}')

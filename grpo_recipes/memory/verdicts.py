@@ -132,7 +132,8 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
     if inp is None:
         return
     cfg = report.cfg
-    from .envfix import assumptions as alloc_assumptions, with_alloc
+    from .envfix import assumptions as alloc_assumptions
+    from .envfix import with_alloc
     inp = with_alloc(inp, report.launch.alloc, cfg, report.launch.framework)
     report.assumptions += alloc_assumptions(report)
     inp.prompt_len, why, bounded = prompt_bound(report, inp.arch, data_stats)
@@ -257,7 +258,8 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
                     f'the micro-batch to its longest); it fits while every completion stays under '
                     + (f'{long_completion:,} tokens ({long_completion / cfg.max_completion_length:.0%} of the limit) '
                        f'and the prompts are short (nothing in the launch limits them)' if not bounded else
-                       f'{at_longest:,} tokens ({at_longest / cfg.max_completion_length:.0%} of the limit) with prompts '
+                       f'{at_longest:,} tokens ({at_longest / cfg.max_completion_length:.0%} of the limit) with '
+                       f'prompts '
                        f'of {inp.prompt_len:,} tokens ({why}), {long_completion:,} with short prompts'),
                     f'max_completion_length: {at_longest or long_completion}'
                     + (' (or max_length cut to the data\'s prompts: grpo-data stats)' if bounded and
@@ -267,8 +269,9 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
                     'swift/rlhf_trainers/grpo_trainer.py (completions padded per micro-batch); README, Memory'))
                 report.assumptions.append(
                     f'an OOM only at completions over {LONG_COMPLETION_SHARE:.0%} of max_completion_length is a '
-                    f'warning (memory.verdicts.LONG_COMPLETION_SHARE), not a refusal' if ordinary <= LONG_COMPLETION_SHARE
-                    * C else f'an OOM only at completions over the {ordinary:,}-token mean (--completion-mean) is a '
+                    f'warning (memory.verdicts.LONG_COMPLETION_SHARE), not a refusal'
+                    if ordinary <= LONG_COMPLETION_SHARE * C else
+                    f'an OOM only at completions over the {ordinary:,}-token mean (--completion-mean) is a '
                     f'warning, not a refusal')
                 continue
             fix = None

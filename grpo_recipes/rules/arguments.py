@@ -16,7 +16,8 @@ def unknown_arguments(ctx: Context) -> list[Finding]:
     if ctx.launch.fw.unknown_arguments is not None:  # whose parser reads each word (TRL: frontends/trl/verdicts.py)
         return ctx.launch.fw.call('unknown_arguments', ctx)
     out = []
-    # --ignore_args_error true: ms-swift logs the leftovers instead of stopping (swift/pipelines/base.py, 3.x: llm/base.py)
+    # --ignore_args_error true: ms-swift logs the leftovers instead of stopping (swift/pipelines/base.py,
+    # 3.x: llm/base.py)
     ignored = ctx.cfg.ignore_args_error
     for u in explain(ctx.remaining, ctx.packages.get('ms-swift')):
         fix = f'rename {u.flag} to {u.suggestion}' if u.suggestion else f'remove {u.flag}'

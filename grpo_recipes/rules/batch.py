@@ -17,8 +17,8 @@ CHECK_NUM_GENERATIONS = (3, 5)
 
 
 def swift_batch_check(ctx: Context) -> tuple[str, str]:
-    """('own' | 'check_num_generations' | 'trl_trainer', the source to cite) for the ms-swift release the launch is judged by
-    (the installed one, or --swift-version; unknown: 4.6)."""
+    """('own' | 'check_num_generations' | 'trl_trainer', the source to cite) for the ms-swift release the launch
+    is judged by (the installed one, or --swift-version; unknown: 4.6)."""
     v = version_tuple((ctx.packages or {}).get('ms-swift'))
     v = (v + (0, 0))[:2] if v else None
     if v is None or v >= OWN_CHECK:
@@ -26,7 +26,8 @@ def swift_batch_check(ctx: Context) -> tuple[str, str]:
     if v >= CHECK_NUM_GENERATIONS:
         path = 'swift/rlhf_trainers/arguments.py' if v >= (4, 0) else 'swift/trainers/rlhf_arguments.py'
         return 'check_num_generations', f'{path}::GRPOConfig.check_num_generations'
-    return 'trl_trainer', 'trl/trainer/grpo_trainer.py::GRPOTrainer.__init__ (TRL 0.17; ms-swift < 3.5 leaves the check to TRL)'
+    return 'trl_trainer', ('trl/trainer/grpo_trainer.py::GRPOTrainer.__init__ (TRL 0.17; ms-swift < 3.5 leaves the '
+                           'check to TRL)')
 
 
 def effective_batch_message(world: int, bs: int, steps: int, G: int, valid: list[int]) -> str:
@@ -36,7 +37,8 @@ def effective_batch_message(world: int, bs: int, steps: int, G: int, valid: list
             f'number of generations are: {valid}.')
 
 
-@rule('batch.per-device', 'batch.accumulation', 'batch.num-generations', 'batch.generation-batch', 'batch.steps-per-generation', 'batch.num-generations-divides', 'batch.eval')
+@rule('batch.per-device', 'batch.accumulation', 'batch.num-generations', 'batch.generation-batch',
+      'batch.steps-per-generation', 'batch.num-generations-divides', 'batch.eval')
 def batch_rules(ctx: Context) -> list[Finding]:
     """The GRPO batch arithmetic: ms-swift's ``_init_generation_batch_params``
     (swift/rlhf_trainers/args_mixin.py) and TRL's ``GRPOConfig.__post_init__`` (trl/trainer/grpo_config.py) raise
@@ -95,7 +97,8 @@ def batch_rules(ctx: Context) -> list[Finding]:
         if trl:
             msg = f'generation_batch_size ({gen}) must be divisible by num_generations ({G}). (valid: {valid})'
         elif era == 'own':
-            msg = f'generation_batch_size ({gen}) must be evenly divisible by num_generations ({G}). Valid values: {valid}.'
+            msg = (f'generation_batch_size ({gen}) must be evenly divisible by num_generations ({G}). '
+                   f'Valid values: {valid}.')
         else:
             msg = effective_batch_message(world, bs, p.steps_per_generation if era != 'trl_trainer' else
                                           p.gradient_accumulation_steps, G, valid)

@@ -10,7 +10,8 @@ def _ids(ids) -> str:
     return ','.join(str(i) for i in ids)
 
 
-@rule('device.single-process-multi-gpu', 'device.nproc-exceeds-visible', 'device.visible-vs-nproc', 'device.data-parallel')
+@rule('device.single-process-multi-gpu', 'device.nproc-exceeds-visible', 'device.visible-vs-nproc',
+      'device.data-parallel')
 def visible_gpus_match_nproc(ctx: Context) -> list[Finding]:
     """ms-swift enters device_map (model-parallel) mode when a process sees >= 2 GPUs
     (swift/utils/env.py::is_mp: n_gpu // local_world_size >= 2)."""
@@ -125,7 +126,8 @@ def visible_gpus_exist(ctx: Context) -> list[Finding]:
     return out
 
 
-@rule('device.rollout-gpus-unused', 'device.rollout-gpus-unknown', 'device.rollout-overlap', 'device.rollout-count', 'device.total')
+@rule('device.rollout-gpus-unused', 'device.rollout-gpus-unknown', 'device.rollout-overlap', 'device.rollout-count',
+      'device.total')
 def rollout_gpus(ctx: Context) -> list[Finding]:
     """Server mode: `swift rollout` runs on its own GPUs (its own CUDA_VISIBLE_DEVICES). It refuses fewer than
     TP x DP of them (swift/arguments/deploy_args.py RolloutArguments, "local_device_count ... must be greater than or
@@ -234,6 +236,7 @@ def in_trainer_vllm_layout(ctx: Context) -> list[Finding]:
         return []
     n, w, t = info['nproc'], info['workers'], len(info['visible'])
     return [Finding(ERROR, 'device.infer-workers', ['NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES'],
-                    f'ms-swift {info["version"]} stops with "Async mode requires total GPUs({t}) = training GPUs({n}) + '
+                    f'ms-swift {info["version"]} stops with "Async mode requires total GPUs({t}) = '
+                    f'training GPUs({n}) + '
                     f'inference workers({w}). Please adjust your GPU allocation."',
                     f'ENV: {{NPROC_PER_NODE: {max(1, t - w)}}}', 'swift/llm/argument/rlhf_args.py (ms-swift 3.4.1)')]

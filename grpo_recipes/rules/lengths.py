@@ -15,7 +15,9 @@ def kv_bytes_per_token(model: dict) -> int | None:
         return None
 
 
-@rule('length.truncation', 'length.completion', 'length.vllm-exceeds-model', 'length.vllm-unset', 'length.max-model-len', 'length.completion-exceeds-context', 'length.prompt-fills-context', 'length.completion-capped', 'length.max-length-unset')
+@rule('length.truncation', 'length.completion', 'length.vllm-exceeds-model', 'length.vllm-unset',
+      'length.max-model-len', 'length.completion-exceeds-context', 'length.prompt-fills-context',
+      'length.completion-capped', 'length.max-length-unset')
 def length_rules(ctx: Context) -> list[Finding]:
     """Prompt/completion lengths against the vLLM context: vLLM refuses a max_model_len over the model's
     (vllm/config/model.py); ms-swift caps completions at max_model_len - prompt
@@ -64,7 +66,8 @@ def length_rules(ctx: Context) -> list[Finding]:
     C = cfg.max_completion_length
     src = 'swift/infer_engine/infer_engine.py::set_default_max_tokens'
     if limit is not None and C >= limit:
-        out.append(Finding(WARNING, 'length.completion-exceeds-context', ['max_completion_length', 'vllm_max_model_len'],
+        out.append(Finding(WARNING, 'length.completion-exceeds-context',
+                           ['max_completion_length', 'vllm_max_model_len'],
                            f'max_completion_length ({C}) >= {which} ({limit}): no prompt leaves room for a full '
                            f'completion; every completion is capped at {limit} - prompt tokens, so '
                            f'max_completion_length is never reached',

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..findings import ERROR, Finding
-from ..memory.arch import Arch
 from ..gpu_names import lookup
+from ..memory.arch import Arch
 from .registry import Context, rule
 
 

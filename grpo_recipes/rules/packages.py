@@ -6,7 +6,8 @@ from ..versions import version_tuple
 from .registry import Context, rule
 
 
-@rule('version.swift-missing', 'version.swift-3x', 'known.zero3-sync-3.12', 'version.trl', 'version.msgspec', 'version.deepspeed')
+@rule('version.swift-missing', 'version.swift-3x', 'known.zero3-sync-3.12', 'version.trl', 'version.msgspec',
+      'version.deepspeed')
 def package_rules(ctx: Context) -> list[Finding]:
     """Installed versions: ms-swift 3.x names, trl too old for ms-swift 4.2+ (swift/rlhf_trainers/arguments.py),
     msgspec missing (swift/rlhf_trainers/utils.py imports it), deepspeed missing, and the ms-swift 3.12.0-3.12.5

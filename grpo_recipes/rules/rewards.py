@@ -25,7 +25,8 @@ def ref_model_with_lora(ctx: Context) -> list[Finding]:
     return []
 
 
-@rule('reward.none', 'reward.unknown', 'reward.plugin', 'reward.weights', 'reward.math-verify', 'reward.solution-column')
+@rule('reward.none', 'reward.unknown', 'reward.plugin', 'reward.weights', 'reward.math-verify',
+      'reward.solution-column')
 def reward_rules(ctx: Context) -> list[Finding]:
     """Rewards: ms-swift's GRPO trainer raises without reward_funcs/reward_model/gym env, on an unknown
     reward name and on a reward_weights count mismatch (swift/rlhf_trainers/grpo_trainer.py); the accuracy

@@ -9,6 +9,7 @@ from ..memory.arch import model_max_len
 from .registry import Context, rule
 from .rollout_port import port_findings
 
+
 def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> list[Finding]:
     """The server's own start-up checks. ``as_error``: the server is what is being launched (an unknown
     argument stops it); beside a trainer it is a warning, as the server runs in another terminal."""
@@ -31,7 +32,8 @@ def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> lis
                f'{tp} {r.tensor_parallel_size} x {dp} {r.data_parallel_size} needs {need} GPUs but {have} are visible')
         out.append(Finding(ERROR, 'rollout.gpu-count', [tp.lstrip('-'), dp.lstrip('-'), 'CUDA_VISIBLE_DEVICES'],
                            f'{srv} ({r.source}): {msg}',
-                           f'CUDA_VISIBLE_DEVICES with {need} GPU ids, or {dp} {max(1, have // r.tensor_parallel_size)}',
+                           f'CUDA_VISIBLE_DEVICES with {need} GPU ids, or '
+                           f'{dp} {max(1, have // r.tensor_parallel_size)}',
                            fw.server_gpu_check_source))
     if gpus is not None and hw.gpus is not None:
         missing = [i for i in gpus if i >= hw.gpus]
@@ -48,7 +50,8 @@ def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> lis
     mmax = model_max_len(model)
     if r.max_model_len and mmax and r.max_model_len > mmax:
         out.append(Finding(ERROR, 'rollout.max-model-len', [r.flag('max_model_len').lstrip('-')],
-                           f'User-specified max_model_len ({r.max_model_len}) is greater than the derived max_model_len '
+                           f'User-specified max_model_len ({r.max_model_len}) is greater than the derived '
+                           f'max_model_len '
                            f'({mmax}) [vLLM, at engine start]', f'{r.flag("max_model_len")} {mmax}',
                            'vllm/config/model.py'))
     return out
