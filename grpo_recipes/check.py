@@ -106,6 +106,14 @@ class CheckReport:
             return 1
         return 1 if self.unchecked and not allow_unchecked else 0
 
+    def take_memory(self, verdict) -> None:
+        """The memory model's verdict (memory.verdicts.MemoryVerdict) into this report: its per-GPU memory, findings,
+        fixes and assumptions, and why it gave none."""
+        self.memory, self.fixes = verdict.memory, verdict.fixes
+        self.findings = verdict.findings_after(self.findings)
+        self.assumptions = self.assumptions + verdict.assumptions
+        self.memory_unchecked = verdict.unchecked
+
     def counts(self) -> dict[str, int]:
         return {s: sum(f.severity == s for f in self.findings) for s in (ERROR, WARNING, INFO)}
 
@@ -273,8 +281,9 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
                  for d in missing_datasets(cfg.dataset, base)]  # model_source.py: absolute: a warning
     report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings, packages=packages,
                          assumptions=assumptions, memory_unchecked=unchecked)
-    if memory and unchecked is None:
-        plan_memory(report, model_config, want_fixes=fixes, data_stats=data_stats, completion_mean=completion_mean)
+    if memory and unchecked is None:  # the memory model gives a value; the report takes it
+        report.take_memory(plan_memory(report, model_config, want_fixes=fixes, data_stats=data_stats,
+                                       completion_mean=completion_mean))
     elif not memory:
         report.memory_unchecked = 'memory planning was turned off'
     from .speed.attach import attach_speed  # seconds per step by phase; --fastest ranks the configs that fit
@@ -316,7 +325,7 @@ def check_rollout(launch: Launch, hw: Hardware, packages: dict | None = None,
                          packages=installed_packages() if packages is None else packages, memory_unchecked=unchecked)
     report.assumptions += [config_source(r.model, given_config, hub)] if model_config is not None else []
     if unchecked is None:
-        inp = memory_inputs(report, model_config)
+        inp, report.memory_unchecked = memory_inputs(report, model_config)
         if inp is not None:
             inp = replace(inp, prompt_len=0)  # a rollout server on its own: no prompt is planned
             report.memory = [m for m in estimate(cfg, plan, inp) if m.role == 'rollout']

@@ -163,7 +163,7 @@ def rank(report, speed_inp, model_config: dict | None, data_stats: dict | None =
     cfg, launch = report.cfg, report.launch
     base = report.speed
     ranking = Ranking(current_seconds_per_prompt=base.seconds_per_prompt if base else 0.0)
-    minp = memory_inputs(report, model_config)
+    minp, _ = memory_inputs(report, model_config)
     if minp is None or report.memory_unchecked:
         return ranking
     minp = with_alloc(minp, launch.alloc, cfg, launch.framework)
