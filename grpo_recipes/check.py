@@ -161,7 +161,7 @@ def with_rollout(cfg: GRPOConfig, launch: Launch) -> tuple[GRPOConfig, list[str]
     """Server mode: the trainer ignores its own vLLM engine arguments and the rollout server's decide the
     rollout GPUs (ms-swift logs that vllm_max_model_len etc. are ignored in server mode). Returns the config with
     the server's settings, and the assumptions made when the server's command is not known."""
-    if not (cfg.use_vllm and cfg.vllm_mode == 'server'):
+    if not (cfg.rollout_mode == 'server'):
         return cfg, []
     r = launch.rollout
     if r is None:
@@ -215,7 +215,7 @@ def rollout_remote(cfg: GRPOConfig, launch: Launch) -> str | None:
     """Server mode: why the rollout server runs on another machine than this trainer, else None. The trainer's
     own vllm_server_host / vllm_server_base_url decides where a non-local address is given; else the script's
     comment above the rollout command (Rollout.remote)."""
-    if not (cfg.use_vllm and cfg.vllm_mode == 'server') or cfg.vllm_in_trainer:  # in a training process: here
+    if not (cfg.rollout_mode == 'server') or cfg.vllm_in_trainer:  # in a training process: here
         return None
     from urllib.parse import urlparse
     hosts = list(cfg.vllm_server_host or [])

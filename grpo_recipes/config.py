@@ -205,6 +205,13 @@ class GRPOConfig:
         return name in self.explicit
 
     @property
+    def rollout_mode(self) -> str | None:
+        """How completions are generated: ``colocate`` (vLLM in every training process), ``server`` (a rollout server,
+        or an in-trainer vLLM on GPUs of its own: ``vllm_in_trainer``), None (no vLLM: the trainer's own generate).
+        The one place ``use_vllm`` and ``vllm_mode`` are read together."""
+        return self.vllm_mode if self.use_vllm else None
+
+    @property
     def effective_sleep_level(self) -> int:
         """ms-swift forces sleep_level 0 with async_generate, without vLLM, or in server mode (_init_grpo)."""
         if self.async_generate or not self.use_vllm or self.vllm_mode == 'server':

@@ -47,7 +47,7 @@ def candidate(report) -> tuple[str, str] | None:
     ph = phases(setting, launch.framework, cfg.use_vllm, cfg.vllm_mode, cfg.effective_sleep_level)
     if ph.trainer.expandable_segments or conf.backend != 'native':
         return None
-    colocate = cfg.use_vllm and cfg.vllm_mode == 'colocate'
+    colocate = cfg.rollout_mode == 'colocate'
     sleep = colocate and cfg.effective_sleep_level > 0
     if NEW_VAR in setting.values and OLD_VAR not in setting.values:
         return None if colocate else (NEW_VAR, _merged(setting.values[NEW_VAR]))

@@ -55,8 +55,8 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
                 out[k] = tr[k]
         return out
 
-    colocate = cfg.use_vllm and cfg.vllm_mode == 'colocate'
-    server = cfg.use_vllm and cfg.vllm_mode == 'server'
+    colocate = cfg.rollout_mode == 'colocate'
+    server = cfg.rollout_mode == 'server'
     components = {k: _g(v) for k, v in tr.items() if v}
     parts: dict[str, dict[str, float]] = {}
     problems: list[dict] = []

@@ -157,7 +157,7 @@ def _knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int, framework: 
 
 def _all_knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int) -> list[list[dict]]:
     knobs: list[list[dict]] = []
-    colocate = cfg.use_vllm and cfg.vllm_mode == 'colocate'
+    colocate = cfg.rollout_mode == 'colocate'
     if colocate:  # in server mode the trainer's vLLM settings are ignored: they cannot move a training GPU
         want = prompt_len + cfg.max_completion_length
         if cfg.vllm_max_model_len is None or cfg.vllm_max_model_len > want:

@@ -328,9 +328,9 @@ def transients(cfg: GRPOConfig, r: Rank, inp: Inputs) -> dict[str, float]:
 def nccl(cfg: GRPOConfig, r: Rank) -> float:
     """NCCL buffers: the data-parallel group, a colocated vLLM's TP group, the weight-sync group of a server."""
     groups = 1 if r.N > 1 else 0
-    if cfg.use_vllm and cfg.vllm_mode == 'colocate' and cfg.vllm_tensor_parallel_size > 1:
+    if cfg.rollout_mode == 'colocate' and cfg.vllm_tensor_parallel_size > 1:
         groups += 1
-    if cfg.use_vllm and cfg.vllm_mode == 'server':
+    if cfg.rollout_mode == 'server':
         groups += 1  # weight-sync communicator with the rollout server
     return groups * NCCL_PER_GROUP
 

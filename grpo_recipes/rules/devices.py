@@ -135,7 +135,7 @@ def rollout_gpus(ctx: Context) -> list[Finding]:
     cfg, p, hw = ctx.cfg, ctx.plan, ctx.hw
     if ctx.launch.trl.vllm_device_gpu is not None:
         return []  # TRL 0.14-0.15's in-trainer vLLM: trl.vllm-device checks its GPU as TRL did
-    if not (cfg.use_vllm and cfg.vllm_mode == 'server'):
+    if not (cfg.rollout_mode == 'server'):
         if p.rollout_gpus:
             return [Finding(WARNING, 'device.rollout-gpus-unused', ['--rollout-gpus'],
                             f'--rollout-gpus {_ids(p.rollout_gpus)} given, but vllm_mode is {cfg.vllm_mode!r}: '

@@ -42,7 +42,7 @@ def length_rules(ctx: Context) -> list[Finding]:
                            f'User-specified max_model_len ({vllm_len}) is greater than the derived max_model_len '
                            f'(max_position_embeddings={model_max} in model\'s config.json) [vLLM, at engine start]',
                            f'vllm_max_model_len: {model_max} or less', 'vllm/config/model.py'))
-    if cfg.use_vllm and cfg.vllm_mode == 'colocate' and vllm_len is None:
+    if cfg.rollout_mode == 'colocate' and vllm_len is None:
         msg = f'{ctx.launch.name("vllm_max_model_len")} is unset: the trainer passes the model\'s full context'
         if model_max:
             msg += f' ({model_max} tokens)'

@@ -40,7 +40,7 @@ def reward_rules(ctx: Context) -> list[Finding]:
     teacher = cfg.teacher_model or cfg.teacher_model_server
     if cfg.rlhf_type == 'grpo' and not cfg.reward_funcs and not cfg.reward_model and not teacher \
             and not cfg.use_gym_env:
-        server = cfg.use_vllm and cfg.vllm_mode == 'server' and cfg.use_gym_env is None
+        server = cfg.rollout_mode == 'server' and cfg.use_gym_env is None
         r = ctx.launch.rollout
         if server and r is not None and r.use_gym_env:
             pass  # the rollout server runs a gym environment: its rewards

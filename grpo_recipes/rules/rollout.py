@@ -67,7 +67,7 @@ def rollout_server_arguments(ctx: Context) -> list[Finding]:
     TrlParser), a TP that does not divide the heads and a context over the model's (vllm/config/model.py). Its GPU
     count and overlap are the device rules' business."""
     r = ctx.launch.rollout
-    if r is None or not (ctx.cfg.use_vllm and ctx.cfg.vllm_mode == 'server'):
+    if r is None or not (ctx.cfg.rollout_mode == 'server'):
         return []
     # a server command the guard says cannot start stops the launch too: an error, as when it is checked alone;
     # one only quoted in a comment (ms-swift's examples document the server that way) stays a warning

@@ -55,7 +55,7 @@ def trainer_ports(cfg) -> tuple[list[int], str]:
 
 def port_findings(cfg, rollout) -> list[Finding]:
     """Server mode with the server's command known: the trainer must connect to the port the server listens on."""
-    if rollout is None or not (cfg.use_vllm and cfg.vllm_mode == 'server'):
+    if rollout is None or not (cfg.rollout_mode == 'server'):
         return []
     port = server_port(rollout)
     if port is None:

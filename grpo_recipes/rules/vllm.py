@@ -14,7 +14,7 @@ def colocate_tp_divides_world(ctx: Context) -> list[Finding]:
     "vllm_tensor_parallel_size must divide world size" (swift/rlhf_trainers/rollout_mixin.py)."""
     cfg, p = ctx.cfg, ctx.plan
     tp = cfg.vllm_tensor_parallel_size
-    if not (cfg.use_vllm and cfg.vllm_mode == 'colocate') or tp <= 0:
+    if not (cfg.rollout_mode == 'colocate') or tp <= 0:
         return []
     if p.world_size % tp:
         valid = [t for t in range(1, p.world_size + 1) if p.world_size % t == 0]
@@ -165,7 +165,7 @@ def colocate_only_options(ctx: Context) -> list[Finding]:
     """sleep_level / offload_model / offload_optimizer act only in colocate mode; ms-swift ignores
     them otherwise (swift/arguments/rlhf_args.py ``_init_grpo``)."""
     cfg = ctx.cfg
-    if cfg.use_vllm and cfg.vllm_mode == 'colocate':
+    if cfg.rollout_mode == 'colocate':
         return []
     active = [n for n in ('sleep_level', 'offload_model', 'offload_optimizer') if getattr(cfg, n)]
     return [Finding(WARNING, 'vllm.colocate-only', [name],
@@ -209,7 +209,7 @@ def expandable_segments_with_sleep(ctx: Context) -> list[Finding]:
     conf = ctx.environ.get('PYTORCH_CUDA_ALLOC_CONF', '') + ',' + ctx.launch.file_env.get('PYTORCH_CUDA_ALLOC_CONF', '')
     conf += ',' + (ctx.launch.alloc.values.get('PYTORCH_CUDA_ALLOC_CONF', '') if ctx.launch.alloc else '')  # exports
     toggle = ctx.launch.fw.expandable_toggle_from  # the release that turns them off around vLLM itself
-    if toggle is None and cfg.use_vllm and cfg.vllm_mode == 'colocate' and \
+    if toggle is None and cfg.rollout_mode == 'colocate' and \
             cfg.effective_sleep_level > 0 and 'expandable_segments:True' in conf.replace(' ', ''):
         # nothing in TRL turns them off around its engine; vLLM's CuMemAllocator asserts at start-up (allocconf.py)
         return [Finding(ERROR, 'vllm.expandable-segments', ['PYTORCH_CUDA_ALLOC_CONF', 'vllm_enable_sleep_mode'],
@@ -233,7 +233,7 @@ def expandable_segments_with_sleep(ctx: Context) -> list[Finding]:
 def qlora_server(ctx: Context) -> list[Finding]:
     """bnb QLoRA weights cannot be loaded by a server-mode rollout (ms-swift issue #6884)."""
     cfg = ctx.cfg
-    if cfg.quant_method == 'bnb' and cfg.use_vllm and cfg.vllm_mode == 'server':
+    if cfg.quant_method == 'bnb' and cfg.rollout_mode == 'server':
         return [Finding(ERROR, 'quant.qlora-server', ['quant_method', 'vllm_mode'],
                         'bnb QLoRA with a server-mode rollout fails at weight loading (unsupported)',
                         'vllm_mode: colocate (ms-swift sets vllm_quantization bitsandbytes), or a GPTQ/AWQ '

@@ -94,7 +94,7 @@ def _layouts(report, heads: int) -> list[tuple[dict, dict, str | None, object]]:
     world = plan.world_size
     if plan.nnodes > 1:
         return out  # multi-node layouts are left as written
-    if cfg.use_vllm and cfg.vllm_mode == 'colocate':
+    if cfg.rollout_mode == 'colocate':
         for tp in (1, 2, 4, 8):
             if tp != cfg.vllm_tensor_parallel_size and world % tp == 0 and heads % tp == 0:
                 out.append(({'vllm_tensor_parallel_size': tp}, {}, None, hw))

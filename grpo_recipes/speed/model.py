@@ -272,7 +272,7 @@ def _one(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple[flo
     phases = {'rollout': roll * per_gen, 'logprobs': logp, 'train': train, 'weight_sync': sync * per_gen,
               'other': other}
     total = sum(phases.values())
-    if cfg.use_vllm and cfg.vllm_mode == 'server' and cfg.async_generate:
+    if cfg.rollout_mode == 'server' and cfg.async_generate:
         # ms-swift async_generate: the next rollout runs on the server while this batch trains
         total = max(phases['rollout'] + phases['weight_sync'], phases['logprobs'] + phases['train'] + phases['other'])
     return total, phases, {**rd, **sd, **td, 'rollouts_per_optimizer_step': per_gen}
@@ -281,7 +281,7 @@ def _one(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple[flo
 def launch_gpus(cfg: GRPOConfig, plan: Plan) -> int:
     """GPUs the launch holds: the training processes, and a rollout server's TP x DP."""
     n = max(1, plan.world_size)
-    if cfg.use_vllm and cfg.vllm_mode == 'server':
+    if cfg.rollout_mode == 'server':
         n += max(1, cfg.vllm_tensor_parallel_size) * max(1, cfg.vllm_data_parallel_size)
     return n
 
