@@ -235,6 +235,11 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
                  model_config: dict | None = None, memory: bool = True, fixes: bool = True,
                  data_stats: dict | None = None, completion_mean: int | None = None,
                  fastest: bool = False) -> CheckReport:
+    """The check of one launch, orchestrated: the launch's front end reads its typed config and lays out what its
+    framework does after reading (``launch.fw``: frontends/<framework>/framework.py); the rollout server, the
+    processes and the model config are resolved here; the rules run; the memory model gives its verdict
+    (memory.verdicts.MemoryVerdict); the front end words the report and its fixes in the launch's own terms. A
+    rollout server on its own, and a front end with its own checker (OWN_CHECKS), go their own way."""
     if launch.kind == 'rollout':
         return check_rollout(launch, hw, packages=packages, model_config=model_config)
     packages = installed_packages() if packages is None else packages
