@@ -70,10 +70,12 @@ class Framework:
     """How the trainer hands weights to its colocated vLLM: ``batched`` or ``per_param``."""
     old_logps_always: bool
     """The old policy's log-probabilities are computed every step (ms-swift); False: only when TRL needs them."""
-    all_memory_knobs: bool
-    """The fix search may offer every knob; False: not those only ms-swift has (memory/search.py SWIFT_ONLY)."""
-    fix_as_flags: bool
-    """A memory fix's arguments are written as the framework's flags (TRL) rather than a YAML diff."""
+    missing_knobs: tuple[str, ...]
+    """Settings the framework does not have (TRL: ms-swift's offload_model, max_length, ...): the fix search
+    leaves them out."""
+    fix_arguments: str | None
+    """Hook: (fix) -> a memory fix's arguments as the framework's flags (TRL); None: a YAML diff (ms-swift's
+    keys, which render_fixes turns into flags for a command line)."""
     model_hub: str | None
     """Why the model always comes from the Hugging Face hub (TRL); None: the launch's flags decide (ms-swift)."""
     runnable: bool

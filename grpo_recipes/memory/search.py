@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 
 from ..config import GRPOConfig
 from ..framework import Framework, as_framework
-from ..frontends.trl.arguments import SWIFT_ONLY, trl_terms
 from ..plan import build_plan, prompt_bound
 from .estimate import estimate
 from .inputs import Inputs
@@ -65,11 +64,12 @@ class Fix:
 
     def text(self, launch) -> str:
         """The fix as the user applies it: the environment line in the launch's own form (envfix.render), then the
-        arguments (a YAML diff, or TRL's flags)."""
+        arguments (a YAML diff, or the framework's flags: ``Framework.fix_arguments``)."""
         from .envfix import render
         parts = [render({k: new for k, (_, new) in self.env.items()}, launch)] if self.env else []
         if self.changes:
-            parts.append(self.cli() if launch.fw.fix_as_flags else self.yaml_diff())
+            flags = launch.fw.fix_arguments
+            parts.append(launch.fw.call('fix_arguments', self) if flags else self.yaml_diff())
         return '\n'.join(parts)
 
     def yaml_diff(self) -> str:
@@ -78,12 +78,6 @@ class Fix:
             lines.append(f'- {k}: {_yaml(old)}')
             lines.append(f'+ {k}: {_yaml(new)}')
         return '\n'.join(lines)
-
-    def cli(self) -> str:
-        """The change as TRL/accelerate flags (a TRL launch): the script's flags, then accelerate's."""
-        parts = [trl_terms(f'{k}: {_yaml(new)}') for k, (_, new) in self.changes.items()]
-        return 'add ' + ' '.join(p for p in parts if not p.startswith('accelerate')) + ''.join(
-            f'; {p}' for p in parts if p.startswith('accelerate'))
 
     def argv(self) -> list[str]:
         out = []
@@ -149,8 +143,9 @@ def _knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int, framework: 
     knobs = _all_knobs(cfg, world, heads, prompt_len)
     if adamw == 'foreach':
         knobs.insert(0, [{'optim': 'adamw_torch_fused'}])
-    if not as_framework(framework).all_memory_knobs:
-        knobs = [[c for c in alts if not set(c) & set(SWIFT_ONLY)] for alts in knobs]
+    missing = set(as_framework(framework).missing_knobs)  # settings the framework does not have
+    if missing:
+        knobs = [[c for c in alts if not set(c) & missing] for alts in knobs]
         knobs = [alts for alts in knobs if alts]
     return knobs
 

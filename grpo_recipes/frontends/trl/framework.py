@@ -4,6 +4,7 @@ shared pipeline sees it: its facts and hooks (:class:`grpo_recipes.framework.Fra
 from __future__ import annotations
 
 from ...framework import Framework
+from .arguments import SWIFT_ONLY
 
 HERE = __name__
 WORDING = 'grpo_recipes.frontends.trl.wording'
@@ -63,8 +64,9 @@ TRL = Framework(
     server_host_required=False, launcher_places_processes=True, prompt_limit=False,
     own_batch_source='trl/trainer/grpo_config.py::GRPOConfig.__post_init__', registers_models=False,
     requires_model_flag=False, checks_packages=False, rewards_by_name=False, expandable_toggle_from=None,
-    zero3_gathers_for_generation=True, weight_sync='per_param', old_logps_always=False, all_memory_knobs=False,
-    fix_as_flags=True, model_hub='TRL loads the model with transformers from the Hugging Face hub', runnable=False,
+    zero3_gathers_for_generation=True, weight_sync='per_param', old_logps_always=False,
+    missing_knobs=SWIFT_ONLY, fix_arguments=f'{WORDING}:fix_arguments',
+    model_hub='TRL loads the model with transformers from the Hugging Face hub', runnable=False,
     swift_release=False, shows_resolved=True, settings_yaml_in_config=False,
     read_config=f'{HERE}:read_config', post_read=f'{HERE}:post_read', reword=f'{WORDING}:reword',
     render_fixes=f'{WORDING}:render_fixes', fixed_launch=f'{WORDING}:fixed_launch', fix_text=f'{WORDING}:fix_text',

@@ -66,6 +66,15 @@ def fixed_launch(launch, fix):
     return replace(launch, argv=launch.argv + flags, env=env, trl=trl, notes=list(launch.notes)), outside
 
 
+def fix_arguments(fix) -> str:
+    """A memory fix's changes as TRL/accelerate flags: the script's flags, then accelerate's."""
+    from ...memory.search import _yaml
+    from .arguments import trl_terms
+    parts = [trl_terms(f'{k}: {_yaml(new)}') for k, (_, new) in fix.changes.items()]
+    return 'add ' + ' '.join(p for p in parts if not p.startswith('accelerate')) + ''.join(
+        f'; {p}' for p in parts if p.startswith('accelerate'))
+
+
 def fix_text(fix, launch, syntax: str, config: str | None, env: dict) -> list[str]:
     """A fix in TRL's flags (or its ``--config`` keys), the processes and GPUs as accelerate's options."""
     text = fix.text(launch)
