@@ -52,8 +52,9 @@ class Framework:
     own_batch_source: str | None
     """Where the framework itself checks the generation batch (TRL's GRPOConfig); None: the ms-swift release
     decides who checks it (rules/batch.py ``swift_batch_check``)."""
-    registers_models: bool
-    """``--model_type`` / ``--template`` name entries of the framework's registry (ms-swift)."""
+    registry_check: str | None
+    """Hook: (ctx) -> findings: ``--model_type`` / ``--template`` against the framework's registry (ms-swift);
+    None: it has none."""
     requires_model_flag: bool
     """The framework stops without ``--model`` (unless a checkpoint supplies it)."""
     checks_packages: bool
@@ -102,9 +103,8 @@ class Framework:
     """Hook: (fix, launch, syntax, config, env) -> the fix's lines in the launch's syntax (--fastest)."""
     server_command: str
     """Hook: (model, tp, dp) -> the rollout server command that starts tp x dp engines."""
-    unknown_arguments: str | None
-    """Hook: (ctx, remaining) -> findings: the words the framework's parser refuses; None: ms-swift's leftovers
-    (rules/arguments.py)."""
+    unknown_arguments: str
+    """Hook: (ctx) -> findings: the words the framework's parser refuses (ctx.remaining and the launch's own)."""
     validator: str
     """Hook: (launch, timeout, python, trl_version, model_config) -> RealParseResult: its real parser."""
 

@@ -1,10 +1,8 @@
-"""Arguments the framework would not accept at all."""
+"""Arguments the framework would not accept at all. Whose parser reads a word, and which names the framework
+registers, is its front end's business (``Framework.unknown_arguments``, ``Framework.registry_check``)."""
 from __future__ import annotations
 
-from ..findings import ERROR, INFO, WARNING, Finding
-from ..frontends.swift import registry
-from ..frontends.swift.versions import explain
-from ..versions import version_tuple
+from ..findings import ERROR, Finding
 from .registry import Context, rule
 
 
@@ -13,21 +11,7 @@ def unknown_arguments(ctx: Context) -> list[Finding]:
     """An argument the framework's parser does not know. ms-swift stops with ``ValueError: remaining_argv``
     (swift/pipelines/base.py); TRL's TrlParser with "Some specified arguments are not used by the HfArgumentParser"
     (trl/scripts/utils.py), or argparse with a value it refuses (args.value: a bare ``--bf16``)."""
-    if ctx.launch.fw.unknown_arguments is not None:  # whose parser reads each word (TRL: frontends/trl/verdicts.py)
-        return ctx.launch.fw.call('unknown_arguments', ctx)
-    out = []
-    # --ignore_args_error true: ms-swift logs the leftovers instead of stopping (swift/pipelines/base.py,
-    # 3.x: llm/base.py)
-    ignored = ctx.cfg.ignore_args_error
-    for u in explain(ctx.remaining, ctx.packages.get('ms-swift')):
-        fix = f'rename {u.flag} to {u.suggestion}' if u.suggestion else f'remove {u.flag}'
-        stops = getattr(u, 'stops', None)  # an ambiguous abbreviation: argparse stops first, whatever the setting
-        out.append(Finding(WARNING if ignored and not stops else ERROR, 'args.unknown', [u.flag.lstrip('-')],
-                           f'{u.describe()}. ' + (stops or ('ms-swift ignores it (--ignore_args_error true): it has no '
-                                                            'effect' if ignored else
-                                                            'ms-swift stops with `ValueError: remaining_argv: [...]`')),
-                           fix, 'argparse (HfArgumentParser, allow_abbrev)' if stops else 'swift/pipelines/base.py'))
-    return out
+    return ctx.launch.fw.call('unknown_arguments', ctx)  # whose parser reads each word
 
 
 @rule('args.rlhf-type')
@@ -45,26 +29,8 @@ def rlhf_type_is_grpo(ctx: Context) -> list[Finding]:
 def model_type_and_template(ctx: Context) -> list[Finding]:
     """--model_type / --template must be names ms-swift registers (swift/model/model_meta.py MODEL_MAPPING,
     swift/template/register.py TEMPLATE_MAPPING)."""
-    if not ctx.launch.fw.registers_models:
-        return []
-    cfg = ctx.cfg
-    given = [(n, v) for n, v in (('model_type', cfg.model_type), ('template', cfg.template)) if v]
-    if not given:
-        return []
-    swift_v = version_tuple(ctx.packages.get('ms-swift'))
-    snap_v = version_tuple(registry.snapshot()['ms_swift_version'])
-    if swift_v is not None and snap_v is not None and swift_v[:1] != snap_v[:1]:
-        return [Finding(INFO, 'args.registry-unchecked', [n for n, _ in given],
-                        f'{", ".join(f"--{n} {v}" for n, v in given)}: not checked (the registry snapshot is ms-swift '
-                        f'{registry.snapshot()["ms_swift_version"]}\'s; the launch is judged against ms-swift '
-                        f'{ctx.packages.get("ms-swift")})')]
-    out = []
-    for name, value in given:
-        problem = (registry.model_type_problem if name == 'model_type' else registry.template_problem)(value, cfg.model)
-        if problem:
-            src = 'swift/model/model_meta.py' if name == 'model_type' else 'swift/template/register.py'
-            out.append(Finding(ERROR, f'args.{name.replace("_", "-")}', [name], problem[0], problem[1], src))
-    return out
+    hook = ctx.launch.fw.registry_check  # ms-swift: its registry snapshot (frontends/swift/registry.py)
+    return ctx.launch.fw.call('registry_check', ctx) if hook else []
 
 
 @rule('args.model-missing')

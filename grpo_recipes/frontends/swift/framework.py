@@ -8,6 +8,7 @@ from dataclasses import replace
 from ...framework import Framework
 
 HERE = __name__
+CHECKS = 'grpo_recipes.frontends.swift.checks'
 # ms-swift release from which set_expandable_segments guards the colocated engine (swift/rlhf_trainers/utils.py;
 # the vllm.expandable-segments rule, memory/envfix.py)
 TOGGLES_FROM = (4, 6)
@@ -87,12 +88,12 @@ SWIFT = Framework(
     server_port_source='swift/arguments/deploy_args.py (DeployArguments.port, default 8000)',
     server_gpu_check_source='swift/arguments/deploy_args.py::RolloutArguments',
     server_host_required=True, launcher_places_processes=False, prompt_limit=True, own_batch_source=None,
-    registers_models=True,
+    registry_check=f'{CHECKS}:registry_check',
     requires_model_flag=True, checks_packages=True, rewards_by_name=True, expandable_toggle_from=TOGGLES_FROM,
     zero3_gathers_for_generation=False, weight_sync='batched', old_logps_always=True, missing_knobs=(),
     fix_arguments=None, model_hub=None, runnable=True, swift_release=True, shows_resolved=False,
     settings_yaml_in_config=True,
     read_config=f'{HERE}:read_config', post_read=f'{HERE}:post_read', reword=None,
     render_fixes=f'{HERE}:render_fixes', fixed_launch=f'{HERE}:fixed_launch', fix_text=f'{HERE}:fix_text',
-    server_command=f'{HERE}:server_command', unknown_arguments=None,
+    server_command=f'{HERE}:server_command', unknown_arguments=f'{CHECKS}:unknown_arguments',
     validator=f'{HERE}:validator')

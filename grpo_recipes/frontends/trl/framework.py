@@ -62,7 +62,7 @@ TRL = Framework(
     server_port_source='trl/scripts/vllm_serve.py (ScriptArguments.port, default 8000)',
     server_gpu_check_source=None,
     server_host_required=False, launcher_places_processes=True, prompt_limit=False,
-    own_batch_source='trl/trainer/grpo_config.py::GRPOConfig.__post_init__', registers_models=False,
+    own_batch_source='trl/trainer/grpo_config.py::GRPOConfig.__post_init__', registry_check=None,
     requires_model_flag=False, checks_packages=False, rewards_by_name=False, expandable_toggle_from=None,
     zero3_gathers_for_generation=True, weight_sync='per_param', old_logps_always=False,
     missing_knobs=SWIFT_ONLY, fix_arguments=f'{WORDING}:fix_arguments',
