@@ -6,8 +6,8 @@ Each front end's package defines one :class:`Framework` (``frontends/swift/frame
 ``rollout.fw``) what the framework does, never which framework it is: a rule reads ``fw.prompt_limit``, not
 ``framework == 'trl'`` (tests/test_framework_names.py holds this).
 
-A hook is a ``'module:function'`` target, imported when it is first called, so this module (and the launch that
-carries the facts) imports no front end.
+A hook is a ``'module:function'`` target, imported when it is first called; the front ends register their
+frameworks here (:func:`register`), so this module (and the launch that carries the facts) imports no front end.
 """
 from __future__ import annotations
 
@@ -113,9 +113,23 @@ class Framework:
         return resolve(getattr(self, hook))(*args, **kwargs)
 
 
+_REGISTERED: dict[str, Framework] = {}
+"""name -> Framework, as the front ends register them (frontends/__init__.py ``FRAMEWORKS``, on import)."""
+
+
+def register(*frameworks: Framework) -> None:
+    """Make frameworks known by their names (the front ends do this once, when their package is imported)."""
+    for fw in frameworks:
+        _REGISTERED[fw.name] = fw
+
+
 def framework_of(name: str) -> Framework:
-    """The registered framework of that name (frontends/__init__.py ``FRAMEWORKS``)."""
-    return importlib.import_module('grpo_recipes.frontends').FRAMEWORKS[name]
+    """The registered framework of that name (every Launch comes from a front end, which registered its own)."""
+    try:
+        return _REGISTERED[name]
+    except KeyError:
+        raise LookupError(f'no front end registered for framework {name!r} (known: {sorted(_REGISTERED)}); '
+                          f'grpo_recipes.frontends registers them when it is imported') from None
 
 
 def as_framework(fw: Framework | str) -> Framework:

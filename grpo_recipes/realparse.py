@@ -143,6 +143,18 @@ def validate(launch: Launch, timeout: float = 900.0, python: str | None = None,
     return launch.fw.call('validator', launch, timeout, python, trl_version, model_config)
 
 
+def swift_parse(launch: Launch, timeout: float, python: str | None, trl_version: str | None,
+                model_config: dict | None) -> RealParseResult:
+    """ms-swift's own parser on one launch (the validator of ms-swift's front end)."""
+    return validate_many([launch], timeout=timeout, python=python, model_config=model_config)[0]
+
+
+def trl_parse(launch: Launch, timeout: float, python: str | None, trl_version: str | None,
+              model_config: dict | None) -> RealParseResult:
+    """The installed TRL's own parser on one launch (the validator of TRL's front end; it reads no model)."""
+    return validate_trl(launch, timeout=timeout, python=python, trl_version=trl_version)
+
+
 def installed_trl() -> str | None:
     import importlib.metadata as md
     try:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..errors import GuardError
+from ..framework import register
 from ..launch import CONFIG_SUFFIXES, LAUNCH_ENV_KEYS, Launch, Rollout
 from .megatron.framework import MEGATRON
 from .shell import Command, parse_command_text, read_script, split_env
@@ -28,6 +29,7 @@ from .trl.reader import load_trl, read_vllm_serve
 
 # One line per framework: its name (Launch.framework) -> what it does and its front end's hooks (framework.py).
 FRAMEWORKS = {f.name: f for f in (SWIFT, TRL, MEGATRON)}
+register(*FRAMEWORKS.values())  # launch.fw / rollout.fw find them by name
 
 def kind_of(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
     """(framework, 'train' | 'rollout') of a command's argv, or None if it is neither: the entry point it runs

@@ -76,12 +76,6 @@ def server_command(model, tp: int, dp: int) -> str:
                                                 f'--vllm_tensor_parallel_size {tp}')
 
 
-def validator(launch, timeout, python, trl_version, model_config):
-    """ms-swift's own parser in a subprocess."""
-    from ...realparse import validate_many
-    return validate_many([launch], timeout=timeout, python=python, model_config=model_config)[0]
-
-
 SWIFT = Framework(
     name='swift', display='ms-swift', server='swift rollout', server_flag_prefix='--vllm_',
     server_unknown_source='swift/pipelines/base.py (remaining_argv)',
@@ -96,4 +90,4 @@ SWIFT = Framework(
     read_config=f'{HERE}:read_config', post_read=f'{HERE}:post_read', reword=None,
     render_fixes=f'{HERE}:render_fixes', fixed_launch=f'{HERE}:fixed_launch', fix_text=f'{HERE}:fix_text',
     server_command=f'{HERE}:server_command', unknown_arguments=f'{CHECKS}:unknown_arguments',
-    validator=f'{HERE}:validator')
+    validator='grpo_recipes.realparse:swift_parse')

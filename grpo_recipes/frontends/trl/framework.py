@@ -50,12 +50,6 @@ def unknown_arguments(ctx):
     return argument_findings(ctx.launch, ctx.remaining, ctx.packages.get('trl'))
 
 
-def validator(launch, timeout, python, trl_version, model_config):
-    """The installed TRL's own parser in a subprocess (TRL's parse reads no model)."""
-    from ...realparse import validate_trl
-    return validate_trl(launch, timeout=timeout, python=python, trl_version=trl_version)
-
-
 TRL = Framework(
     name='trl', display='TRL', server='trl vllm-serve', server_flag_prefix='--',
     server_unknown_source='trl/scripts/vllm_serve.py (TrlParser)',
@@ -71,4 +65,4 @@ TRL = Framework(
     read_config=f'{HERE}:read_config', post_read=f'{HERE}:post_read', reword=f'{WORDING}:reword',
     render_fixes=f'{WORDING}:render_fixes', fixed_launch=f'{WORDING}:fixed_launch', fix_text=f'{WORDING}:fix_text',
     server_command=f'{HERE}:server_command', unknown_arguments=f'{HERE}:unknown_arguments',
-    validator=f'{HERE}:validator')
+    validator='grpo_recipes.realparse:trl_parse')
