@@ -61,6 +61,22 @@ def length_rules(ctx: Context) -> list[Finding]:
         out.append(Finding(WARNING, 'length.max-model-len', ['max_model_len'],
                            f'max_model_len ({cfg.max_model_len}) is a model argument (context/RoPE override), not '
                            f'vLLM\'s; before ms-swift 3.8 it meant vLLM', f'vllm_max_model_len: {cfg.max_model_len}'))
+    out += _completion_room(ctx, model_max)
+    if cfg.max_length is None and cfg.rlhf_type == 'grpo' and ctx.launch.fw.prompt_limit:
+        out.append(Finding(INFO, 'length.max-length-unset', ['max_length'],
+                           f'max_length (the GRPO prompt limit) is unset, so it is the model context'
+                           f'{f" ({model_max})" if model_max else ""}; over-long prompts are not caught',
+                           'max_length: from `grpo-data stats --coverage 0.99`, then `grpo-data filter`'))
+    return out
+
+
+def _completion_room(ctx: Context, model_max: int | None) -> list[Finding]:
+    """The room vLLM's max_model_len leaves a completion after the longest prompt the launch lets through:
+    none at all (length.completion-exceeds-context), a prompt that stops the rollout (length.prompt-fills-context),
+    or completions capped at max_model_len - prompt (length.completion-capped)."""
+    cfg = ctx.cfg
+    out: list[Finding] = []
+    vllm_len = cfg.vllm_max_model_len
     limit = vllm_len if (cfg.use_vllm and vllm_len is not None) else None
     which = ('the rollout server\'s max_model_len' if cfg.vllm_mode == 'server' else 'vllm_max_model_len')
     C = cfg.max_completion_length
@@ -104,11 +120,6 @@ def length_rules(ctx: Context) -> list[Finding]:
                                f'{trim} to keep every completion whole, or vllm_max_model_len: '
                                f'{longest + C}' if longest + C <= (model_max or longest + C) else trim,
                                'vllm/v1/engine/processor.py (prompt length check)' if trl else src))
-    if cfg.max_length is None and cfg.rlhf_type == 'grpo' and ctx.launch.fw.prompt_limit:
-        out.append(Finding(INFO, 'length.max-length-unset', ['max_length'],
-                           f'max_length (the GRPO prompt limit) is unset, so it is the model context'
-                           f'{f" ({model_max})" if model_max else ""}; over-long prompts are not caught',
-                           'max_length: from `grpo-data stats --coverage 0.99`, then `grpo-data filter`'))
     return out
 
 
