@@ -150,6 +150,19 @@ def test_unset_vllm_len_warns_with_cost():
     assert '32768' in f.message and 'GiB' in f.message and f.fix == 'vllm_max_model_len: 1536'
 
 
+def test_unset_vllm_len_counts_the_kv_cache_as_the_vllm_model_does():
+    """One owner of KV bytes per token (memory.vllm.vllm_kv_bytes_per_token): an fp8 cache holds half, and each of
+    TP ranks holds 1/TP of a token's KV (deliberately new: the rule used to count 16-bit on one GPU)."""
+    def per_token(over, env=None):
+        _, report = make(over, drop=('vllm_max_model_len',), env=env)
+        f = next(f for f in report.findings if f.rule == 'length.vllm-unset')
+        return int(f.message.split(' KiB/token')[0].rsplit(' at ', 1)[1])
+    full = per_token({})
+    assert per_token({'vllm_engine_kwargs': '{"kv_cache_dtype": "fp8"}'}) == full // 2
+    assert per_token({'vllm_tensor_parallel_size': 2},
+                     env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2}) == full // 2
+
+
 def test_colocate_tp_must_divide_world():
     _, report = make({'vllm_tensor_parallel_size': 4}, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2})
     assert 'vllm.colocate-tp' in rules_of(report)

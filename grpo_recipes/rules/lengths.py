@@ -3,14 +3,17 @@ from __future__ import annotations
 
 from ..findings import ERROR, INFO, WARNING, Finding
 from ..memory.arch import Arch, model_max_len
+from ..memory.vllm import vllm_kv_bytes_per_token
 from ..plan import prompt_bound
 from .registry import Context, rule
 
 
-def kv_bytes_per_token(model: dict) -> int | None:
-    """KV cache bytes per token of a config.json (see Arch.kv_bytes_per_token), None if unreadable."""
+def kv_bytes_per_token(cfg, model: dict) -> int | None:
+    """KV cache bytes per token on one of the launch's vLLM GPUs: the vLLM model's own figure
+    (memory.vllm.vllm_kv_bytes_per_token: the KV cache dtype, fp8 included, over the TP ranks); None if the
+    config.json is unreadable."""
     try:
-        return Arch.from_config(model).kv_bytes_per_token()
+        return int(vllm_kv_bytes_per_token(cfg, Arch.from_config(model)))
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return None
 
@@ -46,7 +49,7 @@ def length_rules(ctx: Context) -> list[Finding]:
         msg = f'{ctx.launch.name("vllm_max_model_len")} is unset: the trainer passes the model\'s full context'
         if model_max:
             msg += f' ({model_max} tokens)'
-            kvb = kv_bytes_per_token(ctx.model or {})
+            kvb = kv_bytes_per_token(cfg, ctx.model or {})
             if kvb:
                 msg += (f'; vLLM must then fit one {model_max}-token sequence in its KV cache '
                         f'({kvb * model_max / 2**30:.2f} GiB at {kvb // 1024} KiB/token) and sizes its '
