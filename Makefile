@@ -33,6 +33,7 @@ demo: $(STAMP)
 	@echo "the commands are in $(VENV)/bin; to put them on PATH: source $(VENV)/bin/activate"
 
 test: $(STAMP)
+	$(PY) -m ruff check .
 	$(PY) -m pytest -q
 
 snapshot: $(STAMP)

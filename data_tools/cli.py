@@ -235,9 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     opts = parse_command(build_parser(), argv)
     if isinstance(opts, int):
         return opts
+    import tempfile
+
     from .formats import InputError
     from .tokenize import TokenizerError
-    import tempfile
     try:
         with tempfile.TemporaryDirectory(prefix='grpo-data-') as tmp, pipe_safe_stdout():  # `| head`: same status
             opts.input = resolve_input(opts, Path(tmp) / 'dataset.jsonl')

@@ -107,7 +107,8 @@ class GRPOConfig:
     its multimodal profiling plans for (see ``vllm_startup.mm_profile``)."""
     vllm_quantization: str | None = None
     """vLLM's ``quantization`` for a rollout server (ms-swift's colocated engine sets ``bitsandbytes`` itself for a
-    bnb 4-bit model); ``bitsandbytes`` and ``fp8`` change the weights vLLM holds (``vllm_startup.vllm_weight_bytes``)."""
+    bnb 4-bit model); ``bitsandbytes`` and ``fp8`` change the weights vLLM holds
+    (``vllm_startup.vllm_weight_bytes``)."""
     vllm_enable_lora: bool = False
     vllm_enable_prefix_caching: bool | None = True
     sleep_level: int = 0
@@ -212,6 +213,13 @@ class GRPOConfig:
 
     def is_set(self, name: str) -> bool:
         return name in self.explicit
+
+    @property
+    def rollout_mode(self) -> str | None:
+        """How completions are generated: ``colocate`` (vLLM in every training process), ``server`` (a rollout server,
+        or an in-trainer vLLM on GPUs of its own: ``vllm_in_trainer``), None (no vLLM: the trainer's own generate).
+        The one place ``use_vllm`` and ``vllm_mode`` are read together."""
+        return self.vllm_mode if self.use_vllm else None
 
     @property
     def effective_sleep_level(self) -> int:

@@ -151,7 +151,7 @@ def plan_block(report) -> list[str]:
 
 def rollout_argv(cfg) -> list[str] | None:
     """`swift rollout` arguments that mirror a server-mode recipe's vLLM settings (None: not server mode)."""
-    if not (cfg.use_vllm and cfg.vllm_mode == 'server'):
+    if not (cfg.rollout_mode == 'server'):
         return None
     args = ['--vllm_tensor_parallel_size', str(cfg.vllm_tensor_parallel_size),
             '--vllm_data_parallel_size', str(cfg.vllm_data_parallel_size),

@@ -404,7 +404,8 @@ def test_python_m_trl_cli_main_grpo_is_trl_grpo():
     flags = ['--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct', '--num_generations', '4', '--num_processes', '2']
     launch = read_launch(['--', 'python', '-m', 'trl.cli.main', 'grpo', *flags],
                          environ={'HF_HOME': '/nonexistent', 'CUDA_VISIBLE_DEVICES': '0,1'})
-    same = read_launch(['--', 'trl', 'grpo', *flags], environ={'HF_HOME': '/nonexistent', 'CUDA_VISIBLE_DEVICES': '0,1'})
+    same = read_launch(['--', 'trl', 'grpo', *flags],
+                       environ={'HF_HOME': '/nonexistent', 'CUDA_VISIBLE_DEVICES': '0,1'})
     assert launch.framework == 'trl' and (launch.argv, launch.env) == (same.argv, same.env)
     assert launch.env['NPROC_PER_NODE'] == '2'
 

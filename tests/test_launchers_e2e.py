@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 import yaml
-
 from conftest import ROOT
+
 from grpo_recipes.recipes import discover
 
 pytestmark = pytest.mark.slow
@@ -53,7 +53,7 @@ def cpu_copy(recipe, dest):
     cfg = yaml.safe_load(recipe.path.read_text())
     cpu = {k: v for k, v in cfg.items() if k not in GPU_ONLY | CPU_DROP}
     cpu['use_vllm'] = False
-    header = ''.join(l + '\n' for l in recipe.path.read_text().splitlines() if l.startswith('# @'))
+    header = ''.join(ln + '\n' for ln in recipe.path.read_text().splitlines() if ln.startswith('# @'))
     out = dest / recipe.path.parent.name / recipe.path.name
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(header + yaml.safe_dump(cpu))
@@ -77,11 +77,11 @@ def test_launcher_trains_two_steps_on_cpu(recipe, tiny, gsm8k_like, tmp_path):
     assert sum(1 for _ in (out / 'data' / 'val.jsonl').open()) == 8
     runs = sorted(out.glob('v*-*'))
     assert runs, proc.stderr[-2000:]
-    logs = [json.loads(l) for l in (runs[-1] / 'logging.jsonl').read_text().splitlines()]
-    steps_logged = [l['global_step/max_steps'] for l in logs if 'loss' in l]
+    logs = [json.loads(ln) for ln in (runs[-1] / 'logging.jsonl').read_text().splitlines()]
+    steps_logged = [row['global_step/max_steps'] for row in logs if 'loss' in row]
     assert steps_logged == ['1/2', '2/2']
-    assert any(float(l['grad_norm']) > 0 for l in logs if 'grad_norm' in l)
-    assert any('eval_reward' in l for l in logs), 'the held-out eval did not run'
+    assert any(float(row['grad_norm']) > 0 for row in logs if 'grad_norm' in row)
+    assert any('eval_reward' in row for row in logs), 'the held-out eval did not run'
     # the run's completions.jsonl, read back by grpo-data: every logged training prompt is a row of the data
     stats = subprocess.run(['grpo-data', 'stats', str(out / 'data' / 'train.jsonl'), '--tokenizer', str(tiny),
                             '--completions', str(runs[-1] / 'completions.jsonl'), '--json', '--quiet'],

@@ -12,8 +12,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
 from conftest import run_cli
+
 from grpo_recipes import model_fetch
 from grpo_recipes.check import check_launch
 from grpo_recipes.frontends import read_launch

@@ -8,7 +8,6 @@ completion, one column per reward class, advantages, solution) with pass rates c
 import json
 
 import pytest
-
 from conftest import ROOT, run_cli
 
 DATA = ROOT / 'tests' / 'data' / 'passrate'

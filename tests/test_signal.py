@@ -3,12 +3,12 @@ held to hand calculations."""
 import json
 
 import pytest
-
 from conftest import ROOT, run_cli
+from helpers import PACKAGES_OK, make
+
 from grpo_recipes.check import check_launch
 from grpo_recipes.hardware import Hardware
 from grpo_recipes.rules.signal import all_equal_probability, zero_variance_share
-from helpers import PACKAGES_OK, make
 
 HW = Hardware(gpus=8, gpu_type='A100-80G', source='flags')
 

@@ -115,7 +115,7 @@ def run_run(opts, extra: list[str]) -> int:
         print(not_launching(report), file=sys.stderr)
         return 1
     launch = report.launch
-    if launch.kind != 'train' or launch.framework != 'swift' or (opts.config or '').endswith('.sh'):
+    if launch.kind != 'train' or not launch.fw.runnable or (opts.config or '').endswith('.sh'):
         raise GuardError('`run` launches `swift rlhf` configs and command lines; start this one yourself '
                          '(the check above passed)')
     swift = shutil.which('swift')

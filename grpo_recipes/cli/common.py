@@ -80,7 +80,8 @@ def model_config_arg(path: str | None) -> dict | None:
     try:
         return json.loads(f.read_text(encoding='utf-8'))
     except FileNotFoundError:
-        raise GuardError(f'--model-config {path}: no config.json there; pass the model dir or its config.json') from None
+        raise GuardError(f'--model-config {path}: no config.json there; pass the model dir or its '
+                         f'config.json') from None
     except (OSError, ValueError) as e:
         raise GuardError(f'--model-config {path}: not a readable config.json ({e})') from None
 

@@ -119,7 +119,8 @@ def _hardware_args(p: argparse.ArgumentParser) -> None:
                    'benchmark score): predict the share of all-equal reward groups (rule signal.*)')
     p.add_argument('--completion-mean', type=_positive_int, metavar='TOKENS', help='the completions\' mean length '
                    '(e.g. completions/mean_length from a run\'s log): an OOM below it is a refusal; without it a '
-                   'reasoning model\'s completions are planned at max_completion_length; also the predicted step time\'s mean')
+                   'reasoning model\'s completions are planned at max_completion_length; also the predicted step '
+                   'time\'s mean')
     p.add_argument('--fastest', action='store_true', help='rank the configurations that fit (micro-batch split, '
                    'colocate or server, vLLM TP, checkpointing, sleep level) by predicted time per prompt')
     g.add_argument('--gpu-mem', type=float, metavar='GIB', help='GPU capacity in GiB as torch reports it '
