@@ -4,7 +4,8 @@ The log: with ``log_completions true`` ms-swift 4.6's GRPO trainer appends one J
 ``<output_dir>/completions.jsonl`` (rlhf_trainers/grpo_trainer.py ``log``; ``JsonlWriter``). Each object is a table
 of equal-length lists: ``step``, ``prompt`` (the prompt as the template renders it: ``template.encode`` of the
 messages, then ``safe_decode``, default system turn and generation prompt included), ``completion``, one list per
-reward function (named by the reward's class, e.g. ``MathAccuracy`` for ``accuracy``), ``advantages``, and extras such as ``solution``.
+reward function (named by the reward's class, e.g. ``MathAccuracy`` for ``accuracy``), ``advantages``, and extras
+such as ``solution``.
 The lists hold the latest generation batch only (deques of maxlen ``generation_batch_size``): a rollout reaches
 the log only when a log call follows it, so ``logging_steps 1`` records every rollout. The completions of one
 prompt in one rollout (``num_generations`` of them) are that prompt's group.

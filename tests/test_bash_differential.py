@@ -167,11 +167,12 @@ CONSTRUCTS = {
     'while-counter': 'i=0\nwhile [ $i -lt 3 ]; do\n  swift rlhf --i $i\n  i=$((i + 1))\ndone\n',
     'until': 'n=3\nuntil [ "$n" -eq 0 ]; do n=$((n - 1)); python train.py --n $n; done\n',
     'c-style-for': 'for ((k = 0; k < 3; k++)); do torchrun --nproc_per_node $((k + 1)) t.py; done\n',
-    'break-continue': 'for x in a b c d; do\n  [ $x = b ] && continue\n  [ $x = d ] && break\n  swift rlhf --x $x\ndone\n',
+    'break-continue': 'for x in a b c d; do\n  [ $x = b ] && continue\n  [ $x = d ] && break\n'
+                      '  swift rlhf --x $x\ndone\n',
     'case-fallthrough': 'M=colocate\ncase $M in\n  server) swift rlhf --a 1 ;&\n  colo*) swift rlhf --a 2 ;&\n'
                         '  x) swift rlhf --a 3 ;;\n  *) swift rlhf --a 4 ;;\nesac\n',
-    'elif-numeric': 'G=4\nif [ $G -gt 8 ]; then swift rlhf --g big; elif [[ $G -ge 4 && -n $G ]]; then swift rlhf --g mid;'
-                    ' else swift rlhf --g small; fi\n',
+    'elif-numeric': 'G=4\nif [ $G -gt 8 ]; then swift rlhf --g big; elif [[ $G -ge 4 && -n $G ]]; then '
+                    'swift rlhf --g mid; else swift rlhf --g small; fi\n',
     'file-tests': 'mkdir -p out\nif [ -d out ] && [ ! -f out/x ]; then swift rlhf --ok 1; fi\n',
     'source-and-cd': 'mkdir -p lib sub\nprintf "export NPROC_PER_NODE=2\\nLR=1e-6\\n" > lib/env.sh\n'
                      '. ./lib/env.sh\ncd sub\nswift rlhf --lr $LR --dir "$(pwd)" --base "$(basename "$PWD")"\n'
@@ -199,7 +200,8 @@ CONSTRUCTS = {
     'bash-c-positional': "bash -c 'swift rlhf --a \"$1\" --n $#' name 'x y' z\n",
     'eval': 'CMD="swift rlhf --a 1"\neval "$CMD --b 2"\n',
     'crlf-line': 'swift rlhf --a 1\r\nswift rlhf --b 2\r\n',
-    'pipes-in-substitution': 'export CUDA_VISIBLE_DEVICES=0,1,2\nGPUS=$(echo $CUDA_VISIBLE_DEVICES | tr \',\' \'\\n\' | wc -l)\n'
+    'pipes-in-substitution': 'export CUDA_VISIBLE_DEVICES=0,1,2\n'
+                             'GPUS=$(echo $CUDA_VISIBLE_DEVICES | tr \',\' \'\\n\' | wc -l)\n'
                              'NPROC_PER_NODE=$GPUS swift rlhf --n "$(seq 1 5 | head -n 2 | tail -1)" '
                              '--u $(echo abc | tr a-c A-C) --w $(echo "a b  c" | wc -w)\n',
 }

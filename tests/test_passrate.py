@@ -96,7 +96,7 @@ def test_filter_keeps_the_range_and_unseen_rows_and_rejects_the_rest_with_their_
     assert (s['input_rows'], s['kept'], s['kept_unseen'], s['rejected_pass_rate']) == (6, 4, 1, 2)
     src = (built / 'train.jsonl').read_text().splitlines()
     assert out.read_text().splitlines() == [src[2], src[3], src[4], src[5]]  # byte for byte, in order
-    rejects = [json.loads(l) for l in (built / 'kept.rejects.jsonl').read_text().splitlines()]
+    rejects = [json.loads(ln) for ln in (built / 'kept.rejects.jsonl').read_text().splitlines()]
     assert [(r['line'], r['pass_rate'], r['reason']) for r in rejects] == [(1, 1.0, 'pass_rate'), (2, 0.0, 'pass_rate')]
     assert rejects[0]['raw'] == src[0]
 

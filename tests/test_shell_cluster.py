@@ -60,7 +60,8 @@ def test_env_option_gives_the_cluster_values(tmp_path):
     out = json.loads(proc.stdout)
     assert out['plan']['world_size'] == 16, out['plan']
     proc = run_cli('grpo_recipes.cli.guard', 'check', str(p), '--env', 'nnodes')
-    assert proc.returncode == 2 and proc.stderr.strip() == 'error: --env nnodes: expected NAME=VALUE (e.g. --env NNODES=2)'
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == 'error: --env nnodes: expected NAME=VALUE (e.g. --env NNODES=2)'
 
 
 def test_a_placeholder_the_parser_accepts_is_to_fill_in(tmp_path):

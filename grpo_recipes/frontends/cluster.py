@@ -89,7 +89,8 @@ def notes(cmd: Command, where: str, launches: int = 1) -> list[str]:
         if others:
             out.append(f'{where}: not resolved here: {", ".join(others)}')
     if cmd.loops:
-        out.append(f'{where}: the script runs {launches} launch(es) in a loop; checked: the first ({"; ".join(cmd.loops)})')
+        out.append(f'{where}: the script runs {launches} launch(es) in a loop; checked: the first '
+                   f'({"; ".join(cmd.loops)})')
     for a in cmd.assumed:
         out.append(f'{where}: {a}')
     return out

@@ -2,8 +2,8 @@
 ``printf`` (``%s %d %i %u %x %X %o %c %f %e %g %b %q %%``, widths, the format reused for leftover arguments), ``pwd``,
 and coreutils' ``expr`` (integer arithmetic, comparisons, ``length``), ``dirname``, ``basename`` (``-s``, ``-a``),
 ``realpath`` (lexically: ``..`` folded against the cwd, links not followed), ``seq`` (integers), ``nproc`` (the
-visible GPU count when CUDA_VISIBLE_DEVICES is known), ``cat`` of nothing or of a here-doc, ``true``/``false``/``:``, and in a pipeline ``wc -l/-w/-c``, ``tr``,
-``head``/``tail -n N`` of what the command before wrote.
+visible GPU count when CUDA_VISIBLE_DEVICES is known), ``cat`` of nothing or of a here-doc, ``true``/``false``/``:``,
+and in a pipeline ``wc -l/-w/-c``, ``tr``, ``head``/``tail -n N`` of what the command before wrote.
 Anything else is not pure: its output is not known (:data:`NOT_PURE`)."""
 from __future__ import annotations
 
