@@ -14,6 +14,14 @@ SHARED = ROOT.parent / 'shared'
 EXAMPLE = ROOT / 'recipes' / 'examples' / 'qwen2.5-7b-lora-colocate.yaml'
 
 
+def sigint_default():
+    """``preexec_fn`` for a child a test interrupts: SIGINT's default action, whatever the test process inherited. A
+    background job of a non-interactive shell, and a pytest-xdist worker, may start with SIGINT ignored, and a child
+    inherits that: Python then installs no KeyboardInterrupt handler and bash cannot trap the signal."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_cli(*args, env=None, timeout=600, cwd=None):
     """Run a console command of this package in a fresh process; returns CompletedProcess."""
     full_env = dict(os.environ)
