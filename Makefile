@@ -32,11 +32,12 @@ demo: $(STAMP)
 	$(VENV)/bin/grpo-data filter output/demo/gsm8k.jsonl -o output/demo/gsm8k.filtered.jsonl --max-length 256
 	@echo "the commands are in $(VENV)/bin; to put them on PATH: source $(VENV)/bin/activate"
 
-# The documentation site first (seconds; --strict: a broken link or include fails), then the suite with its slowest
-# tests listed.
+# The documentation site first (seconds; --strict: a broken link or include fails), then the suite on PYTEST_WORKERS
+# processes (pytest-xdist; 0 runs it in this process) with its slowest tests listed.
+PYTEST_WORKERS ?= 2
 test: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet --site-dir site
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q --durations=15 -n $(PYTEST_WORKERS)
 
 snapshot: $(STAMP)
 	$(PY) scripts/gen_swift_snapshot.py
