@@ -32,9 +32,13 @@ demo: $(STAMP)
 	$(VENV)/bin/grpo-data filter output/demo/gsm8k.jsonl -o output/demo/gsm8k.filtered.jsonl --max-length 256
 	@echo "the commands are in $(VENV)/bin; to put them on PATH: source $(VENV)/bin/activate"
 
+# The documentation site first (seconds; --strict: a broken link or include fails), then the suite on PYTEST_WORKERS
+# processes (pytest-xdist; 0 runs it in this process) with its slowest tests listed.
+PYTEST_WORKERS ?= 2
 test: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet --site-dir site
+	$(PY) -m pytest -q --durations=15 -n $(PYTEST_WORKERS)
 
 snapshot: $(STAMP)
 	$(PY) scripts/gen_swift_snapshot.py
@@ -44,4 +48,4 @@ bench: $(STAMP)
 	$(PY) bench/bench_data.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

@@ -1,4 +1,5 @@
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,12 +14,43 @@ SHARED = ROOT.parent / 'shared'
 EXAMPLE = ROOT / 'recipes' / 'examples' / 'qwen2.5-7b-lora-colocate.yaml'
 
 
+def sigint_default():
+    """``preexec_fn`` for a child a test interrupts: SIGINT's default action, whatever the test process inherited. A
+    background job of a non-interactive shell, and a pytest-xdist worker, may start with SIGINT ignored, and a child
+    inherits that: Python then installs no KeyboardInterrupt handler and bash cannot trap the signal."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_cli(*args, env=None, timeout=600, cwd=None):
     """Run a console command of this package in a fresh process; returns CompletedProcess."""
     full_env = dict(os.environ)
     full_env.update(env or {})
     return subprocess.run([sys.executable, '-m', *args], capture_output=True, text=True, timeout=timeout,
                           env=full_env, cwd=cwd or ROOT)
+
+
+def shared_tmp(tmp_path_factory) -> Path:
+    """A directory every test of this session sees, under pytest-xdist too (its workers' base dirs share a parent)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get('PYTEST_XDIST_WORKER') else base
+
+
+@pytest.fixture(scope='session')
+def tiny_qwen2(tmp_path_factory) -> Path:
+    """The tiny random Qwen2 with its tokenizer (tests/tiny_model.py), built once per session, for every test that
+    runs ms-swift on CPU; under xdist the first worker builds it and the others wait on a lock. Read-only."""
+    import fcntl
+    from tiny_model import build
+    shared = shared_tmp(tmp_path_factory)
+    out = shared / 'tiny-qwen2'
+    with open(shared / 'tiny-qwen2.lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / 'tiny-qwen2.built').is_file():
+            shutil.rmtree(out, ignore_errors=True)
+            build(out)
+            (shared / 'tiny-qwen2.built').write_text('')
+    return out
 
 
 @pytest.fixture

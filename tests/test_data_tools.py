@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, SHARED, run_cli
+from conftest import ROOT, SHARED, run_cli, sigint_default
 
 from data_tools.formats import InputError
 from data_tools.pipeline import run_filter, run_stats
@@ -250,7 +250,7 @@ def test_sigint_leaves_no_output(tmp_path):
     out = tmp_path / 'out.jsonl'
     proc = subprocess.Popen([sys.executable, '-m', 'data_tools.cli', 'filter', str(src), '-o', str(out),
                              '--max-length', '4096', '--quiet'], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     deadline = time.time() + 60
     while time.time() < deadline and not any(p.name.startswith('.out.jsonl') for p in tmp_path.iterdir()):
         time.sleep(0.05)

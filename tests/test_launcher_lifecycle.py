@@ -13,7 +13,7 @@ import time
 
 import pytest
 import yaml
-from conftest import ROOT
+from conftest import ROOT, sigint_default
 
 from grpo_recipes.recipes import find
 
@@ -64,7 +64,7 @@ def setup(tmp_path):
 
 def launch(env, **extra):
     return subprocess.Popen(['bash', str(RECIPE.launcher)], env={**env, **extra}, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
 
 
 def pid_of(pids, name, timeout=60):

@@ -5,6 +5,11 @@ model's own tokenizer), grpo-guard check, and `swift rlhf` training 2 steps with
 checkpoint. What a CPU cannot run is taken out of the recipe for this run (a copy with no vLLM, no
 DeepSpeed, no bnb quantisation, no ENV device block; passed as RECIPE=...), and CPU-safe overrides
 follow as extra arguments. Server-mode lifecycles are in test_launcher_lifecycle.py.
+
+The real `swift rlhf` runs once per distinct command (tests/standins/swift_once/swift, first on PATH): the twelve
+launchers' CPU copies make two distinct runs (LoRA and full), and every other launcher's `swift rlhf` gets a copy of
+the identical run's output; each launcher's own steps (prepare, filter, model check, guard, its swift command line)
+still run in full.
 """
 import json
 import os
@@ -35,9 +40,17 @@ CPU_ARGS = ['--model_type', 'qwen2', '--template', 'qwen2_5', '--max_steps', '2'
 
 
 @pytest.fixture(scope='module')
-def tiny(tmp_path_factory):
-    from tiny_model import build
-    return build(tmp_path_factory.mktemp('tiny') / 'tiny-qwen2')
+def tiny(tiny_qwen2):
+    return tiny_qwen2
+
+
+@pytest.fixture(scope='session')
+def swift_once(tmp_path_factory):
+    """PATH and cache for tests/standins/swift_once/swift: the real swift runs each distinct training command once per
+    session; a launcher whose command is the same gets that run's output (its own launcher steps all run)."""
+    from conftest import shared_tmp
+    return {'PATH': os.pathsep.join([str(ROOT / 'tests' / 'standins' / 'swift_once'), os.environ.get('PATH', '')]),
+            'SWIFT_ONCE_CACHE': str(shared_tmp(tmp_path_factory) / 'swift-once')}
 
 
 @pytest.fixture(scope='module')
@@ -61,15 +74,17 @@ def cpu_copy(recipe, dest):
 
 
 @pytest.mark.parametrize('recipe', RECIPES, ids=[r.name for r in RECIPES])
-def test_launcher_trains_two_steps_on_cpu(recipe, tiny, gsm8k_like, tmp_path):
+def test_launcher_trains_two_steps_on_cpu(recipe, tiny, gsm8k_like, swift_once, tmp_path):
     out = tmp_path / 'run'
     env = {**os.environ, 'RECIPE': str(cpu_copy(recipe, tmp_path / 'recipes')), 'MODEL': str(tiny),
-           'DATASET': str(gsm8k_like), 'VAL_DATASET': str(gsm8k_like), 'OUTPUT_DIR': str(out), 'HF_HUB_OFFLINE': '1'}
+           'DATASET': str(gsm8k_like), 'VAL_DATASET': str(gsm8k_like), 'OUTPUT_DIR': str(out), 'HF_HUB_OFFLINE': '1',
+           **swift_once}
     for k in ('NNODES', 'NODE_RANK', 'MASTER_ADDR', 'NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES'):
         env.pop(k, None)
     proc = subprocess.run(['bash', str(recipe.launcher), *CPU_ARGS], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
+    assert 'swift_once: ' in proc.stderr  # the launcher ran this `swift`, found on PATH as a user's would be
     steps = [ln[2:].split()[:2] for ln in proc.stderr.splitlines() if ln.startswith('+ ')]
     assert steps == [['grpo-data', 'prepare-gsm8k'], ['grpo-data', 'filter'], ['grpo-data', 'prepare-gsm8k'],
                      ['grpo-data', 'filter'], ['grpo-guard', 'check'], ['swift', 'rlhf']]

@@ -68,15 +68,12 @@ def test_trace_cli_on_a_recipe():
     assert cats['activations'] > 1 and cats['temporaries'] > 1
 
 
-def _measured_swift_step(tmp_path, command: str, rows: list[dict], args: list[str], plugins: tuple = ()):
+def _measured_swift_step(tmp_path, tiny, command: str, rows: list[dict], args: list[str], plugins: tuple = ()):
     """Build the tiny Qwen2, run `swift <command>` on ``rows`` for 2 steps on CPU with the measuring plugin
     (tests/standins/measure_step.py, after ``plugins``) and return (the tiny model's dir, the last step's measurement:
     peak bytes, input shape, kept positions)."""
     import os
     import subprocess
-
-    from tiny_model import build
-    tiny = build(tmp_path / 'tiny')
     data = tmp_path / 'data.jsonl'
     data.write_text(''.join(json.dumps(row) + '\n' for row in rows))
     out = tmp_path / 'measure.jsonl'
@@ -104,7 +101,7 @@ def _lora_fp32(bs: int, completion: int) -> GRPOConfig:
 
 
 @pytest.mark.slow
-def test_trace_matches_the_real_swift_rlhf_step(tmp_path):
+def test_trace_matches_the_real_swift_rlhf_step(tmp_path, tiny_qwen2):
     """Parity with ms-swift itself: `swift rlhf` trains the tiny Qwen2 for 2 GRPO steps on CPU with a plugin
     (tests/standins/measure_step.py) that runs its compute_loss + backward under the same live-bytes counter,
     on real tensors; the fake-tensor trace of the same micro-batch shape must allocate within 5% of it. CPU
@@ -112,7 +109,7 @@ def test_trace_matches_the_real_swift_rlhf_step(tmp_path):
     from grpo_recipes.memory.trace import trace_step
     rows = [{'messages': [{'role': 'user', 'content': f'What is {a} + {b}?'}], 'solution': str(a + b)}
             for a, b in [(1, 2), (3, 4), (5, 6), (7, 8)]]
-    tiny, real = _measured_swift_step(tmp_path, 'rlhf', rows, [
+    tiny, real = _measured_swift_step(tmp_path, tiny_qwen2, 'rlhf', rows, [
         '--rlhf_type', 'grpo', '--use_vllm', 'false', '--num_generations', '2', '--max_completion_length', '16',
         '--max_length', '64', '--reward_funcs', 'toy_distinct', '--beta', '0'], plugins=('toy_reward.py',))
     bs, total = real['shape']
@@ -123,7 +120,7 @@ def test_trace_matches_the_real_swift_rlhf_step(tmp_path):
 
 
 @pytest.mark.slow
-def test_sft_trace_matches_the_real_swift_sft_step(tmp_path):
+def test_sft_trace_matches_the_real_swift_sft_step(tmp_path, tiny_qwen2):
     """The SFT loss path the calibration's SFT cases ran: `swift sft` trains the tiny Qwen2 with LoRA for 2 steps
     on CPU under the measuring plugin; the fake-tensor trace of the same micro-batch in SFT mode
     (trace_step(sft=True): the model's own loss over the kept positions) must allocate within 5% of it."""
@@ -132,7 +129,7 @@ def test_sft_trace_matches_the_real_swift_sft_step(tmp_path):
     rows = [{'messages': [{'role': 'user', 'content': f'What is {a} + {b}?'},
                           {'role': 'assistant', 'content': answer.format(a=a, b=b, s=a + b)}]}
             for a, b in [(1, 2), (3, 4), (5, 6), (7, 8)]]
-    tiny, real = _measured_swift_step(tmp_path, 'sft', rows, ['--max_length', '512'])
+    tiny, real = _measured_swift_step(tmp_path, tiny_qwen2, 'sft', rows, ['--max_length', '512'])
     bs, total = real['shape']
     C = real['completion'] - 1  # logits_to_keep = the labelled positions + 1
     counter, _, _ = trace_step(_lora_fp32(bs, C), json.loads((tiny / 'config.json').read_text()), total - C,

@@ -27,12 +27,12 @@ def test_whose_dataclasses_parse_the_flags():
     assert parser_classes('x.py', 'print(1)\n') is None
 
 
-def _launch(tmp_path, extra_yaml, script=None):
-    (tmp_path / 'cfg.yaml').write_text(BASE_YAML + extra_yaml)
+def _launch(tmp_path, extra_yaml, script=None, tag=''):
+    (tmp_path / f'cfg{tag}.yaml').write_text(BASE_YAML + extra_yaml)
     if script is None:
-        return ['trl', 'grpo', '--config', 'cfg.yaml']
-    (tmp_path / 'grpo.py').write_text(script)
-    return ['accelerate', 'launch', '--num_processes', '4', 'grpo.py', '--config', 'cfg.yaml']
+        return ['trl', 'grpo', '--config', f'cfg{tag}.yaml']
+    (tmp_path / f'grpo{tag}.py').write_text(script)
+    return ['accelerate', 'launch', '--num_processes', '4', f'grpo{tag}.py', '--config', f'cfg{tag}.yaml']
 
 
 def _check(tmp_path, launch, *opts):
@@ -61,16 +61,27 @@ def test_a_key_the_release_still_had_is_no_finding(tmp_path):
 
 
 @pytest.mark.slow
-def test_check_and_validate_agree_on_config_keys(tmp_path):
+def test_check_and_validate_agree_on_config_keys(tmp_path, monkeypatch, capsys):
+    """`check` (in process: the fast path) and TRL's own parser (all five launches in one worker, one TRL import, as
+    `grpo-guard validate` runs it on each: the same launch reading and process count) give the same verdict."""
+    from grpo_recipes.cli.guard import main
+    from grpo_recipes.frontends import read_launch
+    from grpo_recipes.frontends.launcher_count import apply_default_processes
+    from grpo_recipes.realparse import validate_trl_many
     cases = [('warmup_ratio: 0.1\n', None), ('torch_dtype: bfloat16\n', None), ('warmup_steps: 10\n', None),
              ('system_prompt: hi\n', OWN), ('system_prompt: hi\n', TRLS)]
-    for extra, script in cases:
-        launch = _launch(tmp_path, extra, script)
-        checked = _check(tmp_path, launch).get('args.config-key')
-        refused = checked is not None and checked['severity'] == 'error'
-        proc = run_cli('grpo_recipes.cli.guard', 'validate', '--json', '--', *launch, cwd=tmp_path)
-        real = json.loads(proc.stdout)['parser']
-        assert refused == (not real['ok']), (extra, script, checked, real['message'])
-        if not real['ok']:  # `trl grpo` (TRL 0.29's CLI) hands the key to accelerate launch, which refuses it
+    monkeypatch.chdir(tmp_path)  # the launches name their files relative to where they are typed, as a user would
+    refused, launches = [], []
+    for i, (extra, script) in enumerate(cases):
+        launch = _launch(tmp_path, extra, script, tag=str(i))
+        assert main(['check', '--json', *HW, '--', *launch]) in (0, 1)
+        checked = {f['rule']: f for f in json.loads(capsys.readouterr().out)['findings']}.get('args.config-key')
+        refused.append(checked is not None and checked['severity'] == 'error')
+        read = read_launch(launch)
+        apply_default_processes(read, None)  # what `grpo-guard validate` does before the parse
+        launches.append(read)
+    for (extra, script), was_refused, real in zip(cases, refused, validate_trl_many(launches)):
+        assert was_refused == (not real.ok), (extra, script, real.message)
+        if not real.ok:  # `trl grpo` (TRL 0.29's CLI) hands the key to accelerate launch, which refuses it
             assert ('unrecognized arguments' if script is None else 'Unknown arguments from config file') in \
-                real['message'], real['message']
+                real.message, real.message

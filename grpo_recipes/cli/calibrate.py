@@ -12,7 +12,7 @@ def run(opts, extra: list[str]) -> int:
     cases = load_cases(opts.cases)
     if not cases:  # scores over nothing would read as a calibrated model
         raise GuardError(f'{opts.cases}: no cases in it; pass a JSON-lines file of cases (one object a line, see '
-                         f'../shared/calibration/README.md)')
+                         f'docs/calibration.md)')
     result = score(cases)
     if opts.json:
         print_json(result)

@@ -101,6 +101,9 @@ def _checked(opts, extra: list[str]):
         print_json(report_json(report, opts.allow_unchecked))
     else:
         print_report(report, allow_unchecked=opts.allow_unchecked)
+    if getattr(opts, 'plot', None):
+        from .bars import write_plot  # matplotlib is imported only here
+        write_plot(report, opts.plot)
     return report
 
 

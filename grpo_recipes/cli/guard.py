@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                        '`-- swift rlhf ...`, `-- accelerate launch ...`)')
         _hardware_args(c)
         c.add_argument('--json', action='store_true', help='print one JSON object (ok, findings, plan, ...)')
+        c.add_argument('--plot', metavar='FILE.svg|png', help='also draw each GPU\'s memory by phase against its '
+                       'capacity as a figure (matplotlib)')
         if name == 'run':
             c.add_argument('--force', action='store_true', help='launch even if the check finds errors')
     t = sub.add_parser('trace', help='trace one training step of the launch on fake tensors: the trainer\'s '
@@ -71,10 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument('--gpus', type=int, metavar='N', help='physical GPUs per node (for the plan)')
     t.add_argument('--json', action='store_true', help='print one JSON object (traced_peak_gib, model_peak_gib, ...)')
     t.add_argument('--force', action='store_true', help='trace a launch even when grpo-guard check finds errors in it')
+    t.add_argument('--snapshot', metavar='FILE.pickle', help='also write the traced step in PyTorch\'s memory-snapshot '
+                   'format (torch.cuda.memory._snapshot()), to open in https://pytorch.org/memory_viz')
     cal = sub.add_parser('calibrate', help='score the memory model on published measurements (JSON lines)',
-                         description='Predict every case of a calibration file (schema: '
-                         '../shared/calibration/README.md) and compare with what was observed.')
-    cal.add_argument('cases', help='JSON-lines file of cases, e.g. ../shared/calibration/memory_cases.jsonl')
+                         description='Predict every case of a calibration file (one JSON object a line: id, kind, '
+                         'model_config, gpu, config, outcome; the schema is in docs/calibration.md) and compare with '
+                         'what was observed.')
+    cal.add_argument('cases', help='JSON-lines file of cases, e.g. memory_cases.jsonl (published measurements)')
     cal.add_argument('--json', action='store_true', help='print one JSON object')
     v.add_argument('config', nargs='?', help='swift rlhf YAML/JSON config or a launcher .sh (omit and use '
                    '`-- swift rlhf ...`, `-- accelerate launch ...`)')

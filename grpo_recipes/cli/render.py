@@ -196,6 +196,8 @@ def _plan_memory_speed(report: CheckReport, out: Console) -> None:
             if 'rollout_tokens' in kv and report.launch.kind != 'rollout':  # a server alone has no trainer batch
                 line += f'; a rollout needs {kv["rollout_tokens"]:,} tokens'
             out.print(escape(line))
+        from .bars import print_bars  # each GPU's memory by phase, against its capacity
+        print_bars(report, out)
     from ..speed.report import speed_lines  # predicted seconds per step, phases, --fastest's ranking
     for i, line in enumerate(speed_lines(report)):
         out.print(('\n' if i == 0 else '') + escape(line))

@@ -49,6 +49,14 @@ def run(opts, extra: list[str]) -> int:
                 raise
             raise GuardError(f'trace: a length or batch size of the launch is too large for a tensor '
                              f'({str(e).splitlines()[0]}); use a real value') from None
+    if getattr(opts, 'snapshot', None):
+        from ..memory.snapshot import write_snapshot
+        try:
+            write_snapshot(opts.snapshot, result.events, result.event_stages, alloc)
+        except OSError as e:
+            raise GuardError(f'--snapshot {opts.snapshot}: {e.strerror or e}') from None
+        print(f'trace: wrote {opts.snapshot} (PyTorch memory snapshot; open it in https://pytorch.org/memory_viz)',
+              file=sys.stderr)
     if opts.json:
         print_json({**result.to_dict(), 'prompt_len': prompt_len, 'prompt_basis': why_prompt})
         return 0

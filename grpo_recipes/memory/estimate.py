@@ -133,6 +133,7 @@ def _rollout_gpus(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
 def _finish(m: GPUMemory, parts: dict[str, dict[str, float]]) -> GPUMemory:
     phases = {k: sum(v.values()) for k, v in parts.items()}
     m.phases = {k: _g(v) for k, v in phases.items()}
+    m.phase_parts = {k: {t: _g(x) for t, x in v.items() if x} for k, v in parts.items()}
     m.phase = max(phases, key=phases.get)
     m.phase_terms = {k: _g(v) for k, v in sorted(parts[m.phase].items(), key=lambda kv: -kv[1])}
     peak = phases[m.phase]

@@ -83,6 +83,8 @@ class GPUMemory:
     """The terms of the peak phase, largest first (GiB)."""
     quantities: dict = field(default_factory=dict)
     """The peak as torch's allocated and reserved bytes and the device's used memory (``reserve.quantities``)."""
+    phase_parts: dict = field(default_factory=dict)
+    """Every phase's terms (GiB), phase -> {term: GiB}: what ``check``'s bars and ``--plot`` draw."""
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -45,6 +45,7 @@ class LiveBytes:
         ``new_zeros`` then ``scatter_add_`` unless ``areAnyTensorSubclassLike``) allocates a second full-size buffer
         that
         the uninstrumented GPU step writes in place; the events record that ``scatter_add`` as in place."""
+        self.event_stages: list[str] = []  # the stage at each event (trace --snapshot's frames)
         self.zeros: set[int] = set()  # serials made by aten.new_zeros
         self.event_id: dict[int, int] = {}  # serial -> the event id it frees (an in-place result frees its input's)
         self.silent: set[int] = set()  # serials whose block lives on in an in-place result
@@ -61,6 +62,7 @@ class LiveBytes:
                 self.silent.discard(serial)
             else:
                 self.events.append((self.event_id.pop(serial, serial), None))
+                self.event_stages.append(self.stage)
 
     def track(self, t, reuse: int | None = None) -> None:
         import torch
@@ -73,6 +75,7 @@ class LiveBytes:
         self.live[key] = (self.serial, n, torch.is_grad_enabled())
         if reuse is None:
             self.events.append((self.serial, n))
+            self.event_stages.append(self.stage)
         else:
             self.event_id[self.serial] = self.event_id.get(reuse, reuse)
             self.silent.add(reuse)

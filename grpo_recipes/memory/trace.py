@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 from .arch import Arch
 from .inputs import Inputs
@@ -54,9 +54,15 @@ class TraceResult:
     (``allocator.replay``) under ``allocator`` settings (what ms-swift logs as memory(GiB); no CUDA context)."""
     allocator: str = ''
     """The PYTORCH_CUDA_ALLOC_CONF string the reserved figure was simulated with ('' for torch's defaults)."""
+    events: list = field(default_factory=list, repr=False)
+    """The step's allocations and frees (``LiveBytes.events``) and their stages, for ``trace --snapshot``; not in
+    ``to_dict``."""
+    event_stages: list = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        import copy
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)
+                if f.name not in ('events', 'event_stages')}
 
 
 def _build_model(model_config: dict, dtype: str, cfg):
@@ -149,6 +155,9 @@ def _unpadded_masks():
 
     with mock.patch.object(masking_utils, '_ignore_causal_mask_sdpa', unpadded):
         yield
+
+
+RELEASED = 'released after the step'
 
 
 def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: bool = True,
@@ -283,6 +292,7 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
         'optimizer state': counter.keys_of([v for s in opt.state.values() for v in s.values()
                                             if isinstance(v, torch.Tensor)]),
     }
+    counter.stage = RELEASED  # what the caller frees from here on is no part of the step (trace --snapshot)
     return counter, keys, notes
 
 
@@ -377,4 +387,5 @@ def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adam
                        shape=f'{cfg.per_device_train_batch_size} x {prompt_len + cfg.max_completion_length}'
                        f' tokens (completion {cfg.max_completion_length})', traced_peak_gib=round(traced, 3),
                        model_peak_gib=model_peak, categories_gib=cats, peak_at=counter.peak_at, notes=notes,
-                       seconds=round(time.time() - t0, 2))
+                       seconds=round(time.time() - t0, 2), events=counter.events,
+                       event_stages=counter.event_stages)

@@ -9,6 +9,13 @@ from accelerate.utils import DeepSpeedPlugin
 from transformers import AutoConfig, AutoModelForCausalLM
 
 mode = sys.argv[1]
+if mode == 'deepspeed':
+    # DeepSpeed's CPU accelerator JIT-compiles a shared-memory all-reduce kernel (deepspeed_shm_comm, 1-4 minutes
+    # with ninja) when its process group starts: a speed-up of the collectives between processes on one machine, with
+    # no part in the logits' dtype (one process here). Without it DeepSpeed uses torch.distributed's own collectives.
+    import importlib
+    # the module itself: the attribute `deepspeed.comm.torch` is the torch package deepspeed.comm imports
+    importlib.import_module('deepspeed.comm.torch').build_shm_op = lambda: None
 cfg = AutoConfig.for_model('qwen2', hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
                            num_key_value_heads=2, vocab_size=256)
 model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
