@@ -8,7 +8,6 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / 'scripts'))

@@ -5,9 +5,9 @@ import io
 import pickle
 
 import pytest
+from helpers import make
 from rich.console import Console
 
-from helpers import make
 from grpo_recipes.cli.bars import CATEGORIES, categories, gpu_phases, print_bars
 from grpo_recipes.cli.guard import main
 
@@ -98,10 +98,11 @@ def _replayed(data):
 @pytest.mark.parametrize('alloc', ['', 'expandable_segments:True'])
 def test_snapshot_of_a_traced_step_opens_in_torchs_memory_viz(tmp_path, alloc):
     from torch.cuda import _memory_viz
+
     from grpo_recipes.allocconf import conf_of
     from grpo_recipes.config import GRPOConfig
-    from grpo_recipes.memory.allocator import replay
     from grpo_recipes.memory import snapshot, trace
+    from grpo_recipes.memory.allocator import replay
     from grpo_recipes.memory.snapshot import write_snapshot
     from grpo_recipes.memory.trace import trace_step
     assert snapshot.RELEASED == trace.RELEASED
