@@ -36,6 +36,7 @@ demo: $(STAMP)
 # processes (pytest-xdist; 0 runs it in this process) with its slowest tests listed.
 PYTEST_WORKERS ?= 2
 test: $(STAMP)
+	$(PY) -m ruff check .
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet --site-dir site
 	$(PY) -m pytest -q --durations=15 -n $(PYTEST_WORKERS)
 

@@ -101,7 +101,8 @@ def main() -> int:
         for kind, text in (('default', ''), ('expandable', 'expandable_segments:True')):
             st = replay(events, parse_alloc_conf(text))
             ratios[kind].append((st.peak_reserved - st.peak_allocated) / block)
-            print(f'#   sweep {name} {shape} {kind}: simulated reserve {(st.peak_reserved - st.peak_allocated) / GiB:.2f} '
+            reserve = (st.peak_reserved - st.peak_allocated) / GiB
+            print(f'#   sweep {name} {shape} {kind}: simulated reserve {reserve:.2f} '
                   f'GiB = {ratios[kind][-1]:.2f} x the fp32 logits block ({block / GiB:.2f} GiB)', flush=True)
         for r in group:
             conf_text = r.get('PYTORCH_CUDA_ALLOC_CONF') or ''

@@ -46,8 +46,8 @@ SHAPES = [
 def main() -> int:
     from grpo_recipes.config import GRPOConfig
     from grpo_recipes.hardware import Hardware
-    from grpo_recipes.plan import build_plan
     from grpo_recipes.memory.trace import trace_launch
+    from grpo_recipes.plan import build_plan
     print(f'# analytic vs trace, {time.strftime("%Y-%m-%d")} (fake tensors; GiB allocated, no CUDA context)')
     print(f'{"shape":32} {"traced":>8} {"analytic":>9} {"diff":>7}  categories')
     for name, mc, tuner, gc, bs, prompt, completion, extra in SHAPES:

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 SHARED = ROOT.parent / 'shared' / 'data'
 GSM8K = SHARED / 'gsm8k' / 'train.jsonl'
-TOKENIZER = SHARED / 'qwen2.5-tokenizer' if (SHARED / 'qwen2.5-tokenizer').is_dir() else ROOT / 'data_tools' / 'tokenizer'
+TOKENIZER = (SHARED / 'qwen2.5-tokenizer' if (SHARED / 'qwen2.5-tokenizer').is_dir()
+             else ROOT / 'data_tools' / 'tokenizer')
 
 
 def build(path: Path, rows: int) -> None:

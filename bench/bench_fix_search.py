@@ -16,8 +16,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / 'tests')]
 
-from grpo_recipes.hardware import Hardware  # noqa: E402
 from helpers import make  # noqa: E402
+
+from grpo_recipes.hardware import Hardware  # noqa: E402
 
 REPEAT = 5
 TWO = {'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2}

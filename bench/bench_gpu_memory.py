@@ -111,8 +111,8 @@ def traced(config: dict, shape: str, adamw: str = 'fused') -> float | None:
         sys.path.insert(0, str(ROOT))
         from grpo_recipes.config import GRPOConfig
         from grpo_recipes.hardware import Hardware
-        from grpo_recipes.plan import build_plan
         from grpo_recipes.memory.trace import trace_launch
+        from grpo_recipes.plan import build_plan
     except ImportError:
         return None
     tuner, gc, bs, prompt, C = shape.split(':')

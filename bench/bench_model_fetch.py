@@ -12,9 +12,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / 'tests')]
 
+from test_model_fetch import MODEL  # noqa: E402
+from test_model_fetch import Hub as LoopbackHub  # noqa: E402
+
 from grpo_recipes import model_fetch  # noqa: E402
 from grpo_recipes.model_fetch import FetchError, Hub, fetch_config  # noqa: E402
-from test_model_fetch import MODEL, Hub as LoopbackHub  # noqa: E402
 
 REPEAT = 5
 hub = LoopbackHub()

@@ -46,9 +46,9 @@ def main() -> int:
             if proc.returncode:
                 print(proc.stderr[-2000:])
                 return 1
-            peak = next(int(l.split()[1]) for l in proc.stderr.splitlines() if l.startswith('PEAK_RSS_KB'))
-            print(f'{n:>9,} rows  streaming filter {wall:7.1f} s  {n / wall:8,.0f} rows/s  peak RSS {peak / 1024:6.0f} MB',
-                  flush=True)
+            peak = next(int(ln.split()[1]) for ln in proc.stderr.splitlines() if ln.startswith('PEAK_RSS_KB'))
+            print(f'{n:>9,} rows  streaming filter {wall:7.1f} s  {n / wall:8,.0f} rows/s  '
+                  f'peak RSS {peak / 1024:6.0f} MB', flush=True)
     return 0
 
 

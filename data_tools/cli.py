@@ -2,6 +2,8 @@
 
     grpo-data filter INPUT -o OUTPUT --max-length N [--tokenizer DIR] [--mode prompt|full]
     grpo-data stats INPUT [--tokenizer DIR] [--coverage 0.99] [--max-completion-length N] [--plot F]
+    grpo-data stats INPUT --completions completions.jsonl          (+ per-prompt pass rates from a run's log)
+    grpo-data filter INPUT -o OUTPUT --completions completions.jsonl --keep-pass-rate 0.05:0.95
 
 Exit status: 0 done, 1 the data cannot be used or the output cannot be written (named file/line and the fix),
 2 usage or unreadable input.
@@ -50,6 +52,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument('--chunk-rows', type=int, default=2048, help=argparse.SUPPRESS)
 
 
+def _completions_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument('--completions', type=Path, metavar='LOG', help='ms-swift\'s completions.jsonl of a run on this '
+                   'data (log_completions true): per-prompt pass rates and the share of all-equal reward groups')
+    p.add_argument('--reward', help='with --completions: the reward column that says pass/fail (default: accuracy, '
+                   'or the only reward column)')
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog='grpo-data', description='Token-length stats and filtering for ms-swift GRPO '
                                 'datasets, measured with the model\'s own tokenizer and chat template.',
@@ -60,14 +69,20 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(f)
     f.add_argument('-o', '--output', type=Path, required=True, help='kept rows, in the input\'s format')
-    f.add_argument('--max-length', type=int, required=True, help='the recipe\'s max_length (GRPO prompt limit)')
+    f.add_argument('--max-length', type=int, help='the recipe\'s max_length (GRPO prompt limit); required unless '
+                   '--keep-pass-rate is given')
     f.add_argument('--rejects', type=Path, help='rejects file (JSON lines; default: OUTPUT.rejects.jsonl)')
+    _completions_args(f)
+    f.add_argument('--keep-pass-rate', metavar='LOW:HIGH', help='with --completions: keep rows whose pass rate lies '
+                   'in [LOW, HIGH] (e.g. 0.05:0.95) and rows the log never saw; the others go to the rejects file '
+                   'with their pass rate')
     s = sub.add_parser('stats', help='length distribution; the max_length for a coverage; vllm_max_model_len',
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(s)
     s.add_argument('--coverage', type=float, default=0.99, help='fraction of rows max_length must keep (0.99)')
     s.add_argument('--max-completion-length', type=int, help='recipe max_completion_length: prints vllm_max_model_len')
     s.add_argument('--plot', type=Path, help='write a histogram PNG here')
+    _completions_args(s)
     g = sub.add_parser('prepare-gsm8k', help='GSM8K question/answer rows -> ms-swift messages + `solution` for '
                        'the accuracy reward')
     _dataset_args(g)
@@ -128,6 +143,13 @@ def _run_with_progress(fn, path: Path, quiet: bool, **kw):
 
 
 def cmd_filter(opts) -> int:
+    if opts.keep_pass_rate or opts.completions:
+        from .passrate_cli import cmd_filter_pass_rate
+        return cmd_filter_pass_rate(opts)
+    if opts.max_length is None:
+        print('error: grpo-data filter needs --max-length N (a length filter) or --completions LOG --keep-pass-rate '
+              'LOW:HIGH (a pass-rate filter)', file=sys.stderr)
+        return 2
     from .pipeline import parse_columns, run_filter
     from .tokenize import ChatTokenizer
     tok = ChatTokenizer(opts.tokenizer)
@@ -166,8 +188,14 @@ def cmd_stats(opts) -> int:
     st.input = opts.input_label
     if opts.plot:
         plot_histogram(lengths, st, opts.plot)
+    rates = None
+    if opts.completions:
+        from .passrate_cli import completion_rates
+        rates = completion_rates(opts, tok)
     if opts.json:
         out = st.to_dict()
+        if rates is not None:
+            out['completions'] = rates.to_dict()
         if opts.plot:
             out['plot'] = str(opts.plot)
         print(json.dumps(out, indent=2))
@@ -189,6 +217,9 @@ def cmd_stats(opts) -> int:
                   f'max_completion_length {st.max_completion_length}')
     if opts.plot:
         con.print(f'histogram: {opts.plot}')
+    if rates is not None:
+        from .passrate_cli import print_rates
+        print_rates(con, rates)
     return 0
 
 
@@ -204,9 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     opts = parse_command(build_parser(), argv)
     if isinstance(opts, int):
         return opts
+    import tempfile
+
     from .formats import InputError
     from .tokenize import TokenizerError
-    import tempfile
     try:
         with tempfile.TemporaryDirectory(prefix='grpo-data-') as tmp, pipe_safe_stdout():  # `| head`: same status
             opts.input = resolve_input(opts, Path(tmp) / 'dataset.jsonl')

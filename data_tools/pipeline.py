@@ -5,7 +5,6 @@ Memory stays bounded: one chunk of rows is alive at a time; ``stats`` keeps only
 from __future__ import annotations
 
 import bisect
-
 import json
 import math
 import sys
@@ -15,8 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .formats import Atomic, DataError, InputError, Record, RejectsWriter, Writer, default_rejects_path, \
-    detect_format, read_chunks
+from .formats import (
+    Atomic,
+    DataError,
+    InputError,
+    Record,
+    RejectsWriter,
+    Writer,
+    default_rejects_path,
+    detect_format,
+    read_chunks,
+)
 from .rows import NoPromptColumn, RowError, to_messages
 from .tokenize import ChatTokenizer
 
@@ -267,8 +275,8 @@ def progress_bar(total: int | None, quiet: bool):
     """A rich progress bar on stderr when it is a TTY (else a no-op)."""
     if quiet or not sys.stderr.isatty():
         return nullcontext(None)
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
     from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
     cols = [TextColumn('measuring'), BarColumn(), DownloadColumn() if total else TextColumn('{task.completed} rows'),
             TimeRemainingColumn()]
     return Progress(*cols, console=Console(stderr=True), transient=True)

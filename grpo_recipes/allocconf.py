@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 from .errors import GuardError
+from .framework import Framework, as_framework
 
 NEW_VAR = 'PYTORCH_ALLOC_CONF'
 OLD_VAR = 'PYTORCH_CUDA_ALLOC_CONF'
@@ -290,9 +291,11 @@ class Phases:
     notes: tuple[str, ...] = ()
 
 
-def phases(setting: AllocSetting | None, framework: str, use_vllm: bool, vllm_mode: str | None,
+def phases(setting: AllocSetting | None, framework: Framework | str, use_vllm: bool, vllm_mode: str | None,
            sleep_level: int) -> Phases:
-    """Effective allocator for the trainer phase and for the colocated vLLM phase (see the module docstring)."""
+    """Effective allocator for the trainer phase and for the colocated vLLM phase (see the module docstring).
+    ``framework``: whether it toggles expandable segments around vLLM itself (``Framework.expandable_toggle_from``)."""
+    toggles = as_framework(framework).expandable_toggle_from is not None
     setting = setting or AllocSetting()
     conf = setting.conf
     colocate = use_vllm and vllm_mode == 'colocate'
@@ -300,7 +303,7 @@ def phases(setting: AllocSetting | None, framework: str, use_vllm: bool, vllm_mo
         return Phases(conf, None, notes=tuple(setting.notes))
     pool = sleep_level > 0
     notes: list[str] = list(setting.notes)
-    if framework == 'swift' and setting.swift_toggles:
+    if toggles and setting.swift_toggles:
         trainer = replace(conf, expandable_segments=True)
         if not conf.expandable_segments:
             notes.append(f'{OLD_VAR} names expandable_segments, so ms-swift turns them on for training after creating '
@@ -310,7 +313,7 @@ def phases(setting: AllocSetting | None, framework: str, use_vllm: bool, vllm_mo
                      '(set_expandable_segments, swift/rlhf_trainers/utils.py)')
         return Phases(trainer, replace(conf, expandable_segments=False), pool, tuple(notes))
     if conf.expandable_segments:
-        if framework == 'swift':
+        if toggles:
             notes.append(f'expandable segments come from {conf.variable}, which ms-swift does not look at: they stay '
                          f'on while vLLM is created' + (' beside its sleep-mode memory pool (pytorch#147851); set '
                                                          f'{OLD_VAR} instead' if pool else ''))

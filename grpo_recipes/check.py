@@ -5,22 +5,18 @@ from __future__ import annotations
 import importlib.metadata as md
 import json
 import os
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .config import GRPOConfig
-from .errors import GuardError, InvalidLaunch
-from .swift_args import ArgumentError
+from .errors import GuardError
+from .findings import ERROR, INFO, SEVERITY_ORDER, WARNING, Finding, declare
+from .frontends.launcher_count import default_process_count
 from .hardware import Hardware
 from .launch import Launch, Rollout
-from .models import load_model_config
-from .frontends.launcher_count import default_process_count
-from .findings import ERROR, INFO, SEVERITY_ORDER, WARNING, Finding, declare
-from .frontends.trl.arguments import in_trl_terms, trl_terms
-from .frontends.trl.reader import old_vllm_device, read_config
 from .memory.estimate import estimate
 from .memory.verdicts import memory_inputs, plan_memory
+from .models import load_model_config
 from .plan import Plan, build_plan
 from .rules import Context, run_rules
 from .rules.rollout import rollout_findings
@@ -110,6 +106,14 @@ class CheckReport:
             return 1
         return 1 if self.unchecked and not allow_unchecked else 0
 
+    def take_memory(self, verdict) -> None:
+        """The memory model's verdict (memory.verdicts.MemoryVerdict) into this report: its per-GPU memory, findings,
+        fixes and assumptions, and why it gave none."""
+        self.memory, self.fixes = verdict.memory, verdict.fixes
+        self.findings = verdict.findings_after(self.findings)
+        self.assumptions = self.assumptions + verdict.assumptions
+        self.memory_unchecked = verdict.unchecked
+
     def counts(self) -> dict[str, int]:
         return {s: sum(f.severity == s for f in self.findings) for s in (ERROR, WARNING, INFO)}
 
@@ -157,7 +161,7 @@ def with_rollout(cfg: GRPOConfig, launch: Launch) -> tuple[GRPOConfig, list[str]
     """Server mode: the trainer ignores its own vLLM engine arguments and the rollout server's decide the
     rollout GPUs (ms-swift logs that vllm_max_model_len etc. are ignored in server mode). Returns the config with
     the server's settings, and the assumptions made when the server's command is not known."""
-    if not (cfg.use_vllm and cfg.vllm_mode == 'server'):
+    if not (cfg.rollout_mode == 'server'):
         return cfg, []
     r = launch.rollout
     if r is None:
@@ -211,7 +215,7 @@ def rollout_remote(cfg: GRPOConfig, launch: Launch) -> str | None:
     """Server mode: why the rollout server runs on another machine than this trainer, else None. The trainer's
     own vllm_server_host / vllm_server_base_url decides where a non-local address is given; else the script's
     comment above the rollout command (Rollout.remote)."""
-    if not (cfg.use_vllm and cfg.vllm_mode == 'server') or cfg.vllm_in_trainer:  # in a training process: here
+    if not (cfg.rollout_mode == 'server') or cfg.vllm_in_trainer:  # in a training process: here
         return None
     from urllib.parse import urlparse
     hosts = list(cfg.vllm_server_host or [])
@@ -223,34 +227,6 @@ def rollout_remote(cfg: GRPOConfig, launch: Launch) -> str | None:
     return launch.rollout.remote if launch.rollout is not None else None
 
 
-def _config_from(launch: Launch, trl_version: str | None = None,
-                 swift_version: str | None = None) -> tuple[GRPOConfig, list[str], Launch]:
-    """(the typed config, what the framework's parser left over, the launch with the notes reading it made: a copy)."""
-    from .frontends.shell_expand import unresolved_message
-    if launch.framework == 'trl':
-        try:
-            return read_config(launch, trl_version)
-        except (TypeError, ValueError) as e:  # a $VAR left where TRL's field is a number
-            why = unresolved_message(launch.argv, str(launch.config_file), str(e))
-            if why is None:
-                raise
-            raise GuardError(why) from None
-    try:
-        from .frontends.swift.versions import config_from_argv  # the ms-swift release the user runs (3.x or 4.x)
-        cfg, remaining, notes = config_from_argv(launch.argv, swift_version)
-        known = list(launch.notes)
-        known.extend(n for n in notes if n not in known)
-        return cfg, remaining, replace(launch, notes=known)
-    except ArgumentError as e:
-        why = unresolved_message(launch.argv, str(launch.config_file), str(e))
-        if why is not None:
-            raise GuardError(why) from None
-        hint = ''
-        if re.search(r"'<[^'>]*>'", str(e)):
-            hint = ' (a <...> placeholder left from an example script: put the real value there)'
-        raise InvalidLaunch(f'{launch.config_file}: swift rlhf rejects the arguments: {e}{hint}') from None
-
-
 # what check_launch adds after the rules: a local dataset path that is not there (model_source.py)
 declare(f'{__name__}.check_launch', ('data.missing-local',))
 
@@ -258,7 +234,12 @@ declare(f'{__name__}.check_launch', ('data.missing-local',))
 def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
                  model_config: dict | None = None, memory: bool = True, fixes: bool = True,
                  data_stats: dict | None = None, completion_mean: int | None = None,
-                 fastest: bool = False) -> CheckReport:
+                 fastest: bool = False, pass_rate: float | None = None) -> CheckReport:
+    """The check of one launch, orchestrated: the launch's front end reads its typed config and lays out what its
+    framework does after reading (``launch.fw``: frontends/<framework>/framework.py); the rollout server, the
+    processes and the model config are resolved here; the rules run; the memory model gives its verdict
+    (memory.verdicts.MemoryVerdict); the front end words the report and its fixes in the launch's own terms. A
+    rollout server on its own, and a front end with its own checker (OWN_CHECKS), go their own way."""
     if launch.kind == 'rollout':
         return check_rollout(launch, hw, packages=packages, model_config=model_config)
     packages = installed_packages() if packages is None else packages
@@ -266,24 +247,15 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     own = own_check(launch)  # a front end with its own plan and memory model (Megatron-SWIFT)
     if own is not None:
         return own(launch, hw, packages=packages, model_config=model_config, data_stats=data_stats)
-    cfg, remaining, launch = _config_from(launch, packages.get('trl'), packages.get('ms-swift'))
+    fw = launch.fw  # the front end reads the typed config, then lays out what its framework does after reading
+    cfg, remaining, launch = fw.call('read_config', launch, packages)
     cfg, assumptions = with_rollout(cfg, launch)
     # accelerate with no --num_processes and no config file, deepspeed/torchrun running ms-swift's entry: one
     # process per GPU of the node (launcher_count.py)
     nproc_note = default_process_count(launch, hw.gpus)
     assumptions += [nproc_note] if nproc_note else []
-    if launch.framework == 'trl':
-        cfg, launch, more = old_vllm_device(cfg, launch, packages.get('trl'))
-        assumptions += more
-        if launch.trl.script_settings:
-            assumptions.append(launch.trl.script_settings)
-        source = (launch.trl.accelerate or {}).get('config_source')
-        if source:
-            assumptions.append(f'accelerate\'s settings from {source}, then its command-line options')
-    else:
-        from .frontends.swift.versions import in_trainer_vllm  # ms-swift < 3.6: vLLM inside the trainer
-        cfg, launch, more = in_trainer_vllm(cfg, launch, packages.get('ms-swift'))
-        assumptions += more
+    cfg, launch, more = fw.call('post_read', cfg, launch, packages)
+    assumptions += more
     hw = with_rollout_gpus(hw, launch.rollout)
     remote = rollout_remote(cfg, launch)
     if remote:
@@ -294,11 +266,11 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         g = launch.trl.vllm_device_gpu  # TRL 0.14-0.15's / ms-swift < 3.6's in-trainer vLLM GPU(s)
         hw = replace(hw, rollout_gpus=tuple(g) if isinstance(g, (list, tuple)) else (g,))
     plan = build_plan(cfg, launch.env, hw)
-    from .model_source import dataset_message, missing_datasets
     from .model_fetch import hub_of
+    from .model_source import dataset_message, missing_datasets
     from .models import config_source
     given_config = model_config is not None
-    hub = hub_of(launch.framework, launch.argv, launch.file_env)
+    hub = hub_of(launch.fw, launch.argv, launch.file_env)
     model_config, unchecked = model_config_for(cfg.model, model_config, hub)
     assumptions += [config_source(cfg.model, given_config, hub)] if model_config is not None else []
     base = Path(launch.config_file).parent if launch.config_file and os.path.isfile(launch.config_file) else None
@@ -306,7 +278,7 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
                   packages=packages,
                   dataset_columns=dataset_columns(cfg.dataset, base),
                   environ={k: os.environ[k] for k in ('PYTORCH_CUDA_ALLOC_CONF',) if k in os.environ},
-                  data_stats=data_stats)
+                  data_stats=data_stats, pass_rate=pass_rate)
     findings = run_rules(ctx)
     findings += [Finding(WARNING if d.startswith(('/', '~')) else INFO, 'data.missing-local', ['dataset'],
                          dataset_message(d), 'the path of a file or dir that exists (or a hub id)',
@@ -314,15 +286,15 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
                  for d in missing_datasets(cfg.dataset, base)]  # model_source.py: absolute: a warning
     report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings, packages=packages,
                          assumptions=assumptions, memory_unchecked=unchecked)
-    if memory and unchecked is None:
-        plan_memory(report, model_config, want_fixes=fixes, data_stats=data_stats, completion_mean=completion_mean)
+    if memory and unchecked is None:  # the memory model gives a value; the report takes it
+        report.take_memory(plan_memory(report, model_config, want_fixes=fixes, data_stats=data_stats,
+                                       completion_mean=completion_mean))
     elif not memory:
         report.memory_unchecked = 'memory planning was turned off'
     from .speed.attach import attach_speed  # seconds per step by phase; --fastest ranks the configs that fit
     attach_speed(report, model_config, data_stats, completion_mean, fastest)
-    if launch.framework == 'trl':
-        report.findings = [in_trl_terms(f) for f in report.findings]
-        report.assumptions = [trl_terms(a) for a in report.assumptions]
+    if fw.reword is not None:
+        fw.call('reword', report)  # the framework's own names
     from .fix_syntax import render_fixes
     render_fixes(report)  # flags for a command line, YAML keys for a config file
     return report
@@ -351,21 +323,22 @@ def check_rollout(launch: Launch, hw: Hardware, packages: dict | None = None,
     from .model_fetch import hub_of
     from .models import config_source
     given_config = model_config is not None
-    hub = hub_of(launch.framework, launch.argv, launch.file_env)
+    hub = hub_of(launch.fw, launch.argv, launch.file_env)
     model_config, unchecked = model_config_for(r.model, model_config, hub)
     report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw,
                          findings=rollout_findings(r, hw, model_config, as_error=True),
                          packages=installed_packages() if packages is None else packages, memory_unchecked=unchecked)
     report.assumptions += [config_source(r.model, given_config, hub)] if model_config is not None else []
     if unchecked is None:
-        inp = memory_inputs(report, model_config)
+        inp, report.memory_unchecked = memory_inputs(report, model_config)
         if inp is not None:
             inp = replace(inp, prompt_len=0)  # a rollout server on its own: no prompt is planned
             report.memory = [m for m in estimate(cfg, plan, inp) if m.role == 'rollout']
             for m in report.memory[:1]:
                 for p in m.problems:
                     if p.get('severity', 'error') == 'error':
-                        report.findings.append(Finding(ERROR, p['check'], [r.flag('gpu_memory_utilization').lstrip('-')],
+                        knob = r.flag('gpu_memory_utilization').lstrip('-')
+                        report.findings.append(Finding(ERROR, p['check'], [knob],
                                                        f'GPU {m.gpu} (rollout): {p["message"]}', None))
     report.findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     return report

@@ -63,8 +63,14 @@ class GRPOConfig:
     num_generations_eval: int | None = None
     num_iterations: int = 1
     """Optimizer passes over each rollout (μ)."""
+    dynamic_sample: bool = False
+    """DAPO dynamic sampling: replace all-equal-reward groups by resampled ones (ms-swift's default False)."""
+    max_resample_times: int = 3
+    """Extra rollouts dynamic sampling may spend per step before it keeps the original batch (ms-swift: 3)."""
     eval_strategy: str | None = None
     """``no``, ``steps`` or ``epoch``; None follows ``save_strategy``. Forced to ``no`` without a val set."""
+    eval_steps: int | None = None
+    """Steps between evals; None follows ``save_steps`` (SftArguments._init_eval_strategy)."""
     val_dataset: list[str] = field(default_factory=list)
     split_dataset_ratio: float = 0.0
     epsilon: float = 0.2
@@ -101,7 +107,8 @@ class GRPOConfig:
     its multimodal profiling plans for (see ``vllm_startup.mm_profile``)."""
     vllm_quantization: str | None = None
     """vLLM's ``quantization`` for a rollout server (ms-swift's colocated engine sets ``bitsandbytes`` itself for a
-    bnb 4-bit model); ``bitsandbytes`` and ``fp8`` change the weights vLLM holds (``vllm_startup.vllm_weight_bytes``)."""
+    bnb 4-bit model); ``bitsandbytes`` and ``fp8`` change the weights vLLM holds
+    (``vllm_startup.vllm_weight_bytes``)."""
     vllm_enable_lora: bool = False
     vllm_enable_prefix_caching: bool | None = True
     sleep_level: int = 0
@@ -191,6 +198,10 @@ class GRPOConfig:
                 self.beta = 0.04
         if not (self.val_dataset or self.split_dataset_ratio > 0):
             self.eval_strategy = 'no'  # SftArguments.__post_init__
+        elif self.eval_strategy is None:  # SftArguments._init_eval_strategy: eval follows the save strategy
+            self.eval_strategy = values.get('save_strategy') or 'steps'
+        if self.eval_strategy == 'steps' and self.eval_steps is None:
+            self.eval_steps = values.get('save_steps')
 
     @property
     def accumulation_steps(self) -> int:
@@ -202,6 +213,13 @@ class GRPOConfig:
 
     def is_set(self, name: str) -> bool:
         return name in self.explicit
+
+    @property
+    def rollout_mode(self) -> str | None:
+        """How completions are generated: ``colocate`` (vLLM in every training process), ``server`` (a rollout server,
+        or an in-trainer vLLM on GPUs of its own: ``vllm_in_trainer``), None (no vLLM: the trainer's own generate).
+        The one place ``use_vllm`` and ``vllm_mode`` are read together."""
+        return self.vllm_mode if self.use_vllm else None
 
     @property
     def effective_sleep_level(self) -> int:

@@ -13,14 +13,16 @@ How ``swift rlhf`` 4.6 reads a launch (``swift/cli/main.py``), which :class:`Lau
    is set.
 3. The trainer process sees ``CUDA_VISIBLE_DEVICES``.
 
-:func:`grpo_recipes.frontends.read_launch` dispatches a command line (``swift rlhf``/``swift rollout``, ``accelerate launch``,
-``python``, ``torchrun``, ``trl grpo``/``trl vllm-serve``), a config file or a launcher script to its
-front end and returns one :class:`Launch`. Rules and the memory model see only this and ``GRPOConfig``.
+:func:`grpo_recipes.frontends.read_launch` dispatches a command line (``swift rlhf``/``swift rollout``,
+``accelerate launch``, ``python``, ``torchrun``, ``trl grpo``/``trl vllm-serve``), a config file or a launcher script
+to its front end and returns one :class:`Launch`. Rules and the memory model see only this and ``GRPOConfig``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
+
+from .framework import Framework, framework_of
 
 if TYPE_CHECKING:
     from .allocconf import AllocSetting
@@ -153,8 +155,16 @@ class Launch:
     of the trainer and the vLLM phase); None: neither is set."""
 
     unread_trainer: str | None = None
-    """Why the launch's training command was not read (Megatron-SWIFT's ``megatron rlhf``, a script that runs neither
-    ms-swift's nor TRL's GRPO): only its rollout server was checked, so the verdict is UNCHECKED, never OK."""
+    """Why the launch's training command was not read (a script that runs neither ms-swift's nor TRL's GRPO): only its
+    rollout server was checked, so the verdict is UNCHECKED, never OK."""
+    node_gpus: int | None = None
+    """GPUs per node the scheduler allocates (``#SBATCH --gres=gpu:N`` / ``--gpus-per-node``): the hardware's GPU
+    count when neither ``--gpus`` nor nvidia-smi gives one."""
+
+    @property
+    def fw(self) -> Framework:
+        """What its framework does (the front end's :class:`~grpo_recipes.framework.Framework`)."""
+        return framework_of(self.framework)
 
     def name(self, field_name: str) -> str:
         """The user's own flag for a framework-neutral field name."""
@@ -211,6 +221,11 @@ class Rollout:
     e.g. ``# run in another node``); None: nothing says so. Its GPU ids then name that machine's GPUs."""
 
     @property
+    def fw(self) -> Framework:
+        """What its framework does (the front end's :class:`~grpo_recipes.framework.Framework`)."""
+        return framework_of(self.framework)
+
+    @property
     def gpus(self) -> list[int] | None:
         """GPU ids from its CUDA_VISIBLE_DEVICES (None: unset or unreadable)."""
         return visible_devices(self.env.get('CUDA_VISIBLE_DEVICES'))
@@ -221,9 +236,7 @@ class Rollout:
 
     def flag(self, neutral: str) -> str:
         """The server's own flag for tensor_parallel_size, data_parallel_size, max_model_len, ..."""
-        if self.framework == 'trl':
-            return '--' + neutral
-        return '--vllm_' + neutral
+        return self.fw.server_flag_prefix + neutral
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict

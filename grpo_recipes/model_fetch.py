@@ -24,6 +24,7 @@ from typing import Mapping
 from urllib.parse import urlparse
 
 from .errors import GuardError
+from .framework import Framework, as_framework
 
 # Seconds for one request of the hub's client (huggingface_hub's HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT,
 # modelscope's MODELSCOPE_API_HTTP_CLIENT_(CONNECT_)TIMEOUT; their defaults are 10 s and 10 s, 10 s and 90 s:
@@ -74,20 +75,23 @@ def _argv_value(argv: list[str], name: str) -> str | None:
     return out
 
 
-def hub_of(framework: str, argv: list[str], file_env: Mapping[str, str] | None = None,
+def hub_of(fw: Framework | str, argv: list[str], file_env: Mapping[str, str] | None = None,
            environ: Mapping[str, str] | None = None) -> Hub:
     """The hub a launch downloads ``--model`` from. ms-swift: ``--use_hf``, else ``USE_HF`` (the environment wins
-    over a config file's ENV block, as ms-swift applies it), else ModelScope."""
+    over a config file's ENV block, as ms-swift applies it), else ModelScope. A framework that always loads from
+    the Hugging Face hub (TRL: ``Framework.model_hub``) does so."""
     env = os.environ if environ is None else environ
     rev = _argv_value(argv, 'model_revision')
-    if framework == 'trl':
-        return Hub('hf', rev, env.get('HF_TOKEN'), 'TRL loads the model with transformers from the Hugging Face hub')
+    always = as_framework(fw).model_hub
+    if always:
+        return Hub('hf', rev, env.get('HF_TOKEN'), always)
     flag = _argv_value(argv, 'use_hf')
     raw = flag if flag is not None else env.get('USE_HF', (file_env or {}).get('USE_HF'))
     token = _argv_value(argv, 'hub_token')
     if _truthy(raw):
         src = '--use_hf' if flag is not None else 'USE_HF'
-        return Hub('hf', rev, token or env.get('HF_TOKEN'), f'{src} is set: ms-swift downloads from the Hugging Face hub')
+        return Hub('hf', rev, token or env.get('HF_TOKEN'),
+                   f'{src} is set: ms-swift downloads from the Hugging Face hub')
     return Hub('ms', rev, token or env.get('MODELSCOPE_API_TOKEN'),
                'USE_HF is not set: ms-swift downloads from ModelScope (swift/utils/env.py use_hf_hub)')
 
@@ -180,8 +184,12 @@ def _child(hub: str, model: str, revision: str | None) -> int:
     try:
         if hub == 'hf':
             from huggingface_hub import hf_hub_download
-            from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, RepositoryNotFoundError,
-                                                RevisionNotFoundError)
+            from huggingface_hub.errors import (
+                EntryNotFoundError,
+                GatedRepoError,
+                RepositoryNotFoundError,
+                RevisionNotFoundError,
+            )
             try:
                 path = hf_hub_download(model, 'config.json', revision=revision or None,
                                        endpoint=os.environ.get('HF_ENDPOINT') or None,

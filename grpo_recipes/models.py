@@ -97,7 +97,8 @@ def resolve_model_dir(model: str | None, hub: Hub | None = None) -> tuple[Path |
                 return None, builtin
             raise
     raise GuardError(f'--model {model}: no local dir, no cached copy and no built-in config; pass --model-config DIR '
-                     f'(its config.json), a local model dir (config.json is enough) or one of: {", ".join(list(BUILTIN_MODELS) + list(catalogue()))}')
+                     f'(its config.json), a local model dir (config.json is enough) or one of: '
+                     f'{", ".join(list(BUILTIN_MODELS) + list(catalogue()))}')
 
 
 def builtin_config(fname: str) -> dict[str, Any]:

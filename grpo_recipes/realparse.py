@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import swift_args
-from .frontends.swift.worker import RESULT_MARK
-from .frontends.trl.arguments import CLASSES, describe_unknown, parse_args
 from .config import GRPOConfig
 from .errors import GuardError
+from .frontends.swift.worker import RESULT_MARK
+from .frontends.trl.arguments import CLASSES, describe_unknown, parse_args
 from .launch import Launch
 from .models import config_only_dir
 from .plan import world_size
@@ -71,7 +71,8 @@ def _request(launch: Launch, workdir: Path, index: int,
     cfg, remaining = GRPOConfig.from_argv(launch.argv)
     model_dir = config_only_dir(cfg.model, workdir / 'models', model_config)
     overrides = ['--model', str(model_dir), '--output_dir', str(workdir / f'output{index}'), '--use_cpu', 'true']
-    env_updates = {k: v for k, v in launch.file_env.items() if k not in os.environ and k not in ('MASTER_ADDR', 'MASTER_PORT')}
+    env_updates = {k: v for k, v in launch.file_env.items()
+                   if k not in os.environ and k not in ('MASTER_ADDR', 'MASTER_PORT')}
     env_updates['CUDA_VISIBLE_DEVICES'] = ''
     request = {
         'argv': launch.argv + overrides,
@@ -139,9 +140,19 @@ def validate(launch: Launch, timeout: float = 900.0, python: str | None = None,
     """The framework's own parser on the launch: ms-swift's for ``swift rlhf``, the installed TRL's for a TRL
     launch (``trl_version``, when given, must be the installed one: a parse cannot run another release).
     ``model_config``: ``--model-config``'s config.json, for ms-swift's parse (TRL's parse reads no model)."""
-    if launch.framework == 'trl':
-        return validate_trl(launch, timeout=timeout, python=python, trl_version=trl_version)
+    return launch.fw.call('validator', launch, timeout, python, trl_version, model_config)
+
+
+def swift_parse(launch: Launch, timeout: float, python: str | None, trl_version: str | None,
+                model_config: dict | None) -> RealParseResult:
+    """ms-swift's own parser on one launch (the validator of ms-swift's front end)."""
     return validate_many([launch], timeout=timeout, python=python, model_config=model_config)[0]
+
+
+def trl_parse(launch: Launch, timeout: float, python: str | None, trl_version: str | None,
+              model_config: dict | None) -> RealParseResult:
+    """The installed TRL's own parser on one launch (the validator of TRL's front end; it reads no model)."""
+    return validate_trl(launch, timeout=timeout, python=python, trl_version=trl_version)
 
 
 def installed_trl() -> str | None:
@@ -160,7 +171,8 @@ def validate_trl(launch: Launch, timeout: float = 900.0, python: str | None = No
 def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: str | None = None,
                       trl_version: str | None = None) -> list[RealParseResult]:
     """TRL's ``TrlParser`` on TRL launches' script arguments (or on ``trl vllm-serve``'s), in one subprocess
-    (:mod:`grpo_recipes.frontends.trl.worker`, one TRL import); world size from accelerate's/torchrun's process count."""
+    (:mod:`grpo_recipes.frontends.trl.worker`, one TRL import); world size from accelerate's/torchrun's process
+    count."""
     have = installed_trl() if python is None else None
     if python is None and have is None:
         raise GuardError('TRL is not installed here: `pip install trl` (this package was tested with the version in '
@@ -184,7 +196,8 @@ def validate_trl_many(launches: list[Launch], timeout: float = 900.0, python: st
                        'own_classes': launch.trl.parser_classes == 'own'}  # frontends/trl/config_keys.py
             parse = launch.trl.script_parse or {}
             loaded = parse.get('self_loaded')
-            if launch.trl.parser_classes == 'trl' and parse.get('own_classes') and not parse.get('own_unread'):
+            trl_classes = launch.trl.parser_classes not in (None, 'own')  # TRL's dataclasses parse the flags
+            if trl_classes and parse.get('own_classes') and not parse.get('own_unread'):
                 request['classes'] = list(parse['own_classes'])  # e.g. TrlParser((ScriptArguments, GRPOConfig))
             if launch.trl.script == 'trl grpo' and launch.command:  # TRL's CLI, then accelerate's parser
                 request.update(what='trl-cli', cli_argv=list(launch.command[1:]))

@@ -56,7 +56,7 @@ class RecipeLauncher:
         gpu_type = gpu_type or env.get('GPU_TYPE') or meta.get('gpu_type')
         base = load_launch([str(self.recipe), *extra], environ=env)
         cfg, _ = GRPOConfig.from_argv(base.argv)
-        if rollout is None and cfg.use_vllm and cfg.vllm_mode == 'server':
+        if rollout is None and cfg.rollout_mode == 'server':
             from .recipes import rollout_argv
             if env.get('ROLLOUT_HOST'):
                 extra += ['--vllm_server_host', env['ROLLOUT_HOST']]

@@ -105,6 +105,17 @@ def find(name_or_path: str) -> Recipe:
     raise GuardError(f'{name_or_path!r} matches several recipes: {", ".join(r.name for r in matches)}')
 
 
+def eval_batch(cfg, plan) -> str:
+    """The eval batch as ms-swift forms it (``per_device_eval_batch_size`` x processes completions, in groups of
+    ``num_generations_eval``, else ``num_generations``: rlhf_trainers/args_mixin.py); empty without an eval."""
+    if cfg.eval_strategy in (None, 'no'):
+        return ''
+    ge = cfg.num_generations_eval or cfg.num_generations
+    total = cfg.per_device_eval_batch_size * plan.world_size
+    return (f'; eval every {cfg.eval_steps:g} steps: {cfg.per_device_eval_batch_size}/GPU = {total} completions = '
+            f'{total / ge:g} prompts x {ge}')
+
+
 def plan_block(report) -> list[str]:
     """The human-readable plan summary written into a recipe's header."""
     cfg, plan = report.cfg, report.plan
@@ -115,7 +126,7 @@ def plan_block(report) -> list[str]:
                  f'sleep {cfg.effective_sleep_level}')
     lines.append(f'# batch: {cfg.per_device_train_batch_size}/GPU x GA {cfg.gradient_accumulation_steps} = '
                  f'{plan.optimizer_batch} completions = {plan.prompts_per_optimizer_step:g} prompts x '
-                 f'{cfg.num_generations} per step')
+                 f'{cfg.num_generations} per step' + eval_batch(cfg, plan))
     lines.append(f'# lengths: prompt <= {cfg.max_length} (grpo-data stats, GSM8K p99.9 = 216), completion <= '
                  f'{cfg.max_completion_length}, vllm_max_model_len {cfg.vllm_max_model_len}')
     groups: dict = {}
@@ -140,7 +151,7 @@ def plan_block(report) -> list[str]:
 
 def rollout_argv(cfg) -> list[str] | None:
     """`swift rollout` arguments that mirror a server-mode recipe's vLLM settings (None: not server mode)."""
-    if not (cfg.use_vllm and cfg.vllm_mode == 'server'):
+    if not (cfg.rollout_mode == 'server'):
         return None
     args = ['--vllm_tensor_parallel_size', str(cfg.vllm_tensor_parallel_size),
             '--vllm_data_parallel_size', str(cfg.vllm_data_parallel_size),

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grpo_recipes.frontends.megatron.argfields import dataclass_fields
+from grpo_recipes.frontends.megatron.argfields import dataclass_fields  # noqa: E402
 
 OUT = ROOT / 'grpo_recipes' / 'frontends' / 'megatron' / 'snapshots'
 CACHE = Path(os.environ.get('MSSWIFT_WHEEL_CACHE', '/tmp/msswift-cache'))

@@ -50,7 +50,8 @@ def render(snapshot: dict) -> str:
 
 def main(argv=None) -> int:
     from snapshot_cli import run  # scripts/snapshot_cli.py, beside this file
-    return run(__doc__.splitlines()[0], build_snapshot, render, SNAPSHOT, 'registry snapshot', 'scripts/gen_swift_registry.py', argv)
+    return run(__doc__.splitlines()[0], build_snapshot, render, SNAPSHOT, 'registry snapshot',
+               'scripts/gen_swift_registry.py', argv)
 
 
 if __name__ == '__main__':

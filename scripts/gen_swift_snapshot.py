@@ -38,9 +38,8 @@ def _type_name(action) -> str:
 
 
 def build_snapshot() -> dict:
-    import importlib.metadata as md
-
     import contextlib
+    import importlib.metadata as md
 
     from transformers import HfArgumentParser
     try:  # ms-swift 4.x
@@ -91,7 +90,8 @@ def render(snapshot: dict) -> str:
 
 def main(argv=None) -> int:
     from snapshot_cli import run  # scripts/snapshot_cli.py, beside this file
-    return run(__doc__.splitlines()[0], build_snapshot, render, SNAPSHOT, 'snapshot', 'scripts/gen_swift_snapshot.py', argv)
+    return run(__doc__.splitlines()[0], build_snapshot, render, SNAPSHOT, 'snapshot', 'scripts/gen_swift_snapshot.py',
+               argv)
 
 
 if __name__ == '__main__':

@@ -116,11 +116,12 @@ def launch_argv(tuner, gc, bs, completion):
 
 
 def main() -> int:
+    import torch
+    import transformers
+
     from grpo_recipes.config import GRPOConfig
     from grpo_recipes.hardware import Hardware
     from grpo_recipes.plan import build_plan
-    import torch
-    import transformers
     points = []
     from grpo_recipes.memory.arch import Arch
     from grpo_recipes.memory.trace import analytic_peak, categorise, trace_step

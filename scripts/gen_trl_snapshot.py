@@ -35,8 +35,8 @@ def fields_of(cls):
 def build():
     import trl
     from trl import GRPOConfig, ModelConfig, ScriptArguments
-    from trl.scripts.vllm_serve import ScriptArguments as VllmServeArguments
     from trl.scripts.grpo import DatasetMixtureConfig, GRPOScriptArguments
+    from trl.scripts.vllm_serve import ScriptArguments as VllmServeArguments
     return {'generated_by': 'scripts/gen_trl_snapshot.py', 'trl_version': trl.__version__,
             'GRPOConfig': fields_of(GRPOConfig), 'ModelConfig': fields_of(ModelConfig),
             'ScriptArguments': fields_of(ScriptArguments), 'VllmServeArguments': fields_of(VllmServeArguments),

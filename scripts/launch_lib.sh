@@ -4,16 +4,19 @@
 #
 # Steps, in order:
 #   1. data     grpo-data prepare-gsm8k (GSM8K question/answer -> messages + solution), then
-#               grpo-data filter to the recipe's max_length with the model's tokenizer
+#               grpo-data filter to the recipe's max_length with the model's tokenizer; the same for the
+#               held-out eval set when the recipe has a val_dataset (passed as --val_dataset)
 #   2. guard    grpo-guard check on the recipe's hardware; stops here on any error
 #   3. rollout  server-mode recipes: `swift rollout` on ROLLOUT_GPUS, health-checked; a trap stops it
 #               on every exit (success, failure, Ctrl-C)
-#   4. train    swift rlhf RECIPE --model --dataset --output_dir [extra args]
+#   4. train    swift rlhf RECIPE --model --dataset [--val_dataset] --output_dir [extra args]
 #
 # Environment (all optional):
 #   MODEL          model id or local dir (default: the recipe's `model`)
 #   DATASET        what `swift rlhf --dataset` takes: a local file, a hub id, id:subset, path#N (default: the
 #                  full GSM8K train split, modelscope/gsm8k:main, or openai/gsm8k:main with USE_HF=1)
+#   VAL_DATASET    held-out eval data for recipes with a val_dataset (default: the bundled 200-row sample of the
+#                  GSM8K test split, data_tools/sample/gsm8k_test_200.jsonl)
 #   PREPARE        gsm8k (default) or none (DATASET is already ms-swift GRPO data with a `solution`)
 #   TOKENIZER      tokenizer for the length filter (default: MODEL, a local dir or a hub id in the local
 #                  cache, so lengths are measured with the model's own chat template)
@@ -132,7 +135,7 @@ grpo_launch() {
   # every recipe value in one call (one Python start-up instead of ten), one per line in this order
   local values
   values="$(grpo-recipes arg "$recipe" model max_length vllm_mode use_vllm @gpus @gpu_type @rollout_gpus \
-    vllm_server_host vllm_server_port ENV.NNODES)" || grpo_die "cannot read $recipe (see the error above)"
+    vllm_server_host vllm_server_port ENV.NNODES val_dataset)" || grpo_die "cannot read $recipe (see the error above)"
   local -a v
   mapfile -t v <<< "$values"
   local model="${MODEL:-${v[0]:-}}"
@@ -202,9 +205,21 @@ grpo_launch() {
   train_file="$data_dir/train.jsonl"
   grpo_run grpo-data filter "$prepared" -o "$train_file" --max-length "$max_length" --quiet "${tok_args[@]}" ||
     grpo_die "the length filter failed (above); $fix"
+  local -a swift_args=(--model "$model" --dataset "$train_file" --output_dir "$output_dir")
+  # held-out eval (the recipe's val_dataset): GSM8K test rows, prepared and filtered like the train rows
+  local val="${VAL_DATASET:-$_grpo_root/data_tools/sample/gsm8k_test_200.jsonl}"
+  if [[ -n "${v[10]:-}" ]]; then
+    local val_prepared="$val" val_file="$data_dir/val.jsonl"
+    if [[ "${PREPARE:-gsm8k}" == "gsm8k" ]]; then
+      val_prepared="$data_dir/val.prepared.jsonl"
+      grpo_run grpo-data prepare-gsm8k "$val" -o "$val_prepared" || grpo_die "reading $val failed (above); $fix"
+    fi
+    grpo_run grpo-data filter "$val_prepared" -o "$val_file" --max-length "$max_length" --quiet "${tok_args[@]}" ||
+      grpo_die "the length filter of the eval set failed (above); $fix"
+    swift_args+=(--val_dataset "$val_file")
+  fi
 
   # 2. guard
-  local -a swift_args=(--model "$model" --dataset "$train_file" --output_dir "$output_dir")
   if [[ "$mode" == "server" && -n "${ROLLOUT_HOST:-}" ]]; then
     swift_args+=(--vllm_server_host "$host")
   fi

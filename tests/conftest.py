@@ -41,6 +41,7 @@ def tiny_qwen2(tmp_path_factory) -> Path:
     """The tiny random Qwen2 with its tokenizer (tests/tiny_model.py), built once per session, for every test that
     runs ms-swift on CPU; under xdist the first worker builds it and the others wait on a lock. Read-only."""
     import fcntl
+
     from tiny_model import build
     shared = shared_tmp(tmp_path_factory)
     out = shared / 'tiny-qwen2'

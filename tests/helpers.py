@@ -1,7 +1,7 @@
 """Build launches and checks in tests without touching files (pure paths) where possible."""
 from grpo_recipes.check import check_launch
-from grpo_recipes.hardware import Hardware
 from grpo_recipes.frontends.swift.reader import launch_from_mapping
+from grpo_recipes.hardware import Hardware
 
 PACKAGES_OK = {'ms-swift': '4.6.0', 'trl': '0.29.1', 'math-verify': '0.9.0', 'msgspec': '0.22.0',
                'deepspeed': '0.19.8'}

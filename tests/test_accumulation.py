@@ -8,8 +8,8 @@ derives steps_per_generation = generation_batch_size = 0), transformers' Trainer
 import json
 
 import pytest
-
 from conftest import run_cli
+
 from grpo_recipes.config import GRPOConfig
 
 HW = ['--gpus', '1', '--gpu-type', 'A100-80G']

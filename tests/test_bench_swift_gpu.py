@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, run_cli
+
 from grpo_recipes.launch import Launch
 from grpo_recipes.recipes import discover
 

@@ -5,11 +5,11 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import EXAMPLE, ROOT, run_cli
-from grpo_recipes.cli import guard, recipes
-from data_tools import cli as data_cli
 from helpers import make
+
+from data_tools import cli as data_cli
+from grpo_recipes.cli import guard, recipes
 
 RECIPE = 'qwen2.5-7b-instruct/lora-2xa100-80g'
 RECIPE_YAML = ROOT / 'recipes' / f'{RECIPE}.yaml'

@@ -1,6 +1,5 @@
 """CLI contract: help, exit codes, one clear line for bad input (no traceback)."""
 import pytest
-
 from conftest import run_cli
 
 
@@ -125,8 +124,9 @@ def test_unknown_model_is_unchecked_until_its_config_is_given(tmp_path):
     assert proc.returncode == 1 and 'no config.json for acme/never-seen-7b' in text and '--model-config' in text
     model_dir = tmp_path / 'never-seen-7b'
     model_dir.mkdir()
-    from grpo_recipes.models import builtin_config
     import json
+
+    from grpo_recipes.models import builtin_config
     (model_dir / 'config.json').write_text(json.dumps(builtin_config('Qwen2.5-7B-Instruct.json')))
     ok = run_cli('grpo_recipes.cli.guard', 'check', str(cfg), *hw, '--model-config', str(model_dir))
     assert ok.returncode == 0, ok.stdout
@@ -134,6 +134,7 @@ def test_unknown_model_is_unchecked_until_its_config_is_given(tmp_path):
 
 def test_modelscope_cache_layouts_are_searched(tmp_path, monkeypatch):
     import json
+
     from grpo_recipes.models import builtin_config, load_model_config
     cfg = builtin_config('Qwen2.5-7B-Instruct.json')
     monkeypatch.setenv('MODELSCOPE_CACHE', str(tmp_path / 'ms'))

@@ -8,9 +8,10 @@ import os
 import signal
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
-
 from conftest import ROOT
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from data_tools import cli as data_cli
 from grpo_recipes.cli import guard, recipes
 

@@ -4,7 +4,6 @@ import os
 import stat
 
 import pytest
-
 from conftest import ROOT, run_cli
 
 SAMPLE = ROOT / 'data_tools' / 'sample' / 'gsm8k_train_300.jsonl'

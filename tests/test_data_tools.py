@@ -7,8 +7,8 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, SHARED, run_cli, sigint_default
+
 from data_tools.formats import InputError
 from data_tools.pipeline import run_filter, run_stats
 from data_tools.rows import to_messages
@@ -92,8 +92,8 @@ def test_filter_keeps_exactly_the_short_rows_byte_for_byte(tmp_path, tok, hf_tok
     s = run_filter(SAMPLE, out, tok, max_length=100)
     lines = SAMPLE.read_bytes().splitlines(keepends=True)
     lengths = lengths_of(tmp_path, tok, SAMPLE)
-    assert out.read_bytes() == b''.join(l for l, n in zip(lines, lengths) if n <= 100)
-    rejects = [json.loads(l) for l in (tmp_path / 'kept.rejects.jsonl').read_text().splitlines()]
+    assert out.read_bytes() == b''.join(ln for ln, n in zip(lines, lengths) if n <= 100)
+    rejects = [json.loads(ln) for ln in (tmp_path / 'kept.rejects.jsonl').read_text().splitlines()]
     assert [r['line'] for r in rejects] == [i + 1 for i, n in enumerate(lengths) if n > 100]
     assert all(r['reason'] == 'too_long' and r['length'] > 100 for r in rejects)
     assert (s.kept, s.rejected, s.malformed, s.input_rows) == (sum(n <= 100 for n in lengths),
@@ -151,7 +151,7 @@ def write_format(tmp_path, fmt):
 
 def read_format(p, fmt):
     if fmt == 'jsonl':
-        return [json.loads(l) for l in p.read_text().splitlines()]
+        return [json.loads(ln) for ln in p.read_text().splitlines()]
     if fmt == 'json':
         return json.loads(p.read_text())
     if fmt == 'csv':
@@ -194,7 +194,7 @@ def test_malformed_rows_go_to_rejects_with_line_numbers(tmp_path):
     s = json.loads(proc.stdout)
     assert (s['input_rows'], s['kept'], s['rejected'], s['malformed']) == (6, 2, 0, 4)
     assert out.read_bytes() == b'{"question": "ok?"}\n{"question": "fine"}\r\n'  # CRLF kept as read
-    rej = [json.loads(l) for l in (tmp_path / 'out.rejects.jsonl').read_text().splitlines()]
+    rej = [json.loads(ln) for ln in (tmp_path / 'out.rejects.jsonl').read_text().splitlines()]
     assert [(r['line'], r['reason']) for r in rej] == [(2, 'malformed'), (3, 'malformed'), (4, 'malformed'),
                                                        (5, 'malformed')]
     assert 'invalid JSON' in rej[0]['error'] and 'not an object' in rej[1]['error']

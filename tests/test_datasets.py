@@ -2,14 +2,12 @@
 (swift.dataset.load_dataset): `path#N` sampling, hub ids with a subset from a local cache, several datasets,
 streaming; offline without a cache it exits 2 in one line. No hub is reachable here: the Hugging Face cache
 is built by the test with datasets' own builder (what a first online load leaves behind)."""
-import glob
 import json
 import os
 import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -78,7 +76,7 @@ def test_hub_id_offline_without_cache_is_one_line_and_exit_2(tmp_path):
         proc = grpo_data('stats', *args, env={'HF_HOME': str(tmp_path / 'empty'),
                                               'MODELSCOPE_CACHE': str(tmp_path / 'ms')})
         assert proc.returncode == 2, proc.stderr
-        lines = [l for l in proc.stderr.splitlines() if l.strip()]
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and lines[0].startswith('error: ') and 'offline' in lines[0]
         assert 'cache' in lines[0] and 'local file' in lines[0] and 'Traceback' not in proc.stderr
 

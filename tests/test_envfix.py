@@ -6,10 +6,10 @@ The savings come from the memory model's own reserve term (memory/reserve.py): t
 with expandable segments, so a 70 GiB card fits it only with the setting and a 50 GiB card not even then."""
 import json
 
-from grpo_recipes.memory.inputs import Inputs
 from grpo_recipes.allocconf import AllocSetting
-from grpo_recipes.memory.envfix import candidate, render
 from grpo_recipes.frontends import read_launch as load_launch
+from grpo_recipes.memory.envfix import candidate, render
+from grpo_recipes.memory.inputs import Inputs
 
 HF = ('swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct --tuner_type lora --use_vllm false '
       '--reward_funcs format --dataset d.jsonl --max_length 256 --max_completion_length 1024 --num_generations 16 '
@@ -120,7 +120,8 @@ def test_setting_changes_the_trainer_phase_the_model_sees():
 
 def test_trl_sleep_mode_with_expandable_segments_is_refused():
     trl = ('PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True accelerate launch --num_processes 1 train_grpo.py '
-           '--model_name_or_path Qwen/Qwen2.5-7B-Instruct --use_vllm --vllm_mode colocate --vllm_enable_sleep_mode true '
+           '--model_name_or_path Qwen/Qwen2.5-7B-Instruct --use_vllm --vllm_mode colocate '
+           '--vllm_enable_sleep_mode true '
            '--use_peft')
     found = [f for f in _report(trl).findings if f.rule == 'vllm.expandable-segments']
     assert found and found[0].severity == 'error' and 'not compatible with memory pool' in found[0].message

@@ -2,11 +2,12 @@
 nothing bounds the prompts (vLLM then queues part of the rollout: slower, the same memory, so such a fix is ranked
 after any that holds the rollout, never dropped), and it answers at once for an absurd micro-batch (the micro-batch
 splits come from the factorisation, O(log bs), not from every number below it). ms-swift and the TRL twin."""
+from helpers import PACKAGES_OK, make
+
 from grpo_recipes.check import check_launch
 from grpo_recipes.frontends import read_launch
 from grpo_recipes.hardware import Hardware
 from grpo_recipes.memory.search import split_sizes
-from helpers import PACKAGES_OK, make
 
 HW2 = Hardware(gpus=2, gpu_type='A100-80G', source='flags')
 # a 7B LoRA launch on 2 x A100-80G: micro-batch 16, 2,048-token completions, max_length unset (prompts up to the

@@ -1,11 +1,10 @@
 """--gpu-type resolves names exactly: the catalogue's names and the names nvidia-smi prints
 (`nvidia-smi --query-gpu=name`, as NVIDIA's drivers report them); a name that could be several cards is refused."""
 import pytest
-
 from conftest import EXAMPLE, run_cli
+
 from grpo_recipes.errors import GuardError
-from grpo_recipes.gpu_names import check_hardware_flags, resolve
-from grpo_recipes.gpu_names import lookup
+from grpo_recipes.gpu_names import check_hardware_flags, lookup, resolve
 
 
 @pytest.mark.parametrize('name,card', [

@@ -3,8 +3,8 @@ import json
 import os
 
 import pytest
-
 from conftest import run_cli
+
 from grpo_recipes.errors import GuardError
 from grpo_recipes.frontends import read_launch as load_launch
 
@@ -151,7 +151,8 @@ def test_a_comment_that_puts_the_rollout_on_another_node(tmp_path, note, remote)
 def test_a_placeholder_left_in_an_example_is_named(tmp_path):
     # ms-swift's multi_node/server_multi_node.sh writes `--vllm_server_port <node1_port>`; swift rlhf rejects it
     script = tmp_path / 'train.sh'
-    script.write_text(ROLLOUT_IN_COMMENT.format(note='').replace('--vllm_server_port 8000', "--vllm_server_port '<port>'"))
+    script.write_text(ROLLOUT_IN_COMMENT.format(note='').replace('--vllm_server_port 8000',
+                                                                 "--vllm_server_port '<port>'"))
     proc = run_cli('grpo_recipes.cli.guard', 'check', str(script), '--gpus', '4')
     assert proc.returncode != 0
     assert "invalid int value: '<port>'" in proc.stderr and 'placeholder' in proc.stderr
@@ -161,9 +162,11 @@ def test_a_launcher_that_starts_the_server_in_the_background(tmp_path):
     # TRL users' launchers: `nohup trl vllm-serve ... > vllm.log 2>&1 &`, then the trainer, then `wait`
     script = tmp_path / 'launch.sh'
     script.write_text('#!/bin/bash\nset -e\nexport MODEL=Qwen/Qwen2.5-7B-Instruct\n'
-                      'CUDA_VISIBLE_DEVICES=3 nohup trl vllm-serve --model $MODEL --max-model-len 4096 > vllm.log 2>&1 &\n'
+                      'CUDA_VISIBLE_DEVICES=3 nohup trl vllm-serve --model $MODEL --max-model-len 4096 '
+                      '> vllm.log 2>&1 &\n'
                       'sleep 60 && echo started\n'
-                      'CUDA_VISIBLE_DEVICES=0,1,2 accelerate launch --num_processes 3 train.py --model_name_or_path $MODEL '
+                      'CUDA_VISIBLE_DEVICES=0,1,2 accelerate launch --num_processes 3 train.py '
+                      '--model_name_or_path $MODEL '
                       '--use_vllm --vllm_mode server --max_completion_length 1024 2>&1 | tee train.log\nwait\n')
     proc = run_cli('grpo_recipes.cli.guard', 'check', str(script), '--gpus', '4', '--gpu-type', 'A100-80G', '--json')
     out = json.loads(proc.stdout)

@@ -13,8 +13,8 @@ import time
 
 import pytest
 import yaml
-
 from conftest import ROOT, sigint_default
+
 from grpo_recipes.recipes import find
 
 RECIPE = find('qwen2.5-32b-instruct-gptq-int4/lora-2xa100-40g')
@@ -51,7 +51,7 @@ def setup(tmp_path):
     port = free_port()
     cfg = yaml.safe_load(RECIPE.path.read_text())
     cfg['vllm_server_port'] = [port]
-    header = ''.join(l + '\n' for l in RECIPE.path.read_text().splitlines() if l.startswith('# @'))
+    header = ''.join(ln + '\n' for ln in RECIPE.path.read_text().splitlines() if ln.startswith('# @'))
     recipe = tmp_path / RECIPE.path.parent.name / RECIPE.path.name
     recipe.parent.mkdir(parents=True)
     recipe.write_text(header + yaml.safe_dump(cfg))

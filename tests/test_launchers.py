@@ -404,6 +404,22 @@ def test_python_m_trl_cli_main_grpo_is_trl_grpo():
     flags = ['--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct', '--num_generations', '4', '--num_processes', '2']
     launch = read_launch(['--', 'python', '-m', 'trl.cli.main', 'grpo', *flags],
                          environ={'HF_HOME': '/nonexistent', 'CUDA_VISIBLE_DEVICES': '0,1'})
-    same = read_launch(['--', 'trl', 'grpo', *flags], environ={'HF_HOME': '/nonexistent', 'CUDA_VISIBLE_DEVICES': '0,1'})
+    same = read_launch(['--', 'trl', 'grpo', *flags],
+                       environ={'HF_HOME': '/nonexistent', 'CUDA_VISIBLE_DEVICES': '0,1'})
     assert launch.framework == 'trl' and (launch.argv, launch.env) == (same.argv, same.env)
     assert launch.env['NPROC_PER_NODE'] == '2'
+
+
+def test_a_slurm_batch_scripts_gpus_are_the_nodes_gpus(tmp_path, capsys):
+    """sbatch(1): ``#SBATCH --gres=gpu:8`` allocates 8 GPUs on each node; with no --gpus and no nvidia-smi those
+    are the hardware the launch is planned on (open-r1's slurm/train.slurm shape)."""
+    sh = tmp_path / 'train.slurm.sh'
+    sh.write_text('#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n#SBATCH --gres=gpu:8\n'
+                  'srun torchrun --nnodes $SLURM_NNODES --nproc_per_node 8 --node_rank $SLURM_NODEID '
+                  '/opt/ms-swift/swift/cli/rlhf.py --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct '
+                  '--dataset AI-MO/NuminaMath-TIR --reward_funcs accuracy --num_generations 8 '
+                  '--per_device_train_batch_size 8 --tuner_type lora\n')
+    rc = guard.main(['check', '--gpu-type', 'H100', '--json', str(sh)])
+    out = json.loads(capsys.readouterr().out)
+    assert out['hardware']['gpus'] == 8 and out['hardware']['source'] == 'sbatch'
+    assert out['plan']['world_size'] == 16, (rc, out['plan'])

@@ -17,8 +17,8 @@ import subprocess
 
 import pytest
 import yaml
-
 from conftest import ROOT
+
 from grpo_recipes.recipes import discover
 
 pytestmark = pytest.mark.slow
@@ -27,11 +27,16 @@ GPU_ONLY = {'ENV', 'use_vllm', 'vllm_mode', 'vllm_gpu_memory_utilization', 'vllm
             'vllm_tensor_parallel_size', 'vllm_data_parallel_size', 'vllm_server_host', 'vllm_server_port',
             'vllm_server_timeout', 'sleep_level', 'offload_model', 'offload_optimizer', 'deepspeed',
             'move_model_batches', 'quant_method', 'quant_bits', 'template', 'torch_dtype'}
+# not GPU settings, but the CPU run's 16-token cap truncates every completion of the random model, and
+# overlong_filter would then leave nothing in the loss (no gradient to check)
+CPU_DROP = {'overlong_filter'}
 CPU_ARGS = ['--model_type', 'qwen2', '--template', 'qwen2_5', '--max_steps', '2', '--per_device_train_batch_size', '2',
             '--gradient_accumulation_steps', '1', '--num_generations', '2', '--max_completion_length', '16',
             '--external_plugins', str(ROOT / 'tests' / 'standins' / 'toy_reward.py'),
             '--reward_funcs', 'accuracy', 'toy_distinct', '--check_model', 'false', '--report_to', 'none',
-            '--logging_steps', '1', '--save_steps', '2', '--dataloader_num_workers', '0']
+            '--logging_steps', '1', '--save_steps', '2', '--dataloader_num_workers', '0',
+            # the recipe's held-out eval, once, at the last step, on the CPU run's batch shape
+            '--eval_steps', '2', '--num_generations_eval', '2', '--per_device_eval_batch_size', '2']
 
 
 @pytest.fixture(scope='module')
@@ -59,9 +64,9 @@ def gsm8k_like(tmp_path_factory):
 
 def cpu_copy(recipe, dest):
     cfg = yaml.safe_load(recipe.path.read_text())
-    cpu = {k: v for k, v in cfg.items() if k not in GPU_ONLY}
+    cpu = {k: v for k, v in cfg.items() if k not in GPU_ONLY | CPU_DROP}
     cpu['use_vllm'] = False
-    header = ''.join(l + '\n' for l in recipe.path.read_text().splitlines() if l.startswith('# @'))
+    header = ''.join(ln + '\n' for ln in recipe.path.read_text().splitlines() if ln.startswith('# @'))
     out = dest / recipe.path.parent.name / recipe.path.name
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(header + yaml.safe_dump(cpu))
@@ -72,7 +77,8 @@ def cpu_copy(recipe, dest):
 def test_launcher_trains_two_steps_on_cpu(recipe, tiny, gsm8k_like, swift_once, tmp_path):
     out = tmp_path / 'run'
     env = {**os.environ, 'RECIPE': str(cpu_copy(recipe, tmp_path / 'recipes')), 'MODEL': str(tiny),
-           'DATASET': str(gsm8k_like), 'OUTPUT_DIR': str(out), 'HF_HUB_OFFLINE': '1', **swift_once}
+           'DATASET': str(gsm8k_like), 'VAL_DATASET': str(gsm8k_like), 'OUTPUT_DIR': str(out), 'HF_HUB_OFFLINE': '1',
+           **swift_once}
     for k in ('NNODES', 'NODE_RANK', 'MASTER_ADDR', 'NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES'):
         env.pop(k, None)
     proc = subprocess.run(['bash', str(recipe.launcher), *CPU_ARGS], capture_output=True, text=True, env=env,
@@ -80,14 +86,23 @@ def test_launcher_trains_two_steps_on_cpu(recipe, tiny, gsm8k_like, swift_once, 
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert 'swift_once: ' in proc.stderr  # the launcher ran this `swift`, found on PATH as a user's would be
     steps = [ln[2:].split()[:2] for ln in proc.stderr.splitlines() if ln.startswith('+ ')]
-    assert steps == [['grpo-data', 'prepare-gsm8k'], ['grpo-data', 'filter'], ['grpo-guard', 'check'],
-                     ['swift', 'rlhf']]
+    assert steps == [['grpo-data', 'prepare-gsm8k'], ['grpo-data', 'filter'], ['grpo-data', 'prepare-gsm8k'],
+                     ['grpo-data', 'filter'], ['grpo-guard', 'check'], ['swift', 'rlhf']]
     assert sum(1 for _ in (out / 'data' / 'train.jsonl').open()) == 8
+    assert sum(1 for _ in (out / 'data' / 'val.jsonl').open()) == 8
     runs = sorted(out.glob('v*-*'))
     assert runs, proc.stderr[-2000:]
-    logs = [json.loads(l) for l in (runs[-1] / 'logging.jsonl').read_text().splitlines()]
-    steps_logged = [l['global_step/max_steps'] for l in logs if 'loss' in l]
+    logs = [json.loads(ln) for ln in (runs[-1] / 'logging.jsonl').read_text().splitlines()]
+    steps_logged = [row['global_step/max_steps'] for row in logs if 'loss' in row]
     assert steps_logged == ['1/2', '2/2']
-    assert any(float(l['grad_norm']) > 0 for l in logs if 'grad_norm' in l)
+    assert any(float(row['grad_norm']) > 0 for row in logs if 'grad_norm' in row)
+    assert any('eval_reward' in row for row in logs), 'the held-out eval did not run'
+    # the run's completions.jsonl, read back by grpo-data: every logged training prompt is a row of the data
+    stats = subprocess.run(['grpo-data', 'stats', str(out / 'data' / 'train.jsonl'), '--tokenizer', str(tiny),
+                            '--completions', str(runs[-1] / 'completions.jsonl'), '--json', '--quiet'],
+                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert stats.returncode == 0, stats.stderr
+    comp = json.loads(stats.stdout)['completions']
+    assert comp['rows_seen'] >= 2 and comp['unmatched_prompts'] == 0 and comp['logged_tables'] == 2
     ckpt = runs[-1] / 'checkpoint-2'
     assert (ckpt / 'adapter_model.safetensors').is_file() or (ckpt / 'model.safetensors').is_file()

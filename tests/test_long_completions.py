@@ -8,9 +8,10 @@ with 4096-token completions: it fits with short prompts only while completions s
 import importlib.util
 from pathlib import Path
 
+from helpers import make
+
 from grpo_recipes.hardware import Hardware
 from grpo_recipes.memory.verdicts import THINKING_TEMPLATES
-from helpers import make
 
 OVER = {'model': 'deepseek-ai/DeepSeek-R1-Distill-Qwen-32B', 'tuner_type': 'full', 'deepspeed': 'zero3',
         'vllm_mode': 'server', 'vllm_server_host': ['10.0.0.2'], 'vllm_tensor_parallel_size': 2,
@@ -36,7 +37,8 @@ def test_a_reasoning_model_is_refused_when_full_length_completions_oom():
     _, r = make(OVER, env=ENV, hw=HW)
     f = _rules(r).get('memory.oom')
     assert f is not None and not r.ok and 'memory.oom-if-long-completions' not in _rules(r)
-    assert 'reasoning model' in f.message and 'deepseek_r1' in f.message and 'fits only with completions under' in f.message
+    assert 'reasoning model' in f.message and 'deepseek_r1' in f.message
+    assert 'fits only with completions under' in f.message
     assert any('completions reach max_completion_length' in a and '--completion-mean' in a for a in r.assumptions)
 
 

@@ -493,3 +493,25 @@ def test_any_token_soup_reads_or_fails_with_one_line():
             assert '\n' not in str(e)
             continue
         mg.check(la, A100_80, model=LLAMA_SHAPE)
+
+
+def test_server_mode_without_reward_funcs_takes_the_gym_reward_of_a_gym_rollout_server():
+    """examples/megatron/grpo/multi_turn/frozen_lake_server.sh shape: no --reward_funcs on the trainer, the rollout
+    server runs --use_gym_env true, and the trainer asks the server (grpo_trainer.py _resolve_use_gym_env): no error.
+    The server unknown: a warning; a server known to run no gym: the trainer's assertion, an error."""
+    from grpo_recipes.findings import ERROR, WARNING
+    from grpo_recipes.launch import Rollout
+    base = [a for a in DENSE if a not in ('--reward_funcs', 'accuracy', 'format')]
+    server = ['--vllm_mode', 'server', '--vllm_server_host', '127.0.0.1', '--vllm_server_port', '8000']
+
+    def severity(rollout):
+        la = launch(*server, base=base)
+        la.rollout = rollout
+        got = [f for f in mg.check(la, A100_80, model=load_model_config(QWEN7))[0] if f.rule == 'megatron.reward-funcs']
+        return got[0].severity if got else None
+
+    gym = Rollout(framework='swift', argv=[], env={}, source='run.sh:2', use_gym_env=True)
+    plain = Rollout(framework='swift', argv=[], env={}, source='run.sh:2')
+    assert severity(gym) is None
+    assert severity(None) == WARNING
+    assert severity(plain) == ERROR

@@ -4,17 +4,18 @@ import re
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings, strategies as st
-
 from conftest import SHARED
-from grpo_recipes.memory.arch import Arch
+from helpers import make, rules_of
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from grpo_recipes.config import GRPOConfig
 from grpo_recipes.hardware import Hardware
+from grpo_recipes.memory.arch import Arch
 from grpo_recipes.memory.estimate import estimate
 from grpo_recipes.memory.inputs import Inputs
 from grpo_recipes.models import builtin_config
 from grpo_recipes.plan import build_plan
-from helpers import make, rules_of
 
 SMALL = {'hidden_size': 256, 'intermediate_size': 704, 'num_hidden_layers': 3, 'num_attention_heads': 8,
          'num_key_value_heads': 2, 'vocab_size': 1000, 'max_position_embeddings': 4096}
@@ -126,6 +127,7 @@ def test_kv_must_hold_one_sequence():
 def test_kv_one_sequence_speaks_the_v0_engines_words_and_numbers():
     """Before 0.8 the V0 worker refuses with its own message, naming block_size x num_gpu_blocks tokens."""
     import re
+
     from helpers import PACKAGES_OK
     # V0 profiles max(max_model_len, 2048) tokens and 256 sequences, so a larger share than V1 needs
     over = {'vllm_gpu_memory_utilization': 0.25, 'vllm_max_model_len': 32768, 'max_length': 1024}
@@ -165,14 +167,16 @@ def test_memory_json_carries_every_component():
 
 def test_table_fits_100_columns():
     from io import StringIO
+
     from rich.console import Console
+
     from grpo_recipes.cli.render import memory_table
     _, report = make(REPORTED, env=ENV4, hw=A100_80)
     buf = StringIO()
     Console(file=buf, width=100).print(memory_table(report))
     lines = buf.getvalue().splitlines()
-    assert max(len(l.rstrip()) for l in lines) <= 100
-    assert any('OOM' in l for l in lines)
+    assert max(len(ln.rstrip()) for ln in lines) <= 100
+    assert any('OOM' in ln for ln in lines)
 
 
 # ---- monotonicity (hypothesis) ----
@@ -284,8 +288,8 @@ def test_vllm_profile_peak_matches_logs_of_models_outside_the_calibration_file(n
 def test_flashinfer_sampler_reserves_less_and_matches_a_log_that_used_it():
     """dennislee22/vLLM-benchmarking vllm-7B-1gpuA10080GB-0.25GRAM.log (vLLM 0.10.1.1, A100 80GB, util 0.25)
     logs "Using FlashInfer for top-p & top-k sampling" and "GPU KV cache size: 93,872 tokens"."""
-    from grpo_recipes.memory.cases import load_cases
     from grpo_recipes.memory.calibrate import predict
+    from grpo_recipes.memory.cases import load_cases
     case = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')
                 if c['id'].startswith('vllm-dennislee'))
     native = predict(case)
@@ -330,6 +334,7 @@ def test_calibration_survives_malformed_cases():
     """Each published case with one field removed or of the wrong type is still scored: either predicted
     or 'cannot predict' naming a field, never a traceback and never an internal error."""
     import copy
+
     from grpo_recipes.memory.cases import load_cases
     from grpo_recipes.memory.scoring import score
     variants = []
@@ -368,8 +373,8 @@ DENNIS_HELD_OUT = [
 
 @pytest.mark.parametrize('config,gpus,kv_tokens', DENNIS_HELD_OUT)
 def test_vllm_kv_on_logs_outside_the_calibration_file(config, gpus, kv_tokens):
-    from grpo_recipes.memory.cases import load_cases
     from grpo_recipes.memory.calibrate import predict
+    from grpo_recipes.memory.cases import load_cases
     base = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')
                 if c['id'].startswith('vllm-dennislee'))
     case = {**base, 'num_gpus': gpus,
@@ -406,8 +411,8 @@ def test_loosely_named_gpus_map_to_every_card_they_could_be(name, expected):
 
 
 def test_a_verdict_over_unstated_card_sizes_counts_only_when_unanimous():
-    from grpo_recipes.memory.cases import CannotPredict, load_cases
     from grpo_recipes.memory.calibrate import predict
+    from grpo_recipes.memory.cases import CannotPredict, load_cases
     case = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')
                 if c['id'].startswith('grpo-msswift-4594'))  # "A100 (memory size not stated)", OOM
     pred = predict(case)
@@ -425,6 +430,7 @@ def test_a_verdict_over_unstated_card_sizes_counts_only_when_unanimous():
 def test_scorer_reads_per_gpu_lists_negative_kv_and_auto_dtype():
     """Forms a source states its figures in, read rather than refused (calibrate.normalise)."""
     import copy
+
     from grpo_recipes.memory.cases import load_cases
     from grpo_recipes.memory.scoring import score
     cases = {c['id']: c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')}
@@ -448,8 +454,9 @@ def test_trl_case_is_read_by_the_trl_front_end_with_trl_defaults():
     """A TRL case: unstated settings are TRL's defaults (full fine-tuning in float32, no vLLM), stated ones its
     flags (use_peft from a LoRA tuner, ZeRO stage from deepspeed)."""
     import copy
-    from grpo_recipes.memory.cases import load_cases
+
     from grpo_recipes.memory.calibrate import _trl_config
+    from grpo_recipes.memory.cases import load_cases
     case = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl') if c['id'].startswith('grpo-trl'))
     cfg, env = _trl_config(case)
     assert (cfg.tuner_type, cfg.torch_dtype, cfg.use_vllm, cfg.max_length) == ('full', 'float32', False, 256)
@@ -467,6 +474,7 @@ def test_v0_engine_profiles_a_whole_max_model_len_batch():
     scheduler's max_num_batched_tokens is max(max_model_len, 2048) and the profiling forward fills it, so the
     activation reservation grows with the context; V1 (0.8+) profiles its fixed default (8192 on an A100)."""
     from conftest import ROOT
+
     from grpo_recipes.memory.vllm import vllm_terms
     arch = Arch.from_config(json.loads((ROOT / 'grpo_recipes/model_configs/Qwen2.5-7B-Instruct.json').read_text()))
 
@@ -486,11 +494,11 @@ def test_v0_engine_profiles_a_whole_max_model_len_batch():
 def test_vision_tower_count_matches_transformers(model_type, vision):
     """The vision tower and merger, counted from vision_config, against transformers' own classes on meta."""
     import torch
+
     from grpo_recipes.memory.arch import vision_params
     if model_type == 'qwen2_5_vl':
         from transformers import Qwen2_5_VLConfig as Config
-        from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import \
-            Qwen2_5_VisionTransformerPretrainedModel as Tower
+        from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionTransformerPretrainedModel as Tower
     else:
         from transformers import Qwen2VLConfig as Config
         from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VisionTransformerPretrainedModel as Tower
@@ -524,6 +532,7 @@ def test_cuda_graphs_move_inside_the_reservation_from_vllm_0_21():
     by default): the cache is smaller by them and nothing comes on top of gpu_memory_utilization; the variable
     set to 0 restores the older accounting."""
     import os
+
     from helpers import PACKAGES_OK
     hw = Hardware(gpus=1, gpu_type='A100-80G')
 

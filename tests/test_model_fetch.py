@@ -12,8 +12,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
 from conftest import run_cli
+
 from grpo_recipes import model_fetch
 from grpo_recipes.check import check_launch
 from grpo_recipes.frontends import read_launch
@@ -179,6 +179,17 @@ CARD_PARAMS = {
     'deepseek-ai/DeepSeek-R1-Distill-Qwen-7B': 7.61e9,
     'deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B': None,
     'Qwen/Qwen2.5-72B-Instruct': 72.7e9,  # no published count found here: its three sources agree instead
+    'Qwen/Qwen2.5-0.5B-Instruct': 0.49e9, 'Qwen/Qwen2.5-1.5B-Instruct': 1.54e9, 'Qwen/Qwen2.5-3B-Instruct': 3.09e9,
+    'Qwen/Qwen2.5-14B-Instruct': 14.7e9, 'Qwen/Qwen2.5-32B-Instruct': 32.5e9, 'Qwen/Qwen2.5-0.5B': 0.49e9,
+    'Qwen/Qwen2.5-Math-1.5B': None, 'Qwen/Qwen2.5-Math-7B': None,  # the Math cards state no parameter count
+    'Qwen/Qwen2.5-Math-1.5B-Instruct': None, 'Qwen/Qwen2.5-Math-7B-Instruct': None, 'Qwen/QwQ-32B': 32.5e9,
+    'Qwen/Qwen3-0.6B': 0.6e9, 'Qwen/Qwen2.5-1.5B': 1.54e9, 'Qwen/Qwen3-1.7B': 1.7e9,
+    # the distills' cards state no count; Llama 3.1 8B Instruct and Llama 3.2 Instruct are their base models' shapes
+    'deepseek-ai/DeepSeek-R1-Distill-Qwen-14B': None, 'deepseek-ai/DeepSeek-R1-Distill-Llama-8B': None,
+    'meta-llama/Llama-3.1-8B-Instruct': 8.03e9, 'meta-llama/Llama-3.2-1B-Instruct': 1.2357e9,
+    'meta-llama/Llama-3.2-3B-Instruct': 3.2126e9, 'meta-llama/Llama-3.3-70B-Instruct': 70.6e9,
+    # the VL cards state no count (the LLM plus the vision tower the config's vision_config gives)
+    'Qwen/Qwen2.5-VL-3B-Instruct': None, 'Qwen/Qwen2.5-VL-7B-Instruct': None,
 }
 
 

@@ -4,8 +4,8 @@ against ms-swift itself (its safe_snapshot_download and DatasetSyntax/loader), o
 import json
 
 import pytest
-
 from conftest import run_cli
+
 from grpo_recipes.check import check_launch
 from grpo_recipes.frontends import read_launch
 from grpo_recipes.hardware import Hardware

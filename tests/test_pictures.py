@@ -5,11 +5,13 @@ import io
 import pickle
 
 import pytest
+from helpers import make
 from rich.console import Console
 
-from helpers import make
 from grpo_recipes.cli.bars import CATEGORIES, categories, gpu_phases, print_bars
 from grpo_recipes.cli.guard import main
+
+RECIPE_40G = 'recipes/qwen2.5-7b-instruct/lora-2xa100-40g.yaml'
 
 
 def _bars(report, width=120) -> str:
@@ -62,7 +64,7 @@ def test_narrow_terminal_keeps_every_bar_line_within_its_width():
 @pytest.mark.parametrize('ext,magic', [('svg', b'<?xml'), ('png', b'\x89PNG')])
 def test_check_plot_writes_the_figure(tmp_path, capsys, ext, magic):
     out = tmp_path / f'memory.{ext}'
-    code = main(['check', 'recipes/qwen2.5-7b-instruct/lora-2xa100-40g.yaml', '--gpus', '2', '--gpu-type', 'A100-40G', '--plot', str(out)])
+    code = main(['check', RECIPE_40G, '--gpus', '2', '--gpu-type', 'A100-40G', '--plot', str(out)])
     assert code == 0, capsys.readouterr()
     assert out.read_bytes().startswith(magic)
     if ext == 'svg':
@@ -71,7 +73,7 @@ def test_check_plot_writes_the_figure(tmp_path, capsys, ext, magic):
 
 
 def test_check_plot_to_a_file_it_cannot_write_is_one_line(tmp_path, capsys):
-    code = main(['check', 'recipes/qwen2.5-7b-instruct/lora-2xa100-40g.yaml', '--gpus', '2', '--gpu-type', 'A100-40G', '--plot', str(tmp_path / 'x.nope')])
+    code = main(['check', RECIPE_40G, '--gpus', '2', '--gpu-type', 'A100-40G', '--plot', str(tmp_path / 'x.nope')])
     err = capsys.readouterr().err
     assert code == 2 and '--plot' in err and 'Traceback' not in err and len(err.strip().splitlines()) == 1
 
@@ -98,10 +100,11 @@ def _replayed(data):
 @pytest.mark.parametrize('alloc', ['', 'expandable_segments:True'])
 def test_snapshot_of_a_traced_step_opens_in_torchs_memory_viz(tmp_path, alloc):
     from torch.cuda import _memory_viz
+
     from grpo_recipes.allocconf import conf_of
     from grpo_recipes.config import GRPOConfig
-    from grpo_recipes.memory.allocator import replay
     from grpo_recipes.memory import snapshot, trace
+    from grpo_recipes.memory.allocator import replay
     from grpo_recipes.memory.snapshot import write_snapshot
     from grpo_recipes.memory.trace import trace_step
     assert snapshot.RELEASED == trace.RELEASED

@@ -8,11 +8,12 @@ DeepSpeed's source, then on the memory plan."""
 import importlib.util
 from pathlib import Path
 
+from helpers import make
+
+from grpo_recipes.hardware import Hardware
 from grpo_recipes.memory.arch import Arch
 from grpo_recipes.memory.inputs import GiB
 from grpo_recipes.models import load_model_config
-from helpers import make
-from grpo_recipes.hardware import Hardware
 
 GPTQ = 'Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4'
 HW4 = Hardware(gpus=4, gpu_type='A100-80G', source='flags')

@@ -5,8 +5,8 @@ import subprocess
 
 import pytest
 import yaml
-
 from conftest import ROOT, run_cli
+
 from grpo_recipes.cli.recipes import recipe_report
 from grpo_recipes.frontends import read_launch as load_launch
 from grpo_recipes.recipes import LEVELS, discover
@@ -102,15 +102,20 @@ def test_dry_run_prints_every_step_in_order_and_runs_nothing(tmp_path):
     recipe = next(r for r in RECIPES if r.name == 'qwen2.5-32b-instruct-gptq-int4/lora-2xa100-40g')
     proc = dry_run(recipe, {'OUTPUT_DIR': str(tmp_path / 'out'), 'TRAIN_GPUS': '0'}, '--max_steps', '5')
     assert proc.returncode == 0, proc.stderr
-    cmds = [l[2:] for l in proc.stderr.splitlines() if l.startswith('+ ')]
+    cmds = [ln[2:] for ln in proc.stderr.splitlines() if ln.startswith('+ ')]
     assert [c.split()[0:2] for c in cmds] == [['grpo-data', 'prepare-gsm8k'], ['grpo-data', 'filter'],
+                                              ['grpo-data', 'prepare-gsm8k'], ['grpo-data', 'filter'],
                                               ['grpo-guard', 'check'], ['env', 'CUDA_VISIBLE_DEVICES=1'],
                                               ['swift', 'rlhf']]
-    assert '--max-length 256' in cmds[1]
-    assert '--rollout CUDA_VISIBLE_DEVICES=1\\ ' in cmds[2]
-    assert 'rollout --model Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4' in cmds[3]
-    assert '--vllm_enable_lora true' in cmds[3] and '--vllm_gpu_memory_utilization 0.84' in cmds[3]
-    assert cmds[4].endswith('--max_steps 5')
+    assert '--max-length 256' in cmds[1] and '--max-length 256' in cmds[3]
+    # the held-out eval set: the bundled GSM8K test sample, prepared and filtered like the train rows, passed on
+    assert 'data_tools/sample/gsm8k_test_200.jsonl' in cmds[2]
+    val = str(tmp_path / 'out' / 'data' / 'val.jsonl')
+    assert f'-o {val}' in cmds[3] and f'--val_dataset {val}' in cmds[4] and f'--val_dataset {val}' in cmds[6]
+    assert '--rollout CUDA_VISIBLE_DEVICES=1\\ ' in cmds[4]
+    assert 'rollout --model Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4' in cmds[5]
+    assert '--vllm_enable_lora true' in cmds[5] and '--vllm_gpu_memory_utilization 0.84' in cmds[5]
+    assert cmds[6].endswith('--max_steps 5')
     assert not (tmp_path / 'out').exists()
 
 
@@ -139,7 +144,7 @@ def test_launcher_trains_on_the_full_dataset_with_the_models_own_tokenizer(recip
     env = {'OUTPUT_DIR': str(tmp_path / 'out'), 'NODE_RANK': '0', 'MASTER_ADDR': '10.0.0.1', 'USE_HF': '0'}
     proc = dry_run(recipe, env)
     assert proc.returncode == 0, proc.stderr
-    cmds = [l[2:] for l in proc.stderr.splitlines() if l.startswith('+ ')]
+    cmds = [ln[2:] for ln in proc.stderr.splitlines() if ln.startswith('+ ')]
     assert cmds[0].startswith('grpo-data prepare-gsm8k modelscope/gsm8k:main ')
     model = yaml.safe_load(recipe.path.read_text())['model']
     assert f'--tokenizer {model}' in cmds[1] and 'gsm8k_train_300' not in proc.stderr
@@ -149,6 +154,6 @@ def test_demo_uses_the_bundled_sample_and_says_so(tmp_path):
     recipe = next(r for r in RECIPES if r.name == 'qwen2.5-7b-instruct/lora-2xa100-40g')
     proc = dry_run(recipe, {'OUTPUT_DIR': str(tmp_path / 'out'), 'DEMO': '1'})
     assert proc.returncode == 0, proc.stderr
-    cmds = [l[2:] for l in proc.stderr.splitlines() if l.startswith('+ ')]
+    cmds = [ln[2:] for ln in proc.stderr.splitlines() if ln.startswith('+ ')]
     assert 'data_tools/sample/gsm8k_train_300.jsonl' in cmds[0] and '--tokenizer' not in cmds[1]
     assert 'DEMO=1: the bundled 300-row GSM8K sample' in proc.stderr

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from grpo_recipes.memory.arch import Arch
+from grpo_recipes.allocconf import conf_of
 from grpo_recipes.config import GRPOConfig
 from grpo_recipes.hardware import Hardware
-from grpo_recipes.allocconf import conf_of
+from grpo_recipes.memory.arch import Arch
 from grpo_recipes.memory.estimate import estimate
 from grpo_recipes.memory.inputs import Inputs
-from grpo_recipes.plan import build_plan
 from grpo_recipes.memory.reserve import DEVICE_CONTEXT, RESERVE_PER_BLOCK, allocator_kind, largest_transient
+from grpo_recipes.plan import build_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT.parent / 'shared' / 'calibration' / 'gpu-h100-2026-11-24' / 'swift_runs.jsonl'
@@ -26,8 +26,8 @@ def _peak(allocator):
                                    '--num_generations', '16', '--max_completion_length', '1024', '--max_length', '512',
                                    '--use_vllm', 'false', '--gradient_checkpointing', 'true'])
     arch = Arch.from_config(CFG7B)
-    m = estimate(cfg, build_plan(cfg, {}, Hardware(gpus=1)), Inputs(arch=arch, capacity_gib=79.19,
-                                                                         alloc=None if allocator is None else conf_of(allocator)))
+    alloc = None if allocator is None else conf_of(allocator)
+    m = estimate(cfg, build_plan(cfg, {}, Hardware(gpus=1)), Inputs(arch=arch, capacity_gib=79.19, alloc=alloc))
     return cfg, arch, m[0]
 
 
@@ -52,8 +52,8 @@ def test_expandable_segments_plan_lower():
 
 @pytest.mark.skipif(not RUNS.is_file(), reason='the shared H100 runs are not beside the repository')
 def test_the_real_h100_runs_are_predicted_at_the_device_level():
-    from grpo_recipes.memory.scoring import score
     from grpo_recipes.memory.cases import load_cases
+    from grpo_recipes.memory.scoring import score
     result = score(load_cases(RUNS))
     rows = [r for r in result['per_case'] if 'device' in r]
     assert len(rows) == 2

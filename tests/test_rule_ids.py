@@ -3,12 +3,12 @@ asserted by another test or triggered here, through the public check API on a sm
 import pathlib
 
 import pytest
+from helpers import PACKAGES_OK, make
 
 from grpo_recipes.check import check_launch
 from grpo_recipes.findings import RULE_IDS
 from grpo_recipes.frontends import read_launch
 from grpo_recipes.hardware import Hardware
-from helpers import PACKAGES_OK, make
 
 A100_80 = Hardware(gpus=8, gpu_type='A100-80G', source='flags')
 A100_40 = Hardware(gpus=8, gpu_type='A100-40G', source='flags')

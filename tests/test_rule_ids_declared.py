@@ -6,6 +6,7 @@ import pathlib
 import re
 
 import grpo_recipes.check  # noqa: F401  (registers every rule)
+import grpo_recipes.frontends.megatron  # noqa: F401  (the Megatron front end registers its own rules)
 import grpo_recipes.frontends.trl.script_cli  # noqa: F401  (declares what it emits after the rules run)
 from grpo_recipes.findings import RULE_IDS
 

@@ -1,8 +1,8 @@
 """The guard's rules on the reported failure cases, each with its fix (pure; no ms-swift import)."""
 import pytest
+from helpers import make, rules_of
 
 from grpo_recipes.hardware import Hardware
-from helpers import make, rules_of
 
 
 def test_base_config_is_clean():
@@ -14,7 +14,8 @@ def test_two_visible_gpus_nproc_unset_32b_int4():
     # Reported: 32B int4 on 2×A100-40G; one process saw both GPUs and wrapped the model across them.
     over = {'model': 'Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4', 'per_device_train_batch_size': 4,
             'num_generations': 4}
-    _, report = make(over, env={'CUDA_VISIBLE_DEVICES': '0,1'}, hw=Hardware(gpus=2))  # device rules only; memory: tests/test_memory.py
+    # device rules only; memory: tests/test_memory.py
+    _, report = make(over, env={'CUDA_VISIBLE_DEVICES': '0,1'}, hw=Hardware(gpus=2))
     assert 'device.single-process-multi-gpu' in rules_of(report)
     finding = next(f for f in report.findings if f.rule == 'device.single-process-multi-gpu')
     assert 'NPROC_PER_NODE: 2' in finding.fix and 'device_map' in finding.message
@@ -149,6 +150,19 @@ def test_unset_vllm_len_warns_with_cost():
     assert '32768' in f.message and 'GiB' in f.message and f.fix == 'vllm_max_model_len: 1536'
 
 
+def test_unset_vllm_len_counts_the_kv_cache_as_the_vllm_model_does():
+    """One owner of KV bytes per token (memory.vllm.vllm_kv_bytes_per_token): an fp8 cache holds half, and each of
+    TP ranks holds 1/TP of a token's KV (deliberately new: the rule used to count 16-bit on one GPU)."""
+    def per_token(over, env=None):
+        _, report = make(over, drop=('vllm_max_model_len',), env=env)
+        f = next(f for f in report.findings if f.rule == 'length.vllm-unset')
+        return int(f.message.split(' KiB/token')[0].rsplit(' at ', 1)[1])
+    full = per_token({})
+    assert per_token({'vllm_engine_kwargs': '{"kv_cache_dtype": "fp8"}'}) == full // 2
+    assert per_token({'vllm_tensor_parallel_size': 2},
+                     env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2}) == full // 2
+
+
 def test_colocate_tp_must_divide_world():
     _, report = make({'vllm_tensor_parallel_size': 4}, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2})
     assert 'vllm.colocate-tp' in rules_of(report)
@@ -224,9 +238,11 @@ def test_plan_batch_arithmetic():
 
 def test_data_stats_drive_length_findings_and_memory(tmp_path):
     import json
+
+    from conftest import ROOT
+
     from data_tools.pipeline import run_stats
     from data_tools.tokenize import ChatTokenizer
-    from conftest import ROOT
     from grpo_recipes.check import check_launch
     st, lengths = run_stats(ROOT / 'data_tools' / 'sample' / 'gsm8k_train_300.jsonl', ChatTokenizer(None))
     stats = json.loads(json.dumps(st.to_dict()))  # what `grpo-data stats --json` writes
@@ -265,10 +281,11 @@ def test_no_reward_function(over, rollout_argv, severity):
     # ValueError('You must specify reward_funcs or reward_model')`; in server mode use_gym_env is the rollout
     # server's unless the trainer sets it (rollout_mixin.py)
     from dataclasses import replace as _replace
-    from grpo_recipes.check import check_launch
-    from grpo_recipes.frontends.swift.reader import read_rollout
-    from grpo_recipes.frontends.swift.reader import launch_from_mapping
+
     from helpers import BASE, PACKAGES_OK
+
+    from grpo_recipes.check import check_launch
+    from grpo_recipes.frontends.swift.reader import launch_from_mapping, read_rollout
     cfg = {**{k: v for k, v in BASE.items() if k != 'reward_funcs'}, **over,
            'ENV': {'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 1 if 'vllm_server_host' in over else 2}}
     launch = launch_from_mapping(cfg, [], environ={}, source='test.yaml')
@@ -277,3 +294,18 @@ def test_no_reward_function(over, rollout_argv, severity):
     report = check_launch(launch, Hardware(gpus=2, gpu_type='A100-80G', source='flags'), packages=PACKAGES_OK)
     found = [f.severity for f in report.findings if f.rule == 'reward.none']
     assert found == ([severity] if severity else []), found
+
+
+def test_opd_rl_with_a_teacher_takes_one_generation():
+    """ms-swift 4.6 examples/train/grpo/opd_rl.sh shape: --teacher_model with --num_generations 1 is OPD-RL, which
+    rlhf_args.py::_check_teacher accepts (the 'greater than 1' check runs only without a teacher)."""
+    from grpo_recipes.check import check_launch
+    from grpo_recipes.frontends import read_launch
+    from grpo_recipes.hardware import Hardware
+    base = ['swift', 'rlhf', '--rlhf_type', 'grpo', '--model', 'Qwen/Qwen2.5-7B-Instruct', '--tuner_type', 'lora',
+            '--dataset', 'AI-MO/NuminaMath-TIR', '--num_generations', '1', '--per_device_train_batch_size', '2']
+    hw = Hardware(gpus=4, gpu_type='A100-80G', source='flags')
+    with_teacher = check_launch(read_launch(base + ['--teacher_model', 'Qwen/Qwen2.5-14B-Instruct'], environ={}), hw)
+    alone = check_launch(read_launch(base + ['--reward_funcs', 'accuracy'], environ={}), hw)
+    assert 'batch.num-generations' not in {f.rule for f in with_teacher.findings}
+    assert 'batch.num-generations' in {f.rule for f in alone.findings}

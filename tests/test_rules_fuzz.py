@@ -1,11 +1,12 @@
 """Hypothesis: thousands of arbitrary launches; the guard reports findings, it never crashes."""
-from hypothesis import HealthCheck, given, settings, strategies as st
+from helpers import PACKAGES_OK
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from grpo_recipes.check import check_launch
 from grpo_recipes.errors import GuardError
-from grpo_recipes.hardware import Hardware
 from grpo_recipes.frontends.swift.reader import launch_from_mapping
-from helpers import PACKAGES_OK
+from grpo_recipes.hardware import Hardware
 
 small = st.integers(min_value=-2, max_value=70)
 VALUES = {

@@ -6,10 +6,10 @@ the world size is simulated (NNODES × NPROC_PER_NODE patched onto swift's GRPOC
 rollout-server connection is skipped; everything else is ms-swift's own code.
 """
 import pytest
+from helpers import make, rules_of
 
 from grpo_recipes.hardware import Hardware
 from grpo_recipes.realparse import validate_many
-from helpers import make, rules_of
 
 pytestmark = pytest.mark.slow
 

@@ -4,11 +4,10 @@ install it otherwise: `pip install --dry-run -c constraints.txt -e '.[gpu]'` was
 pins, which need the index; this test checks the direct ones offline)."""
 import argparse
 import re
+
 import tomllib
-
-from packaging.requirements import Requirement
-
 from conftest import ROOT
+from packaging.requirements import Requirement
 
 README = (ROOT / 'README.md').read_text(encoding='utf-8')
 

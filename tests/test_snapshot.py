@@ -4,8 +4,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
+
 from grpo_recipes import SWIFT_VERSION_LINE, swift_args
 
 

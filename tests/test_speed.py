@@ -218,6 +218,7 @@ def test_bench_reproduces_its_fitted_rows_and_keeps_the_band_narrow():
     """bench/bench_throughput.py (arithmetic only): the rows constants were derived from come back, every scored row
     has a band, and the median band is at most 2x wide (issue 30)."""
     import importlib.util
+
     from conftest import ROOT
     spec = importlib.util.spec_from_file_location('bench_throughput', ROOT / 'bench' / 'bench_throughput.py')
     bench = importlib.util.module_from_spec(spec)
@@ -239,6 +240,7 @@ def test_completion_mean_must_be_positive():
 
 def test_readme_recipe_table_matches_the_headers_predicted_step():
     import re
+
     from conftest import ROOT
     table = {m.group(1): m.group(2) for m in re.finditer(r'^\| ([\w.\-]+/[\w.\-]+) \|.*\| (\d+ \(\d+-\d+\)) \|',
                                                          (ROOT / 'README.md').read_text(), re.M)}

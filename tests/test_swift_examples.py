@@ -4,12 +4,10 @@ nobody here wrote: the guard must accept them, unless it can name a concrete, so
 
 Each script is read as a launcher (its env prefixes, exports and its commented `swift rollout` command);
 models the project does not ship come from the corpus's config.json files."""
-import os
 import shlex
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 
 CORPUS = Path(__file__).resolve().parents[2] / 'shared' / 'swift-examples'
@@ -112,6 +110,7 @@ def test_text_output_reads_whole_at_80_columns_when_piped():
 
 def test_near_the_limit_is_a_tight_warning_not_a_plain_fit():
     from helpers import make
+
     from grpo_recipes.hardware import Hardware
     # grow the micro-batch until the single training GPU is just under its capacity
     last = None

@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, run_cli
 
 BASE = ['--', 'CUDA_VISIBLE_DEVICES=0,1', 'NPROC_PER_NODE=2', 'swift', 'rlhf', '--rlhf_type', 'grpo', '--model',

@@ -9,8 +9,8 @@ import importlib.util
 import json
 
 import pytest
-
 from conftest import ROOT, run_cli
+
 from grpo_recipes import swift_args
 from grpo_recipes.frontends.swift import versions
 

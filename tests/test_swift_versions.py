@@ -6,7 +6,6 @@ import os
 import subprocess
 
 import pytest
-
 from conftest import ROOT, run_cli
 
 # Written for ms-swift 3.x as the wild launches are: --train_type, no --vllm_mode (3.10 picks colocate).

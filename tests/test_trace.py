@@ -7,11 +7,11 @@ every traced point. The fake-tensor counter is checked against the same step on 
 import json
 
 import pytest
-
 from conftest import ROOT, run_cli
-from grpo_recipes.memory.arch import Arch
+
 from grpo_recipes.config import GRPOConfig
 from grpo_recipes.hardware import Hardware
+from grpo_recipes.memory.arch import Arch
 from grpo_recipes.plan import build_plan
 
 GRID = json.loads((ROOT / 'tests' / 'data' / 'trace_grid.json').read_text())
@@ -24,7 +24,8 @@ def _cfg(p):
     return GRPOConfig.from_argv(argv)[0]
 
 
-@pytest.mark.parametrize('point', GRID['points'], ids=lambda p: f"{p['model']}-{p['tuner']}-gc{int(p['gradient_checkpointing'])}"
+@pytest.mark.parametrize('point', GRID['points'],
+                         ids=lambda p: f"{p['model']}-{p['tuner']}-gc{int(p['gradient_checkpointing'])}"
                          f"-bs{p['batch']}-{p['prompt']}+{p['completion']}-{p['loss']}-{p['adamw']}")
 def test_analytic_trainer_peak_within_5pct_of_the_trace(point):
     from grpo_recipes.memory.trace import analytic_peak

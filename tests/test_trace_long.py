@@ -7,11 +7,11 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
-from grpo_recipes.memory.arch import Arch
+
 from grpo_recipes.config import GRPOConfig
 from grpo_recipes.hardware import Hardware
+from grpo_recipes.memory.arch import Arch
 from grpo_recipes.plan import build_plan
 
 GRID = json.loads((ROOT / 'tests' / 'data' / 'trace_grid.json').read_text())
@@ -35,7 +35,8 @@ def test_the_grid_reaches_32k_tokens_and_small_tied_models():
     assert longest[('lora', True)] >= 32768 and longest[('full', True)] >= 32768
     tied = [p for p in pts if GRID['models'][p['model']].get('tie_word_embeddings') and not p['gradient_checkpointing']]
     assert {p['tuner'] for p in tied} == {'full', 'lora'}
-    wide = [p for p in tied if Arch.from_config(GRID['models'][p['model']]).q_dim > GRID['models'][p['model']]['hidden_size']]
+    wide = [p for p in tied
+            if Arch.from_config(GRID['models'][p['model']]).q_dim > GRID['models'][p['model']]['hidden_size']]
     assert wide
 
 

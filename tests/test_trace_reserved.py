@@ -59,6 +59,7 @@ def test_gather_backward_is_recorded_in_place():
     freed = [e[0] for e in c.events if e[1] is None]
     assert len(ids) == len(set(ids)) and len(freed) == len(set(freed)) and set(freed) <= set(ids)
     full = 8 * 4096 * 4
-    # y, the zeros gather's backward fills, x's gradient (mul's backward): 3; the out-of-place scatter_add would be a 4th
+    # y, the zeros gather's backward fills, x's gradient (mul's backward): 3; the out-of-place scatter_add would be
+    # a 4th
     assert sum(1 for e in c.events if e[1] == full) == 3
     assert replay(c.events).peak_requested <= c.peak  # in place can only lower the bytes live at once

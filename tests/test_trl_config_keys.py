@@ -4,8 +4,8 @@ parser, run here on the installed TRL) must say the same (one decision: frontend
 import json
 
 import pytest
-
 from conftest import run_cli
+
 from grpo_recipes.frontends.trl.config_keys import parser_classes
 
 HW = ['--gpus', '4', '--gpu-type', 'A100-80G']

@@ -4,6 +4,7 @@ the full model unless the command line or its --config file sets use_peft."""
 import json
 
 from conftest import run_cli
+
 from grpo_recipes.frontends.trl.script import read_script_settings
 
 # the shape of open-r1's src/open_r1/grpo.py: TrlParser, then the trainer with get_peft_config

@@ -3,6 +3,7 @@
 import json
 
 from conftest import run_cli
+
 from grpo_recipes.frontends.trl.script import read_script_settings
 
 SCRIPT = '''

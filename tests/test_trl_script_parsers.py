@@ -5,8 +5,8 @@ into its own GRPOConfig class, `trl grpo --config` keys TRL's CLI hands to accel
 import json
 
 import pytest
-
 from conftest import run_cli
+
 from grpo_recipes.check import check_launch
 from grpo_recipes.frontends import read_launch
 from grpo_recipes.hardware import Hardware
@@ -350,6 +350,7 @@ def test_transformers_fields_file_matches_the_installed_release_reading():
     import importlib.util
     import pathlib
     import sys
+
     import transformers
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / 'scripts'))
     from gen_trl_transformers_fields import training_arguments_fields

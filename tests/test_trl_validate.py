@@ -5,11 +5,11 @@ without a GPU). Everything else is TRL's code."""
 import json
 
 import pytest
-
 from conftest import run_cli
+
 from grpo_recipes.check import check_launch
-from grpo_recipes.hardware import Hardware
 from grpo_recipes.frontends import read_launch as load_launch
+from grpo_recipes.hardware import Hardware
 from grpo_recipes.realparse import validate_trl_many
 
 pytestmark = pytest.mark.slow

@@ -3,8 +3,8 @@ figure is the same; --write never drops a line it did not write."""
 import shutil
 
 import pytest
-
 from conftest import ROOT
+
 from grpo_recipes.cli import recipes as recipes_cli
 
 SRC = ROOT / 'recipes' / 'qwen2.5-7b-instruct' / 'lora-2xa100-80g.yaml'

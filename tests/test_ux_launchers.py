@@ -2,8 +2,8 @@
 import json
 
 import pytest
-
 from conftest import ROOT
+
 from grpo_recipes.cli import guard
 from grpo_recipes.recipes import discover
 

@@ -1,6 +1,7 @@
 """A rule error that decides the batch does not hide the memory table when it can be computed (issue 21, 23)."""
-from grpo_recipes.cli.render import print_report
 from helpers import make, rules_of
+
+from grpo_recipes.cli.render import print_report
 
 
 def test_batch_error_keeps_the_memory_table(capsys):

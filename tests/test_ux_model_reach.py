@@ -4,6 +4,7 @@ import os
 import subprocess
 
 from conftest import ROOT
+
 from grpo_recipes.model_reach import WEIGHT_FILES, unreachable
 
 LAUNCHER = ROOT / 'recipes' / 'qwen2.5-7b-instruct' / 'lora-2xa100-40g.sh'

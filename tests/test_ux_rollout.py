@@ -51,8 +51,9 @@ def test_trl_port_mismatch_is_an_error(capsys):
 
 def test_both_servers_default_to_port_8000():
     # the default the rule assumes is the one in the frameworks' own argument classes
-    from grpo_recipes.rules.rollout_port import DEFAULT_PORT
     from swift.arguments import RolloutArguments
+
+    from grpo_recipes.rules.rollout_port import DEFAULT_PORT
     fields = {f.name: f.default for f in __import__('dataclasses').fields(RolloutArguments)}
     assert fields['port'] == DEFAULT_PORT
     spec = importlib.util.find_spec('trl.scripts.vllm_serve')

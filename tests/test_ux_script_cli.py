@@ -59,7 +59,8 @@ def test_flags_of_a_script_that_never_parses_them_are_ignored(tmp_path, capsys):
 
 def test_a_script_that_parses_its_flags_gets_them(tmp_path, capsys):
     script = tmp_path / 'train.py'
-    script.write_text(SCRIPT.replace('{parser}', 'from trl import TrlParser\nargs = TrlParser(GRPOConfig).parse_args()'))
+    script.write_text(SCRIPT.replace('{parser}',
+                                     'from trl import TrlParser\nargs = TrlParser(GRPOConfig).parse_args()'))
     rc, out = _check(script, capsys)
     assert out['config']['per_device_train_batch_size'] == 2
     assert 'trl.script-ignores-command-line' not in {f['rule'] for f in out['findings']}

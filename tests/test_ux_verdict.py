@@ -4,7 +4,9 @@ import shutil
 
 from conftest import ROOT
 from test_cli import CLEAN
-from grpo_recipes.cli import guard, recipes as recipes_cli
+
+from grpo_recipes.cli import guard
+from grpo_recipes.cli import recipes as recipes_cli
 
 UNKNOWN_MODEL = CLEAN.replace('model: Qwen/Qwen2.5-7B-Instruct', 'model: acme/never-seen-7b')  # no config.json
 

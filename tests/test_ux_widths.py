@@ -4,8 +4,8 @@ import json
 import re
 
 import pytest
-
 from conftest import SHARED, run_cli
+
 from grpo_recipes.recipes import discover
 
 CASES = SHARED / 'calibration' / 'memory_cases.jsonl'

@@ -5,8 +5,8 @@ simulated (this machine has none)."""
 import json
 
 import pytest
-
 from conftest import run_cli
+
 from grpo_recipes.check import check_launch
 from grpo_recipes.frontends import read_launch
 from grpo_recipes.hardware import Hardware

@@ -4,7 +4,6 @@ import json
 import shutil
 
 import pytest
-
 from conftest import ROOT, run_cli
 
 UNKNOWN_MODEL = ['--', 'swift', 'rlhf', '--rlhf_type', 'grpo', '--model', 'acme/Qwen2.5-7B-Instruct-ft',

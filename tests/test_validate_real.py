@@ -7,7 +7,6 @@ grpo_recipes/frontends/swift/worker.py). Each case costs one ms-swift import (ab
 import json
 
 import pytest
-
 from conftest import EXAMPLE, run_cli
 
 pytestmark = pytest.mark.slow

@@ -2,19 +2,21 @@
 tower's activations, against hand-derived figures."""
 import dataclasses
 
-from grpo_recipes.memory import vision_train as vt
-from grpo_recipes.memory.arch import Arch
+from test_vllm_startup import QWEN25_VL_3B
+
 from grpo_recipes.config import GRPOConfig
 from grpo_recipes.hardware import Hardware
+from grpo_recipes.memory import vision_train as vt
+from grpo_recipes.memory.arch import Arch
 from grpo_recipes.memory.inputs import FRAGMENTATION, Inputs
 from grpo_recipes.memory.trainer import trainer_terms
 from grpo_recipes.plan import build_plan
-from test_vllm_startup import QWEN25_VL_3B
 
 
 def test_freeze_vit_is_ms_swift_default():
     """ms-swift 4.6 swift/arguments/tuner_args.py: freeze_vit defaults to True; the guard's config agrees."""
     import dataclasses as dc
+
     from swift.arguments.tuner_args import TunerArguments
     field = {f.name: f for f in dc.fields(TunerArguments)}['freeze_vit']
     assert field.default is True
@@ -23,7 +25,8 @@ def test_freeze_vit_is_ms_swift_default():
 
 def test_image_tokens_at_ms_swift_max_pixels():
     """MAX_PIXELS=602112 (ms-swift's Qwen2.5-VL examples): smart_resize to multiples of 28 within the bound gives
-    756 x 756 (27 x 28), 54 x 54 patches of 14, 2916 / 4 = 729 tokens; the processor's own bound 12845056 gives 16384."""
+    756 x 756 (27 x 28), 54 x 54 patches of 14, 2916 / 4 = 729 tokens; the processor's own bound 12845056 gives
+    16384."""
     assert vt.tokens_per_image('qwen2_5_vl', 602112) == 729
     assert vt.tokens_per_image('qwen2_5_vl') == 16384
     assert vt.tokens_per_image('qwen2') == 0

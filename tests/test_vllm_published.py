@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from grpo_recipes.memory.scoring import score
-from grpo_recipes.memory.cases import load_cases
-from grpo_recipes.memory.vllm_engine import compute_capability, processor_bounds, rope_cache_bytes, uses_v0
 from grpo_recipes.memory.arch import Arch
+from grpo_recipes.memory.cases import load_cases
+from grpo_recipes.memory.scoring import score
+from grpo_recipes.memory.vllm_engine import compute_capability, processor_bounds, rope_cache_bytes, uses_v0
 
 CASES = Path(__file__).parent / 'data' / 'vllm_published_cases.jsonl'
 

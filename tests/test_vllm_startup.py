@@ -7,10 +7,10 @@ import json
 
 import pytest
 
+from grpo_recipes.config import GRPOConfig
 from grpo_recipes.memory import vllm_startup as vs
 from grpo_recipes.memory.arch import Arch
-from grpo_recipes.config import GRPOConfig
-from grpo_recipes.memory.inputs import GiB, Inputs, VLLM_CUDA_GRAPHS
+from grpo_recipes.memory.inputs import VLLM_CUDA_GRAPHS, GiB, Inputs
 from grpo_recipes.memory.vllm import vllm_profile_peak, vllm_terms
 from grpo_recipes.models import builtin_config
 
@@ -256,8 +256,9 @@ def test_a_rollout_server_with_vllm_quantization_holds_bnb_weights():
     """`swift rollout --vllm_quantization bitsandbytes` passes quantization to vLLM (swift/rlhf_trainers/args_mixin.py
     get_vllm_engine_kwargs): the server's weights are the 4-bit ones, 5,546,851,072 B for Qwen2.5-7B."""
     from types import SimpleNamespace
-    from grpo_recipes.frontends.swift.reader import read_rollout
+
     from grpo_recipes.check import rollout_config
+    from grpo_recipes.frontends.swift.reader import read_rollout
     r = read_rollout(['--model', 'Qwen/Qwen2.5-7B-Instruct', '--vllm_quantization', 'bitsandbytes',
                       '--vllm_max_model_len', '4096'], {'CUDA_VISIBLE_DEVICES': '0'}, '--rollout')
     assert r.quantization == 'bitsandbytes'

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import run_cli
 
 WILD = Path(__file__).resolve().parent / 'data' / 'wild'

@@ -8,13 +8,14 @@ trl/models/utils.py unwrap_model_for_generation. The memory model reads the type
 The shape: a Qwen2.5-32B full-parameter run on 8 x 96 GB (H20) under ZeRO-3, as verl's 32B GRPO tuning script runs
 that model on that node (peers-and-memory.md §B.1, examples/tuning/32b/qwen2_32B_grpo_8_h20_megatron_vllm.sh), here
 with HF generation instead of vLLM."""
+from helpers import PACKAGES_OK, make
+
 from grpo_recipes.check import check_launch
 from grpo_recipes.frontends import read_launch
 from grpo_recipes.hardware import Hardware
 from grpo_recipes.memory.arch import Arch
 from grpo_recipes.memory.inputs import GiB
 from grpo_recipes.models import load_model_config
-from helpers import PACKAGES_OK, make
 
 H20x8 = Hardware(gpus=8, gpu_type='H20', source='flags')
 EIGHT = {'CUDA_VISIBLE_DEVICES': '0,1,2,3,4,5,6,7', 'NPROC_PER_NODE': 8}

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ..errors import GuardError
-from ..memory.scoring import score
 from ..memory.cases import load_cases
+from ..memory.scoring import score
 from .common import print_json
 from .render import print_calibration
 

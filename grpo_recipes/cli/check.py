@@ -14,7 +14,7 @@ from ..hardware import detect
 from ..launch import Launch
 from ..realparse import validate
 from ..versions import version_tuple
-from .common import launch_args, model_config_arg, print_json
+from .common import environ_with, launch_args, model_config_arg, print_json
 from .render import print_report
 
 
@@ -24,7 +24,8 @@ def _check(opts, extra):
     from ..gpu_names import check_hardware_flags
     check_hardware_flags(opts.gpu_type, opts.gpu_mem)  # exact card names, --gpu-mem > 0
     from ..recipe_launcher import recipe_launcher
-    rl = recipe_launcher(opts.config, os.environ)
+    environ = environ_with(getattr(opts, 'env', None))  # --env NAME=VALUE: what the cluster sets
+    rl = recipe_launcher(opts.config, environ)
     if rl is not None:  # this project's own launcher: the recipe it runs, as its guard step checks it
         a = rl.check_args(opts.gpus, opts.gpu_type, opts.rollout)
         launch = read_launch(a['args'] + extra, environ=a['environ'], rollout=a['rollout'])
@@ -34,8 +35,11 @@ def _check(opts, extra):
             from dataclasses import replace
             hw = replace(hw, source=a['hw_source'])
     else:
-        launch = read_launch(launch_args(opts.config, extra), rollout=opts.rollout)
+        launch = read_launch(launch_args(opts.config, extra), environ=environ, rollout=opts.rollout)
         hw = detect(opts.gpus, opts.gpu_type, opts.rollout_gpus, opts.gpu_mem)
+        if hw.gpus is None and getattr(launch, 'node_gpus', None):  # a Slurm batch script's --gres=gpu:N
+            from dataclasses import replace
+            hw = replace(hw, gpus=launch.node_gpus, source='sbatch')
     stats = load_data_stats(opts.data_stats) if opts.data_stats else None
     packages = None
     if getattr(opts, 'trl_version', None):
@@ -46,10 +50,13 @@ def _check(opts, extra):
         from ..frontends.swift.versions import checked_packages
         packages = checked_packages(opts.swift_version, packages or installed_packages())
     mean = getattr(opts, 'completion_mean', None)
+    pass_rate = getattr(opts, 'pass_rate', None)
+    if pass_rate is not None and not 0 <= pass_rate <= 1:  # NaN fails both comparisons
+        raise GuardError(f'--pass-rate {pass_rate:g}: a pass rate lies between 0 and 1')
     try:
         report = check_launch(launch, hw, packages=packages, data_stats=stats,
                               model_config=model_config_arg(opts.model_config), completion_mean=mean,
-                              fastest=getattr(opts, 'fastest', False))
+                              fastest=getattr(opts, 'fastest', False), pass_rate=pass_rate)
     except OverflowError:  # a number no GPU holds (10**30 completions): the memory arithmetic leaves float range
         raise GuardError(_too_large(launch.argv)) from None
     if getattr(opts, 'verify', False) and report.fixes and report.fixes[0].env:
@@ -111,7 +118,7 @@ def run_run(opts, extra: list[str]) -> int:
         print(not_launching(report), file=sys.stderr)
         return 1
     launch = report.launch
-    if launch.kind != 'train' or launch.framework != 'swift' or (opts.config or '').endswith('.sh'):
+    if launch.kind != 'train' or not launch.fw.runnable or (opts.config or '').endswith('.sh'):
         raise GuardError('`run` launches `swift rlhf` configs and command lines; start this one yourself '
                          '(the check above passed)')
     swift = shutil.which('swift')

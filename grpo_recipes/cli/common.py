@@ -59,6 +59,19 @@ def launch_args(config: str | None, extra: list[str]) -> list[str]:
     return ([config] if config else []) + extra
 
 
+def environ_with(pairs: list[str] | None) -> dict[str, str]:
+    """This process's environment plus ``--env NAME=VALUE`` (values a cluster would set: ``--env RANK=0``)."""
+    import os
+    import re
+    env = dict(os.environ)
+    for pair in pairs or []:
+        m = re.match(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$', pair, re.S)
+        if not m:
+            raise GuardError(f'--env {pair}: expected NAME=VALUE (e.g. --env NNODES=2)')
+        env[m.group(1)] = m.group(2)
+    return env
+
+
 def model_config_arg(path: str | None) -> dict | None:
     if not path:
         return None
@@ -67,7 +80,8 @@ def model_config_arg(path: str | None) -> dict | None:
     try:
         return json.loads(f.read_text(encoding='utf-8'))
     except FileNotFoundError:
-        raise GuardError(f'--model-config {path}: no config.json there; pass the model dir or its config.json') from None
+        raise GuardError(f'--model-config {path}: no config.json there; pass the model dir or its '
+                         f'config.json') from None
     except (OSError, ValueError) as e:
         raise GuardError(f'--model-config {path}: not a readable config.json ({e})') from None
 

@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument('--swift-version', metavar='V', help='ms-swift launches: the ms-swift release the launch will '
                        'run (default: the installed one); check reads it with that release\'s own arguments '
                        '(3.0 to 4.6; a newer one as 4.6\'s)')
+        c.add_argument('--env', action='append', metavar='NAME=VALUE', help='a value the cluster sets for the launch '
+                       '(a scheduler\'s or launcher\'s variable the script uses, e.g. --env NNODES=2 --env RANK=0); '
+                       'repeatable; added to this environment for reading the launch')
         c.add_argument('--trl-version', metavar='V', help='TRL launches: the TRL release the launch will run (default: '
                        'the installed one); older releases keep the names they had (e.g. --vllm_device before 0.16)')
     return p
@@ -117,9 +120,12 @@ def _hardware_args(p: argparse.ArgumentParser) -> None:
     g.add_argument('--rollout-gpus', metavar='IDS', help='server mode: GPU ids of `swift rollout` (e.g. 4,5)')
     p.add_argument('--data-stats', metavar='JSON', help='`grpo-data stats DATA --json` output: plan memory with '
                    'the data\'s real prompt lengths and check max_length against them')
+    p.add_argument('--pass-rate', type=float, metavar='P', help='the model\'s pass rate on the data (0-1, e.g. its '
+                   'benchmark score): predict the share of all-equal reward groups (rule signal.*)')
     p.add_argument('--completion-mean', type=_positive_int, metavar='TOKENS', help='the completions\' mean length '
                    '(e.g. completions/mean_length from a run\'s log): an OOM below it is a refusal; without it a '
-                   'reasoning model\'s completions are planned at max_completion_length; also the predicted step time\'s mean')
+                   'reasoning model\'s completions are planned at max_completion_length; also the predicted step '
+                   'time\'s mean')
     p.add_argument('--fastest', action='store_true', help='rank the configurations that fit (micro-batch split, '
                    'colocate or server, vLLM TP, checkpointing, sleep level) by predicted time per prompt')
     g.add_argument('--gpu-mem', type=float, metavar='GIB', help='GPU capacity in GiB as torch reports it '

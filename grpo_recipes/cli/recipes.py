@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     mode = hd.add_mutually_exclusive_group(required=True)
     mode.add_argument('--write', action='store_true')
     mode.add_argument('--check', action='store_true', help='exit 1 if a header is stale')
-    ar = sub.add_parser('arg', help='print arguments of a recipe as swift would read them, one per line (for launchers)')
+    ar = sub.add_parser('arg', help='print arguments of a recipe as swift would read them, one per line '
+                                    '(for launchers)')
     ar.add_argument('recipe')
     ar.add_argument('keys', nargs='+', metavar='key',
                     help='an argument name, ENV.<VAR> from its ENV block, or @gpus/@gpu_type/@rollout_gpus')
@@ -61,9 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
 def recipe_report(recipe, environ: dict | None = None, extra: list[str] | None = None, model_config=None):
     """The guard's check of a recipe on the hardware in its header."""
     from ..check import check_launch
-    from ..hardware import Hardware, parse_gpu_ids
     from ..frontends import read_launch as load_launch
     from ..frontends.swift.reader import read_rollout
+    from ..hardware import Hardware, parse_gpu_ids
     launch = load_launch([str(recipe.path), *(extra or [])], environ=environ if environ is not None else {})
     rollout = parse_gpu_ids(recipe.rollout_gpus, '@rollout_gpus') if recipe.rollout_gpus else None
     hw = Hardware(gpus=recipe.gpus or None, gpu_type=recipe.gpu_type, source='recipe header', rollout_gpus=rollout)
@@ -196,7 +197,8 @@ def cmd_validate(opts) -> int:
         for r in results:
             mark = 'OK  ' if r['ok'] else 'FAIL'
             peak = f'{r["peak_fraction"]:.0%}' if r['peak_fraction'] is not None else '-'
-            print(f'{mark} {r["name"]}: ms-swift parser {"ok" if r["parsed"] else "REJECTED: " + str(r["parse_message"])}'
+            parsed = 'ok' if r['parsed'] else 'REJECTED: ' + str(r['parse_message'])
+            print(f'{mark} {r["name"]}: ms-swift parser {parsed}'
                   f'; guard {"ok" if r["guard_ok"] else "errors: " + "; ".join(r["errors"])}; peak {peak}'
                   f'{"" if r["in_band"] else " (outside 75-90%)"}')
     return 0 if all(r['ok'] for r in results) else 1
@@ -266,9 +268,9 @@ def cmd_arg(opts) -> int:
 
 def cmd_rollout_args(opts) -> int:
     """`swift rollout` arguments that mirror the recipe's vLLM settings (single source of truth)."""
-    from ..recipes import find
     from ..config import GRPOConfig
     from ..frontends import read_launch as load_launch
+    from ..recipes import find
     recipe = find(opts.recipe)
     cfg, _ = GRPOConfig.from_argv(load_launch([str(recipe.path)], environ={}).argv)
     args = rollout_argv(cfg)

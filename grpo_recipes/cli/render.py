@@ -92,7 +92,8 @@ def memory_table(report: CheckReport) -> Table:
     what = ('the device: torch reserved + CUDA context' if device else
             'torch allocated + 5% allowance + CUDA context')  # reserve.quantities says which
     t = Table(title=f'Predicted memory per GPU (GiB of {"/".join(f"{c:.1f}" for c in caps)}, terms of the peak '
-              f'phase; {what})', title_justify='left', title_style='bold', box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+              f'phase; {what})', title_justify='left', title_style='bold', box=box.SIMPLE_HEAD, pad_edge=False,
+              padding=(0, 1), collapse_padding=True)
     for col in ('GPU', 'role', 'model', 'optim', 'act', 'vLLM', 'other', 'peak', 'use', 'phase', 'verdict'):
         t.add_column(col, justify='left' if col in ('GPU', 'role', 'phase', 'verdict') else 'right', no_wrap=True,
                      min_width=4 if col == 'verdict' else None)
@@ -169,7 +170,8 @@ def print_report(report: CheckReport, console: Console | None = None, allow_unch
                       escape('the proposed fix ' + ('passes' if ok else 'fails') + ' ' +
                              (fv.get('parser') or 'the real parser') +
                              ('' if ok else f' ({fv.get("error_type")}: {fv.get("message")})') +
-                             (f'; not seen by that parser: {", ".join(fv["not_parsed"])}' if fv.get('not_parsed') else '')))
+                             (f'; not seen by that parser: {", ".join(fv["not_parsed"])}'
+                              if fv.get('not_parsed') else '')))
     if report.assumptions:
         out.print('[bold]Assumed[/]:')
         for a in report.assumptions:
@@ -188,7 +190,8 @@ def _plan_memory_speed(report: CheckReport, out: Console) -> None:
             line = (f'vLLM per engine: {kv["requested_gib"]} GiB reserved = weights {kv["weights_gib"]} + profiling '
                     f'peak {kv["activation_gib"]} ({kv.get("sampler", "native")} sampler) + non-torch '
                     f'{kv.get("non_torch_gib", 0)} + '
-                    + (f'CUDA graphs {kv["cuda_graphs_in_budget_gib"]} + ' if kv.get('cuda_graphs_in_budget_gib') else '')
+                    + (f'CUDA graphs {kv["cuda_graphs_in_budget_gib"]} + '
+                       if kv.get('cuda_graphs_in_budget_gib') else '')
                     + f'KV {kv["kv_cache_gib"]} ({kv["kv_tokens"]:,} tokens)')
             if 'rollout_tokens' in kv and report.launch.kind != 'rollout':  # a server alone has no trainer batch
                 line += f'; a rollout needs {kv["rollout_tokens"]:,} tokens'

@@ -18,7 +18,7 @@ def rollout_plan_table(report) -> Table:
     if hw.gpu_type:
         hw_text += f' {hw.gpu_type}'
     t.add_row('hardware', escape(f'{hw_text} [{hw.source}]'))
-    srv = 'swift rollout' if r.framework == 'swift' else 'trl vllm-serve'
+    srv = r.fw.server
     t.add_row('server', escape(f'{srv} ({r.source}), port {server_port(r) or "?"}'))
     t.add_row('model', escape(str(r.model)))
     gpus = ','.join(map(str, r.gpus)) if r.gpus is not None else 'all visible (CUDA_VISIBLE_DEVICES unset)'

@@ -40,7 +40,7 @@ def run(opts, extra: list[str]) -> int:
         try:
             from ..allocconf import phases  # the trainer's allocator, for the reserved figure
             cfg = report.cfg
-            alloc = phases(launch.alloc, launch.framework, cfg.use_vllm, cfg.vllm_mode, cfg.effective_sleep_level).trainer
+            alloc = phases(launch.alloc, launch.fw, cfg.use_vllm, cfg.vllm_mode, cfg.effective_sleep_level).trainer
             result = trace_launch(cfg, report.plan, mc, prompt_len, str(cfg.model), adamw, adamw_why, alloc_conf=alloc)
         except ValueError as e:  # transformers or PEFT cannot build this model or tuner
             raise GuardError(f'trace: cannot build the model as the launch asks ({e})') from None

@@ -6,19 +6,19 @@ from rich.markup import escape
 
 from ..frontends import read_launch
 from ..realparse import validate
-from .common import launch_args, model_config_arg, print_json
+from .common import environ_with, launch_args, model_config_arg, print_json
 
 
 def run(opts, extra: list[str]) -> int:
     model_config = model_config_arg(opts.model_config)  # read first: a bad path is one line, before any parse
-    launch = read_launch(launch_args(opts.config, extra))
+    launch = read_launch(launch_args(opts.config, extra), environ=environ_with(opts.env))
     from ..frontends.launcher_count import apply_default_processes  # one process per visible GPU, as check counts
     apply_default_processes(launch, opts.gpus)
-    if opts.swift_version and launch.framework != 'trl':
+    if opts.swift_version and launch.fw.swift_release:
         from ..frontends.swift.versions import require_installed
         require_installed(opts.swift_version)
     from .progress import progress
-    with progress(f'validate: running {"TRL" if launch.framework == "trl" else "ms-swift"}\'s own parser'):
+    with progress(f'validate: running {launch.fw.display}\'s own parser'):
         result = validate(launch, timeout=opts.timeout, trl_version=opts.trl_version, model_config=model_config)
     if opts.json:
         print_json({'ok': result.ok, 'launch': launch.to_dict(), 'parser': result.to_dict()})
@@ -34,7 +34,7 @@ def run(opts, extra: list[str]) -> int:
               f'({result.total_s:.1f}s)')
     for u in result.unknown:
         out.print(f'[red]unknown[/]  {u["describe"]}')
-    if result.ok and launch.framework == 'trl':
+    if result.ok and launch.fw.shows_resolved:
         r = result.resolved
         keys = (('model', 'tensor_parallel_size', 'data_parallel_size', 'gpu_memory_utilization', 'max_model_len')
                 if launch.kind == 'rollout' else ('generation_batch_size', 'steps_per_generation', 'num_generations',

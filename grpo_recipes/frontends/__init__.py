@@ -1,6 +1,8 @@
 """Launch readers, one per framework, all producing the one typed :class:`~grpo_recipes.launch.Launch`.
 
     shell.py   VAR=value / env / export prefixes and whole launcher scripts -> commands (never run)
+    FRAMEWORKS each framework's facts and hooks (``<framework>/framework.py``: grpo_recipes.framework.Framework),
+               which the shared pipeline reads as ``launch.fw`` instead of comparing framework names
     swift/     swift rlhf (config file and/or flags), swift rollout; ms-swift's real parser (worker)
     trl/       accelerate launch / python / torchrun / trl grpo, trl vllm-serve; TRL's names and wording;
                the GRPOConfig(...) a TRL training script writes in code (read with ast, never run)
@@ -16,10 +18,18 @@ from pathlib import Path
 from typing import Mapping
 
 from ..errors import GuardError
+from ..framework import register
 from ..launch import CONFIG_SUFFIXES, LAUNCH_ENV_KEYS, Launch, Rollout
+from .megatron.framework import MEGATRON
 from .shell import Command, parse_command_text, read_script, split_env
+from .swift.framework import SWIFT
 from .swift.reader import load_swift, read_rollout
+from .trl.framework import TRL
 from .trl.reader import load_trl, read_vllm_serve
+
+# One line per framework: its name (Launch.framework) -> what it does and its front end's hooks (framework.py).
+FRAMEWORKS = {f.name: f for f in (SWIFT, TRL, MEGATRON)}
+register(*FRAMEWORKS.values())  # launch.fw / rollout.fw find them by name
 
 def kind_of(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
     """(framework, 'train' | 'rollout') of a command's argv, or None if it is neither: the entry point it runs
@@ -112,8 +122,8 @@ def _train_launch(framework: str, argv: list[str], env: Mapping[str, str], sourc
     if framework == 'megatron':
         return _megatron_launch(argv, env, source)
     if framework == 'swift':
-        from .swift.entry import load_swift_entry
         from .entrypoints import lookup_command
+        from .swift.entry import load_swift_entry
         launch = load_swift_entry(argv, env, source)
         if launch is not None:
             return launch
@@ -203,9 +213,11 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
             raise _refuse_unread(c.argv, train[1][0], f'{p}:{c.line}')
         return _rollout_launch(rollout, unread_trainer(c.argv, train[1][0], f'{p}:{c.line}')), rollout
     cmd, (framework, _) = train
+    from .cluster import check_layout, notes
+    check_layout(cmd, f'{p}:{cmd.line}')  # NPROC_PER_NODE=$SLURM_GPUS_ON_NODE: exit 2, give it with --env
     env = {**environ, **cmd.env}
-    from .trl.accelerate_cmd import NoScript
     from .crlf import crlf_note, lost_continuation
+    from .trl.accelerate_cmd import NoScript
     lost_continuation(cmd.argv, f'{p}:{cmd.line}')  # `\` + CR: bash ends the command at that line
     try:
         launch = _train_launch(framework, cmd.argv, env, f'{p}:{cmd.line}')
@@ -213,6 +225,10 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
         following = next((c for c in cmds if c.line > cmd.line and not c.commented), None)
         raise GuardError(e.with_next(' '.join(following.argv) if following else None)) from None
     launch.notes += crlf_note(text, str(p))
+    if directives and 'SLURM_GPUS_ON_NODE' in environ and hasattr(launch, 'node_gpus'):
+        launch.node_gpus = int(environ['SLURM_GPUS_ON_NODE'])  # #SBATCH --gres=gpu:N: the node's GPUs
+    sweep = [c for c in cmds if not c.commented and (kind_of(c.argv) or ('', ''))[1] == 'train' and c.loops]
+    launch.notes += notes(cmd, f'{p}:{cmd.line}', len(sweep))
     if launch.config_file == '<command line>':
         launch.config_file = f'{p}:{cmd.line}'
     launch.alloc = _alloc(environ, cmd.env, {k: f'{p}:{n} ({"prefix" if n == cmd.line else "export"})'

@@ -368,9 +368,9 @@ def through_srun(argv: list[str], env: Mapping[str, str], source: str) -> tuple[
     """``srun [options] CMD`` -> (srun's options, CMD, assignments CMD makes): srun(1) runs CMD on every task; a
     wrapper (``nohup``, ``timeout``) and a shell's command string (``bash -c "VAR=1 accelerate launch ..."``, the
     shape of open-r1's slurm/train.slurm) are read through as the script reader reads them."""
+    from . import kind_of
     from .shell import read_script
     from .shell_expand import shell_c, strip_wrapper
-    from . import kind_of
     opts, inner = slurm_options(argv[1:])
     more: dict[str, str] = {}
     for _ in range(4):

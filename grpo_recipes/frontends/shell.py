@@ -1,38 +1,22 @@
 """Read a command line or a launcher script the way a shell would hand it to the framework, without
 running anything: leading ``VAR=value`` assignments and ``env [VAR=value ...]`` become the command's
 environment, ``export VAR=value`` lines in a script carry over to the commands after them, and
-``$VAR``/``${VAR}`` expand from what the script (or the caller's environment) set.
+``$VAR``/``${VAR}`` expand from what the script (or the caller's environment) set. The script is read by
+:mod:`.bash` (tree-sitter-bash's grammar and an evaluator of bash's rules); this module keeps the entry points.
 
-Pure: text in, :class:`Command` values out. Nothing is executed, no file but the script is read.
+Nothing is executed; the script, the files it sources and the file tests it makes are all that is read.
 """
 from __future__ import annotations
 
+import os
 import re
-import shlex
-from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..errors import GuardError
-from .shell_expand import shell_c, strip_wrapper
-from .shell_words import split_words
+from .bash import Command, evaluate_script
+from .shell_expand import strip_wrapper
 
 _ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$', re.S)
-
-
-@dataclass
-class Command:
-    """One simple command: its own environment assignments and its argv."""
-    env: dict[str, str] = field(default_factory=dict)
-    """Assignments written before the command (``A=1 cmd``, ``env A=1 cmd``, or a script's ``export``)."""
-    argv: list[str] = field(default_factory=list)
-    line: int = 0
-    """1-based line of a script where the command starts (0 for a command line)."""
-    commented: bool = False
-    """The command was written in a comment (ms-swift's examples show ``swift rollout`` that way)."""
-    above: str = ''
-    """The comment lines directly above the command (no blank line between), e.g. ``# run in another node``."""
-    env_lines: dict[str, int] = field(default_factory=dict)
-    """Script line where each ``env`` variable was set (its ``export`` line, or the command's own line)."""
 
 
 # Words that end one simple command and start the next (shlex keeps them as words when spaced).
@@ -91,119 +75,26 @@ def split_env(argv: list[str]) -> tuple[dict[str, str], list[str]]:
 
 
 def parse_command_text(text: str, what: str = 'command') -> Command:
-    """A pasted command line (line continuations allowed) -> Command."""
-    try:
-        words = shlex.split(text.replace('\\\n', ' '), comments=True)
-    except ValueError as e:
-        raise GuardError(f'{what}: cannot split {text[:60]!r}… as a shell command ({e}); check its quotes') from None
-    first = segments(words)
-    env, argv = split_env(first[0] if first else [])
-    inner = shell_c(argv)  # bash -c 'cd x && CMD ...': the first command of the inner shell's that the guard reads
-    if inner is not None:
-        from . import kind_of
-        cmds = read_script(inner, {}, what)
-        cmd = next((c for c in cmds if kind_of(c.argv)), cmds[0] if cmds else Command(argv=argv))
-        return Command(env={**env, **cmd.env}, argv=cmd.argv)
-    if not argv:
-        raise GuardError(f'{what}: {text!r} has no command after its VAR=value assignments')
-    return Command(env=env, argv=argv)
+    """A pasted command line (continuations, ``bash -c '...'``, ``nohup ... &`` allowed) -> the command the guard
+    reads: the first one it knows (``swift rollout``, ``accelerate launch``, ...), else the first."""
+    from . import kind_of
+    cmds = [c for c in read_script(text, {}, what) if not c.commented]
+    if not cmds:
+        raise GuardError(f'{what}: {text[:60]!r} has no command after its VAR=value assignments')
+    cmd = next((c for c in cmds if kind_of(c.argv)), cmds[0])
+    return Command(env=cmd.env, argv=cmd.argv, unresolved=cmd.unresolved, placeholders=cmd.placeholders,
+                   assumed=cmd.assumed, loops=cmd.loops, cwd=cmd.cwd)
 
 
-def _logical_lines(text: str) -> list[tuple[int, str, bool]]:
-    """(first line number, text, commented) of each logical line: continuations joined, and a
-    commented command whose lines each start with ``#`` joined too. Lines inside an open quote join."""
-    out: list[tuple[int, str, bool]] = []
-    buf, start, commented = '', 0, False
-    for no, raw in enumerate(text.split('\n'), 1):  # bash splits at LF only: a CR stays in the line
-        if buf and not commented and _open_quote(buf):
-            buf += '\n' + raw  # inside a quoted value spanning lines, '#' is text
-        else:
-            stripped = raw.strip()
-            is_comment = stripped.startswith('#')
-            body = stripped.lstrip('#').strip() if is_comment else raw
-            if buf and commented != is_comment:  # a comment ends at its line: never joins code
-                out.append((start, buf, commented))
-                buf = ''
-            if not buf:
-                start, commented = no, is_comment
-            buf = buf + '\n' + body if buf else body
-        if buf.endswith('\\'):
-            buf = buf[:-1]
-            continue
-        if not commented and _open_quote(buf):
-            continue  # a quoted value spanning lines (a multi-line --system prompt)
-        out.append((start, buf, commented))
-        buf = ''
-    if buf:
-        out.append((start, buf, commented))
-    return out
+def read_script(text: str, environ: Mapping[str, str] | None = None, source: str = '<script>',
+                cwd: str | None = None) -> list[Command]:
+    """Every simple command of a bash launcher, with the environment it would run with, read as bash reads it
+    (:mod:`.bash`: tree-sitter-bash's grammar, evaluated without running anything).
 
-
-def _open_quote(text: str) -> bool:
-    try:
-        shlex.split(text, comments=False)
-        return False
-    except ValueError:
-        return True
-
-
-def read_script(text: str, environ: Mapping[str, str] | None = None, source: str = '<script>') -> list[Command]:
-    """Every simple command of a bash launcher, with the environment it would run with.
-
-    ``export A=1`` and bare ``A=1`` lines set variables for later lines (exported ones reach the
-    commands' environment); ``$A`` expands from them. Control flow is not followed: a launcher whose
-    command is built inside functions or loops should be checked with its command pasted after ``--``.
-    Commented commands are returned with ``commented`` set, so a caller can read the
-    ``# swift rollout ...`` block that ms-swift's server-mode examples put in their header.
+    ``export A=1`` and bare ``A=1`` lines set variables for later lines (exported ones reach the commands'
+    environment); ``$A`` expands from them, once. Functions, ``if``/``case``, ``for`` (a sweep gives one command per
+    value), ``source``, ``bash -c`` are followed. Commented commands are returned with ``commented`` set, so a
+    caller can read the ``# swift rollout ...`` block that ms-swift's server-mode examples put in their header.
+    ``cwd``: the directory the script starts in (default: this process's), for ``cd``, ``pwd`` and file tests.
     """
-    scope: dict[str, str] = dict(environ or {})
-    exported: dict[str, str] = {}
-    exported_at: dict[str, int] = {}
-    out: list[Command] = []
-    above: list[str] = []  # comment lines since the last blank line or command
-    for line, text_, commented in _logical_lines(text):
-        if not text_.strip():
-            above.clear()
-            continue
-        note = '\n'.join(above)
-        if commented:
-            above.append(text_)
-        else:
-            above.clear()
-        try:
-            line_scope = dict(scope) if commented else scope  # a comment's ${X:=1} assigns nothing
-            # split as bash does: ${V:-a b} is one unit, then an unquoted expansion splits (shell_words.py)
-            words = split_words(text_, line_scope, None if commented else exported)
-        except ValueError:
-            if commented:
-                continue  # prose in a comment
-            raise GuardError(f'{source}:{line}: cannot split this line as a shell command (unbalanced quote?)')
-        if not words:
-            continue
-        for seg in segments(words):
-            if not commented and seg[0] == 'export':
-                for w in seg[1:]:
-                    m = _ASSIGN.match(w)
-                    if m:
-                        scope[m.group(1)] = m.group(2)
-                        exported[m.group(1)] = m.group(2)
-                        exported_at[m.group(1)] = line
-                    elif w in scope:
-                        exported[w] = scope[w]
-                        exported_at[w] = line
-                continue
-            env, argv = split_env(seg)
-            if not argv:
-                if not commented:
-                    scope.update(env)  # plain assignments: shell variables, not exported
-                continue
-            inner = shell_c(argv)  # nohup bash -c "accelerate launch ..." &: the inner shell's own commands
-            if inner is not None:
-                sub = read_script(inner, {**scope, **env}, source)
-                out += [Command(env={**exported, **env, **c.env}, argv=c.argv, line=line, commented=commented,
-                                above=note, env_lines={**exported_at, **{k: line for k in {**env, **c.env}}})
-                        for c in sub]
-                continue
-            out.append(Command(env={**exported, **env}, argv=argv, line=line, commented=commented, above=note,
-                               env_lines={**exported_at, **{k: line for k in env}}))
-    return out
+    return evaluate_script(text, dict(environ or {}), source, cwd=os.getcwd() if cwd is None else cwd)

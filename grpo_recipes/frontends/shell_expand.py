@@ -17,8 +17,8 @@ from typing import MutableMapping
 _NAME = r'[A-Za-z_][A-Za-z0-9_]*'
 # $NAME, ${NAME}, ${NAME<op>word} with op one of :- - := = :+ + (word: anything without a closing brace,
 # nested ${...} in the word is expanded first by :func:`expand`'s inner-first loop).
-_PARAM = re.compile(rf'\$(?:\{{({_NAME})(?:(:?[-=+])([^{{}}]*))?\}}|({_NAME}))')
-_LEFT = re.compile(rf'\$(?:\{{{_NAME}[^{{}}]*\}}|{_NAME})')
+# what :func:`unresolved` finds: $NAME, ${...}, $(...) and $((...)) (one level of nested parentheses)
+_LEFT = re.compile(rf'\$(?:\{{{_NAME}[^{{}}]*\}}|{_NAME}|\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\))')
 
 # Commands that run the rest of their words as a command of their own, with the options each takes a value for.
 # nohup/exec/time/command: coreutils and bash builtins; setsid (util-linux): -c -f -w, no values; timeout
@@ -34,33 +34,24 @@ SHELLS = ('bash', 'sh', 'dash', 'zsh')
 
 
 def expand(word: str, scope: MutableMapping[str, str], exported: MutableMapping[str, str] | None = None) -> str:
-    """One word with its parameter expansions done from ``scope``; ``:=``/``=`` assign into it."""
-    def one(m: re.Match) -> str:
-        name = m.group(1) or m.group(4)
-        op, arg = m.group(2), m.group(3) or ''
-        val = scope.get(name)
-        if op is None:
-            return val if val is not None else m.group(0)
-        use_default = val is None or (op.startswith(':') and val == '')
-        if op.endswith('+'):
-            return '' if use_default else arg
-        if not use_default:
-            return val
-        if op.endswith('='):
-            scope[name] = arg
+    """One word with its expansions done from ``scope`` as inside double quotes (no splitting), each expansion
+    once: a value that names itself (``PYTHONPATH=$PYTHONPATH:...``) is not expanded again. ``:=``/``=`` assign into
+    ``scope`` (and into ``exported`` where the name is there). What is set nowhere stays as written."""
+    from .bash.evaluator import Evaluator
+    ev = Evaluator({k: v for k, v in scope.items()}, '<word>', None)
+    out = ev.exp.dquoted(word)
+    for name in ev.state.touched:
+        v = ev.state.scalar(name)
+        if v is not None and scope.get(name) != v:
+            scope[name] = v
             if exported is not None and name in exported:
-                exported[name] = arg
-        return arg
-
-    prev = None
-    while prev != word:  # inner-first: ${A:-${B:-x}} expands ${B:-x} on the first pass
-        prev = word
-        word = _PARAM.sub(one, word)  # an unset plain $NAME is kept as written, so the loop ends
-    return word
+                exported[name] = v
+    return out
 
 
 def unresolved(word: str) -> list[str]:
-    """The ``$VAR``/``${...}`` references left in an expanded word (set nowhere the reader could see)."""
+    """The ``$VAR``/``${...}``/``$(...)`` references left in an expanded word (set nowhere the reader could see, or
+    a command substitution that only running a program could give)."""
     return _LEFT.findall(word)
 
 

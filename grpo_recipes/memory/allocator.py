@@ -39,6 +39,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
+from ..allocconf import AllocConf
 
 MiB = 2 ** 20
 K_MIN_BLOCK = 512          # kMinBlockSize
@@ -49,7 +50,6 @@ K_MIN_LARGE_ALLOC = 10 * MiB  # kMinLargeAlloc
 K_ROUND_LARGE = 2 * MiB    # kRoundLarge
 ADDRESS_SPACE_OF_DEVICE = 9 / 8  # an expandable segment reserves 1 1/8 of the device's memory (find_expandable_block)
 
-from ..allocconf import AllocConf
 
 
 def round_size(n: int) -> int:

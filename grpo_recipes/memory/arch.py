@@ -79,6 +79,8 @@ class Arch:
     """Qwen3-Next / Qwen3.5 attention: q_proj also projects an output gate (2 x heads x head_dim outputs)."""
     rotary_fraction: float = 1.0
     """``partial_rotary_factor``: the share of head_dim that RoPE rotates (vLLM's rotary_dim; Qwen3-Next 0.25)."""
+    rope_context: int | None = None
+    """The context with RoPE scaling as vLLM derives it (:func:`model_max_len`); None: not in config.json."""
 
     @classmethod
     def from_config(cls, cfg: dict) -> 'Arch':
@@ -99,7 +101,8 @@ class Arch:
             intermediate=int(cfg.get('intermediate_size') or 0), vocab=int(cfg['vocab_size']),
             tied=bool(cfg.get('tie_word_embeddings', False)),
             dtype=str(cfg.get('torch_dtype') or cfg.get('dtype') or 'bfloat16'),
-            max_position_embeddings=cfg.get('max_position_embeddings'), attention_bias=bool(bias),
+            max_position_embeddings=cfg.get('max_position_embeddings'), rope_context=model_max_len(cfg),
+            attention_bias=bool(bias),
             qk_norm=mt.startswith('qwen3'), experts=experts,
             experts_per_token=int(cfg.get('num_experts_per_tok') or 0),
             moe_intermediate=int(cfg.get('moe_intermediate_size') or (cfg.get('intermediate_size') if experts and
@@ -124,8 +127,9 @@ class Arch:
 
     @property
     def context_len(self) -> int:
-        """``max_position_embeddings``, or 32768 (Qwen2.5's) when the config leaves it out."""
-        return self.max_position_embeddings or 32768
+        """The model's context, as vLLM and the length rules take it: ``max_position_embeddings`` times a YaRN/dynamic
+        RoPE factor (:func:`model_max_len`, the one owner), or 32768 (Qwen2.5's) when the config leaves it out."""
+        return self.rope_context or self.max_position_embeddings or 32768
 
     @property
     def token_mlp_width(self) -> int:

@@ -23,13 +23,13 @@ from ..gpus import candidates
 from ..hardware import Hardware
 from ..plan import build_plan
 from ..swift_args import snapshot
+from . import vllm_startup
 from .arch import Arch
 from .cases import ARCH_COUNTS, ARCH_POSITIVE, CannotPredict, _check_shape
 from .estimate import estimate
 from .inputs import CUDA_CONTEXT, GiB, Inputs
 from .trainer import resolve_adamw
 from .vllm import resolve_sampler, vllm_checks, vllm_kv_bytes_per_token, vllm_terms
-from . import vllm_startup
 
 RENAMES = {'train_type': 'tuner_type', 'max_prompt_length': 'max_length'}
 # vLLM's own argument names, as a vllm_startup case may keep them, and the ms-swift names they map to

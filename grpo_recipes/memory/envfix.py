@@ -26,8 +26,6 @@ from ..launch import CONFIG_SUFFIXES
 
 # Prefix of a fix-search change key that is an environment variable, not a swift/TRL argument.
 ENV_KEY = 'ENV:'
-# ms-swift release from which set_expandable_segments guards the colocated engine (the vllm.expandable-segments rule)
-SWIFT_TOGGLES_FROM = (4, 6)
 
 
 def _merged(text: str) -> str:
@@ -49,15 +47,16 @@ def candidate(report) -> tuple[str, str] | None:
     ph = phases(setting, launch.framework, cfg.use_vllm, cfg.vllm_mode, cfg.effective_sleep_level)
     if ph.trainer.expandable_segments or conf.backend != 'native':
         return None
-    colocate = cfg.use_vllm and cfg.vllm_mode == 'colocate'
+    colocate = cfg.rollout_mode == 'colocate'
     sleep = colocate and cfg.effective_sleep_level > 0
     if NEW_VAR in setting.values and OLD_VAR not in setting.values:
         return None if colocate else (NEW_VAR, _merged(setting.values[NEW_VAR]))
-    if launch.framework == 'trl' and sleep:
+    toggle = launch.fw.expandable_toggle_from  # the release that turns them off around vLLM itself; None: nothing
+    if toggle is None and sleep:
         return None
-    if launch.framework == 'swift' and sleep:
+    if sleep:
         v = version_tuple(report.packages.get('ms-swift') or '')
-        if v is not None and v[:2] < SWIFT_TOGGLES_FROM:
+        if v is not None and v[:2] < toggle:
             return None
     return FIX_VAR, _merged(setting.values.get(OLD_VAR, ''))
 
@@ -96,7 +95,7 @@ def style(launch) -> str:
     src = launch.config_file or ''
     if (launch.alloc is not None and launch.alloc.script_line) or re.search(r'\.sh:\d+$', src):
         return 'script'
-    if launch.framework == 'swift' and src.endswith(CONFIG_SUFFIXES):
+    if launch.fw.settings_yaml_in_config and src.endswith(CONFIG_SUFFIXES):
         return 'yaml'
     return 'command'
 

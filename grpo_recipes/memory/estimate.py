@@ -29,6 +29,8 @@ from .vllm import vllm_checks, vllm_terms
 
 
 def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
+    """Per-GPU memory of a launch, phase by phase: each training process's GPU (the trainer's terms, with the
+    colocated vLLM engine or HF generation), then each rollout server GPU in server mode."""
     a = inp.arch
     cap = inp.capacity_gib
     ctx_len = a.context_len
@@ -55,8 +57,8 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
                 out[k] = tr[k]
         return out
 
-    colocate = cfg.use_vllm and cfg.vllm_mode == 'colocate'
-    server = cfg.use_vllm and cfg.vllm_mode == 'server'
+    colocate = cfg.rollout_mode == 'colocate'
+    server = cfg.rollout_mode == 'server'
     components = {k: _g(v) for k, v in tr.items() if v}
     parts: dict[str, dict[str, float]] = {}
     problems: list[dict] = []
@@ -102,20 +104,29 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         out.append(_finish(GPUMemory(gpu=gid, role=role, capacity_gib=cap, components=dict(components),
                                      vllm=dict(vinfo), problems=list(problems)), parts))
     if server and not inp.sft:
-        v = vllm_terms(cfg, inp, plan)
-        rprob: list[dict] = []
-        nccl = NCCL_PER_GROUP * (2 if cfg.vllm_tensor_parallel_size > 1 else 1)
-        rinfo = vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT - nccl, rprob)
-        comps = {f'vllm_{k}': _g(x) for k, x in v.items() if k not in ('requested', 'graphs_outside')}
-        comps.update(vllm_reserved=_g(v['requested']), cuda_context=_g(CUDA_CONTEXT), nccl=_g(nccl))
-        rparts = {'rollout': {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['graphs_outside'],
-                              'cuda_context': CUDA_CONTEXT, 'nccl': nccl}}
-        where = 'remote:' if plan.rollout_remote else ''  # another machine's GPU ids
-        rids = [f'{where}{i}' for i in (plan.rollout_gpus or [])] or \
-            [f'rollout{i}' for i in range(max(1, cfg.vllm_tensor_parallel_size * cfg.vllm_data_parallel_size))]
-        for gid in rids:
-            out.append(_finish(GPUMemory(gpu=gid, role='rollout', capacity_gib=cap, components=dict(comps),
-                                         vllm=dict(rinfo), problems=list(rprob)), rparts))
+        out += _rollout_gpus(cfg, plan, inp)
+    return out
+
+
+def _rollout_gpus(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
+    """Server mode: each rollout server GPU (its vLLM engine, CUDA context and NCCL), by its id (another
+    machine's marked ``remote:``; unknown ids as ``rolloutN``)."""
+    cap = inp.capacity_gib
+    out: list[GPUMemory] = []
+    v = vllm_terms(cfg, inp, plan)
+    rprob: list[dict] = []
+    nccl = NCCL_PER_GROUP * (2 if cfg.vllm_tensor_parallel_size > 1 else 1)
+    rinfo = vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT - nccl, rprob)
+    comps = {f'vllm_{k}': _g(x) for k, x in v.items() if k not in ('requested', 'graphs_outside')}
+    comps.update(vllm_reserved=_g(v['requested']), cuda_context=_g(CUDA_CONTEXT), nccl=_g(nccl))
+    rparts = {'rollout': {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['graphs_outside'],
+                          'cuda_context': CUDA_CONTEXT, 'nccl': nccl}}
+    where = 'remote:' if plan.rollout_remote else ''  # another machine's GPU ids
+    rids = [f'{where}{i}' for i in (plan.rollout_gpus or [])] or \
+        [f'rollout{i}' for i in range(max(1, cfg.vllm_tensor_parallel_size * cfg.vllm_data_parallel_size))]
+    for gid in rids:
+        out.append(_finish(GPUMemory(gpu=gid, role='rollout', capacity_gib=cap, components=dict(comps),
+                                     vllm=dict(rinfo), problems=list(rprob)), rparts))
     return out
 
 

@@ -42,7 +42,8 @@ class LiveBytes:
         simulator (``allocator.replay``): what the trace's ``reserved`` figure is computed from. One correction: any
         Python dispatch mode (this counter, FakeTensorMode) makes autograd take the out-of-place path that it keeps for
         tensor subclasses, so ``gather``'s backward (torch/csrc/autograd/FunctionsManual.cpp ``gather_backward``:
-        ``new_zeros`` then ``scatter_add_`` unless ``areAnyTensorSubclassLike``) allocates a second full-size buffer that
+        ``new_zeros`` then ``scatter_add_`` unless ``areAnyTensorSubclassLike``) allocates a second full-size buffer
+        that
         the uninstrumented GPU step writes in place; the events record that ``scatter_add`` as in place."""
         self.event_stages: list[str] = []  # the stage at each event (trace --snapshot's frames)
         self.zeros: set[int] = set()  # serials made by aten.new_zeros

@@ -73,7 +73,8 @@ def reserve_bytes(cfg, arch, conf: AllocConf | None) -> float:
 
 
 # Terms of a phase that torch's caching allocator never holds (memory.estimate's names): what the device adds to
-# torch's reserved bytes (vLLM's weights, KV cache and CUDA-graph pool are torch allocations; its non-torch memory is not).
+# torch's reserved bytes (vLLM's weights, KV cache and CUDA-graph pool are torch allocations; its non-torch memory is
+# not).
 OUTSIDE_TORCH = ('cuda_context', 'nccl', 'vllm_non_torch')
 
 

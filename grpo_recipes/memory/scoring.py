@@ -93,7 +93,8 @@ def score(cases: list[dict]) -> dict:
         if _is_num(smi) and 'peak_gib' in pred:  # nvidia-smi's used memory: the device figure
             err = _rel(pred['peak_gib'], smi / 1024)
             device_errs.append(err)
-            row['device'] = {'predicted': pred['peak_gib'], 'observed': round(smi / 1024, 2), 'rel_error': round(err, 3),
+            row['device'] = {'predicted': pred['peak_gib'], 'observed': round(smi / 1024, 2),
+                             'rel_error': round(err, 3),
                              'signed_error': round(pred['peak_gib'] / (smi / 1024) - 1, 3)}
         w_obs = out.get('model_load_gib_per_gpu', out.get('model_load_gib'))
         if w_obs is not None and 'weights_gib' in pred:
@@ -104,7 +105,8 @@ def score(cases: list[dict]) -> dict:
         if kv_obs is not None and 'kv_cache_gib' in pred:
             err = _rel(pred['kv_cache_gib'], kv_obs)
             kv_errs.append(err)
-            row['vllm_kv'] = {'predicted': pred['kv_cache_gib'], 'observed': round(kv_obs, 3), 'rel_error': round(err, 3),
+            row['vllm_kv'] = {'predicted': pred['kv_cache_gib'], 'observed': round(kv_obs, 3),
+                              'rel_error': round(err, 3),
                               'basis': basis}
         if case['kind'] == 'vllm_startup' and observed_oom:
             sf_total += 1

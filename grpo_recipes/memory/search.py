@@ -15,7 +15,7 @@ import itertools
 from dataclasses import dataclass, field, replace
 
 from ..config import GRPOConfig
-from ..frontends.trl.arguments import SWIFT_ONLY, trl_terms
+from ..framework import Framework, as_framework
 from ..plan import build_plan, prompt_bound
 from .estimate import estimate
 from .inputs import Inputs
@@ -64,11 +64,12 @@ class Fix:
 
     def text(self, launch) -> str:
         """The fix as the user applies it: the environment line in the launch's own form (envfix.render), then the
-        arguments (a YAML diff, or TRL's flags)."""
+        arguments (a YAML diff, or the framework's flags: ``Framework.fix_arguments``)."""
         from .envfix import render
         parts = [render({k: new for k, (_, new) in self.env.items()}, launch)] if self.env else []
         if self.changes:
-            parts.append(self.cli() if launch.framework == 'trl' else self.yaml_diff())
+            flags = launch.fw.fix_arguments
+            parts.append(launch.fw.call('fix_arguments', self) if flags else self.yaml_diff())
         return '\n'.join(parts)
 
     def yaml_diff(self) -> str:
@@ -77,12 +78,6 @@ class Fix:
             lines.append(f'- {k}: {_yaml(old)}')
             lines.append(f'+ {k}: {_yaml(new)}')
         return '\n'.join(lines)
-
-    def cli(self) -> str:
-        """The change as TRL/accelerate flags (a TRL launch): the script's flags, then accelerate's."""
-        parts = [trl_terms(f'{k}: {_yaml(new)}') for k, (_, new) in self.changes.items()]
-        return 'add ' + ' '.join(p for p in parts if not p.startswith('accelerate')) + ''.join(
-            f'; {p}' for p in parts if p.startswith('accelerate'))
 
     def argv(self) -> list[str]:
         out = []
@@ -140,7 +135,7 @@ def split_sizes(bs: int) -> list[int]:
     return sorted(out, reverse=True)
 
 
-def _knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int, framework: str = 'swift',
+def _knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int, framework: Framework | str = 'swift',
            adamw: str = 'fused') -> list[list[dict]]:
     """Each knob: a list of alternative change dicts (argument -> new value). A TRL launch gets only the knobs
     TRL or accelerate has a setting for. A foreach AdamW step gets the fused one first: the same update
@@ -148,15 +143,16 @@ def _knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int, framework: 
     knobs = _all_knobs(cfg, world, heads, prompt_len)
     if adamw == 'foreach':
         knobs.insert(0, [{'optim': 'adamw_torch_fused'}])
-    if framework == 'trl':
-        knobs = [[c for c in alts if not set(c) & set(SWIFT_ONLY)] for alts in knobs]
+    missing = set(as_framework(framework).missing_knobs)  # settings the framework does not have
+    if missing:
+        knobs = [[c for c in alts if not set(c) & missing] for alts in knobs]
         knobs = [alts for alts in knobs if alts]
     return knobs
 
 
 def _all_knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int) -> list[list[dict]]:
     knobs: list[list[dict]] = []
-    colocate = cfg.use_vllm and cfg.vllm_mode == 'colocate'
+    colocate = cfg.rollout_mode == 'colocate'
     if colocate:  # in server mode the trainer's vLLM settings are ignored: they cannot move a training GPU
         want = prompt_len + cfg.max_completion_length
         if cfg.vllm_max_model_len is None or cfg.vllm_max_model_len > want:
@@ -213,7 +209,7 @@ def _apply(cfg: GRPOConfig, change: dict) -> GRPOConfig:
 def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
     cfg, plan = report.cfg, report.plan
     prompt_len = inp.prompt_len or prompt_bound(cfg, None, vllm=False).tokens or 0
-    knobs = _knobs(cfg, plan.world_size, inp.arch.heads, prompt_len, report.launch.framework, inp.adamw)
+    knobs = _knobs(cfg, plan.world_size, inp.arch.heads, prompt_len, report.launch.fw, inp.adamw)
     from .envfix import ENV_KEY, candidate, with_env
     env_fix = candidate(report)
     if env_fix is not None:  # the allocator setting first: it changes no training setting

@@ -28,8 +28,8 @@ import time
 from dataclasses import dataclass, field, fields
 
 from .arch import Arch
-from .live_bytes import GiB, LiveBytes
 from .inputs import Inputs
+from .live_bytes import GiB, LiveBytes
 from .trainer import trainer_terms
 
 
@@ -43,7 +43,8 @@ class TraceResult:
     model_peak_gib: float | None
     """The analytic memory model's figure for the same quantity (trainer terms, no CUDA context/NCCL/vLLM)."""
     categories_gib: dict = field(default_factory=dict)
-    """The traced peak split into parameters, gradients, optimizer state, activations and temporaries (``categorise``)."""
+    """The traced peak split into parameters, gradients, optimizer state, activations and temporaries
+    (``categorise``)."""
     peak_at: str = ''
     """The step stage and aten op at which the peak happened."""
     notes: list = field(default_factory=list)
@@ -145,6 +146,7 @@ def _unpadded_masks():
     ``is_fake_tensor``) and builds a (bs, 1, T, T) mask and repeats K/V, which the GPU never does for this batch:
     answer it as real tensors without padding do (the sliding-window condition is kept)."""
     from unittest import mock
+
     from transformers import masking_utils
     original = masking_utils._ignore_causal_mask_sdpa
 
@@ -177,6 +179,7 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
     GQA inside SDPA), the batch ``trace_launch`` plans; else as for a padded batch (the mask built, K/V repeated), which
     is also what fake tensors do on their own and what ms-swift's CPU steps in the parity tests run."""
     import contextlib
+
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     notes: list[str] = []
@@ -365,8 +368,9 @@ def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adam
         traced += packed - cats['parameters'] + dequant
         cats['parameters'] = round(packed, 3)
         cats['temporaries'] = round(cats['temporaries'] + dequant, 3)
-        notes.append(f'quantised base: its traced 16-bit bytes replaced by the packed weights the analytic model counts '
-                     f'({packed:.2f} GiB with the adapters), plus one linear dequantised to 16 bits ({dequant:.2f} GiB)')
+        notes.append(f'quantised base: its traced 16-bit bytes replaced by the packed weights the analytic model '
+                     f'counts ({packed:.2f} GiB with the adapters), plus one linear dequantised to 16 bits '
+                     f'({dequant:.2f} GiB)')
     elif not cfg.is_lora and cfg.beta:
         traced += terms.get('ref_model', 0.0) / GiB
         notes.append('full training with beta > 0: the frozen reference copy added from the analytic model')
@@ -379,7 +383,8 @@ def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adam
     conf = alloc_conf if isinstance(alloc_conf, AllocConf) else conf_of(alloc_conf)
     # the same per-parameter corrections as the allocated figure (sharded or quantised terms) carry over unchanged
     reserved = replay(counter.events, conf).peak_reserved / GiB + traced - counter.peak / GiB
-    return TraceResult(reserved_peak_gib=round(reserved, 3), allocator=conf.text, model=name, shape=f'{cfg.per_device_train_batch_size} x {prompt_len + cfg.max_completion_length}'
+    return TraceResult(reserved_peak_gib=round(reserved, 3), allocator=conf.text, model=name,
+                       shape=f'{cfg.per_device_train_batch_size} x {prompt_len + cfg.max_completion_length}'
                        f' tokens (completion {cfg.max_completion_length})', traced_peak_gib=round(traced, 3),
                        model_peak_gib=model_peak, categories_gib=cats, peak_at=counter.peak_at, notes=notes,
                        seconds=round(time.time() - t0, 2), events=counter.events,

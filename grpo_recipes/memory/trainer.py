@@ -10,9 +10,7 @@ from ..plan import Plan
 from ..versions import version_tuple
 from . import vision_train as vt
 from .arch import Arch
-from .inputs import (CUDA_CONTEXT, EIGHT_BIT_MOMENTS, FRAGMENTATION, NCCL_PER_GROUP, ZERO3_SUB_GROUP,
-                     Inputs)
-
+from .inputs import CUDA_CONTEXT, EIGHT_BIT_MOMENTS, FRAGMENTATION, NCCL_PER_GROUP, ZERO3_SUB_GROUP, Inputs
 
 # transformers' names for bitsandbytes' 8-bit AdamW (training_args.py OptimizerNames; trainer.py maps them to
 # bnb.optim.AdamW with optim_bits 8, paged for the paged_ one)
@@ -202,7 +200,7 @@ def activations(cfg: GRPOConfig, r: Rank, inp: Inputs) -> tuple[float, float, fl
     before the fragmentation allowance."""
     a = inp.arch
     tokens, _ = _tokens(cfg, inp)
-    h, L, I = a.hidden, a.layers, a.token_mlp_width
+    h, L, I = a.hidden, a.layers, a.token_mlp_width  # noqa: E741 (the papers' names)
     # One decoder layer's saved tensors per token, 16-bit weights, as `grpo-guard trace` counts them on the
     # real model class (grpo_recipes/memory/trace.py, transformers 5.19 modeling_qwen2.py/modeling_qwen3.py):
     #   RMSNorm x2 (Qwen2RMSNorm: fp32 upcast 4h, the 16-bit normalised copy 2h, the output 2h): 16h;
@@ -330,9 +328,9 @@ def transients(cfg: GRPOConfig, r: Rank, inp: Inputs) -> dict[str, float]:
 def nccl(cfg: GRPOConfig, r: Rank) -> float:
     """NCCL buffers: the data-parallel group, a colocated vLLM's TP group, the weight-sync group of a server."""
     groups = 1 if r.N > 1 else 0
-    if cfg.use_vllm and cfg.vllm_mode == 'colocate' and cfg.vllm_tensor_parallel_size > 1:
+    if cfg.rollout_mode == 'colocate' and cfg.vllm_tensor_parallel_size > 1:
         groups += 1
-    if cfg.use_vllm and cfg.vllm_mode == 'server':
+    if cfg.rollout_mode == 'server':
         groups += 1  # weight-sync communicator with the rollout server
     return groups * NCCL_PER_GROUP
 

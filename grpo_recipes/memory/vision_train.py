@@ -15,8 +15,8 @@
 """
 from __future__ import annotations
 
-from .arch import Arch
 from . import vllm_startup as vs
+from .arch import Arch
 
 
 def tokens_per_image(model_type: str, max_pixels: int | None = None) -> int:

@@ -11,8 +11,17 @@ from ..versions import version_tuple
 from . import vllm_engine as ve
 from . import vllm_startup as vs
 from .arch import Arch
-from .inputs import (KV_BLOCK, SAMPLER_BUFFERS, VLLM_CUDA_GRAPHS, VLLM_GRAPHS_PROFILED_FROM, VLLM_NON_TORCH_TP,
-                     VLLM_NON_TORCH_TP1, GiB, Inputs, _g)
+from .inputs import (
+    KV_BLOCK,
+    SAMPLER_BUFFERS,
+    VLLM_CUDA_GRAPHS,
+    VLLM_GRAPHS_PROFILED_FROM,
+    VLLM_NON_TORCH_TP,
+    VLLM_NON_TORCH_TP1,
+    GiB,
+    Inputs,
+    _g,
+)
 
 
 def _vllm_large_card(capacity_gib: float, gpu_name: str | None) -> bool:
@@ -118,7 +127,8 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs, plan: Plan | None = None) -> dict[s
     opts = vllm_engine_options(cfg)
     weights = vs.vllm_weight_bytes(cfg, a, opts) / tp  # as vLLM loads them: --quantization, bnb, GPTQ/AWQ/FP8
     tb = _positive_int(opts.get('max_num_batched_tokens'))
-    # V1 became the default engine in vLLM 0.8.0; 0.8-0.9 fall back to V0 on pre-Ampere cards, fp8 KV, fp32 (vllm_engine)
+    # V1 became the default engine in vLLM 0.8.0; 0.8-0.9 fall back to V0 on pre-Ampere cards, fp8 KV, fp32
+    # (vllm_engine)
     v0 = ve.uses_v0(inp.vllm_version, inp.gpu_name, opts.get('kv_cache_dtype'), a.dtype,
                     inp.vllm_use_v1_env)
     max_len = _max_model_len(cfg, a)

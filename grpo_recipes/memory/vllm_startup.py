@@ -27,9 +27,9 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
+from ..versions import version_tuple
 from .arch import Arch, vision_params
 from .vllm_engine import processor_bounds
-from ..versions import version_tuple
 
 FACTS_FILE = Path(__file__).with_name('vllm_mm_facts.json')
 # vLLM V1 default per-modality limit when limit_mm_per_prompt leaves a modality out (vllm/config/__init__.py
@@ -146,7 +146,8 @@ def encoder_peak_per_patch(model_type: str, vision: dict, tp: int, dtype_bytes: 
     - attention: x and the normed input (2e), qkv (3e/tp), the contiguous q, k, v (3e/tp) and the rotated q, k
       (2e/tp); with ``gather_qkv`` (vLLM 0.10.1.1 and 0.11.0 ``split_qkv``; gone in 0.14.0, whose QKVParallelLinear
       keeps each rank's heads) qkv is also all-gathered to 3e when tp > 1;
-    - with ``gather_list`` (where ``split_qkv`` gathers, V0 and V1 alike): the moment of the gather itself, ``all_gather_interleave``
+    - with ``gather_list`` (where ``split_qkv`` gathers, V0 and V1 alike): the moment of the gather itself,
+      ``all_gather_interleave``
       (qwen2_5_vl.py, 0.9.0.1 and 0.10.1.1) fills a list of tp zeros_like copies (3e) and then concatenates them
       into a new 3e tensor beside the block input, the normed input and the rank's own qkv: 2e + 3e/tp + 6e."""
     patch_row = vision.get('in_chans', 3) * vision['temporal_patch_size'] * vision['patch_size'] ** 2

@@ -1,5 +1,5 @@
 """The guard's rules: one pure function per rule, over one :class:`~.registry.Context`, grouped by concern
-(arguments, devices, batch, lengths, vllm, rewards, packages, memory, rollout).
+(arguments, devices, batch, lengths, vllm, rewards, packages, memory, rollout, signal).
 
 Each rule returns :class:`~grpo_recipes.findings.Finding` objects naming the argument(s), the rule id, the message
 and the fix as the exact YAML/CLI change. Where ms-swift, vLLM or DeepSpeed have their own check, the message
@@ -9,7 +9,7 @@ minutes later. Each rule declares the ids it can emit (``@rule(...)``); a grep f
 from __future__ import annotations
 
 from ..findings import SEVERITY_ORDER, Finding
-from . import arguments, batch, devices, lengths, memory, packages, rewards, rollout, vllm
+from . import arguments, batch, devices, lengths, memory, packages, rewards, rollout, signal, vllm
 from .registry import Context, Rule
 
 RULES: list[Rule] = [
@@ -23,7 +23,7 @@ RULES: list[Rule] = [
     vllm.vllm_mode_rules, vllm.colocate_only_options, vllm.async_generate_needs_server, vllm.ds3_gather,
     vllm.expandable_segments_with_sleep, vllm.qlora_server,
     rewards.ref_model_with_lora, rewards.reward_rules, packages.package_rules,
-    arguments.model_type_and_template, devices.in_trainer_vllm_layout,
+    arguments.model_type_and_template, devices.in_trainer_vllm_layout, signal.learning_signal,
 ]
 """Every rule, in the order their findings are listed within one severity."""
 

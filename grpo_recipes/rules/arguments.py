@@ -1,11 +1,8 @@
-"""Arguments the framework would not accept at all."""
+"""Arguments the framework would not accept at all. Whose parser reads a word, and which names the framework
+registers, is its front end's business (``Framework.unknown_arguments``, ``Framework.registry_check``)."""
 from __future__ import annotations
 
-from ..findings import ERROR, INFO, WARNING, Finding
-from ..frontends.swift import registry
-from ..frontends.swift.versions import explain
-from ..frontends.trl.verdicts import argument_findings
-from ..versions import version_tuple
+from ..findings import ERROR, Finding
 from .registry import Context, rule
 
 
@@ -14,20 +11,7 @@ def unknown_arguments(ctx: Context) -> list[Finding]:
     """An argument the framework's parser does not know. ms-swift stops with ``ValueError: remaining_argv``
     (swift/pipelines/base.py); TRL's TrlParser with "Some specified arguments are not used by the HfArgumentParser"
     (trl/scripts/utils.py), or argparse with a value it refuses (args.value: a bare ``--bf16``)."""
-    if ctx.launch.framework == 'trl':  # whose parser reads each word: frontends/trl/verdicts.py
-        return argument_findings(ctx.launch, ctx.remaining, ctx.packages.get('trl'))
-    out = []
-    # --ignore_args_error true: ms-swift logs the leftovers instead of stopping (swift/pipelines/base.py, 3.x: llm/base.py)
-    ignored = ctx.cfg.ignore_args_error
-    for u in explain(ctx.remaining, ctx.packages.get('ms-swift')):
-        fix = f'rename {u.flag} to {u.suggestion}' if u.suggestion else f'remove {u.flag}'
-        stops = getattr(u, 'stops', None)  # an ambiguous abbreviation: argparse stops first, whatever the setting
-        out.append(Finding(WARNING if ignored and not stops else ERROR, 'args.unknown', [u.flag.lstrip('-')],
-                           f'{u.describe()}. ' + (stops or ('ms-swift ignores it (--ignore_args_error true): it has no '
-                                                            'effect' if ignored else
-                                                            'ms-swift stops with `ValueError: remaining_argv: [...]`')),
-                           fix, 'argparse (HfArgumentParser, allow_abbrev)' if stops else 'swift/pipelines/base.py'))
-    return out
+    return ctx.launch.fw.call('unknown_arguments', ctx)  # whose parser reads each word
 
 
 @rule('args.rlhf-type')
@@ -45,26 +29,8 @@ def rlhf_type_is_grpo(ctx: Context) -> list[Finding]:
 def model_type_and_template(ctx: Context) -> list[Finding]:
     """--model_type / --template must be names ms-swift registers (swift/model/model_meta.py MODEL_MAPPING,
     swift/template/register.py TEMPLATE_MAPPING)."""
-    if ctx.launch.framework == 'trl':
-        return []
-    cfg = ctx.cfg
-    given = [(n, v) for n, v in (('model_type', cfg.model_type), ('template', cfg.template)) if v]
-    if not given:
-        return []
-    swift_v = version_tuple(ctx.packages.get('ms-swift'))
-    snap_v = version_tuple(registry.snapshot()['ms_swift_version'])
-    if swift_v is not None and snap_v is not None and swift_v[:1] != snap_v[:1]:
-        return [Finding(INFO, 'args.registry-unchecked', [n for n, _ in given],
-                        f'{", ".join(f"--{n} {v}" for n, v in given)}: not checked (the registry snapshot is ms-swift '
-                        f'{registry.snapshot()["ms_swift_version"]}\'s; the launch is judged against ms-swift '
-                        f'{ctx.packages.get("ms-swift")})')]
-    out = []
-    for name, value in given:
-        problem = (registry.model_type_problem if name == 'model_type' else registry.template_problem)(value, cfg.model)
-        if problem:
-            src = 'swift/model/model_meta.py' if name == 'model_type' else 'swift/template/register.py'
-            out.append(Finding(ERROR, f'args.{name.replace("_", "-")}', [name], problem[0], problem[1], src))
-    return out
+    hook = ctx.launch.fw.registry_check  # ms-swift: its registry snapshot (frontends/swift/registry.py)
+    return ctx.launch.fw.call('registry_check', ctx) if hook else []
 
 
 @rule('args.model-missing')
@@ -73,7 +39,7 @@ def model_given(ctx: Context) -> list[Finding]:
     ``ValueError: Please set --model <model_id_or_path>`` (swift/arguments/base_args/model_args.py,
     ModelArguments.__post_init__). A checkpoint whose args.json it reads (``--adapters``, ``--resume_from_checkpoint``,
     ``--ckpt_dir`` in 3.x: BaseArguments._init_ckpt_dir, swift/arguments/base_args/base_args.py) may supply it."""
-    if ctx.launch.framework != 'swift' or ctx.cfg.model:
+    if not ctx.launch.fw.requires_model_flag or ctx.cfg.model:
         return []
     from_ckpt = ('--adapters', '--ckpt_dir', '--resume_from_checkpoint', '--mcore_model', '--mcore_adapter')
     if any(a.split('=', 1)[0] in from_ckpt for a in ctx.launch.argv):
@@ -91,7 +57,7 @@ def lora_rank_positive(ctx: Context) -> list[Finding]:
     cfg = ctx.cfg
     if cfg.tuner_type != 'lora' or cfg.lora_rank is None or cfg.lora_rank > 0:
         return []
-    name = 'lora_r' if ctx.launch.framework == 'trl' else 'lora_rank'
+    name = ctx.launch.name('lora_rank')  # TRL: lora_r
     return [Finding(ERROR, 'args.lora-rank', [name],
                     f'{name} is {cfg.lora_rank}: PEFT stops with "`r` should be a positive integer value but the '
                     f'value passed is {cfg.lora_rank}"', f'{name}: 16 (any integer >= 1; 8-64 is usual)',

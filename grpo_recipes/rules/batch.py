@@ -17,8 +17,8 @@ CHECK_NUM_GENERATIONS = (3, 5)
 
 
 def swift_batch_check(ctx: Context) -> tuple[str, str]:
-    """('own' | 'check_num_generations' | 'trl', the source to cite) for the ms-swift release the launch is judged by
-    (the installed one, or --swift-version; unknown: 4.6)."""
+    """('own' | 'check_num_generations' | 'trl_trainer', the source to cite) for the ms-swift release the launch
+    is judged by (the installed one, or --swift-version; unknown: 4.6)."""
     v = version_tuple((ctx.packages or {}).get('ms-swift'))
     v = (v + (0, 0))[:2] if v else None
     if v is None or v >= OWN_CHECK:
@@ -26,7 +26,8 @@ def swift_batch_check(ctx: Context) -> tuple[str, str]:
     if v >= CHECK_NUM_GENERATIONS:
         path = 'swift/rlhf_trainers/arguments.py' if v >= (4, 0) else 'swift/trainers/rlhf_arguments.py'
         return 'check_num_generations', f'{path}::GRPOConfig.check_num_generations'
-    return 'trl', 'trl/trainer/grpo_trainer.py::GRPOTrainer.__init__ (TRL 0.17; ms-swift < 3.5 leaves the check to TRL)'
+    return 'trl_trainer', ('trl/trainer/grpo_trainer.py::GRPOTrainer.__init__ (TRL 0.17; ms-swift < 3.5 leaves the '
+                           'check to TRL)')
 
 
 def effective_batch_message(world: int, bs: int, steps: int, G: int, valid: list[int]) -> str:
@@ -36,15 +37,16 @@ def effective_batch_message(world: int, bs: int, steps: int, G: int, valid: list
             f'number of generations are: {valid}.')
 
 
-@rule('batch.per-device', 'batch.accumulation', 'batch.num-generations', 'batch.generation-batch', 'batch.steps-per-generation', 'batch.num-generations-divides', 'batch.eval')
+@rule('batch.per-device', 'batch.accumulation', 'batch.num-generations', 'batch.generation-batch',
+      'batch.steps-per-generation', 'batch.num-generations-divides', 'batch.eval')
 def batch_rules(ctx: Context) -> list[Finding]:
     """The GRPO batch arithmetic: ms-swift's ``_init_generation_batch_params``
     (swift/rlhf_trainers/args_mixin.py) and TRL's ``GRPOConfig.__post_init__`` (trl/trainer/grpo_config.py) raise
     ValueError when the generation batch is not a multiple of the global batch or of num_generations."""
     cfg, p = ctx.cfg, ctx.plan
-    trl = ctx.launch.framework == 'trl'
-    era, swift_src = ('own', None) if trl else swift_batch_check(ctx)
-    src = 'trl/trainer/grpo_config.py::GRPOConfig.__post_init__' if trl else swift_src
+    own = ctx.launch.fw.own_batch_source  # TRL checks its own batch; ms-swift's release decides who checks it
+    trl = own is not None
+    era, src = ('own', own) if trl else swift_batch_check(ctx)
     world = p.world_size
     bs = cfg.per_device_train_batch_size
     out = []
@@ -54,7 +56,9 @@ def batch_rules(ctx: Context) -> list[Finding]:
     if p.gradient_accumulation_steps < 1:
         return [accumulation_finding(p.gradient_accumulation_steps, cfg, p, trl, era, src)]
     G = cfg.num_generations
-    if G <= 1 and cfg.rlhf_type == 'grpo':
+    opd = not trl and era == 'own' and (cfg.teacher_model or cfg.teacher_model_server)  # OPD-RL: the teacher's
+    # log-ratio is the advantage, one generation is enough (rlhf_args.py::_check_teacher returns before the check)
+    if G <= 1 and cfg.rlhf_type == 'grpo' and not opd:
         out.append(Finding(ERROR, 'batch.num-generations', ['num_generations'],
                            'GRPO requires at least 2 generations per prompt to calculate the advantages. You provided '
                            f'{G}, which is less than the minimum required.' if trl or era != 'own' else
@@ -95,9 +99,10 @@ def batch_rules(ctx: Context) -> list[Finding]:
         if trl:
             msg = f'generation_batch_size ({gen}) must be divisible by num_generations ({G}). (valid: {valid})'
         elif era == 'own':
-            msg = f'generation_batch_size ({gen}) must be evenly divisible by num_generations ({G}). Valid values: {valid}.'
+            msg = (f'generation_batch_size ({gen}) must be evenly divisible by num_generations ({G}). '
+                   f'Valid values: {valid}.')
         else:
-            msg = effective_batch_message(world, bs, p.steps_per_generation if era != 'trl' else
+            msg = effective_batch_message(world, bs, p.steps_per_generation if era != 'trl_trainer' else
                                           p.gradient_accumulation_steps, G, valid)
         out.append(Finding(ERROR, 'batch.num-generations-divides', ['num_generations', 'per_device_train_batch_size',
                                                                      'gradient_accumulation_steps'], msg, fix, src))
@@ -126,7 +131,7 @@ def accumulation_finding(ga: int, cfg, plan, trl: bool, era: str = 'own', src: s
     generation_batch_size become 0), transformers' Trainer divides by it when it counts the update steps: a
     ZeroDivisionError for 0, a negative step count below."""
     derived = cfg.generation_batch_size is None and cfg.steps_per_generation is None
-    if not trl and (derived or era == 'trl'):
+    if not trl and (derived or era == 'trl_trainer'):
         if era == 'own':
             msg = (f'gradient_accumulation_steps is {ga}: ms-swift takes steps_per_generation from it and stops with '
                    f'"steps_per_generation must be > 0, got {ga}."')

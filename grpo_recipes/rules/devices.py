@@ -10,7 +10,8 @@ def _ids(ids) -> str:
     return ','.join(str(i) for i in ids)
 
 
-@rule('device.single-process-multi-gpu', 'device.nproc-exceeds-visible', 'device.visible-vs-nproc', 'device.data-parallel')
+@rule('device.single-process-multi-gpu', 'device.nproc-exceeds-visible', 'device.visible-vs-nproc',
+      'device.data-parallel')
 def visible_gpus_match_nproc(ctx: Context) -> list[Finding]:
     """ms-swift enters device_map (model-parallel) mode when a process sees >= 2 GPUs
     (swift/utils/env.py::is_mp: n_gpu // local_world_size >= 2)."""
@@ -18,7 +19,7 @@ def visible_gpus_match_nproc(ctx: Context) -> list[Finding]:
     if p.visible_count is None or p.visible_count == 0:
         return []
     vis = p.visible_gpus or []
-    if ctx.launch.framework == 'trl':
+    if ctx.launch.fw.launcher_places_processes:
         return _trl_devices(ctx, vis)
     if ctx.launch.trl.swift_infer_workers:
         return []  # ms-swift < 3.6's in-trainer vLLM GPUs: in_trainer_vllm_layout checks them
@@ -125,7 +126,8 @@ def visible_gpus_exist(ctx: Context) -> list[Finding]:
     return out
 
 
-@rule('device.rollout-gpus-unused', 'device.rollout-gpus-unknown', 'device.rollout-overlap', 'device.rollout-count', 'device.total')
+@rule('device.rollout-gpus-unused', 'device.rollout-gpus-unknown', 'device.rollout-overlap', 'device.rollout-count',
+      'device.total')
 def rollout_gpus(ctx: Context) -> list[Finding]:
     """Server mode: `swift rollout` runs on its own GPUs (its own CUDA_VISIBLE_DEVICES). It refuses fewer than
     TP x DP of them (swift/arguments/deploy_args.py RolloutArguments, "local_device_count ... must be greater than or
@@ -133,7 +135,7 @@ def rollout_gpus(ctx: Context) -> list[Finding]:
     cfg, p, hw = ctx.cfg, ctx.plan, ctx.hw
     if ctx.launch.trl.vllm_device_gpu is not None:
         return []  # TRL 0.14-0.15's in-trainer vLLM: trl.vllm-device checks its GPU as TRL did
-    if not (cfg.use_vllm and cfg.vllm_mode == 'server'):
+    if not (cfg.rollout_mode == 'server'):
         if p.rollout_gpus:
             return [Finding(WARNING, 'device.rollout-gpus-unused', ['--rollout-gpus'],
                             f'--rollout-gpus {_ids(p.rollout_gpus)} given, but vllm_mode is {cfg.vllm_mode!r}: '
@@ -147,7 +149,7 @@ def rollout_gpus(ctx: Context) -> list[Finding]:
     need = max(1, cfg.vllm_tensor_parallel_size) * max(1, cfg.vllm_data_parallel_size)
     have = len(p.rollout_gpus)
     train = set(p.visible_gpus or [])
-    if ctx.launch.framework == 'trl' and ctx.launch.trl.launcher != 'python':
+    if ctx.launch.fw.launcher_places_processes and ctx.launch.trl.launcher != 'python':
         train = set((p.visible_gpus or [])[:p.processes_per_node])  # accelerate/torchrun: process i on cuda:i
     overlap = sorted(train & set(p.rollout_gpus))
     here = p.nnodes == 1 and not p.rollout_remote  # the server shares this node's GPUs
@@ -190,8 +192,11 @@ def multi_node_env(ctx: Context) -> list[Finding]:
     cannot form the group)."""
     env, p = ctx.launch.env, ctx.plan
     out = []
+    from ..frontends.shell_expand import unresolved
     for key in ('NNODES', 'NODE_RANK', 'NPROC_PER_NODE', 'MASTER_PORT'):
         raw = env.get(key)
+        if raw is not None and unresolved(raw):
+            continue  # NODE_RANK=$RANK: the cluster sets it (the reader refuses an unresolved count itself)
         if raw is not None and not raw.strip().isdigit():
             out.append(Finding(ERROR, 'launch.env-int', [key], f'{key}={raw!r} must be a non-negative integer',
                                f'ENV: {{{key}: <integer>}}'))
@@ -229,11 +234,12 @@ def in_trainer_vllm_layout(ctx: Context) -> list[Finding]:
     """ms-swift < 3.6 ran vLLM inside the trainer ("async mode"): the visible GPUs must be NPROC_PER_NODE +
     num_infer_workers, else it stops at argument checking (swift/llm/argument/rlhf_args.py, ms-swift 3.4.1). The
     layout is read by frontends/swift/versions.py ``in_trainer_vllm``."""
-    info = ctx.launch.trl.swift_infer_workers if ctx.launch.framework != 'trl' else None
+    info = ctx.launch.trl.swift_infer_workers  # set by ms-swift's front end alone
     if not info or len(info['visible']) == info['nproc'] + info['workers']:
         return []
     n, w, t = info['nproc'], info['workers'], len(info['visible'])
     return [Finding(ERROR, 'device.infer-workers', ['NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES'],
-                    f'ms-swift {info["version"]} stops with "Async mode requires total GPUs({t}) = training GPUs({n}) + '
+                    f'ms-swift {info["version"]} stops with "Async mode requires total GPUs({t}) = '
+                    f'training GPUs({n}) + '
                     f'inference workers({w}). Please adjust your GPU allocation."',
                     f'ENV: {{NPROC_PER_NODE: {max(1, t - w)}}}', 'swift/llm/argument/rlhf_args.py (ms-swift 3.4.1)')]

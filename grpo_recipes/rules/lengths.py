@@ -3,19 +3,24 @@ from __future__ import annotations
 
 from ..findings import ERROR, INFO, WARNING, Finding
 from ..memory.arch import Arch, model_max_len
+from ..memory.vllm import vllm_kv_bytes_per_token
 from ..plan import prompt_bound
 from .registry import Context, rule
 
 
-def kv_bytes_per_token(model: dict) -> int | None:
-    """KV cache bytes per token of a config.json (see Arch.kv_bytes_per_token), None if unreadable."""
+def kv_bytes_per_token(cfg, model: dict) -> int | None:
+    """KV cache bytes per token on one of the launch's vLLM GPUs: the vLLM model's own figure
+    (memory.vllm.vllm_kv_bytes_per_token: the KV cache dtype, fp8 included, over the TP ranks); None if the
+    config.json is unreadable."""
     try:
-        return Arch.from_config(model).kv_bytes_per_token()
+        return int(vllm_kv_bytes_per_token(cfg, Arch.from_config(model)))
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return None
 
 
-@rule('length.truncation', 'length.completion', 'length.vllm-exceeds-model', 'length.vllm-unset', 'length.max-model-len', 'length.completion-exceeds-context', 'length.prompt-fills-context', 'length.completion-capped', 'length.max-length-unset')
+@rule('length.truncation', 'length.completion', 'length.vllm-exceeds-model', 'length.vllm-unset',
+      'length.max-model-len', 'length.completion-exceeds-context', 'length.prompt-fills-context',
+      'length.completion-capped', 'length.max-length-unset')
 def length_rules(ctx: Context) -> list[Finding]:
     """Prompt/completion lengths against the vLLM context: vLLM refuses a max_model_len over the model's
     (vllm/config/model.py); ms-swift caps completions at max_model_len - prompt
@@ -40,11 +45,11 @@ def length_rules(ctx: Context) -> list[Finding]:
                            f'User-specified max_model_len ({vllm_len}) is greater than the derived max_model_len '
                            f'(max_position_embeddings={model_max} in model\'s config.json) [vLLM, at engine start]',
                            f'vllm_max_model_len: {model_max} or less', 'vllm/config/model.py'))
-    if cfg.use_vllm and cfg.vllm_mode == 'colocate' and vllm_len is None:
+    if cfg.rollout_mode == 'colocate' and vllm_len is None:
         msg = f'{ctx.launch.name("vllm_max_model_len")} is unset: the trainer passes the model\'s full context'
         if model_max:
             msg += f' ({model_max} tokens)'
-            kvb = kv_bytes_per_token(ctx.model or {})
+            kvb = kv_bytes_per_token(cfg, ctx.model or {})
             if kvb:
                 msg += (f'; vLLM must then fit one {model_max}-token sequence in its KV cache '
                         f'({kvb * model_max / 2**30:.2f} GiB at {kvb // 1024} KiB/token) and sizes its '
@@ -53,18 +58,35 @@ def length_rules(ctx: Context) -> list[Finding]:
         out.append(Finding(WARNING, 'length.vllm-unset', ['vllm_max_model_len'], msg,
                            f'vllm_max_model_len: {need}' if cfg.max_length else
                            (f'vllm_max_model_len: <your longest prompt> + {cfg.max_completion_length} (grpo-data stats '
-                            f'gives the prompt length)' if ctx.launch.framework == 'trl' else
+                            f'gives the prompt length)' if not ctx.launch.fw.prompt_limit else
                             'vllm_max_model_len: max_length + max_completion_length')))
     if cfg.use_vllm and cfg.max_model_len is not None and vllm_len is None:
         out.append(Finding(WARNING, 'length.max-model-len', ['max_model_len'],
                            f'max_model_len ({cfg.max_model_len}) is a model argument (context/RoPE override), not '
                            f'vLLM\'s; before ms-swift 3.8 it meant vLLM', f'vllm_max_model_len: {cfg.max_model_len}'))
+    out += _completion_room(ctx, model_max)
+    if cfg.max_length is None and cfg.rlhf_type == 'grpo' and ctx.launch.fw.prompt_limit:
+        out.append(Finding(INFO, 'length.max-length-unset', ['max_length'],
+                           f'max_length (the GRPO prompt limit) is unset, so it is the model context'
+                           f'{f" ({model_max})" if model_max else ""}; over-long prompts are not caught',
+                           'max_length: from `grpo-data stats --coverage 0.99`, then `grpo-data filter`'))
+    return out
+
+
+def _completion_room(ctx: Context, model_max: int | None) -> list[Finding]:
+    """The room vLLM's max_model_len leaves a completion after the longest prompt the launch lets through:
+    none at all (length.completion-exceeds-context), a prompt that stops the rollout (length.prompt-fills-context),
+    or completions capped at max_model_len - prompt (length.completion-capped)."""
+    cfg = ctx.cfg
+    out: list[Finding] = []
+    vllm_len = cfg.vllm_max_model_len
     limit = vllm_len if (cfg.use_vllm and vllm_len is not None) else None
     which = ('the rollout server\'s max_model_len' if cfg.vllm_mode == 'server' else 'vllm_max_model_len')
     C = cfg.max_completion_length
     src = 'swift/infer_engine/infer_engine.py::set_default_max_tokens'
     if limit is not None and C >= limit:
-        out.append(Finding(WARNING, 'length.completion-exceeds-context', ['max_completion_length', 'vllm_max_model_len'],
+        out.append(Finding(WARNING, 'length.completion-exceeds-context',
+                           ['max_completion_length', 'vllm_max_model_len'],
                            f'max_completion_length ({C}) >= {which} ({limit}): no prompt leaves room for a full '
                            f'completion; every completion is capped at {limit} - prompt tokens, so '
                            f'max_completion_length is never reached',
@@ -86,7 +108,7 @@ def length_rules(ctx: Context) -> list[Finding]:
             stop = (f'; a prompt of {limit}+ tokens would stop the rollout ("Input length (N) leaves no room for '
                     f'generation")' if longest >= limit else '')
             known = stats is not None or cfg.max_length is not None  # else only the model context admits them
-            trl = ctx.launch.framework == 'trl'
+            trl = not ctx.launch.fw.prompt_limit
             if trl:  # TRL has no prompt limit: vLLM stops at max_model_len, and rejects a longer prompt
                 stop = (f'; a prompt of more than {limit} tokens stops the rollout ("The decoder prompt (length N) '
                         f'is longer than the maximum model length of {limit}")' if longest > limit else '')
@@ -101,11 +123,6 @@ def length_rules(ctx: Context) -> list[Finding]:
                                f'{trim} to keep every completion whole, or vllm_max_model_len: '
                                f'{longest + C}' if longest + C <= (model_max or longest + C) else trim,
                                'vllm/v1/engine/processor.py (prompt length check)' if trl else src))
-    if cfg.max_length is None and cfg.rlhf_type == 'grpo' and ctx.launch.framework != 'trl':
-        out.append(Finding(INFO, 'length.max-length-unset', ['max_length'],
-                           f'max_length (the GRPO prompt limit) is unset, so it is the model context'
-                           f'{f" ({model_max})" if model_max else ""}; over-long prompts are not caught',
-                           'max_length: from `grpo-data stats --coverage 0.99`, then `grpo-data filter`'))
     return out
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..findings import ERROR, Finding
-from ..memory.arch import Arch
 from ..gpu_names import lookup
+from ..memory.arch import Arch
 from .registry import Context, rule
 
 
@@ -13,7 +13,7 @@ def trl_ds3_gather_whole_model(ctx: Context) -> list[Finding]:
     """TRL under ZeRO-3 gathers the whole model on every GPU for generation (unwrap_model_for_generation
     with ds3_gather_for_generation), and with PEFT for the vLLM weight sync too (it merges the adapter)."""
     cfg = ctx.cfg
-    if ctx.launch.framework != 'trl' or cfg.zero_stage != 3 or not ctx.model:
+    if not ctx.launch.fw.zero3_gathers_for_generation or cfg.zero_stage != 3 or not ctx.model:
         return []
     found = lookup(ctx.hw.gpu_type)
     cap = ctx.hw.gpu_mem_gib or (found[1] if found else None)

@@ -6,14 +6,15 @@ from ..versions import version_tuple
 from .registry import Context, rule
 
 
-@rule('version.swift-missing', 'version.swift-3x', 'known.zero3-sync-3.12', 'version.trl', 'version.msgspec', 'version.deepspeed')
+@rule('version.swift-missing', 'version.swift-3x', 'known.zero3-sync-3.12', 'version.trl', 'version.msgspec',
+      'version.deepspeed')
 def package_rules(ctx: Context) -> list[Finding]:
     """Installed versions: ms-swift 3.x names, trl too old for ms-swift 4.2+ (swift/rlhf_trainers/arguments.py),
     msgspec missing (swift/rlhf_trainers/utils.py imports it), deepspeed missing, and the ms-swift 3.12.0-3.12.5
     ZeRO-3 weight-sync OOM (ms-swift issue #7986)."""
     pk = ctx.packages
     out = []
-    if ctx.launch.framework == 'trl':
+    if not ctx.launch.fw.checks_packages:
         return []
     swift_v = version_tuple(pk.get('ms-swift'))
     if 'ms-swift' in pk and swift_v is None:

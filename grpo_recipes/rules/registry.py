@@ -31,6 +31,8 @@ class Context:
     """Other environment variables that matter (PYTORCH_CUDA_ALLOC_CONF)."""
     data_stats: dict | None = None
     """``grpo-data stats --json`` of the training data (``--data-stats``), for data-aware planning."""
+    pass_rate: float | None = None
+    """``--pass-rate``: one pass rate for every prompt, for the learning-signal estimate (rules/signal.py)."""
 
 
 Rule = Callable[[Context], list[Finding]]

@@ -25,13 +25,14 @@ def ref_model_with_lora(ctx: Context) -> list[Finding]:
     return []
 
 
-@rule('reward.none', 'reward.unknown', 'reward.plugin', 'reward.weights', 'reward.math-verify', 'reward.solution-column')
+@rule('reward.none', 'reward.unknown', 'reward.plugin', 'reward.weights', 'reward.math-verify',
+      'reward.solution-column')
 def reward_rules(ctx: Context) -> list[Finding]:
     """Rewards: ms-swift's GRPO trainer raises without reward_funcs/reward_model/gym env, on an unknown
     reward name and on a reward_weights count mismatch (swift/rlhf_trainers/grpo_trainer.py); the accuracy
     reward needs math_verify and a ``solution`` column (swift/rewards/orm.py)."""
     cfg = ctx.cfg
-    if ctx.launch.framework == 'trl':
+    if not ctx.launch.fw.rewards_by_name:
         return []  # TRL scripts pass their reward functions in code
     out = []
     # grpo_trainer.py: `if not self.reward_funcs and not self.use_gym_env and not self._has_teacher: raise`; in
@@ -39,7 +40,7 @@ def reward_rules(ctx: Context) -> list[Finding]:
     teacher = cfg.teacher_model or cfg.teacher_model_server
     if cfg.rlhf_type == 'grpo' and not cfg.reward_funcs and not cfg.reward_model and not teacher \
             and not cfg.use_gym_env:
-        server = cfg.use_vllm and cfg.vllm_mode == 'server' and cfg.use_gym_env is None
+        server = cfg.rollout_mode == 'server' and cfg.use_gym_env is None
         r = ctx.launch.rollout
         if server and r is not None and r.use_gym_env:
             pass  # the rollout server runs a gym environment: its rewards

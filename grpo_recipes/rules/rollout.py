@@ -9,17 +9,18 @@ from ..memory.arch import model_max_len
 from .registry import Context, rule
 from .rollout_port import port_findings
 
+
 def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> list[Finding]:
     """The server's own start-up checks. ``as_error``: the server is what is being launched (an unknown
     argument stops it); beside a trainer it is a warning, as the server runs in another terminal."""
     out: list[Finding] = []
-    srv = 'swift rollout' if r.framework == 'swift' else 'trl vllm-serve'
+    fw = r.fw
+    srv = fw.server
     for u in r.unknown:
         out.append(Finding(ERROR if as_error else WARNING, 'rollout.unknown-argument', ['rollout'],
                            f'{srv} ({r.source}): {u}; as written the server stops at start-up'
                            + (f' (planned with the intended value {r.intended})' if r.intended and not as_error
-                              else ''), 'use the current name shown', 'swift/pipelines/base.py (remaining_argv)'
-                           if r.framework == 'swift' else 'trl/scripts/vllm_serve.py (TrlParser)'))
+                              else ''), 'use the current name shown', fw.server_unknown_source))
     gpus = r.gpus
     have = len(gpus) if gpus is not None else hw.gpus
     need = r.gpus_needed
@@ -27,12 +28,13 @@ def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> lis
     if have is not None and have < need:
         msg = (f'Error: local_device_count ({have}) must be greater than or equal to the product of '
                f'vllm_data_parallel_size ({r.data_parallel_size}) and vllm_tensor_parallel_size '
-               f'({r.tensor_parallel_size}) ({need})' if r.framework == 'swift' else
+               f'({r.tensor_parallel_size}) ({need})' if fw.server_gpu_check_source else
                f'{tp} {r.tensor_parallel_size} x {dp} {r.data_parallel_size} needs {need} GPUs but {have} are visible')
         out.append(Finding(ERROR, 'rollout.gpu-count', [tp.lstrip('-'), dp.lstrip('-'), 'CUDA_VISIBLE_DEVICES'],
                            f'{srv} ({r.source}): {msg}',
-                           f'CUDA_VISIBLE_DEVICES with {need} GPU ids, or {dp} {max(1, have // r.tensor_parallel_size)}',
-                           'swift/arguments/deploy_args.py::RolloutArguments' if r.framework == 'swift' else None))
+                           f'CUDA_VISIBLE_DEVICES with {need} GPU ids, or '
+                           f'{dp} {max(1, have // r.tensor_parallel_size)}',
+                           fw.server_gpu_check_source))
     if gpus is not None and hw.gpus is not None:
         missing = [i for i in gpus if i >= hw.gpus]
         if missing:
@@ -48,7 +50,8 @@ def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> lis
     mmax = model_max_len(model)
     if r.max_model_len and mmax and r.max_model_len > mmax:
         out.append(Finding(ERROR, 'rollout.max-model-len', [r.flag('max_model_len').lstrip('-')],
-                           f'User-specified max_model_len ({r.max_model_len}) is greater than the derived max_model_len '
+                           f'User-specified max_model_len ({r.max_model_len}) is greater than the derived '
+                           f'max_model_len '
                            f'({mmax}) [vLLM, at engine start]', f'{r.flag("max_model_len")} {mmax}',
                            'vllm/config/model.py'))
     return out
@@ -64,7 +67,7 @@ def rollout_server_arguments(ctx: Context) -> list[Finding]:
     TrlParser), a TP that does not divide the heads and a context over the model's (vllm/config/model.py). Its GPU
     count and overlap are the device rules' business."""
     r = ctx.launch.rollout
-    if r is None or not (ctx.cfg.use_vllm and ctx.cfg.vllm_mode == 'server'):
+    if r is None or not (ctx.cfg.rollout_mode == 'server'):
         return []
     # a server command the guard says cannot start stops the launch too: an error, as when it is checked alone;
     # one only quoted in a comment (ms-swift's examples document the server that way) stays a warning

@@ -55,7 +55,7 @@ def trainer_ports(cfg) -> tuple[list[int], str]:
 
 def port_findings(cfg, rollout) -> list[Finding]:
     """Server mode with the server's command known: the trainer must connect to the port the server listens on."""
-    if rollout is None or not (cfg.use_vllm and cfg.vllm_mode == 'server'):
+    if rollout is None or not (cfg.rollout_mode == 'server'):
         return []
     port = server_port(rollout)
     if port is None:
@@ -63,13 +63,12 @@ def port_findings(cfg, rollout) -> list[Finding]:
     ports, arg = trainer_ports(cfg)
     if port in ports:
         return []
-    srv = 'swift rollout' if rollout.framework == 'swift' else 'trl vllm-serve'
+    srv = rollout.fw.server
     said = 'its --port' if any(t == '--port' or t.startswith('--port=') for t in rollout.argv) else \
         'its default, --port not given'
     fix = (f'{arg}: {port}' if arg == 'vllm_server_port' else f'vllm_server_base_url with port {port}') + \
         f', or start the server with --port {ports[0]}'
-    src = ('swift/arguments/deploy_args.py (DeployArguments.port, default 8000)' if rollout.framework == 'swift' else
-           'trl/scripts/vllm_serve.py (ScriptArguments.port, default 8000)')
+    src = rollout.fw.server_port_source
     return [Finding(ERROR, 'rollout.port', [arg],
                     f'the trainer connects to port {",".join(map(str, ports))} ({arg}), but {srv} ({rollout.source}) '
                     f'listens on port {port} ({said}): the trainer waits for a server that is not there and stops',

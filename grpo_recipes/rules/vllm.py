@@ -14,7 +14,7 @@ def colocate_tp_divides_world(ctx: Context) -> list[Finding]:
     "vllm_tensor_parallel_size must divide world size" (swift/rlhf_trainers/rollout_mixin.py)."""
     cfg, p = ctx.cfg, ctx.plan
     tp = cfg.vllm_tensor_parallel_size
-    if not (cfg.use_vllm and cfg.vllm_mode == 'colocate') or tp <= 0:
+    if not (cfg.rollout_mode == 'colocate') or tp <= 0:
         return []
     if p.world_size % tp:
         valid = [t for t in range(1, p.world_size + 1) if p.world_size % t == 0]
@@ -165,7 +165,7 @@ def colocate_only_options(ctx: Context) -> list[Finding]:
     """sleep_level / offload_model / offload_optimizer act only in colocate mode; ms-swift ignores
     them otherwise (swift/arguments/rlhf_args.py ``_init_grpo``)."""
     cfg = ctx.cfg
-    if cfg.use_vllm and cfg.vllm_mode == 'colocate':
+    if cfg.rollout_mode == 'colocate':
         return []
     active = [n for n in ('sleep_level', 'offload_model', 'offload_optimizer') if getattr(cfg, n)]
     return [Finding(WARNING, 'vllm.colocate-only', [name],
@@ -208,7 +208,8 @@ def expandable_segments_with_sleep(ctx: Context) -> list[Finding]:
     cfg = ctx.cfg
     conf = ctx.environ.get('PYTORCH_CUDA_ALLOC_CONF', '') + ',' + ctx.launch.file_env.get('PYTORCH_CUDA_ALLOC_CONF', '')
     conf += ',' + (ctx.launch.alloc.values.get('PYTORCH_CUDA_ALLOC_CONF', '') if ctx.launch.alloc else '')  # exports
-    if ctx.launch.framework == 'trl' and cfg.use_vllm and cfg.vllm_mode == 'colocate' and \
+    toggle = ctx.launch.fw.expandable_toggle_from  # the release that turns them off around vLLM itself
+    if toggle is None and cfg.rollout_mode == 'colocate' and \
             cfg.effective_sleep_level > 0 and 'expandable_segments:True' in conf.replace(' ', ''):
         # nothing in TRL turns them off around its engine; vLLM's CuMemAllocator asserts at start-up (allocconf.py)
         return [Finding(ERROR, 'vllm.expandable-segments', ['PYTORCH_CUDA_ALLOC_CONF', 'vllm_enable_sleep_mode'],
@@ -217,7 +218,7 @@ def expandable_segments_with_sleep(ctx: Context) -> list[Finding]:
                         'drop expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF, or vllm_enable_sleep_mode false',
                         'vllm/device_allocator/cumem.py (CuMemAllocator.__init__); pytorch/pytorch#147851')]
     swift_v = version_tuple(ctx.packages.get('ms-swift'))
-    if ctx.launch.framework == 'swift' and swift_v is not None and swift_v[:2] >= (4, 6):
+    if toggle is not None and swift_v is not None and swift_v[:2] >= toggle:
         return []  # set_expandable_segments keeps them away from the engine (see above)
     if cfg.use_vllm and cfg.effective_sleep_level > 0 and re.search(r'expandable_segments\s*:\s*True', conf):
         return [Finding(WARNING, 'vllm.expandable-segments', ['PYTORCH_CUDA_ALLOC_CONF', 'sleep_level'],
@@ -232,7 +233,7 @@ def expandable_segments_with_sleep(ctx: Context) -> list[Finding]:
 def qlora_server(ctx: Context) -> list[Finding]:
     """bnb QLoRA weights cannot be loaded by a server-mode rollout (ms-swift issue #6884)."""
     cfg = ctx.cfg
-    if cfg.quant_method == 'bnb' and cfg.use_vllm and cfg.vllm_mode == 'server':
+    if cfg.quant_method == 'bnb' and cfg.rollout_mode == 'server':
         return [Finding(ERROR, 'quant.qlora-server', ['quant_method', 'vllm_mode'],
                         'bnb QLoRA with a server-mode rollout fails at weight loading (unsupported)',
                         'vllm_mode: colocate (ms-swift sets vllm_quantization bitsandbytes), or a GPTQ/AWQ '

@@ -53,7 +53,8 @@ INTERNODE_GBPS = 50.0
 ADAM_BYTES_PER_PARAM = 32
 PCIE_GBPS = 32.0
 
-# Completion lengths when the launch does not say (--completion-mean): a reasoning model (memory.verdicts.reasoning_model,
+# Completion lengths when the launch does not say (--completion-mean): a reasoning model
+# (memory.verdicts.reasoning_model,
 # ms-swift's thinking templates) runs to the cap (issue 30); others average half the cap. A stated default, not a
 # measurement; the output says which one applied.
 DEFAULT_COMPLETION_SHARE = 0.5

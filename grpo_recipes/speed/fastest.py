@@ -94,7 +94,7 @@ def _layouts(report, heads: int) -> list[tuple[dict, dict, str | None, object]]:
     world = plan.world_size
     if plan.nnodes > 1:
         return out  # multi-node layouts are left as written
-    if cfg.use_vllm and cfg.vllm_mode == 'colocate':
+    if cfg.rollout_mode == 'colocate':
         for tp in (1, 2, 4, 8):
             if tp != cfg.vllm_tensor_parallel_size and world % tp == 0 and heads % tp == 0:
                 out.append(({'vllm_tensor_parallel_size': tp}, {}, None, hw))
@@ -118,22 +118,19 @@ def _layouts(report, heads: int) -> list[tuple[dict, dict, str | None, object]]:
         env = {'NPROC_PER_NODE': str(train), 'CUDA_VISIBLE_DEVICES': ','.join(str(i) for i in range(train))}
         rgpus = ','.join(str(i) for i in range(train, total))
         for tp, dp in ((1, k), (k, 1)) if k > 1 and heads % k == 0 else ((1, k),):  # k engines, or one TP-k engine
-            swift = f'--vllm_data_parallel_size {dp}' if tp == 1 else f'--vllm_tensor_parallel_size {tp}'
-            trl = f'--data-parallel-size {dp}' if tp == 1 else f'--tensor-parallel-size {tp}'
-            serve = f'CUDA_VISIBLE_DEVICES={rgpus} ' + (f'swift rollout --model {cfg.model} {swift}'
-                                                         if launch.framework != 'trl' else
-                                                         f'trl vllm-serve --model {cfg.model} {trl}')
+            serve = f'CUDA_VISIBLE_DEVICES={rgpus} ' + launch.fw.call('server_command', cfg.model, tp, dp)
             out.append(({**ch, 'vllm_tensor_parallel_size': tp, 'vllm_data_parallel_size': dp}, env, serve,
                          replace(hw, rollout_gpus=tuple(range(train, total)))))
     return out
 
 
 def _render(report, changes: dict, env: dict, rollout: str | None) -> str:
-    from ..fix_syntax import swift_cli_fix, syntax_of, trl_yaml
+    """A configuration that fits as the lines to change, in the launch's own syntax, and its rollout server."""
+    from ..fix_syntax import syntax_of
     shown = {}
     server = changes.get('vllm_mode', (None, report.cfg.vllm_mode))[1] == 'server'
     for k, (old, new) in changes.items():
-        if k == 'vllm_server_host' and report.launch.framework == 'trl':
+        if k == 'vllm_server_host' and not report.launch.fw.server_host_required:
             continue  # TRL's server_host defaults to this machine
         if server and k in SERVER_SIDE:
             continue  # the rollout server's own settings: on its command line, ignored by the trainer
@@ -142,21 +139,7 @@ def _render(report, changes: dict, env: dict, rollout: str | None) -> str:
         shown[k] = (old, new)
     fix = Fix(shown, 0.0, '')
     syntax, config = syntax_of(report.launch)
-    if report.launch.framework == 'trl':
-        text = fix.text(report.launch)
-        text = trl_yaml(text, config) if syntax == 'yaml' else text
-    else:
-        text = swift_cli_fix(fix, report.launch) if syntax == 'flags' else fix.yaml_diff()
-    lines = [text] if text else []
-    if env:
-        if report.launch.framework == 'trl':
-            how = (f'CUDA_VISIBLE_DEVICES={env["CUDA_VISIBLE_DEVICES"]} accelerate launch --num_processes '
-                   f'{env["NPROC_PER_NODE"]} ... (the training command)')
-        elif syntax == 'yaml':
-            how = '+ ENV: ' + ', '.join(f'{k}: "{v}"' for k, v in env.items())
-        else:
-            how = ' '.join(f'{k}={v}' for k, v in env.items()) + ' before swift rlhf'
-        lines.insert(0, how)
+    lines = report.launch.fw.call('fix_text', fix, report.launch, syntax, config, env)
     if rollout:
         lines.append(f'rollout server: {rollout}')
     return '\n'.join(lines)
@@ -180,7 +163,7 @@ def rank(report, speed_inp, model_config: dict | None, data_stats: dict | None =
     cfg, launch = report.cfg, report.launch
     base = report.speed
     ranking = Ranking(current_seconds_per_prompt=base.seconds_per_prompt if base else 0.0)
-    minp = memory_inputs(report, model_config)
+    minp, _ = memory_inputs(report, model_config)
     if minp is None or report.memory_unchecked:
         return ranking
     minp = with_alloc(minp, launch.alloc, cfg, launch.framework)

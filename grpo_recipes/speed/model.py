@@ -23,6 +23,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from ..config import GRPOConfig
+from ..framework import Framework, as_framework
 from ..memory.arch import Arch
 from ..plan import Plan
 from . import constants as K
@@ -109,13 +110,13 @@ def _attn_flops_per_token(a: Arch, ctx: float) -> float:
     return 4 * layers * a.q_dim * ctx / 2
 
 
-def old_logprobs_needed(cfg: GRPOConfig, plan: Plan, framework: str) -> bool:
+def old_logprobs_needed(cfg: GRPOConfig, plan: Plan, framework: Framework | str) -> bool:
     """Whether the old policy's log-probs are a forward pass of their own. ms-swift 4.6 computes them for every batch
     it prepares (swift/rlhf_trainers/grpo_trainer.py ``_prepare_batch_inputs``: ``old_per_token_logps`` under
     ``torch.no_grad()``, no condition). TRL only when gradient_accumulation_steps is not a multiple of
     steps_per_generation x num_iterations, or with vLLM's importance-sampling correction (on by default;
     trl/trainer/grpo_trainer.py, TRL 0.29)."""
-    if framework != 'trl':
+    if as_framework(framework).old_logps_always:
         return True
     spg = plan.steps_per_generation or cfg.gradient_accumulation_steps or 1
     if (cfg.gradient_accumulation_steps or 1) % (spg * max(1, cfg.num_iterations)) != 0:
@@ -271,7 +272,7 @@ def _one(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple[flo
     phases = {'rollout': roll * per_gen, 'logprobs': logp, 'train': train, 'weight_sync': sync * per_gen,
               'other': other}
     total = sum(phases.values())
-    if cfg.use_vllm and cfg.vllm_mode == 'server' and cfg.async_generate:
+    if cfg.rollout_mode == 'server' and cfg.async_generate:
         # ms-swift async_generate: the next rollout runs on the server while this batch trains
         total = max(phases['rollout'] + phases['weight_sync'], phases['logprobs'] + phases['train'] + phases['other'])
     return total, phases, {**rd, **sd, **td, 'rollouts_per_optimizer_step': per_gen}
@@ -280,7 +281,7 @@ def _one(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple[flo
 def launch_gpus(cfg: GRPOConfig, plan: Plan) -> int:
     """GPUs the launch holds: the training processes, and a rollout server's TP x DP."""
     n = max(1, plan.world_size)
-    if cfg.use_vllm and cfg.vllm_mode == 'server':
+    if cfg.rollout_mode == 'server':
         n += max(1, cfg.vllm_tensor_parallel_size) * max(1, cfg.vllm_data_parallel_size)
     return n
 

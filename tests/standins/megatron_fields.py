@@ -49,8 +49,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 sys.meta_path.insert(0, _Finder())
-from swift.megatron.arguments import MegatronRLHFArguments
-
+from swift.megatron.arguments import MegatronRLHFArguments  # noqa: E402
 
 
 def _default(f):

@@ -71,7 +71,8 @@ def check(launch: MegatronLaunch, hw=None, model: dict | None = None, vllm_versi
             msg = p['message']
             if rid == 'megatron.vllm-startup-memory':
                 msg += ' -- vLLM checks this when the engine starts, after the Megatron model has loaded'
-            findings.append(_rules._f(p.get('severity', ERROR), rid, ['vllm_gpu_memory_utilization'] if 'vllm' in rid else [],
+            knobs = ['vllm_gpu_memory_utilization'] if 'vllm' in rid else []
+            findings.append(_rules._f(p.get('severity', ERROR), rid, knobs,
                                       msg, _memory_fix(launch, mem, p), 'swift/megatron/trainers/rollout_mixin.py'))
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     return findings, plan, mem
@@ -87,7 +88,8 @@ def _memory_fix(launch: MegatronLaunch, mem: dict, problem: dict) -> str | None:
             opts.append('--offload_model true --offload_optimizer true')
         return ' or '.join(o for o in opts if o)
     if problem['check'] == 'vllm.kv-one-sequence':
-        return (f'--vllm_gpu_memory_utilization {min(0.95, round((a.get("vllm_gpu_memory_utilization") or 0.9) + 0.1, 2))}'
+        util = min(0.95, round((a.get('vllm_gpu_memory_utilization') or 0.9) + 0.1, 2))
+        return (f'--vllm_gpu_memory_utilization {util}'
                 f' or a smaller --vllm_max_model_len')
     if problem['check'] == 'oom':
         ph = problem['phase']

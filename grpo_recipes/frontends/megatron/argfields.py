@@ -79,7 +79,8 @@ def _mro(idx, root, entry) -> list:
             bases.append(found)
     seqs = [_mro(idx, root, b) for b in bases] + [bases]
     out = [entry]
-    key = lambda e: (e[0], e[1].name)
+    def key(e):
+        return e[0], e[1].name
     seqs = [list(s) for s in seqs if s]
     while seqs:
         for s in seqs:

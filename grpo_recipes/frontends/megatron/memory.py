@@ -175,6 +175,11 @@ def sequence_length(args: dict, a: Arch, prompt_len: int | None = None) -> tuple
     return prompt, min(prompt + c, mml or max(a.context_len, prompt + c))
 
 
+def _largest(terms: dict, n: int = 3) -> list:
+    """The n largest (name, bytes) terms of a phase."""
+    return sorted(terms.items(), key=lambda x: -x[1])[:n]
+
+
 def estimate(args: dict, a: Arch, plan: dict, capacity_gib: float, gpu_name: str | None = None,
              vllm_version: str | None = None, prompt_len: int | None = None) -> dict:
     """{'phases': {phase: GiB}, 'terms': {phase: {term: GiB}}, 'peak_phase', 'peak_gib', 'capacity_gib',
@@ -244,7 +249,7 @@ def estimate(args: dict, a: Arch, plan: dict, capacity_gib: float, gpu_name: str
         if total * GiB > cap:
             problems.append({'check': 'oom', 'phase': ph, 'message': (
                 f'{ph}: {total:.1f} GiB per GPU > {capacity_gib:.1f} GiB '
-                f'(largest: {", ".join(f"{k} {v / GiB:.1f}" for k, v in sorted(terms[ph].items(), key=lambda x: -x[1])[:3])})')})
+                f'(largest: {", ".join(f"{k} {v / GiB:.1f}" for k, v in _largest(terms[ph]))})')})
     return {'phases': {k: round(v, 2) for k, v in phases.items()},
             'terms': {k: {kk: round(vv / GiB, 2) for kk, vv in t.items()} for k, t in terms.items()},
             'peak_phase': peak_phase, 'peak_gib': round(phases[peak_phase], 2), 'capacity_gib': capacity_gib,

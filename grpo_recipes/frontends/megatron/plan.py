@@ -47,7 +47,8 @@ def parallel(launch: MegatronLaunch) -> dict:
             'sequence_parallel': bool(a.get('sequence_parallel')) and tp > 1}
 
 
-def resolve_generation(gbs: int | None, spg: int | None, global_batch: int) -> tuple[int | None, int | None, str | None]:
+def resolve_generation(gbs: int | None, spg: int | None,
+                       global_batch: int) -> tuple[int | None, int | None, str | None]:
     """RLHFMegatronArgumentsMixin.resolve_generation_batch_size without the num_generations check:
     (generation_batch_size, steps_per_generation, the ValueError's message or None)."""
     if gbs is None and spg is None:

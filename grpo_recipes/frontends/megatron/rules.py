@@ -19,6 +19,7 @@ ARGS = 'swift/megatron/arguments/megatron_args.py'
 ROLLOUT = 'swift/megatron/trainers/rollout_mixin.py'
 GRPO = 'swift/megatron/trainers/grpo_trainer.py'
 MCORE_PS = 'Megatron-LM megatron/core/parallel_state.py initialize_model_parallel'
+IGNORED_NOTE = '; ignore_args_error is set, so ms-swift only logs it and the setting is lost'
 MCORE_BLOCK = 'Megatron-LM megatron/core/transformer/transformer_block.py get_num_layers_to_build'
 MCORE_TC = 'Megatron-LM megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__'
 
@@ -83,7 +84,7 @@ def arguments(launch, plan, model):
         out.append(_f(WARNING if ignored else ERROR, 'megatron.unknown-args',
                       [t.lstrip('-') for t in launch.unknown if t.startswith('--')],
                       f'remaining_argv: {launch.unknown} (ms-swift {rel}: MegatronRLHFArguments has no such '
-                      f'argument{"; ignore_args_error is set, so ms-swift only logs it and the setting is lost" if ignored else ""})',
+                      f'argument{IGNORED_NOTE if ignored else ""})',
                       '; '.join(fixes) or 'remove them, or check `megatron rlhf --help` for the name',
                       'swift/pipelines/base.py'))
     for written, full in launch.abbreviated:
@@ -176,9 +177,20 @@ def rollout(launch, plan, model):
             f'has loaded (_init_rollout_engine)'), f'--vllm_tensor_parallel_size {divisors[-1]}', ROLLOUT))
     if not a.get('reward_funcs') and not a.get('use_gym_env') and not a.get('gym_env') and \
             not a.get('teacher_model') and not a.get('teacher_model_server'):
-        out.append(_f(ERROR, 'megatron.reward-funcs', ['reward_funcs'], (
-            'reward_funcs is not set (or pass --use_gym_env true / a teacher for OPD-RL) -- asserted when the GRPO '
-            'trainer is built, after the model has loaded'), '--reward_funcs accuracy format', GRPO))
+        # server mode with use_gym_env unset: the trainer asks the rollout server whether it runs a gym
+        # (grpo_trainer.py _resolve_use_gym_env, 4.6)
+        server = launch.rollout if mode == 'server' else None
+        if not (server is not None and getattr(server, 'use_gym_env', False)) and \
+                not (mode == 'server' and a.get('use_gym_env') is None and server is None):
+            out.append(_f(ERROR, 'megatron.reward-funcs', ['reward_funcs'], (
+                'reward_funcs is not set (or pass --use_gym_env true / a teacher for OPD-RL) -- asserted when the GRPO '
+                'trainer is built, after the model has loaded'), '--reward_funcs accuracy format', GRPO))
+        elif server is None:
+            out.append(_f(WARNING, 'megatron.reward-funcs', ['reward_funcs'], (
+                'reward_funcs is not set: in server mode the trainer takes the gym reward when the rollout server '
+                'runs with --use_gym_env true (grpo_trainer.py _resolve_use_gym_env); with a server that does not, '
+                'it stops with "reward_funcs is not set" after the model has loaded'),
+                '--reward_funcs accuracy format, or the rollout server with --use_gym_env true', GRPO))
     return out
 
 
@@ -351,7 +363,8 @@ def layout(launch, plan, model):
     if a.heads % tp:
         out.append(_f(ERROR, 'megatron.heads-tp', ['tensor_model_parallel_size'], (
             f'num_attention_heads ({a.heads}) must be a multiple of tensor_model_parallel_size ({tp}).'),
-            f'--tensor_model_parallel_size {max(d for d in range(1, tp + 1) if a.heads % d == 0 and a.kv_heads % d == 0)}',
+            '--tensor_model_parallel_size '
+            f'{max(d for d in range(1, tp + 1) if a.heads % d == 0 and a.kv_heads % d == 0)}',
             MCORE_TC))
     elif a.kv_heads % tp:
         out.append(_f(ERROR, 'megatron.heads-tp', ['tensor_model_parallel_size'], (
@@ -370,7 +383,8 @@ def layout(launch, plan, model):
             out.append(_f(ERROR, 'megatron.layers-pp', ['virtual_pipeline_model_parallel_size'], (
                 f'num_layers_per_pipeline_rank should be divisible by vp_size ({a.layers // pp} layers per rank, '
                 f'virtual_pipeline_model_parallel_size {vpp})'),
-                f'--virtual_pipeline_model_parallel_size {max(d for d in range(1, vpp + 1) if (a.layers // pp) % d == 0)}',
+                '--virtual_pipeline_model_parallel_size '
+                f'{max(d for d in range(1, vpp + 1) if (a.layers // pp) % d == 0)}',
                 MCORE_BLOCK))
     if a.experts and a.experts % ep:
         out.append(_f(ERROR, 'megatron.experts-ep', ['expert_model_parallel_size'], (

@@ -38,6 +38,7 @@ from ...errors import GuardError
 from ...launch import Launch, visible_count
 from ..launchers import _int
 
+
 def _entry(argv: list[str], env: Mapping[str, str], source: str):
     """(the peeled launch, ms-swift's rlhf entry as the table has it, its arguments) when ``argv`` runs ms-swift's
     rlhf through a launcher or an interpreter, else None."""

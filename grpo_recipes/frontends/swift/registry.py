@@ -18,7 +18,6 @@ import json
 from functools import lru_cache
 from importlib import resources
 
-
 SNAPSHOT_FILE = 'swift_registry_snapshot.json'
 
 

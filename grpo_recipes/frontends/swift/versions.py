@@ -263,8 +263,8 @@ def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
     ``_check_grpo``; swift/trainers/rlhf_trainer/grpo_trainer.py): visible GPUs == num_infer_workers is colocate
     mode (every process trains and samples); otherwise "async mode", where the visible GPUs must be NPROC_PER_NODE +
     num_infer_workers and vLLM (``vllm_device auto``) takes the last num_infer_workers of them. Those GPUs are then
-    planned like a rollout server's at the launch's own vllm_gpu_memory_utilization. Returns (the config, the launch with
-    the layout in its ``trl``: a copy, ``launch`` is left as it is, assumptions)."""
+    planned like a rollout server's at the launch's own vllm_gpu_memory_utilization. Returns (the config, the launch
+    with the layout in its ``trl``: a copy, ``launch`` is left as it is, assumptions)."""
     vt = _vt(version)
     if not (vt is not None and vt < IN_TRAINER_UNTIL and cfg.use_vllm and not cfg.vllm_server_host
             and not cfg.vllm_server_base_url):
@@ -274,11 +274,12 @@ def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
     vis = [int(x) for x in raw.split(',')] if raw.replace(',', '').strip().isdigit() else None
     nproc = int(launch.env['NPROC_PER_NODE']) if str(launch.env.get('NPROC_PER_NODE', '')).isdigit() else None
     if vis is None or nproc is None:
-        return cfg, launch, [f'ms-swift {version}: vLLM runs inside the trainer (num_infer_workers {niw}); its GPUs are not known '
-                f'without CUDA_VISIBLE_DEVICES and NPROC_PER_NODE, so colocate is assumed']
+        return cfg, launch, [f'ms-swift {version}: vLLM runs inside the trainer (num_infer_workers {niw}); its GPUs '
+                             f'are not known without CUDA_VISIBLE_DEVICES and NPROC_PER_NODE, so colocate is assumed']
     if len(vis) == niw:
-        return replace(cfg, vllm_mode='colocate'), launch, [f'ms-swift {version}: {niw} visible GPU(s) = num_infer_workers: colocate mode (training and sampling '
-                f'on every GPU)']
+        return replace(cfg, vllm_mode='colocate'), launch, [
+            f'ms-swift {version}: {niw} visible GPU(s) = num_infer_workers: colocate mode (training and sampling '
+            f'on every GPU)']
     launch = replace(launch, trl=replace(launch.trl, swift_infer_workers={'workers': niw, 'visible': vis,
                                                                            'nproc': nproc, 'version': version}))
     if len(vis) != nproc + niw:
@@ -288,6 +289,7 @@ def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
     cfg = replace(cfg, vllm_mode='server', vllm_server_host=['127.0.0.1'], vllm_tensor_parallel_size=1,
                   vllm_data_parallel_size=niw, vllm_in_trainer=True)
     launch = replace(launch, trl=replace(launch.trl, vllm_device_gpu=tuple(gpus)))
-    return cfg, launch, [f'ms-swift {version}: "async mode": training on GPU(s) {",".join(map(str, vis[:nproc]))}, vLLM inside the '
+    return cfg, launch, [
+            f'ms-swift {version}: "async mode": training on GPU(s) {",".join(map(str, vis[:nproc]))}, vLLM inside the '
             f'trainer on GPU(s) {",".join(map(str, gpus))} (vllm_device auto: the last num_infer_workers={niw}) at '
             f'vllm_gpu_memory_utilization {cfg.vllm_gpu_memory_utilization}; planned like a rollout server\'s GPUs']

@@ -13,7 +13,7 @@ def _accelerate_options(args: list[str], source: str = 'accelerate launch') -> t
     """accelerate launch's own options -> (the options written, with the values its parser gives them; the script and
     its args), from accelerate's own ``launch_command_parser`` (accelerate/commands/launch.py): its flags, its options
     with a value, and where the training script begins. No script: (options, [])."""
-    from ..launchers import _ParseError, _parse_failed, _raise, need
+    from ..launchers import _parse_failed, _ParseError, _raise, need
     parser = need('accelerate.commands.launch', 'accelerate launch', source).launch_command_parser()
     parser.error = _raise  # type: ignore[method-assign]
     try:

@@ -90,7 +90,8 @@ def default_processes(launch_env: dict[str, str], trl: dict[str, Any], gpus: int
 
 def config_num_processes(conf: dict, source: str, given=None):
     """The process count of an accelerate config file that has no ``num_processes`` (and no ``--num_processes`` on
-    the command line), as accelerate 1.15.0 reads it (the file's own value otherwise): ``accelerate/commands/config/config_args.py``
+    the command line), as accelerate 1.15.0 reads it (the file's own value otherwise):
+    ``accelerate/commands/config/config_args.py``
     ``BaseConfig.process_config`` sets 1 when ``distributed_type`` is ``NO``; otherwise ``ClusterConfig.num_processes``
     keeps its default -1 and ``accelerate/commands/launch.py::_validate_launch_command`` stops with "You need to
     manually pass in `--num_processes` using this config yaml." (the device count is used only when there is no config
@@ -104,7 +105,8 @@ def config_num_processes(conf: dict, source: str, given=None):
         return conf.get('num_processes')  # the command line's --num_processes is applied after
     if kind == 'NO':
         return 1
-    raise GuardError(f'accelerate config {source}: distributed_type {kind} and no num_processes, so `accelerate launch` '
+    raise GuardError(f'accelerate config {source}: distributed_type {kind} and no num_processes, so '
+                     f'`accelerate launch` '
                      f'stops with "You need to manually pass in `--num_processes` using this config yaml." (accelerate/'
                      f'commands/launch.py _validate_launch_command); add `num_processes: N` to the file or pass '
                      f'--num_processes N')

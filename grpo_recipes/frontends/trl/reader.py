@@ -23,9 +23,14 @@ from ...errors import GuardError
 from ...launch import Launch, Rollout, TrlSpecifics, visible_devices
 from ...plan import world_size
 from ...versions import version_tuple
+from .accelerate import (
+    _accelerate_options,
+    _read_yaml,
+    accelerate_option_names,
+    accelerate_settings,
+    packaged_accelerate_config,
+)
 from .accelerate_cmd import display_command, launcher_prefix, require_script, trl_cli_launch_args
-from .accelerate import (_accelerate_options, _read_yaml, accelerate_option_names, accelerate_settings,
-                         packaged_accelerate_config)
 from .arguments import TRL_GRPO_CLASSES, _fields, classes_of, parse_args, snapshot
 
 
@@ -271,12 +276,14 @@ def old_vllm_device(cfg: GRPOConfig, launch: Launch,
         return cfg, launch, [f'vllm_device {dev!r}: not a cuda:N device; vLLM planned beside rank 0']
     if idx < nproc:
         cfg = replace(cfg, vllm_tensor_parallel_size=1, vllm_mode='colocate')
-        return cfg, replace(launch, trl=replace(launch.trl, vllm_device_index=idx)), [f'TRL {trl_version}: vLLM runs in the training process on cuda:{idx} (vllm_device {dev}), beside '
-                f'the trainer on that GPU; planned as colocate']
+        return cfg, replace(launch, trl=replace(launch.trl, vllm_device_index=idx)), [
+            f'TRL {trl_version}: vLLM runs in the training process on cuda:{idx} (vllm_device {dev}), beside '
+            f'the trainer on that GPU; planned as colocate']
     cfg = replace(cfg, vllm_tensor_parallel_size=1, vllm_mode='server', vllm_server_host=None, vllm_in_trainer=True)
     physical = vis[idx] if vis is not None and idx < len(vis) else idx
     launch = replace(launch, trl=replace(launch.trl, vllm_device_index=idx, vllm_device_gpu=physical))
-    return cfg, launch, [f'TRL {trl_version}: vLLM runs in the training process of rank 0 on its own GPU (vllm_device {dev} = '
+    return cfg, launch, [
+            f'TRL {trl_version}: vLLM runs in the training process of rank 0 on its own GPU (vllm_device {dev} = '
             f'cuda:{idx}, physical GPU {physical}) at vllm_gpu_memory_utilization '
             f'{cfg.vllm_gpu_memory_utilization}; that GPU is planned like a rollout server\'s']
 

@@ -36,8 +36,7 @@ def read_script(script: str, script_args: list[str], info: dict[str, Any]) -> li
     from .accelerate import _read_yaml
     from .script import read_script_settings
     from .script_cli import parses_command_line
-    from .script_parsers import (config_file_of, has_trl_parser, parser_dataclasses, script_argparse,
-                                 self_loaded_config)
+    from .script_parsers import config_file_of, has_trl_parser, parser_dataclasses, script_argparse, self_loaded_config
     try:
         text = Path(script).read_text(encoding='utf-8')
     except (OSError, UnicodeDecodeError) as e:

@@ -11,8 +11,16 @@ from __future__ import annotations
 
 from ...findings import ERROR, WARNING, Finding
 from ...versions import version_tuple
-from .arguments import (STALE, _fields, classes_of, describe_unknown, parse_args, release_training_fields, snapshot,
-                        takes_a_value)
+from .arguments import (
+    STALE,
+    _fields,
+    classes_of,
+    describe_unknown,
+    parse_args,
+    release_training_fields,
+    snapshot,
+    takes_a_value,
+)
 from .config_keys import REJECTS_FROM, config_key_verdict
 
 TRL_PARSER = 'trl/scripts/utils.py (TrlParser.parse_args_and_config)'

@@ -149,6 +149,7 @@ def _parse(request: dict, parser, argv: list[str], result: dict, simulated: list
         simulated.append('TRL\'s parser over ScriptArguments, GRPOConfig, ModelConfig (no trl.cli.main before 0.29)')
     if request.get('what') == 'dataclass':  # MyConfig(**yaml.safe_load(...)): the dataclass's own __init__
         import dataclasses
+
         import yaml
         from trl import GRPOConfig, ModelConfig
         with open(request['config']) as f:

@@ -1,0 +1,218 @@
+"""The builtins the evaluator carries out on its state rather than report as commands: ``export``/``declare``/
+``local``/``typeset``/``readonly``, ``unset``, ``cd``/``pushd``/``popd``, ``source``/``.``, ``eval``, ``set --``,
+``shift``, ``exit``/``return``/``break``/``continue``, ``let``, ``test``/``[``, ``read`` (its variables are not
+resolved), ``command -v`` (the program is taken to be there). A mixin of :class:`.evaluator.Evaluator`."""
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+
+from .control import Break, Continue, Exit, Return, to_int
+from .expand import NotKnown
+from .syntax import Src
+from .syntax import raw as _raw
+
+_ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?=)', re.S)
+
+
+class Builtins:
+    def declare(self, kind: str, words, src: Src) -> int:
+        flags = set()
+        if kind == 'export':
+            flags.add('x')
+        if kind == 'readonly':
+            flags.add('r')
+        for g in words:
+            raw = _raw(src, g)
+            if not _ASSIGN.match(raw):
+                fields = self.exp.fields(raw)
+                for f in fields:
+                    if f.startswith(('-', '+')) and len(f) > 1:
+                        flags.update(f[1:]) if f[0] == '-' else flags.difference_update(f[1:])
+                        continue
+                    if 'f' in flags or 'p' in flags:
+                        continue
+                    if kind == 'local' or ('g' not in flags and kind in ('declare', 'typeset')
+                                           and self.state.frames):
+                        self.state.declare_local(f)
+                        if f not in self.state.vars:
+                            self.state.known_unset.add(f)
+                    elif f not in self.state.vars and 'x' not in flags:
+                        self.state.known_unset.add(f)
+                    if 'x' in flags and not self.commented and 'n' not in flags:
+                        self.state.exported.add(f)
+                        self.state.touched.add(f)
+                        self.state.set_line[f] = self.line
+                continue
+            name, value, index, append, taint = self._assignment(g, src)
+            if self.commented:
+                continue
+            if kind == 'local' or ('g' not in flags and kind in ('declare', 'typeset') and self.state.frames):
+                self.state.declare_local(name)
+            if 'i' in flags and isinstance(value, str):
+                try:
+                    value = str(self.exp.arith_value(value))
+                except NotKnown:
+                    pass
+            self.assign(name, value, index, append, taint)
+            if 'x' in flags:
+                self.state.exported.add(name)
+        return 0
+
+    def builtin(self, name: str, argv: list[str], src: Src) -> int | None:
+        st = self.state
+        args = argv[1:]
+        if name in ('true', ':'):
+            return 0
+        if name == 'false':
+            return 1
+        if name in ('test', '['):
+            if self.unresolved:
+                return None
+            if name == '[':
+                if args[-1:] != [']']:
+                    return 2
+                args = args[:-1]
+            return self._decide([('w', a) for a in args], False)
+        if name in ('command', 'type', 'hash'):
+            return 0  # `command -v swift`: the program is taken to be installed (as a launch on its machine has it)
+        if self.commented and name in ('source', '.', 'eval', 'cd', 'pushd', 'popd', 'set', 'shift', 'unset',
+                                       'read', 'exit', 'return', 'break', 'continue', 'let'):
+            return 0
+        if name in ('cd', 'pushd'):
+            if name == 'pushd' and not args:
+                return 1
+            target = args[-1] if args and args[-1] != '--' else st.scalar('HOME')
+            if target == '-':
+                target = st.scalar('OLDPWD')
+            return self.cd(target, push=name == 'pushd')
+        if name == 'popd':
+            stack = st.vars.get('__DIRSTACK__')
+            if isinstance(stack, dict) and stack:
+                top = stack.pop(max(stack))
+                return self.cd(top)
+            return 1
+        if name in ('source', '.'):
+            return self.source_file(args, src)
+        if name == 'eval':
+            if self.unresolved:
+                return None
+            text = ' '.join(args)
+            return self.run_text(text, src.name, line=self.line) if text.strip() else 0
+        if name == 'exit':
+            raise Exit(to_int(args[0]) if args else st.status)
+        if name == 'return':
+            raise Return(to_int(args[0]) if args else st.status)
+        if name in ('break', 'continue'):
+            n = to_int(args[0]) if args else 1
+            raise (Break if name == 'break' else Continue)(max(n or 1, 1))
+        if name == 'set':
+            if '--' in args:
+                st.positional = args[args.index('--') + 1:]
+                st.args_unknown = False
+                self._positional_taint(st, self.unresolved)
+            elif args and not args[0].startswith(('-', '+')):
+                st.positional = list(args)
+                st.args_unknown = False
+                self._positional_taint(st, self.unresolved)
+            return 0
+        if name == 'shift':
+            n = to_int(args[0]) if args else 1
+            if n is None or n > len(st.positional):
+                return 1
+            st.positional = st.positional[n:]
+            return 0
+        if name == 'unset':
+            fn = '-f' in args
+            for a in args:
+                if a.startswith('-'):
+                    continue
+                if fn:
+                    st.funcs.pop(a, None)
+                elif '[' in a and a.endswith(']'):
+                    base, idx = a[:-1].split('[', 1)
+                    arr = st.vars.get(base)
+                    if isinstance(arr, dict):
+                        try:
+                            arr.pop(self.exp.arith_value(idx), None)
+                        except NotKnown:
+                            pass
+                else:
+                    st.unset(a)
+            return 0
+        if name == 'let':
+            status = 1
+            for a in args:
+                try:
+                    status = 0 if self.exp.arith_value(a) != 0 else 1
+                except NotKnown:
+                    status = None
+            return status
+        if name in ('read', 'mapfile', 'readarray', 'getopts'):
+            for a in args:
+                if _ASSIGN.match(a + '=') and not a.startswith('-'):
+                    self.assign(a, f'${a}', taint=[f'{name} {a}'])
+            return None
+        return 0 if name not in ('wait', 'kill') else None
+
+    def cd(self, target: str | None, push: bool = False) -> int:
+        st = self.state
+        if target is None:
+            return 1
+        if not target.startswith('/') and st.cwd is None:
+            return None
+        new = posixpath.normpath(posixpath.join(st.cwd or '/', target))
+        if new.startswith('//'):
+            new = new[1:]
+        if not os.path.isdir(new):
+            return 1
+        if push:
+            stack = st.vars.get('__DIRSTACK__')
+            stack = dict(stack) if isinstance(stack, dict) else {}
+            stack[len(stack)] = st.cwd
+            st.vars['__DIRSTACK__'] = stack
+        if st.cwd is not None:
+            st.vars['OLDPWD'] = st.cwd
+        st.cwd = new
+        st.vars['PWD'] = new
+        return 0
+
+    def source_file(self, args: list[str], src: Src) -> int | None:
+        if not args or self.unresolved:
+            return None
+        path = args[0]
+        candidates = [path] if path.startswith('/') else [
+            p for p in (os.path.join(self.state.cwd, path) if self.state.cwd else None,
+                        os.path.join(os.path.dirname(self.source), path)) if p]
+        found = next((p for p in candidates if os.path.isfile(p)), None)
+        if found is None:
+            self._assume_note(f'did not read {path} (sourced at line {self.line}): no such file here')
+            return 1
+        if self.source_depth >= self.limits.source_depth:
+            raise self.too_long(f'{self.limits.source_depth} nested `source`s')
+        try:
+            with open(found, encoding='utf-8', newline='') as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError):
+            return 1
+        st = self.state
+        old_pos = st.positional
+        if args[1:]:
+            st.positional = args[1:]
+        st.sources.insert(0, path)
+        self.source_depth += 1
+        try:
+            return self.run_text(text, src.name, line=src.line if src.line is not None else self.line)
+        except Return as r:
+            return r.status
+        finally:
+            self.source_depth -= 1
+            st.sources.pop(0)
+            if args[1:]:
+                st.positional = old_pos
+
+    def _assume_note(self, text: str) -> None:
+        """A note every later command carries (a file `source`d that is not there)."""
+        if text not in self.notes:
+            self.notes.append(text)

@@ -1,0 +1,869 @@
+"""The walk: a tree-sitter-bash tree evaluated as bash would run it, with nothing run. External commands are
+recorded as :class:`Command` values (their exit status taken as success where a list needs one); builtins that
+change the shell's state (assignments, ``export``, ``local``, ``declare``, ``readonly``, ``unset``, ``cd``,
+``source``, ``eval``, ``set --``, ``shift``) are carried out on :class:`State`; functions are called with their
+positional parameters; ``if``/``elif``/``case``/``while`` decide from known values, else take the first branch (or
+run the body once) and record it in :attr:`Command.assumed`; ``for`` runs its body once per value (a sweep gives
+one command per value, each with :attr:`Command.loops`); ``bash -c``/``sh -c`` strings are read with a child
+shell that sees the exported variables only; ``$(...)`` runs the pure commands of :mod:`.pure` (anything else
+makes the substitution unresolved).
+
+Every walk is bounded (:class:`Limits`): evaluated nodes, loop iterations, call and source depth, word length and
+about five seconds of work. Past any bound: GuardError naming the script and line.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from ...errors import GuardError
+from ..shell_expand import shell_c, strip_wrapper
+from . import conditions, pure
+from .builtins import Builtins
+from .command import Command
+from .comments import Comments, _above, _comment_lines
+from .control import Break as _Break
+from .control import Capture as _Capture
+from .control import Continue as _Continue
+from .control import Exit as _Exit
+from .control import Return as _Return
+from .expand import Expander, NotKnown, assemble, glob_regex, join
+from .state import State
+from .syntax import Src, parse
+from .syntax import raw as _raw
+
+_ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?=)', re.S)
+_ENV_ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$', re.S)
+_PLACEHOLDER = re.compile(r'<[A-Za-z_][A-Za-z0-9_\-]*>')
+REDIRECTS = {'file_redirect', 'heredoc_redirect', 'herestring_redirect'}
+DECLARE = {'export', 'local', 'declare', 'typeset', 'readonly'}
+QUIET = DECLARE | {'unset', 'cd', 'pushd', 'popd', 'source', '.', 'eval', 'exit', 'return', 'break', 'continue',
+                   'set', 'shift', 'let', 'true', 'false', ':', 'test', '[', 'shopt', 'trap', 'wait', 'umask',
+                   'ulimit', 'alias', 'unalias', 'read', 'hash', 'type', 'builtin', 'getopts', 'dirs', 'disown',
+                   'mapfile', 'readarray', 'enable', 'jobs', 'kill', 'sleep'}
+"""Builtins (and sleep) that the reader carries out or skips rather than report as commands."""
+_OPERANDS = {'word', 'string', 'raw_string', 'concatenation', 'simple_expansion', 'expansion', 'number',
+             'command_substitution', 'arithmetic_expansion', 'ansi_c_string', 'translated_string',
+             'extglob_pattern', 'regex', 'process_substitution', 'brace_expression'}
+
+
+@dataclass
+class Limits:
+    steps: int = 200_000
+    """Syntax nodes and words evaluated, all together."""
+    loop: int = 1_000
+    """Iterations of one loop."""
+    depth: int = 64
+    """Nested function calls, command substitutions and child shells."""
+    source_depth: int = 8
+    word: int = 100_000
+    """Characters of one word or value."""
+    commands: int = 10_000
+    seconds: float = 5.0
+
+
+class Evaluator(Builtins, Comments):
+    def __init__(self, environ, source: str, cwd: str | None, limits: Limits | None = None):
+        self.limits = limits or Limits()
+        self.source = source
+        env = {k: v for k, v in (environ or {}).items() if isinstance(v, str)}
+        self.state = State(vars=dict(env), exported=set(env), arg0=source, cwd=cwd, sources=[source])
+        if cwd is not None:
+            self.state.vars['PWD'] = cwd
+        self.exp = Expander(self)
+        self.commands: list[Command] = []
+        self.unresolved: list[str] = []
+        self.line = 0
+        self.steps = 0
+        self.started = time.monotonic()
+        self.depth = 0
+        self.source_depth = 0
+        self.captures: list[_Capture] = []
+        self.assume_stack: list[str] = []
+        self.loop_stack: list[str] = []
+        self.commented = False
+        self.comment_above = ''
+        self.src: Src | None = None
+        self._pending_comment: tuple[str, int, Src] | None = None
+        self.notes: list[str] = []
+        self.pipe_stdin: str | None = None
+        """Inside ``$(a | b)``: what the command before wrote, for the next one to read."""
+
+    # -- bounds -------------------------------------------------------------------------------------------------
+    def too_long(self, what: str) -> GuardError:
+        return GuardError(f'{self.source}:{self.line}: could not be read within {what}; paste the command after --')
+
+    def tick(self, n: int = 1) -> None:
+        self.steps += n
+        if self.steps > self.limits.steps:
+            raise self.too_long(f'{self.limits.steps} steps')
+        if self.steps % 256 == 0 and time.monotonic() - self.started > self.limits.seconds:
+            raise self.too_long(f'{self.limits.seconds:g} s of work')
+
+    def note_unresolved(self, names: list[str]) -> None:
+        for n in names:
+            if n not in self.unresolved:
+                self.unresolved.append(n)
+
+    # -- entry --------------------------------------------------------------------------------------------------
+    def run_text(self, text: str, name: str, line: int | None = None, first_line: int = 1) -> int | None:
+        root, src = parse(text, name, line, first_line)
+        src.comments = _comment_lines(root, src)
+        old = self.src
+        self.src = src
+        try:
+            status = self.seq(root.children, src)
+            self._flush_comment()
+            return status
+        finally:
+            self.src = old
+
+    def seq(self, children, src: Src) -> int | None:
+        status: int | None = 0
+        kids = list(children)
+        for k, node in enumerate(kids):
+            t = node.type
+            if t == 'comment':
+                self.comment(node, src)
+                continue
+            if not node.is_named or t in ('heredoc_body', 'heredoc_start', 'heredoc_end'):
+                continue
+            self._flush_comment()
+            background = k + 1 < len(kids) and kids[k + 1].type == '&'
+            if background:
+                saved = self.state
+                self.state = saved.copy()
+                try:
+                    self.stmt(node, src)
+                except _Exit:
+                    pass
+                finally:
+                    self.state = saved
+                status = 0
+            else:
+                status = self.stmt(node, src)
+            self.state.status = status
+        return status
+
+    # -- statements ---------------------------------------------------------------------------------------------
+    def stmt(self, node, src: Src) -> int | None:
+        self.tick()
+        t = node.type
+        self.line = src.line_of(node)
+        if t in ('command', 'declaration_command', 'unset_command', 'variable_assignment', 'variable_assignments'):
+            return self.simple(node, src)
+        if t == 'redirected_statement':
+            return self.redirected(node, src)
+        if t == 'list':
+            return self.list_(node, src)
+        if t == 'pipeline':
+            return self.pipeline(node, src)
+        if t == 'negated_command':
+            inner = [c for c in node.named_children if c.type != 'comment']
+            st = self.stmt(inner[0], src) if inner else 0
+            return None if st is None else int(st == 0)
+        if t == 'subshell':
+            return self.subshell(lambda: self.seq(node.children, src))
+        if t == 'compound_statement':
+            if node.children and node.children[0].type == '((':
+                return self.arith_command(src.text(node.children[0].end_byte, node.children[-1].start_byte))
+            return self.seq(node.children, src)
+        if t == 'function_definition':
+            name = node.child_by_field_name('name')
+            body = node.child_by_field_name('body')
+            if name is not None and body is not None and not self.commented:
+                self.state.funcs[src.text(name.start_byte, name.end_byte)] = (body, src)
+            return 0
+        if t == 'if_statement':
+            return self.if_(node, src)
+        if t == 'case_statement':
+            return self.case(node, src)
+        if t == 'for_statement':
+            return self.for_(node, src)
+        if t == 'c_style_for_statement':
+            return self.c_for(node, src)
+        if t == 'while_statement':
+            return self.while_(node, src)
+        if t == 'test_command':
+            return self.test(node, src)
+        if t in ('do_group', 'program'):
+            return self.seq(node.children, src)
+        return 0
+
+    def subshell(self, fn) -> int | None:
+        saved = self.state
+        self.state = saved.copy()
+        self.depth += 1
+        if self.depth > self.limits.depth:
+            raise self.too_long(f'{self.limits.depth} nested shells')
+        try:
+            return fn()
+        except _Exit as e:
+            return e.status
+        finally:
+            self.depth -= 1
+            self.state = saved
+
+    def list_(self, node, src: Src) -> int | None:
+        kids = [c for c in node.children if c.type != 'comment']
+        left = self.stmt(kids[0], src)
+        for k in range(1, len(kids) - 1, 2):
+            op, right = kids[k].type, kids[k + 1]
+            if op == '&&':
+                if left is None or left == 0:
+                    r = self.stmt(right, src)
+                    left = r if left == 0 else (r if r != 0 else None)
+            elif op == '||':
+                if left is not None and left != 0:
+                    left = self.stmt(right, src)
+        return left
+
+    def pipeline(self, node, src: Src) -> int | None:
+        parts = [c for c in node.named_children if c.type != 'comment']
+        if len(parts) == 1:
+            return self.stmt(parts[0], src)
+        status = 0
+        if not self.captures:
+            for p in parts:
+                status = self.subshell(lambda p=p: self.stmt(p, src))
+            return status
+        # inside $(...): each command's output is the next one's input (`echo $X | tr , '\\n' | wc -l`)
+        outer = self.captures[-1]
+        data = None
+        for p in parts:
+            cap = _Capture()
+            self.captures.append(cap)
+            self.pipe_stdin = data
+            try:
+                status = self.subshell(lambda p=p: self.stmt(p, src))
+            finally:
+                self.captures.pop()
+                self.pipe_stdin = None
+            outer.unknown = outer.unknown or cap.unknown
+            data = ''.join(cap.out)
+        outer.out.append(data or '')
+        return status
+
+    def redirected(self, node, src: Src) -> int | None:
+        body = node.child_by_field_name('body')
+        extra, stdin, after = [], None, []
+        for r in node.children:
+            if r.type == 'file_redirect':
+                dests = [c for c in r.named_children if c.type != 'file_descriptor']
+                extra += dests[1:]  # `cmd > log arg`: arg is the command's
+            elif r.type == 'heredoc_redirect':
+                stdin = self._heredoc(r, src)
+                after += [c for c in r.named_children if c.type in ('pipeline', 'command', 'list',
+                                                                     'redirected_statement')]
+            elif r.type == 'herestring_redirect':
+                word = [c for c in r.named_children]
+                stdin = (self.exp.single(src.text(word[0].start_byte, word[-1].end_byte)) + '\n') if word else ''
+        status = 0
+        if body is not None:
+            if body.type == 'command':
+                status = self.simple(body, src, extra, stdin)
+            else:
+                status = self.stmt(body, src)
+        for a in after:
+            status = self.stmt(a, src)
+        return status
+
+    def _heredoc(self, r, src: Src) -> str | None:
+        start = next((c for c in r.children if c.type == 'heredoc_start'), None)
+        body = next((c for c in r.children if c.type == 'heredoc_body'), None)
+        if body is None:
+            return ''
+        text = src.text(body.start_byte, body.end_byte)
+        end = next((c for c in r.children if c.type == 'heredoc_end'), None)
+        if end is not None and body.end_byte < end.start_byte:
+            text = src.text(body.start_byte, end.start_byte)
+        if any(c.type == '<<-' for c in r.children):
+            text = '\n'.join(line.lstrip('\t') for line in text.split('\n'))
+        quoted = start is not None and re.search(r'[\'"\\]', src.text(start.start_byte, start.end_byte))
+        return text if quoted else self.exp.dquoted(text)
+
+    # -- conditions and loops -----------------------------------------------------------------------------------
+    def _assume(self, what: str) -> None:
+        self.assume_stack.append(what)
+
+    def _branch(self, stmts, src: Src, assumed: str | None) -> int | None:
+        if assumed:
+            self._assume(assumed)
+        try:
+            return self.seq(stmts, src)
+        finally:
+            if assumed:
+                self.assume_stack.pop()
+
+    def if_(self, node, src: Src) -> int | None:
+        clauses = []  # (condition nodes, body nodes, line)
+        cond, body, mode = [], [], None
+        for c in node.children:
+            if c.type in ('if', 'elif'):
+                mode = 'cond'
+            elif c.type == 'then':
+                mode = 'body'
+            elif c.type == 'fi':
+                pass
+            elif c.type == 'elif_clause':
+                sub_cond, sub_body, m = [], [], None
+                for d in c.children:
+                    if d.type == 'elif':
+                        m = 'cond'
+                    elif d.type == 'then':
+                        m = 'body'
+                    elif m == 'cond':
+                        sub_cond.append(d)
+                    elif m == 'body':
+                        sub_body.append(d)
+                clauses.append((sub_cond, sub_body, src.line_of(c)))
+            elif c.type == 'else_clause':
+                clauses.append((None, [d for d in c.children if d.type != 'else'], src.line_of(c)))
+            elif mode == 'cond':
+                cond.append(c)
+            elif mode == 'body':
+                body.append(c)
+        clauses.insert(0, (cond, body, src.line_of(node)))
+        for conds, stmts, line in clauses:
+            if conds is None:
+                return self.seq(stmts, src)
+            st = self.seq(conds, src)
+            if st is None:
+                return self._branch(stmts, src, f'assumed branch at line {line} (its condition could not be '
+                                                f'decided from known values)')
+            if st == 0:
+                return self.seq(stmts, src)
+        return 0
+
+    def case(self, node, src: Src) -> int | None:
+        value_node = node.child_by_field_name('value')
+        before = len(self.unresolved)
+        word = self.exp.single(_raw(src, [value_node])) if value_node is not None else ''
+        unknown = len(self.unresolved) > before
+        items = [c for c in node.children if c.type == 'case_item']
+        falling = False
+        for item in items:
+            pats = item.children_by_field_name('value')
+            body, seen_paren, term = [], False, ';;'
+            for c in item.children:
+                if c.type == ')' and not seen_paren:
+                    seen_paren = True
+                elif seen_paren and c.type in (';;', ';&', ';;&'):
+                    term = c.type
+                elif seen_paren:
+                    body.append(c)
+            if unknown:
+                return self._branch(body, src, f'assumed branch at line {src.line_of(item)} (case on a value '
+                                               f'that could not be resolved)')
+            matched = falling
+            if not matched:
+                for p in pats:
+                    b2 = len(self.unresolved)
+                    rx = self.exp.pattern(_raw(src, [p]))
+                    if len(self.unresolved) > b2:
+                        return self._branch(body, src, f'assumed branch at line {src.line_of(item)} (a case '
+                                                       f'pattern could not be resolved)')
+                    if re.fullmatch(rx, word, re.S):
+                        matched = True
+                        break
+            if matched:
+                status = self.seq(body, src)
+                if term == ';&':
+                    falling = True
+                    continue
+                if term == ';;&':
+                    falling = False
+                    continue
+                return status
+        return 0
+
+    def _loop_body(self, body, src: Src) -> bool:
+        """Runs one iteration; False when the loop is left (break)."""
+        try:
+            self.stmt(body, src)
+        except _Continue as c:
+            if c.n > 1:
+                c.n -= 1
+                raise
+        except _Break as b:
+            if b.n > 1:
+                b.n -= 1
+                raise
+            return False
+        return True
+
+    def for_(self, node, src: Src) -> int | None:
+        var_node = node.child_by_field_name('variable')
+        body = node.child_by_field_name('body')
+        var = src.text(var_node.start_byte, var_node.end_byte)
+        values_nodes = node.children_by_field_name('value')
+        if any(c.type == 'in' for c in node.children):
+            values = []
+            for g in _groups(values_nodes):
+                values += self.exp.fields(_raw(src, g))
+        else:
+            values = list(self.state.positional)
+        if len(values) > self.limits.loop:
+            raise self.too_long(f'{self.limits.loop} loop iterations')
+        line = src.line_of(node)
+        for k, v in enumerate(values):
+            self.tick()
+            self.assign(var, v)
+            self.loop_stack.append(f'{var}={v} (for loop at line {line}, {k + 1} of {len(values)})')
+            try:
+                if not self._loop_body(body, src):
+                    break
+            finally:
+                self.loop_stack.pop()
+        return 0
+
+    def c_for(self, node, src: Src) -> int | None:
+        body = node.child_by_field_name('body')
+        toks = [c for c in node.children if c.type in ('((', ';', '))')]
+        if len(toks) < 4:
+            return self._branch([body], src, f'assumed one pass of the loop at line {src.line_of(node)}')
+        init = src.text(toks[0].end_byte, toks[1].start_byte)
+        cond = src.text(toks[1].end_byte, toks[2].start_byte)
+        upd = src.text(toks[2].end_byte, toks[3].start_byte)
+        line = src.line_of(node)
+        try:
+            if init.strip():
+                self.exp.arith_value(init)
+            k = 0
+            while not cond.strip() or self.exp.arith_value(cond):
+                k += 1
+                if k > self.limits.loop:
+                    raise self.too_long(f'{self.limits.loop} loop iterations')
+                self.loop_stack.append(f'for (({init};{cond};{upd})) at line {line}, pass {k}')
+                try:
+                    if not self._loop_body(body, src):
+                        break
+                finally:
+                    self.loop_stack.pop()
+                if upd.strip():
+                    self.exp.arith_value(upd)
+        except NotKnown:
+            return self._branch([body], src, f'assumed one pass of the loop at line {line} (its condition could '
+                                             f'not be decided from known values)')
+        return 0
+
+    def while_(self, node, src: Src) -> int | None:
+        until = node.children[0].type == 'until'
+        body = node.child_by_field_name('body')
+        cond = [c for c in node.children if c.type not in ('while', 'until') and c != body]
+        line = src.line_of(node)
+        k = 0
+        while True:
+            k += 1
+            if k > self.limits.loop:
+                raise self.too_long(f'{self.limits.loop} loop iterations')
+            st = self.seq(cond, src)
+            if st is None:
+                self._assume(f'assumed one pass of the loop at line {line} (its condition could not be decided '
+                             f'from known values)')
+                try:
+                    self._loop_body(body, src)
+                finally:
+                    self.assume_stack.pop()
+                return 0
+            if (st == 0) == until:
+                return 0
+            if not self._loop_body(body, src):
+                return 0
+
+    def arith_command(self, text: str) -> int | None:
+        try:
+            return 0 if self.exp.arith_value(text) != 0 else 1
+        except NotKnown:
+            return None
+
+    def test(self, node, src: Src) -> int | None:
+        double = node.children[0].type == '[['
+        before = len(self.unresolved)
+        if not double:
+            leaves = []
+            _test_leaves(node, leaves, double)
+            args = []
+            for g in _groups([n for _, n in leaves]):
+                args += self.exp.fields(_raw(src, g))
+            toks = [('w', a) for a in args]
+        else:
+            leaves = []
+            _test_leaves(node, leaves, double)
+            toks = []
+            for kind, n in leaves:
+                raw = src.text(n.start_byte, n.end_byte)
+                if kind == 'op':
+                    toks.append(('op', raw))
+                elif toks and toks[-1] in (('op', '=='), ('op', '='), ('op', '!=')):
+                    toks.append(('pat', self.exp.pattern(raw)))
+                elif toks and toks[-1] == ('op', '=~'):
+                    toks.append(('pat', _regex(self.exp.parts(raw, nosplit=True))))
+                else:
+                    toks.append(('w', self.exp.single(raw)))
+        if len(self.unresolved) > before:
+            del self.unresolved[before:]
+            return None
+        return self._decide(toks, double)
+
+    def _decide(self, toks, double: bool) -> int | None:
+        def arith(v):
+            return self.exp.arith_value(v)
+        try:
+            return conditions.evaluate(toks, double, self.state.cwd, self.state.is_known, arith)
+        except NotKnown:
+            return None
+
+    # -- simple commands ----------------------------------------------------------------------------------------
+    def assign(self, name: str, value, index: int | None = None, append: bool = False, taint=None) -> None:
+        if isinstance(value, str) and len(value) > self.limits.word:
+            raise self.too_long(f'{self.limits.word} characters of a value')
+        self.state.assign(name, value, self.line, taint, index, append)
+
+    def _assignment(self, group, src: Src) -> tuple[str, object, int | None, bool, list]:
+        """(name, value, index, append, taint) of an assignment word (``A=x``, ``A+=x``, ``A[i]=x``, ``A=(x y)``)."""
+        raw = _raw(src, group)
+        m = _ASSIGN.match(raw)
+        name, sub, op = m.group(1), m.group(2), m.group(3)
+        before = len(self.unresolved)
+        first = group[0]
+        value_node = first.child_by_field_name('value') if first.type == 'variable_assignment' else None
+        if value_node is not None and value_node.type == 'array' and value_node.end_byte == group[-1].end_byte:
+            elems = [c for c in value_node.named_children if c.type != 'comment']
+            arr, k = {}, 0
+            for g in _groups(elems):
+                text = _raw(src, g)
+                mm = re.match(r'^\[([^\]]*)\]=(.*)$', text, re.S)
+                if mm:
+                    k = self.exp.arith_value(mm.group(1))
+                    arr[k] = self.exp.single(mm.group(2))
+                    k += 1
+                    continue
+                for f in self.exp.fields(text):
+                    arr[k] = f
+                    k += 1
+            value = arr
+        else:
+            value = self.exp.single(raw[m.end():], assignment=True)
+        index = self.exp.arith_value(sub[1:-1]) if sub else None
+        return name, value, index, op == '+=', self.unresolved[before:]
+
+    def simple(self, node, src: Src, extra=(), stdin: str | None = None) -> int | None:
+        try:
+            return self._simple(node, src, extra, stdin)
+        except NotKnown as e:  # A[$X]=1 with $X unknown: nothing known is assigned
+            self.note_unresolved(e.names)
+            return None
+
+    def _simple(self, node, src: Src, extra=(), stdin: str | None = None) -> int | None:
+        self.line = src.line_of(node)
+        if node.type in ('variable_assignment',):
+            nodes = [node]
+        else:
+            nodes = [c for c in node.children if c.type not in REDIRECTS and c.type != 'comment']
+        nodes += list(extra)
+        groups = _groups(nodes)
+        self.unresolved = []
+        assigns, words = [], []
+        for g in groups:
+            if not words and _ASSIGN.match(_raw(src, g)) and g[0].type != 'command_name':
+                assigns.append(g)
+            else:
+                words.append(g)
+        if not words:
+            for g in assigns:
+                name, value, index, append, taint = self._assignment(g, src)
+                if not self.commented:
+                    self.assign(name, value, index, append, taint)
+            return self.state.status if self.captures else 0
+        head_raw = _raw(src, words[0])
+        if head_raw in DECLARE:
+            self._apply_prefix(assigns, src, temporary=False)
+            return self.declare(head_raw, words[1:], src)
+        argv: list[str] = []
+        for g in words:
+            argv += self.exp.fields(_raw(src, g))
+            if sum(len(a) for a in argv) > self.limits.word:
+                raise self.too_long(f'{self.limits.word} characters of a command')
+        prefix, restore = self._apply_prefix(assigns, src, temporary=True)
+        try:
+            return self.run_argv(argv, prefix, src, stdin)
+        finally:
+            restore()
+
+    def _apply_prefix(self, assigns, src: Src, temporary: bool):
+        prefix: dict[str, str] = {}
+        saved = {}
+        for g in assigns:
+            name, value, index, append, taint = self._assignment(g, src)
+            if temporary and name not in saved:
+                saved[name] = self.state._snapshot(name)
+            self.assign(name, value, index, append, taint)
+            v = self.state.scalar(name)
+            if temporary and v is not None:
+                prefix[name] = v
+
+        def restore():
+            for name, (present, value, exported, taint, unset) in saved.items():
+                if present:
+                    self.state.vars[name] = value
+                else:
+                    self.state.vars.pop(name, None)
+                if taint:
+                    self.state.taint[name] = taint
+                else:
+                    self.state.taint.pop(name, None)
+                (self.state.known_unset.add if unset else self.state.known_unset.discard)(name)
+        return prefix, restore
+
+    def _unwrap(self, argv: list[str]) -> tuple[dict, list[str], bool]:
+        env: dict[str, str] = {}
+        rest, is_exec = list(argv), False
+        while rest:
+            head = rest[0]
+            if head == 'env':
+                i = 1
+                while i < len(rest) and rest[i].startswith('-') and rest[i] != '--':
+                    i += 2 if rest[i] in ('-u', '--unset', '-C', '--chdir', '-S', '--split-string') else 1
+                if rest[i:i + 1] == ['--']:
+                    i += 1
+                while i < len(rest) and _ENV_ASSIGN.match(rest[i]):
+                    m = _ENV_ASSIGN.match(rest[i])
+                    env[m.group(1)] = m.group(2)
+                    i += 1
+                rest = rest[i:]
+                continue
+            if head == 'command' and rest[1:2] and rest[1] in ('-v', '-V'):
+                return env, rest, is_exec
+            if head == 'exec':
+                is_exec = True
+            inner = strip_wrapper(rest)
+            if inner is not None:
+                rest = inner
+                continue
+            break
+        return env, rest, is_exec
+
+    def run_argv(self, argv: list[str], prefix: dict, src: Src, stdin: str | None) -> int | None:
+        if not argv:
+            return 0
+        wenv, rest, is_exec = self._unwrap(argv)
+        if not rest:
+            return 0
+        env = {**prefix, **wenv}
+        name = rest[0]
+        if name in self.state.funcs and not wenv:
+            status = self.call(name, rest[1:])
+        elif name in QUIET or (name == 'command' and rest[1:2] in (['-v'], ['-V'])):
+            status = self.builtin(name, rest, src)
+        elif (text := shell_c(rest)) is not None:
+            status = self.child_shell(text, rest, env, src)
+        elif self.captures:
+            status = self.in_capture(rest, env, stdin)
+        else:
+            self.emit(rest, env)
+            status = 0 if name in ('echo', 'printf') else None
+        if is_exec:
+            raise _Exit(status)
+        return status
+
+    def in_capture(self, argv: list[str], env: dict, stdin: str | None) -> int | None:
+        cap = self.captures[-1]
+        if stdin is None:
+            stdin, self.pipe_stdin = self.pipe_stdin, None
+        if self.unresolved:
+            cap.unknown = True
+        visible = self.state.scalar('CUDA_VISIBLE_DEVICES')
+        if visible is not None and self.state.taint.get('CUDA_VISIBLE_DEVICES'):
+            visible = None
+        try:
+            out, status = pure.run(argv, self.state.cwd, visible, stdin)
+        except pure.Impure:
+            self.emit(argv, env)
+            cap.unknown = True
+            return None
+        cap.out.append(out)
+        return status
+
+    def emit(self, argv: list[str], prefix: dict) -> None:
+        if len(self.commands) >= self.limits.commands:
+            raise self.too_long(f'{self.limits.commands} commands')
+        env = {**self.state.env(), **prefix}
+        lines = {k: self.state.set_line.get(k, self.line) for k in env}
+        lines.update({k: self.line for k in prefix})
+        unresolved = list(self.unresolved)
+        for k in env:
+            if k not in prefix:
+                for t in self.state.taint.get(k, []):
+                    if t not in unresolved:
+                        unresolved.append(t)
+        holders = []
+        for w in list(argv) + list(env.values()):
+            for p in _PLACEHOLDER.findall(w):
+                if p not in holders and re.fullmatch(r'<[A-Za-z_][A-Za-z0-9_\-]*>', w.split('=', 1)[-1]):
+                    holders.append(p)
+        above = self.comment_above if self.commented else _above(self.src, self.line) if self.src else ''
+        self.commands.append(Command(env=env, argv=list(argv), line=self.line, commented=self.commented,
+                                     above=above, env_lines=lines, unresolved=unresolved, placeholders=holders,
+                                     assumed=self.notes + self.assume_stack, loops=list(self.loop_stack),
+                                     cwd=self.state.cwd))
+
+    def call(self, name: str, args: list[str]) -> int | None:
+        body, src = self.state.funcs[name]
+        self.depth += 1
+        if self.depth > self.limits.depth:
+            raise self.too_long(f'{self.limits.depth} nested function calls')
+        st = self.state
+        old_pos, old_taint = st.positional, st.taint.get('@')
+        st.positional = list(args)
+        self._positional_taint(st, self.unresolved)
+        st.frames.append({})
+        old_src = self.src
+        self.src = src
+        try:
+            return self.stmt(body, src)
+        except _Return as r:
+            return r.status
+        finally:
+            self.src = old_src
+            self.depth -= 1
+            # the frame belongs to the state that called (a subshell in the body has its own copy)
+            st.positional = old_pos
+            self._positional_taint(st, old_taint or [])
+            st.pop_frame()
+
+    @staticmethod
+    def _positional_taint(st: State, names: list[str]) -> None:
+        if names:
+            st.taint['@'] = list(names)
+        else:
+            st.taint.pop('@', None)
+
+    def child_shell(self, text: str, argv: list[str], env: dict, src: Src) -> int | None:
+        """``bash -c STRING [NAME ARGS...]``: a new shell that sees the exported variables (and ``env``)."""
+        parent = self.state
+        k = argv.index(text) if text in argv else len(argv) - 1
+        rest = argv[k + 1:]
+        child = State(cwd=parent.cwd, arg0=rest[0] if rest else argv[0], positional=rest[1:],
+                      sources=[])
+        self._positional_taint(child, self.unresolved if rest[1:] else [])
+        for n in parent.exported:
+            v = parent.scalar(n)
+            if v is not None:
+                child.vars[n] = v
+                child.exported.add(n)
+                if n in parent.touched:
+                    child.touched.add(n)
+                    child.set_line[n] = parent.set_line.get(n, self.line)
+                if parent.taint.get(n):
+                    child.taint[n] = list(parent.taint[n])
+        for n, v in env.items():
+            child.vars[n] = v
+            child.exported.add(n)
+            child.touched.add(n)
+            child.set_line[n] = self.line
+        if parent.cwd is not None:
+            child.vars['PWD'] = parent.cwd
+        self.state = child
+        self.depth += 1
+        if self.depth > self.limits.depth:
+            raise self.too_long(f'{self.limits.depth} nested shells')
+        outer_unresolved = self.unresolved
+        try:
+            return self.run_text(text, src.name, line=self.line)
+        except _Exit as e:
+            return e.status
+        finally:
+            self.depth -= 1
+            self.state = parent
+            self.unresolved = outer_unresolved
+
+    def substitute(self, inner: str) -> str | None:
+        """``$(inner)``: its output, or None where a command in it is not pure (or a value in it not known)."""
+        if self.commented:
+            return None  # a comment's `swift rollout` in backquotes is prose: nothing in a comment is run
+        if self.depth >= self.limits.depth:
+            raise self.too_long(f'{self.limits.depth} nested command substitutions')
+        saved, saved_unres, saved_line = self.state, self.unresolved, self.line
+        self.state = saved.copy()
+        self.unresolved = []
+        cap = _Capture()
+        self.captures.append(cap)
+        self.depth += 1
+        try:
+            self.run_text(inner, self.source, line=self.line)
+        except _Exit:
+            pass
+        except GuardError as e:
+            if 'could not be read within' in str(e):
+                raise
+            cap.unknown = True
+        finally:
+            self.depth -= 1
+            self.captures.pop()
+            status = self.state.status
+            self.state = saved
+            self.unresolved = saved_unres
+            self.line = saved_line
+        self.state.status = status
+        if cap.unknown:
+            return None
+        return ''.join(cap.out)
+
+    # -- builtins -----------------------------------------------------------------------------------------------
+    # -- comments -----------------------------------------------------------------------------------------------
+def _groups(nodes) -> list[list]:
+    """Nodes -> words: nodes that touch (no white space between) are one word (tree-sitter sometimes splits one)."""
+    out: list[list] = []
+    for n in nodes:
+        if out and out[-1][-1].end_byte == n.start_byte:
+            out[-1].append(n)
+        else:
+            out.append([n])
+    return out
+
+
+
+
+def _test_leaves(node, out: list, double: bool) -> None:
+    for c in node.children:
+        if c.type in ('[', ']', '[[', ']]', 'comment'):
+            continue
+        if c.is_named and c.type in _OPERANDS:
+            out.append(('w', c))
+        elif c.type == 'test_operator':
+            out.append(('op' if double else 'w', c))
+        elif not c.is_named:
+            out.append(('op' if double else 'w', c))
+        else:
+            _test_leaves(c, out, double)
+
+
+def _regex(parts) -> str:
+    return ''.join(re.escape(p[0]) if p is not None and p[2] else (p[0] if p is not None else ' ') for p in parts)
+
+
+def evaluate_script(text: str, environ=None, source: str = '<script>', cwd: str | None = None,
+                    limits: Limits | None = None, args: list[str] | None = None) -> list[Command]:
+    """Every simple command a bash script would run, in order, with the environment each runs with."""
+    ev = Evaluator(environ, source, cwd, limits)
+    if args is None:
+        ev.state.args_unknown = True
+    else:
+        ev.state.positional = list(args)
+    try:
+        ev.run_text(text, source)
+    except _Exit:
+        pass
+    except (_Break,):
+        pass
+    except RecursionError:
+        raise ev.too_long('the reader\'s recursion depth') from None
+    except (NotKnown, ValueError, IndexError, KeyError) as e:  # a construct this reader does not follow
+        raise GuardError(f'{source}:{ev.line}: could not read this line ({e.__class__.__name__}: {str(e)[:80]}); '
+                         f'paste the command after --') from None
+    return ev.commands
+
+
+__all__ = ['Evaluator', 'Limits', 'evaluate_script', 'assemble', 'glob_regex', 'join']

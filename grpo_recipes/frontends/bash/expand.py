@@ -1,0 +1,736 @@
+"""A word -> what bash hands the command (bash(1), "EXPANSION"), done once, never to a fixpoint: tilde, parameter
+expansion (``$V ${V} ${V:-d} ${V-d} ${V:=d} ${V=d} ${V:+a} ${V+a} ${V:?m} ${#V} ${V#p} ${V##p} ${V%p} ${V%%p}
+${V/a/b} ${V//a/b} ${V/#a/b} ${V/%a/b} ${V:off:len} ${V^^} ${V,,} ${!V}``, arrays ``${A[i]} ${A[@]} "${A[@]}"
+${#A[@]} ${!A[@]}``, ``$@ $* $# $0 $1``), ``$((...))``, ``$(...)`` and backquotes, then word splitting of unquoted
+expansions at IFS white space, then quote removal. Pathname expansion is not done: a glob word stays as written,
+which is what bash does when nothing matches.
+
+What cannot be known stays in the word as written (``$RANK``, ``${NNODES}``, ``$(nvidia-smi ...)``) and is named in
+the evaluator's ``unresolved`` list, so a caller can say it was not resolved.
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from .arith import Arith, ArithError, Unresolved, wrap
+from .syntax import CR_MARK
+
+if TYPE_CHECKING:
+    from .evaluator import Evaluator
+
+BREAK = None  # a field boundary that "$@" makes
+_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
+_PARAM = re.compile(r'([A-Za-z_][A-Za-z0-9_]*|\d+|[@*#?$!\-_])')
+_ANSI = {'n': '\n', 't': '\t', 'r': '\r', 'a': '\a', 'b': '\b', 'e': '\x1b', 'E': '\x1b', 'f': '\f', 'v': '\v',
+         '\\': '\\', "'": "'", '"': '"', '?': '?'}
+_ALWAYS_SET = ('$', '!', '-', '_', '?', 'RANDOM', 'SECONDS', 'BASHPID', 'PPID', 'EPOCHSECONDS', 'SRANDOM')
+"""Parameters bash always has a value for (so a ``${V:-default}`` of one is not known either)."""
+_PATTERN_MAX = 4096
+"""Longest value a ``${V#p}``/``${V/p/r}``/``${V^^}`` is worked out on (pattern matching is quadratic here)."""
+_OPS = (':-', ':=', ':+', ':?', '-', '=', '+', '?', '##', '#', '%%', '%', '//', '/#', '/%', '/', '^^', '^', ',,', ',',
+        ':')
+
+
+class NotKnown(Exception):
+    """Raised inside an expansion whose value cannot be known; the expansion is kept as written."""
+
+    def __init__(self, names: list[str]):
+        super().__init__(names)
+        self.names = names
+
+
+def find_close(text: str, i: int, opener: str) -> int:
+    """Index of the character that closes the construct opened just before ``text[i]``: ``}`` for ``${``, ``)`` for
+    ``$(`` (nested constructs and quotes skipped), ``))`` for ``$((`` (index of the first of the two)."""
+    depth = 1
+    quote = None
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if quote == "'":
+            if c == "'":
+                quote = None
+        elif c == '\\':
+            i += 2
+            continue
+        elif quote == '"':
+            if c == '"':
+                quote = None
+            elif c == '$' and text.startswith('${', i):
+                i = find_close(text, i + 2, '${') + 1
+                continue
+            elif c == '$' and text.startswith('$(', i):
+                i = find_close(text, i + 2, '$(') + 1
+                continue
+        elif c in '\'"' and opener != '$((':
+            quote = c
+        elif c == '`' and opener != '$((':
+            j = text.find('`', i + 1)
+            i = (j if j > 0 else n) + 1
+            continue
+        elif opener == '${':
+            if text.startswith('${', i):
+                i = find_close(text, i + 2, '${') + 1
+                continue
+            if text.startswith('$(', i):
+                i = find_close(text, i + 2, '$(') + 1
+                continue
+            if c == '}':
+                return i
+        else:
+            if text.startswith('${', i):
+                i = find_close(text, i + 2, '${') + 1
+                continue
+            if c == '(':
+                depth += 1
+            elif c == ')':
+                depth -= 1
+                if depth == 0:
+                    if opener == '$((':
+                        return i - 1 if i > 0 and text[i - 1] == ')' else i
+                    return i
+            elif opener == '$(' and c == '#' and (i == 0 or text[i - 1] in ' \t\n;'):
+                j = text.find('\n', i)
+                i = j if j > 0 else n
+                continue
+        i += 1
+    raise ValueError(f'no closing {opener}')
+
+
+def glob_regex(parts: list) -> str:
+    """Pattern parts -> a Python regex: quoted text literal, unquoted ``* ? [...]`` as bash's pattern matching."""
+    out = []
+    for p in parts:
+        if p is BREAK:
+            out.append(' ')
+            continue
+        text, _split, quoted = p
+        if quoted:
+            out.append(re.escape(text))
+            continue
+        i = 0
+        while i < len(text):
+            c = text[i]
+            if c == '*':
+                out.append('.*')
+            elif c == '?':
+                out.append('.')
+            elif c == '[':
+                j = text.find(']', i + 2 if text[i + 1:i + 2] in ('!', '^', ']') else i + 1)
+                if j < 0:
+                    out.append(r'\[')
+                else:
+                    body = text[i + 1:j]
+                    neg = body[:1] in ('!', '^')
+                    body = body[1:] if neg else body
+                    body = body.replace('\\', '\\\\').replace('[:', '[[:') if '[:' not in body else body
+                    out.append('[' + ('^' if neg else '') + body.replace('[[:', '[:') + ']')
+                    i = j
+            elif c == '\\' and i + 1 < len(text):
+                out.append(re.escape(text[i + 1]))
+                i += 1
+            else:
+                out.append(re.escape(c))
+            i += 1
+    return ''.join(out)
+
+
+class Expander:
+    def __init__(self, ev: 'Evaluator'):
+        self.ev = ev
+
+    @property
+    def st(self):
+        return self.ev.state
+
+    # -- entry points ------------------------------------------------------------------------------------------
+    def fields(self, raw: str) -> list[str]:
+        """A word as a command's argument: split, quotes removed (a word may give several fields, or none)."""
+        return assemble(self.parts(raw, tilde=True))
+
+    def single(self, raw: str, assignment: bool = False) -> str:
+        """A word that is not split: an assignment's value, a ``case`` word, a ``[[`` operand."""
+        return join(self.parts(raw, nosplit=True, tilde=True))
+
+    def dquoted(self, raw: str) -> str:
+        """Text as inside double quotes (a here-doc's body, :func:`..shell_expand.expand`)."""
+        return join(self._dq(raw, 0, len(raw), heredoc=True)[0])
+
+    def pattern(self, raw: str) -> str:
+        return glob_regex(self.parts(raw, nosplit=True))
+
+    # -- scanning -----------------------------------------------------------------------------------------------
+    def parts(self, text: str, nosplit: bool = False, lit_split: bool = False, tilde: bool = False) -> list:
+        """Unquoted text -> parts ``(text, splittable, quoted)`` and BREAKs."""
+        self.ev.tick()
+        out: list = []
+        i, n = 0, len(text)
+        if tilde and text.startswith('~'):
+            m = re.match(r'~(?=/|$)', text)
+            home = self.st.scalar('HOME') if m else None
+            if m and home is not None:
+                out.append((home, False, True))
+                i = 1
+        lit = []
+
+        def flush():
+            if lit:
+                s = ''.join(lit).replace(CR_MARK, '\r')
+                out.append((s, lit_split and not nosplit, False))
+                lit.clear()
+
+        while i < n:
+            c = text[i]
+            if c == '\\':
+                flush()
+                if i + 1 < n and text[i + 1] == '\n':
+                    i += 2
+                    continue
+                if i + 1 < n:
+                    out.append((text[i + 1].replace(CR_MARK, '\r'), False, True))
+                i += 2
+            elif c == "'":
+                flush()
+                j = text.find("'", i + 1)
+                j = n if j < 0 else j
+                out.append((text[i + 1:j].replace(CR_MARK, '\r'), False, True))
+                i = j + 1
+            elif c == '"':
+                flush()
+                got, i = self._dq(text, i + 1, n)
+                out += got
+            elif c == '$' and text.startswith("$'", i):
+                flush()
+                s, i = ansi_c(text, i + 2)
+                out.append((s, False, True))
+            elif c == '$' and text.startswith('$"', i):
+                flush()
+                got, i = self._dq(text, i + 2, n)
+                out += got
+            elif c == '$' or c == '`':
+                got, j = self._dollar(text, i, quoted=False)
+                if got is None:
+                    lit.append(c)
+                    i += 1
+                    continue
+                flush()
+                out += [(p[0], p[1] and not nosplit, p[2]) if p is not BREAK else BREAK for p in got]
+                i = j
+            else:
+                lit.append(c)
+                i += 1
+        flush()
+        return out
+
+    def _dq(self, text: str, i: int, n: int, heredoc: bool = False) -> tuple[list, int]:
+        """Inside double quotes from ``text[i]`` -> (parts, index after the closing quote)."""
+        out: list = []
+        buf = []
+        saw_at = False  # "$@" with no parameters: no field at all
+        while i < n:
+            c = text[i]
+            if c == '"' and not heredoc:
+                i += 1
+                break
+            if c == '\\' and i + 1 < n and text[i + 1] in ('$`"\\\n' if not heredoc else '$`\\\n'):
+                if text[i + 1] != '\n':
+                    buf.append(text[i + 1])
+                i += 2
+            elif c in '$`':
+                got, j = self._dollar(text, i, quoted=True)
+                if got is None:
+                    buf.append(c)
+                    i += 1
+                    continue
+                if buf:
+                    out.append((''.join(buf), False, True))
+                    buf = []
+                if got == [('', False, 'at')]:
+                    saw_at = True
+                else:
+                    out += got
+                i = j
+            else:
+                buf.append(c)
+                i += 1
+        if buf:
+            out.append((''.join(buf), False, True))
+        out = [(p[0].replace(CR_MARK, '\r'), False, True) if p is not BREAK else BREAK for p in out]
+        if not out and not saw_at:
+            out.append(('', False, True))
+        return out, i
+
+    def _dollar(self, text: str, i: int, quoted: bool) -> tuple[list | None, int]:
+        """The expansion at ``text[i]`` (``$...`` or a backquote) -> (parts, index after it); None if a lone $."""
+        split = not quoted
+        if text[i] == '`':
+            j = i + 1
+            buf = []
+            while j < len(text) and text[j] != '`':
+                if text[j] == '\\' and j + 1 < len(text) and text[j + 1] in '$`\\':
+                    buf.append(text[j + 1])
+                    j += 2
+                    continue
+                buf.append(text[j])
+                j += 1
+            return self._subst(''.join(buf), text[i:j + 1], split), j + 1
+        if text.startswith('$((', i):
+            try:
+                end = find_close(text, i + 3, '$((')
+            except ValueError:
+                end = -1
+            if end >= 0 and text.startswith('))', end):
+                written = text[i:end + 2]
+                return self._arith(text[i + 3:end], written, split), end + 2
+        if text.startswith('$(', i):
+            try:
+                end = find_close(text, i + 2, '$(')
+            except ValueError:
+                return [(text[i:], False, True)], len(text)
+            return self._subst(text[i + 2:end], text[i:end + 1], split), end + 1
+        if text.startswith('${', i):
+            try:
+                end = find_close(text, i + 2, '${')
+            except ValueError:
+                return [(text[i:], False, True)], len(text)
+            written = text[i:end + 1]
+            try:
+                return self._braced(text[i + 2:end], written, quoted), end + 1
+            except NotKnown as e:
+                self.ev.note_unresolved(e.names or [written])
+                return [(written, False, True)], end + 1
+        m = re.compile(r'\$([A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!\-])').match(text, i)
+        if not m:
+            return None, i
+        name = m.group(1)
+        try:
+            return self._param(name, None, quoted, split), m.end()
+        except NotKnown as e:
+            self.ev.note_unresolved(e.names or [m.group(0)])
+            return [(m.group(0), False, True)], m.end()
+
+    # -- parameters ---------------------------------------------------------------------------------------------
+    def _lookup(self, name: str, index: str | None):
+        """-> str | list[str] (an ``@``/``*`` subscript or $@) | None (unset). NotKnown if never set anywhere."""
+        st = self.st
+        if (name.isdigit() and name != '0') or name in ('@', '*', '#'):
+            self.ev.note_unresolved(st.taint.get('@', []))  # what the positional parameters carry unresolved
+        if name.isdigit():
+            k = int(name)
+            if k == 0:
+                return st.arg0
+            if k <= len(st.positional):
+                return st.positional[k - 1]
+            if st.args_unknown and not st.frames:
+                raise NotKnown([])  # `MODEL=$1` of the script: what the user passes is not known here
+            return None
+        if name in ('@', '*'):
+            return list(st.positional)
+        if name == '#':
+            return str(len(st.positional))
+        if name == '?':
+            if st.status is None:
+                raise NotKnown(['$?'])
+            return str(st.status)
+        if name in _ALWAYS_SET and name != '?':
+            raise NotKnown([f'${name}'])
+        if name == 'LINENO':
+            return str(self.ev.line)
+        if name == 'BASH_SOURCE' and 'BASH_SOURCE' not in st.vars:
+            arr = {k: v for k, v in enumerate(st.sources or [st.arg0])}
+            return self._index(arr, index, name)
+        taint = st.taint.get(name)
+        if taint:
+            self.ev.note_unresolved(taint)
+        if name not in st.vars:
+            if name in st.known_unset:
+                return None
+            raise NotKnown([])
+        v = st.vars[name]
+        if isinstance(v, dict):
+            return self._index(v, index, name)
+        if index is not None and index not in ('@', '*'):
+            return v if self._subscript(index) == 0 else None
+        if index in ('@', '*'):
+            return [v]
+        return v
+
+    def _index(self, arr: dict, index: str | None, name: str):
+        if index is None:
+            return arr.get(0)
+        if index in ('@', '*'):
+            return [arr[k] for k in sorted(arr)]
+        k = self._subscript(index)
+        if k < 0:
+            k = (max(arr) + 1 + k) if arr else k
+        return arr.get(k)
+
+    def _subscript(self, index: str) -> int:
+        return self.arith_value(index)
+
+    def _param(self, name: str, index: str | None, quoted: bool, split: bool) -> list:
+        v = self._lookup(name, index)
+        whole = index in ('@', '*') or name in ('@', '*')
+        star = index == '*' or name == '*'
+        if split and isinstance(v, str) and self.st.taint.get(name):
+            # a value holding text that was not resolved (``A=$(scontrol show hostnames ...)``): what bash would
+            # split is the command's output, not the text as written, so the written text stays one word
+            split = False
+        return self._value_parts(v, quoted, split, whole, star)
+
+    def _value_parts(self, v, quoted: bool, split: bool, whole: bool = False, star: bool = False) -> list:
+        if v is None:
+            return []
+        if isinstance(v, list):
+            if quoted and star:
+                return [(self._ifs()[:1].join(v), False, True)]
+            if not v:
+                return [('', False, 'at')] if quoted else []
+            out: list = []
+            for k, item in enumerate(v):
+                if k:
+                    out.append(BREAK if (quoted or split) else (' ', False, quoted))
+                out.append((item, split, quoted))
+            return out
+        return [(v, split, quoted)]
+
+    def _ifs(self) -> str:
+        v = self.st.scalar('IFS')
+        return ' \t\n' if v is None else v
+
+    def _braced(self, body: str, written: str, quoted: bool) -> list:
+        split = not quoted
+        if body.startswith('#') and len(body) > 1 and body[1] not in '-=+?':  # ${#V} ${#A[@]}
+            name, index, rest = self._name_index(body[1:])
+            if rest:
+                raise NotKnown([written])
+            v = self._lookup(name, index)
+            if v is None:
+                self._unset_plain(name, written)
+                return [('0', split, quoted)]
+            return [(str(len(v)), split, quoted)]
+        if body.startswith('!') and len(body) > 1:
+            name, index, rest = self._name_index(body[1:])
+            if index in ('@', '*') and not rest:  # ${!A[@]}: the indices
+                arr = self.st.get(name)
+                keys = [str(k) for k in sorted(arr)] if isinstance(arr, dict) else (['0'] if arr is not None else [])
+                return self._value_parts(keys, quoted, split, True, index == '*')
+            if index is None and not rest:
+                target = self._lookup(name, None)
+                if not isinstance(target, str) or not target:
+                    raise NotKnown([written])
+                tname, tindex, trest = self._name_index(target)
+                if trest:
+                    raise NotKnown([written])
+                return self._param(tname, tindex, quoted, split)
+            raise NotKnown([written])
+        name, index, rest = self._name_index(body)
+        if not name:
+            raise NotKnown([written])
+        op = next((o for o in _OPS if rest.startswith(o)), None) if rest else None
+        if rest and op is None:
+            raise NotKnown([written])
+        arg = rest[len(op):] if op else ''
+        if op in (':-', '-', ':=', '=', ':+', '+', ':?', '?'):
+            try:
+                v = self._lookup(name, index)
+            except NotKnown:
+                if name in _ALWAYS_SET or name in self.st.vars:
+                    raise
+                v = None  # set nowhere (or a script argument not given): as bash, the default applies
+            if isinstance(v, list):
+                is_null = (not v) or (len(v) == 1 and v[0] == '')
+                is_unset = not v
+            else:
+                is_unset = v is None
+                is_null = is_unset or v == ''
+            use = is_null if op.startswith(':') else is_unset
+            kind = op.lstrip(':')
+            if kind == '+':
+                return [] if use else self._word(arg, quoted)
+            if not use:
+                return self._value_parts(v, quoted, split, isinstance(v, list), index == '*')
+            if kind == '?':
+                raise NotKnown([written])
+            word = self._word(arg, quoted)
+            if kind == '=':
+                if name.isdigit() or name in '@*#?$!-':
+                    raise NotKnown([written])
+                value = join(self._word(arg, True))
+                self.ev.assign(name, value, index=self._subscript(index) if index not in (None, '@', '*') else None)
+            return word
+        v = self._lookup(name, index)
+        if v is None:
+            if name.isdigit() or name in self.st.known_unset or name in ('@', '*'):
+                return []
+            self._unset_plain(name, written)
+            return []
+        if not op:
+            return self._value_parts(v, quoted, split, isinstance(v, list), index == '*')
+        items = v if isinstance(v, list) else [v]
+        if op != ':' and sum(len(s) for s in items) > _PATTERN_MAX:
+            raise NotKnown([written])  # a pattern over a very long value: not followed (bounded work)
+        if op == ':':
+            return self._substring(v, arg, quoted, split, index == '*' or name == '*', written)
+        if op in ('#', '##', '%', '%%'):
+            rx = self.pattern(arg)
+            items = [strip(s, rx, op) for s in items]
+        elif op in ('/', '//', '/#', '/%'):
+            pat, _, rep = split_replacement(arg)
+            rx = self.pattern(pat)
+            repl = join(self._word(rep, True)) if rep else ''
+            items = [replace(s, rx, repl, op) for s in items]
+        elif op in ('^^', '^', ',,', ','):
+            f = {'^^': str.upper, ',,': str.lower, '^': lambda s: s[:1].upper() + s[1:],
+                 ',': lambda s: s[:1].lower() + s[1:]}[op]
+            items = [f(s) for s in items]
+        return self._value_parts(items if isinstance(v, list) else items[0], quoted, split, isinstance(v, list),
+                                 index == '*' or name == '*')
+
+    def _unset_plain(self, name: str, written: str):
+        """A variable that is not set: '' where the script unset it, else not known."""
+        if name not in self.st.known_unset:
+            raise NotKnown([])
+
+    def _substring(self, v, arg: str, quoted: bool, split: bool, star: bool, written: str) -> list:
+        off_s, sep, len_s = arg.partition(':')
+        off = self.arith_value(self.single(off_s)) if off_s.strip() else 0
+        length = self.arith_value(self.single(len_s)) if sep else None
+        if isinstance(v, list):
+            seq = v
+            if written.startswith('${@') or written.startswith('${*'):
+                seq = [self.st.arg0] + v  # ${@:0} includes $0
+            start = off if off >= 0 else len(seq) + off
+            if start < 0:
+                return []
+            end = len(seq) if length is None else start + length
+            if length is not None and length < 0:
+                raise NotKnown([written])
+            return self._value_parts(seq[start:end], quoted, split, True, star)
+        s = v
+        start = off if off >= 0 else len(s) + off
+        if start < 0 or start > len(s):
+            return [('', split, quoted)]
+        if length is None:
+            out = s[start:]
+        elif length >= 0:
+            out = s[start:start + length]
+        else:
+            end = len(s) + length
+            if end < start:
+                raise NotKnown([written])  # bash: substring expression < 0
+            out = s[start:end]
+        return [(out, split, quoted)]
+
+    def _word(self, arg: str, quoted: bool) -> list:
+        """The word of ``${V:-word}``: unquoted, its literal text splits too; inside "...", nothing splits (quotes
+        in the word still group)."""
+        if quoted:
+            return [(p[0], False, True) if p is not BREAK else BREAK for p in self.parts(arg, nosplit=True)]
+        return self.parts(arg, lit_split=True, tilde=True)
+
+    def _name_index(self, body: str) -> tuple[str, str | None, str]:
+        m = _PARAM.match(body)
+        if not m:
+            return '', None, body
+        name, rest = m.group(1), body[m.end():]
+        index = None
+        if rest.startswith('[') and _NAME.fullmatch(name):
+            depth, j = 0, 0
+            for j, ch in enumerate(rest):
+                if ch == '[':
+                    depth += 1
+                elif ch == ']':
+                    depth -= 1
+                    if depth == 0:
+                        break
+            index = rest[1:j]
+            if index not in ('@', '*'):
+                index = self.single(index)
+            rest = rest[j + 1:]
+        return name, index, rest
+
+    # -- arithmetic and command substitution --------------------------------------------------------------------
+    def arith_value(self, text: str) -> int:
+        """An arithmetic expression (``$`` expansions in it done first) -> int; NotKnown if it cannot be known."""
+        before = len(self.ev.unresolved)
+        expanded = self.single(text) if ('$' in text or '`' in text) else text
+        if len(self.ev.unresolved) > before:
+            raise NotKnown(self.ev.unresolved[before:])
+        st = self.st
+        names: list[str] = []
+
+        def get(name: str) -> str | None:
+            if st.taint.get(name):
+                names.extend(st.taint[name])
+                raise Unresolved(name)
+            if name not in st.vars:
+                if name in st.known_unset:
+                    return None
+                names.append(f'${name}')
+                raise Unresolved(name)
+            return st.scalar(name)
+
+        def put(name: str, value: int) -> None:
+            self.ev.assign(name, str(value))
+
+        try:
+            return Arith(get, put).evaluate(expanded)
+        except Unresolved:
+            raise NotKnown(names) from None
+        except (ArithError, ValueError, RecursionError) as e:
+            raise NotKnown([f'$(({text}))' + f' ({e})']) from None
+
+    def _arith(self, inner: str, written: str, split: bool) -> list:
+        before = len(self.ev.unresolved)
+        try:
+            v = self.arith_value(inner)
+        except NotKnown as e:
+            del self.ev.unresolved[before:]
+            self.ev.note_unresolved([written] if e.names else [written])
+            return [(written, False, True)]
+        if len(self.ev.unresolved) > before:
+            return [(written, False, True)]
+        return [(str(wrap(v)), split, not split)]
+
+    def _subst(self, inner: str, written: str, split: bool) -> list:
+        out = self.ev.substitute(inner)
+        if out is None:
+            self.ev.note_unresolved([written])
+            return [(written, False, True)]
+        return [(out.rstrip('\n'), split, not split)]
+
+
+def split_replacement(arg: str) -> tuple[str, str, str]:
+    """``pat/rep`` of ``${V/pat/rep}``: the first unescaped ``/`` outside quotes and nested expansions."""
+    i, quote = 0, None
+    while i < len(arg):
+        c = arg[i]
+        if quote:
+            if c == quote:
+                quote = None
+        elif c == '\\':
+            i += 2
+            continue
+        elif c in '\'"':
+            quote = c
+        elif arg.startswith('${', i):
+            i = find_close(arg, i + 2, '${') + 1
+            continue
+        elif c == '/':
+            return arg[:i], '/', arg[i + 1:]
+        i += 1
+    return arg, '', ''
+
+
+def strip(s: str, rx: str, op: str) -> str:
+    """``${V#p}`` (shortest prefix), ``##`` (longest), ``%`` (shortest suffix), ``%%`` (longest)."""
+    if op.startswith('#'):
+        rng = range(len(s) + 1) if op == '#' else range(len(s), -1, -1)
+        for k in rng:
+            if re.fullmatch(rx, s[:k], re.S):
+                return s[k:]
+        return s
+    rng = range(len(s), -1, -1) if op == '%' else range(len(s) + 1)
+    for k in rng:
+        if re.fullmatch(rx, s[k:], re.S):
+            return s[:k]
+    return s
+
+
+def replace(s: str, rx: str, rep: str, op: str) -> str:
+    """``${V/p/r}`` (first, longest match), ``//`` (all), ``/#`` (at the start), ``/%`` (at the end)."""
+    if rx == '':
+        return s if op in ('/', '//') else (rep + s if op == '/#' else s + rep)
+    if op == '/#':
+        for k in range(len(s), -1, -1):
+            if re.fullmatch(rx, s[:k], re.S):
+                return rep + s[k:]
+        return s
+    if op == '/%':
+        for k in range(len(s) + 1):
+            if re.fullmatch(rx, s[k:], re.S):
+                return s[:k] + rep
+        return s
+    out, i, done = [], 0, False
+    while i <= len(s):
+        if not done:
+            for k in range(len(s), i, -1):
+                if re.fullmatch(rx, s[i:k], re.S):
+                    out.append(rep)
+                    i = k
+                    done = op == '/'
+                    break
+            else:
+                if i < len(s):
+                    out.append(s[i])
+                i += 1
+            continue
+        out.append(s[i:])
+        break
+    return ''.join(out)
+
+
+def ansi_c(text: str, i: int) -> tuple[str, int]:
+    """``$'...'`` from after its quote -> (value, index after the closing quote)."""
+    out = []
+    while i < len(text):
+        c = text[i]
+        if c == "'":
+            return ''.join(out), i + 1
+        if c == '\\' and i + 1 < len(text):
+            d = text[i + 1]
+            if d in _ANSI:
+                out.append(_ANSI[d])
+                i += 2
+            elif d == 'x':
+                m = re.compile(r'[0-9A-Fa-f]{1,2}').match(text, i + 2)
+                out.append(chr(int(m.group(0), 16)) if m else '\\x')
+                i = m.end() if m else i + 2
+            elif d in '01234567':
+                m = re.compile(r'[0-7]{1,3}').match(text, i + 1)
+                out.append(chr(int(m.group(0), 8) & 0xFF))
+                i = m.end()
+            else:
+                out.append('\\' + d)
+                i += 2
+            continue
+        out.append(c)
+        i += 1
+    return ''.join(out), i
+
+
+def assemble(parts: list) -> list[str]:
+    """Parts -> fields: splittable text splits at IFS white space; quoted text (even empty) makes a field."""
+    fields: list[str] = []
+    cur, has = [], False
+    for p in parts:
+        if p is BREAK:
+            if cur or has:
+                fields.append(''.join(cur))
+            cur, has = [], False
+            continue
+        text, split, quoted = p
+        if quoted == 'at':
+            continue
+        if split:
+            for piece in re.split(r'([ \t\n]+)', text):
+                if not piece:
+                    continue
+                if piece[0] in ' \t\n':
+                    if cur or has:
+                        fields.append(''.join(cur))
+                    cur, has = [], False
+                else:
+                    cur.append(piece)
+        else:
+            cur.append(text)
+            has = has or bool(quoted) or bool(text)
+    if cur or has:
+        fields.append(''.join(cur))
+    return fields
+
+
+def join(parts: list) -> str:
+    return ''.join(' ' if p is BREAK else p[0] for p in parts if p is BREAK or p[2] != 'at')

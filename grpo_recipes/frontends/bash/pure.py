@@ -1,0 +1,410 @@
+"""Commands whose output a command substitution may use, computed here without running them: bash's ``echo``,
+``printf`` (``%s %d %i %u %x %X %o %c %f %e %g %b %q %%``, widths, the format reused for leftover arguments), ``pwd``,
+and coreutils' ``expr`` (integer arithmetic, comparisons, ``length``), ``dirname``, ``basename`` (``-s``, ``-a``),
+``realpath`` (lexically: ``..`` folded against the cwd, links not followed), ``seq`` (integers), ``nproc`` (the
+visible GPU count when CUDA_VISIBLE_DEVICES is known), ``cat`` of nothing or of a here-doc, ``true``/``false``/``:``, and in a pipeline ``wc -l/-w/-c``, ``tr``,
+``head``/``tail -n N`` of what the command before wrote.
+Anything else is not pure: its output is not known (:data:`NOT_PURE`)."""
+from __future__ import annotations
+
+import posixpath
+import re
+
+from .arith import parse_number
+
+NOT_PURE = object()
+
+
+class Impure(Exception):
+    """The command's output cannot be known here."""
+
+
+def run(argv: list[str], cwd: str | None, visible: str | None, stdin: str | None) -> tuple[str, int]:
+    """(stdout, exit status) of a pure command; Impure otherwise."""
+    name, args = argv[0], argv[1:]
+    if name == 'echo':
+        return echo(args), 0
+    if name == 'printf':
+        if args[:1] == ['-v']:
+            raise Impure(name)
+        return printf(args), 0
+    if name == 'pwd':
+        if cwd is None:
+            raise Impure(name)
+        return cwd + '\n', 0
+    if name in ('true', ':'):
+        return '', 0
+    if name == 'false':
+        return '', 1
+    if name == 'expr':
+        out = expr(args)
+        return out + '\n', 0 if out not in ('0', '') else 1
+    if name == 'dirname':
+        return ''.join(_dirname(a) + '\n' for a in args if not a.startswith('-')), 0
+    if name == 'basename':
+        return basename(args), 0
+    if name == 'realpath':
+        paths = [a for a in args if not a.startswith('-')]
+        if cwd is None and any(not p.startswith('/') for p in paths):
+            raise Impure(name)
+        return ''.join(posixpath.normpath(posixpath.join(cwd or '/', p)) + '\n' for p in paths), 0
+    if name == 'seq':
+        return seq(args), 0
+    if name == 'nproc':
+        if visible is None or args:
+            raise Impure(name)
+        return f'{len([d for d in visible.split(",") if d.strip()])}\n', 0
+    if name == 'cat' and (not args or args == ['-']):
+        return stdin or '', 0
+    if stdin is not None and name in ('wc', 'tr', 'head', 'tail'):
+        return _filter(name, args, stdin), 0
+    raise Impure(name)
+
+
+def _filter(name: str, args: list[str], text: str) -> str:
+    """``wc -l/-w/-c``, ``tr SET1 SET2`` / ``tr -d SET``, ``head``/``tail`` ``-n N`` of the text piped in."""
+    if name == 'wc':
+        counts = {'-l': text.count('\n'), '-w': len(text.split()), '-c': len(text.encode())}
+        if len(args) != 1 or args[0] not in counts:
+            raise Impure('wc')
+        return f'{counts[args[0]]}\n'
+    if name == 'tr':
+        if len(args) == 2 and args[0] == '-d':
+            drop = _set(args[1])
+            return ''.join(c for c in text if c not in drop)
+        if len(args) != 2 or args[0].startswith('-'):
+            raise Impure('tr')
+        a, b = _set(args[0]), _set(args[1])
+        if not b:
+            raise Impure('tr')
+        b = b + b[-1] * (len(a) - len(b))
+        return text.translate(str.maketrans(a, b[:len(a)]))
+    n = 10
+    if len(args) == 2 and args[0] == '-n' and re.fullmatch(r'\d+', args[1]):
+        n = int(args[1])
+    elif len(args) == 1 and re.fullmatch(r'-\d+', args[0]):
+        n = int(args[0][1:])
+    elif args:
+        raise Impure(name)
+    lines = text.splitlines(keepends=True)
+    return ''.join(lines[:n] if name == 'head' else (lines[-n:] if n else []))
+
+
+def _set(spec: str) -> str:
+    """A tr SET: characters, ``a-z`` ranges and ``\\n``/``\\t``/``\\\\`` escapes (classes are not followed)."""
+    if '[:' in spec or '[=' in spec or '*' in spec:
+        raise Impure('tr')
+    chars, i = [], 0
+    esc = {'n': '\n', 't': '\t', 'r': '\r', '\\': '\\'}
+    while i < len(spec):
+        c = spec[i]
+        if c == '\\' and i + 1 < len(spec):
+            chars.append(esc.get(spec[i + 1], spec[i + 1]))
+            i += 2
+            continue
+        if i + 2 < len(spec) and spec[i + 1] == '-':
+            lo, hi = ord(c), ord(spec[i + 2])
+            if hi < lo:
+                raise Impure('tr')
+            chars.extend(chr(k) for k in range(lo, hi + 1))
+            i += 3
+            continue
+        chars.append(c)
+        i += 1
+    return ''.join(chars)
+
+
+def echo(args: list[str]) -> str:
+    newline, escapes = True, False
+    while args and re.fullmatch(r'-[neE]+', args[0]):
+        for f in args[0][1:]:
+            if f == 'n':
+                newline = False
+            else:
+                escapes = f == 'e'
+        args = args[1:]
+    text = ' '.join(args)
+    if escapes:
+        text, stop = _backslash(text)
+        if stop:
+            return text
+    return text + ('\n' if newline else '')
+
+
+def _backslash(text: str) -> tuple[str, bool]:
+    out, i = [], 0
+    table = {'n': '\n', 't': '\t', 'r': '\r', 'a': '\a', 'b': '\b', 'f': '\f', 'v': '\v', '\\': '\\', 'e': '\x1b'}
+    while i < len(text):
+        c = text[i]
+        if c == '\\' and i + 1 < len(text):
+            d = text[i + 1]
+            if d == 'c':
+                return ''.join(out), True
+            if d in table:
+                out.append(table[d])
+                i += 2
+                continue
+            if d == '0':
+                m = re.compile(r'0[0-7]{0,3}').match(text, i + 1)
+                out.append(chr(int(m.group(0), 8) & 0xFF))
+                i = m.end()
+                continue
+        out.append(c)
+        i += 1
+    return ''.join(out), False
+
+
+_SPEC = re.compile(r'%([-+ #0]*)(\d+|\*)?(?:\.(\d+|\*))?([sdiuxXocfeEgGbq%])')
+
+
+def printf(args: list[str]) -> str:
+    if not args:
+        raise Impure('printf')
+    fmt, rest = args[0], args[1:]
+    out = []
+    while True:
+        consumed = 0
+        pos = 0
+        piece = []
+        for m in _SPEC.finditer(fmt):
+            piece.append(_backslash(fmt[pos:m.start()])[0])
+            pos = m.end()
+            flags, width, prec, conv = m.groups()
+            if conv == '%':
+                piece.append('%')
+                continue
+            if width == '*' or prec == '*':
+                raise Impure('printf')
+            arg = rest[consumed] if consumed < len(rest) else None
+            consumed += 1
+            piece.append(_one(flags, width, prec, conv, arg))
+        piece.append(_backslash(fmt[pos:])[0])
+        out.append(''.join(piece))
+        rest = rest[consumed:]
+        if not rest or consumed == 0:
+            break
+    return ''.join(out)
+
+
+def _one(flags: str, width: str | None, prec: str | None, conv: str, arg: str | None) -> str:
+    if conv in 'sbq':
+        s = arg or ''
+        if conv == 'b':
+            s = _backslash(s)[0]
+        if conv == 'q':
+            raise Impure('printf %q')
+        if prec is not None:
+            s = s[:int(prec)]
+        w = int(width or 0)
+        return s.ljust(w) if '-' in flags else s.rjust(w)
+    if conv == 'c':
+        s = (arg or '')[:1]
+        return s.ljust(int(width or 0)) if '-' in flags else s.rjust(int(width or 0))
+    if conv in 'diuxXo':
+        try:
+            v = _int_arg(arg)
+        except ValueError:
+            raise Impure('printf') from None
+        spec = f'%{flags}{width or ""}{"." + prec if prec is not None else ""}{"d" if conv in "iu" else conv}'
+        return spec % v
+    try:
+        v = float(arg) if arg not in (None, '') else 0.0
+    except ValueError:
+        raise Impure('printf') from None
+    return f'%{flags}{width or ""}{"." + prec if prec is not None else ""}{conv}' % v
+
+
+def _int_arg(arg: str | None) -> int:
+    if arg is None or arg == '':
+        return 0
+    if arg[:1] in '\'"':
+        return ord(arg[1]) if len(arg) > 1 else 0
+    try:
+        return parse_number(arg)
+    except Exception:
+        raise ValueError(arg) from None
+
+
+def _dirname(p: str) -> str:
+    if not p:
+        return '.'
+    s = p.rstrip('/')
+    if not s:
+        return '/'
+    if '/' not in s:
+        return '.'
+    d = s[:s.rindex('/')].rstrip('/')
+    return d or '/'
+
+
+def _basename(p: str, suffix: str = '') -> str:
+    s = p.rstrip('/')
+    if not s:
+        return '/' if p else ''
+    b = s[s.rfind('/') + 1:]
+    if suffix and b.endswith(suffix) and b != suffix:
+        b = b[:-len(suffix)]
+    return b
+
+
+def basename(args: list[str]) -> str:
+    multi, suffix, names = False, '', []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ('-a', '--multiple'):
+            multi = True
+        elif a == '-s':
+            suffix, multi = args[i + 1] if i + 1 < len(args) else '', True
+            i += 1
+        elif a.startswith('--suffix='):
+            suffix, multi = a.split('=', 1)[1], True
+        elif a == '--':
+            names += args[i + 1:]
+            break
+        elif a.startswith('-') and len(a) > 1:
+            raise Impure('basename')
+        else:
+            names.append(a)
+        i += 1
+    if not names:
+        raise Impure('basename')
+    if not multi:
+        if len(names) > 2:
+            raise Impure('basename')
+        return _basename(names[0], names[1] if len(names) == 2 else '') + '\n'
+    return ''.join(_basename(n, suffix) + '\n' for n in names)
+
+
+def seq(args: list[str]) -> str:
+    sep = '\n'
+    nums = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == '-s' and i + 1 < len(args):
+            sep = args[i + 1]
+            i += 2
+            continue
+        if a.startswith('-') and not re.fullmatch(r'-\d+', a):
+            raise Impure('seq')
+        nums.append(a)
+        i += 1
+    if not 1 <= len(nums) <= 3 or not all(re.fullmatch(r'[-+]?\d+', n) for n in nums):
+        raise Impure('seq')
+    v = [int(n) for n in nums]
+    first, inc, last = (1, 1, v[0]) if len(v) == 1 else (v[0], 1, v[1]) if len(v) == 2 else tuple(v)
+    if inc == 0:
+        raise Impure('seq')
+    out = []
+    x = first
+    while (x <= last) if inc > 0 else (x >= last):
+        out.append(str(x))
+        x += inc
+        if len(out) > 100000:
+            raise Impure('seq')
+    return sep.join(out) + '\n' if out else ''
+
+
+def expr(args: list[str]) -> str:
+    """coreutils expr on integers and strings: | & comparisons + - * / % and ``length``, ``( )``."""
+    p = _Expr(args)
+    v = p.or_()
+    if p.i != len(args):
+        raise Impure('expr')
+    return str(v)
+
+
+class _Expr:
+    def __init__(self, toks):
+        self.t, self.i = toks, 0
+
+    def _peek(self):
+        return self.t[self.i] if self.i < len(self.t) else None
+
+    def or_(self):
+        a = self.and_()
+        while self._peek() == '|':
+            self.i += 1
+            b = self.and_()
+            a = a if _truthy(a) else (b if _truthy(b) else 0)
+        return a
+
+    def and_(self):
+        a = self.cmp()
+        while self._peek() == '&':
+            self.i += 1
+            b = self.cmp()
+            a = a if _truthy(a) and _truthy(b) else 0
+        return a
+
+    def cmp(self):
+        a = self.add()
+        while self._peek() in ('<', '<=', '=', '==', '!=', '>=', '>'):
+            op = self.t[self.i]
+            self.i += 1
+            b = self.add()
+            if _isint(a) and _isint(b):
+                x, y = int(a), int(b)
+            else:
+                x, y = str(a), str(b)
+            a = int({'<': x < y, '<=': x <= y, '=': x == y, '==': x == y, '!=': x != y, '>=': x >= y,
+                     '>': x > y}[op])
+        return a
+
+    def add(self):
+        a = self.mul()
+        while self._peek() in ('+', '-'):
+            op = self.t[self.i]
+            self.i += 1
+            b = self.mul()
+            a = _num(a) + _num(b) if op == '+' else _num(a) - _num(b)
+        return a
+
+    def mul(self):
+        a = self.atom()
+        while self._peek() in ('*', '/', '%'):
+            op = self.t[self.i]
+            self.i += 1
+            b = self.atom()
+            x, y = _num(a), _num(b)
+            if op == '*':
+                a = x * y
+            else:
+                if y == 0:
+                    raise Impure('expr: division by zero')
+                q = abs(x) // abs(y)
+                q = q if (x >= 0) == (y >= 0) else -q
+                a = q if op == '/' else x - q * y
+        return a
+
+    def atom(self):
+        tok = self._peek()
+        if tok is None:
+            raise Impure('expr')
+        self.i += 1
+        if tok == '(':
+            v = self.or_()
+            if self._peek() != ')':
+                raise Impure('expr')
+            self.i += 1
+            return v
+        if tok == 'length':
+            return len(str(self.atom()))
+        if tok in ('match', 'substr', 'index', ':'):
+            raise Impure('expr')
+        return int(tok) if _isint(tok) else tok
+
+
+def _isint(v) -> bool:
+    return isinstance(v, int) or bool(re.fullmatch(r'[-+]?\d+', str(v)))
+
+
+def _num(v) -> int:
+    if not _isint(v):
+        raise Impure('expr: non-integer argument')
+    return int(v)
+
+
+def _truthy(v) -> bool:
+    return not (v == '' or (_isint(v) and int(v) == 0))

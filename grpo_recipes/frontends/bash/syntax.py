@@ -1,0 +1,107 @@
+"""The script's grammar: tree-sitter-bash (MIT, github.com/tree-sitter/tree-sitter-bash) parses the text into a
+syntax tree; :mod:`.evaluator` walks it. Two things bash does differently from a plain parse are prepared here:
+
+- CRLF: bash splits lines at LF only, so a CR is an ordinary character of the line's last word, and a ``\\`` before
+  it quotes the CR instead of continuing the line (see :mod:`..crlf`). tree-sitter reads CR as white space, so each
+  CR is handed to it as :data:`CR_MARK` (a private-use character, a word character to the grammar) and turned back
+  into a CR when the word is expanded.
+- ``<DATA_PATH>``: an example's placeholder. bash reads it as two redirections; the guard keeps it as the word it
+  stands for (quoted here, outside quotes and comments), so it can say that it is a placeholder to fill in.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import tree_sitter_bash
+from tree_sitter import Language, Node, Parser
+
+from ...errors import GuardError
+
+CR_MARK = '\ue000'
+_LANGUAGE = Language(tree_sitter_bash.language())
+_PLACEHOLDER = re.compile(r'<([A-Za-z_][A-Za-z0-9_\-]*)>(?=[\s;|&)]|$)')
+
+
+@dataclass
+class Src:
+    """One text the evaluator walks: the script, a sourced file, a ``bash -c`` string, an ``eval``, a comment."""
+    data: bytes
+    name: str
+    line: int | None = None
+    """Every command of this text is reported at this line of the script (``bash -c``, ``source``, a comment)."""
+    first_line: int = 1
+    """Line number of the text's first line (a comment block read as code)."""
+    comments: dict = field(default_factory=dict)
+    """line -> text of a comment that starts its line (what :attr:`Command.above` is made of)."""
+
+    def text(self, start: int, end: int) -> str:
+        return self.data[start:end].decode('utf-8', 'replace')
+
+    def line_of(self, node: Node) -> int:
+        return self.line if self.line is not None else node.start_point[0] + self.first_line
+
+
+def mark_placeholders(text: str) -> str:
+    """``--dataset <DATA_PATH>`` -> ``--dataset '<DATA_PATH>'`` (outside quotes only)."""
+    if '<' not in text:
+        return text
+    out, i, n, quote = [], 0, len(text), None
+    while i < n:
+        c = text[i]
+        if quote == "'":
+            if c == "'":
+                quote = None
+        elif quote == '"':
+            if c == '\\':
+                out.append(text[i:i + 2])
+                i += 2
+                continue
+            if c == '"':
+                quote = None
+        elif c == '\\':
+            out.append(text[i:i + 2])
+            i += 2
+            continue
+        elif c in '\'"':
+            quote = c
+        elif c == '<' and (i == 0 or text[i - 1] in ' \t\n=') and (m := _PLACEHOLDER.match(text, i)):
+            out.append(f"'{m.group(0)}'")
+            i = m.end()
+            continue
+        out.append(c)
+        i += 1
+    return ''.join(out)
+
+
+def parse(text: str, name: str, line: int | None = None, first_line: int = 1) -> tuple[Node, Src]:
+    """Text -> (root node, Src). A syntax error raises GuardError naming the line (as bash refuses to run it)."""
+    text = text.replace('\r', CR_MARK)
+    tail = text.rstrip(' \t\n')
+    if len(tail) < len(text) and text[len(tail)] == '\n' and (len(tail) - len(tail.rstrip('\\'))) % 2:
+        text = tail[:-1] + '\n'  # a `\` continuing into the end of the text: bash ends the command there
+    src = Src(mark_placeholders(text).encode('utf-8'), name, line, first_line)
+    tree = Parser(_LANGUAGE).parse(src.data)
+    root = tree.root_node
+    if root.has_error:
+        bad = _first_error(root)
+        where = src.line_of(bad) if bad is not None else (line or first_line)
+        raise GuardError(f'{name}:{where}: cannot read this line as bash (a quote, bracket or `fi`/`done` left open?); '
+                         f'fix the script, or paste the command after --')
+    return root, src
+
+
+def _first_error(node: Node) -> Node | None:
+    if node.is_error or node.is_missing:
+        return node
+    for c in node.children:
+        if c.has_error or c.is_error or c.is_missing:
+            found = _first_error(c)
+            if found is not None:
+                return found
+    return None
+
+
+def raw(src: Src, group) -> str:
+    """The source text of a word (nodes that touch, see evaluator._groups)."""
+    return src.text(group[0].start_byte, group[-1].end_byte)

@@ -1,0 +1,49 @@
+"""ms-swift's own argument checks, run by rules/arguments.py through the framework's hooks
+(``Framework.unknown_arguments``, ``Framework.registry_check``; the ids are declared there)."""
+from __future__ import annotations
+
+from ...findings import ERROR, INFO, WARNING, Finding
+from ...versions import version_tuple
+from . import registry
+from .versions import explain
+
+
+def unknown_arguments(ctx) -> list[Finding]:
+    """The words ms-swift's parser leaves over: ``ValueError: remaining_argv`` (swift/pipelines/base.py), a warning
+    under ``--ignore_args_error true``; an ambiguous abbreviation stops argparse first."""
+    out = []
+    # --ignore_args_error true: ms-swift logs the leftovers instead of stopping (swift/pipelines/base.py,
+    # 3.x: llm/base.py)
+    ignored = ctx.cfg.ignore_args_error
+    for u in explain(ctx.remaining, ctx.packages.get('ms-swift')):
+        fix = f'rename {u.flag} to {u.suggestion}' if u.suggestion else f'remove {u.flag}'
+        stops = getattr(u, 'stops', None)  # an ambiguous abbreviation: argparse stops first, whatever the setting
+        out.append(Finding(WARNING if ignored and not stops else ERROR, 'args.unknown', [u.flag.lstrip('-')],
+                           f'{u.describe()}. ' + (stops or ('ms-swift ignores it (--ignore_args_error true): it has no '
+                                                            'effect' if ignored else
+                                                            'ms-swift stops with `ValueError: remaining_argv: [...]`')),
+                           fix, 'argparse (HfArgumentParser, allow_abbrev)' if stops else 'swift/pipelines/base.py'))
+    return out
+
+
+def registry_check(ctx) -> list[Finding]:
+    """--model_type / --template against ms-swift's registry snapshot (swift/model/model_meta.py MODEL_MAPPING,
+    swift/template/register.py TEMPLATE_MAPPING); not checked when the snapshot is another major release's."""
+    cfg = ctx.cfg
+    given = [(n, v) for n, v in (('model_type', cfg.model_type), ('template', cfg.template)) if v]
+    if not given:
+        return []
+    swift_v = version_tuple(ctx.packages.get('ms-swift'))
+    snap_v = version_tuple(registry.snapshot()['ms_swift_version'])
+    if swift_v is not None and snap_v is not None and swift_v[:1] != snap_v[:1]:
+        return [Finding(INFO, 'args.registry-unchecked', [n for n, _ in given],
+                        f'{", ".join(f"--{n} {v}" for n, v in given)}: not checked (the registry snapshot is ms-swift '
+                        f'{registry.snapshot()["ms_swift_version"]}\'s; the launch is judged against ms-swift '
+                        f'{ctx.packages.get("ms-swift")})')]
+    out = []
+    for name, value in given:
+        problem = (registry.model_type_problem if name == 'model_type' else registry.template_problem)(value, cfg.model)
+        if problem:
+            src = 'swift/model/model_meta.py' if name == 'model_type' else 'swift/template/register.py'
+            out.append(Finding(ERROR, f'args.{name.replace("_", "-")}', [name], problem[0], problem[1], src))
+    return out
