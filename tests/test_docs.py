@@ -40,7 +40,8 @@ def test_every_flag_of_every_command_is_in_the_reference(prog, name, parser):
     help_text = parser.format_help()
     for flag in _help_flags(parser):
         assert flag in help_text  # what --help prints ...
-        assert f'`{flag}`' in section, f'{prog} {name or ""}: {flag} is not in docs/reference.md (python scripts/gen_docs.py)'
+        assert f'`{flag}`' in section, \
+            f'{prog} {name or ""}: {flag} is not in docs/reference.md (python scripts/gen_docs.py)'
 
 
 def test_the_reference_has_no_command_the_code_lacks():
@@ -87,11 +88,11 @@ def test_readme_is_an_overview_that_links_into_the_site():
     assert len(set(links)) >= 10
     for link in links:
         assert (ROOT / link).is_file(), link
-    # the recipe table is one block between the markers the site includes (docs/recipes.md)
+    # the recipe table is one block between the markers the site includes (docs/launchers.md)
     table = readme.split('[start:recipe-table]')[1].split('[end:recipe-table]')[0]
     names = {f'{p.parent.name}/{p.stem}' for p in (ROOT / 'recipes').glob('*/*.yaml') if p.parent.name != 'examples'}
     assert names and {n for n in names if f'| {n} |' in table} == names
-    assert '--8<-- "README.md:recipe-table"' in (DOCS / 'recipes.md').read_text(encoding='utf-8')
+    assert '--8<-- "README.md:recipe-table"' in (DOCS / 'launchers.md').read_text(encoding='utf-8')
 
 
 def test_the_example_config_does_not_claim_to_be_the_demo_input():

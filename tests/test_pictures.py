@@ -11,6 +11,8 @@ from rich.console import Console
 from grpo_recipes.cli.bars import CATEGORIES, categories, gpu_phases, print_bars
 from grpo_recipes.cli.guard import main
 
+RECIPE_40G = 'recipes/qwen2.5-7b-instruct/lora-2xa100-40g.yaml'
+
 
 def _bars(report, width=120) -> str:
     out = Console(file=io.StringIO(), width=width, color_system=None, highlight=False)
@@ -62,7 +64,7 @@ def test_narrow_terminal_keeps_every_bar_line_within_its_width():
 @pytest.mark.parametrize('ext,magic', [('svg', b'<?xml'), ('png', b'\x89PNG')])
 def test_check_plot_writes_the_figure(tmp_path, capsys, ext, magic):
     out = tmp_path / f'memory.{ext}'
-    code = main(['check', 'recipes/qwen2.5-7b-instruct/lora-2xa100-40g.yaml', '--gpus', '2', '--gpu-type', 'A100-40G', '--plot', str(out)])
+    code = main(['check', RECIPE_40G, '--gpus', '2', '--gpu-type', 'A100-40G', '--plot', str(out)])
     assert code == 0, capsys.readouterr()
     assert out.read_bytes().startswith(magic)
     if ext == 'svg':
@@ -71,7 +73,7 @@ def test_check_plot_writes_the_figure(tmp_path, capsys, ext, magic):
 
 
 def test_check_plot_to_a_file_it_cannot_write_is_one_line(tmp_path, capsys):
-    code = main(['check', 'recipes/qwen2.5-7b-instruct/lora-2xa100-40g.yaml', '--gpus', '2', '--gpu-type', 'A100-40G', '--plot', str(tmp_path / 'x.nope')])
+    code = main(['check', RECIPE_40G, '--gpus', '2', '--gpu-type', 'A100-40G', '--plot', str(tmp_path / 'x.nope')])
     err = capsys.readouterr().err
     assert code == 2 and '--plot' in err and 'Traceback' not in err and len(err.strip().splitlines()) == 1
 
