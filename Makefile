@@ -37,6 +37,7 @@ demo: $(STAMP)
 PYTEST_WORKERS ?= 2
 test: $(STAMP)
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet --site-dir site
 	$(PY) -m pytest -q --durations=15 -n $(PYTEST_WORKERS)
 

@@ -35,6 +35,7 @@ Where the simulation and the measurement differ, and why:
 - Addresses: ``cudaMalloc``'s addresses only break ties between free blocks of equal size; the model hands out
   increasing addresses.
 """
+
 import argparse
 import json
 import sys
@@ -43,7 +44,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-GiB = 2 ** 30
+GiB = 2**30
 SHARED = ROOT.parent / 'shared' / 'calibration' / 'gpu-h100-2026-11-24'
 
 
@@ -62,11 +63,28 @@ def model_config(name: str, grid_dir: Path) -> dict:
 def trace_events(config: dict, shape: str):
     from grpo_recipes.config import GRPOConfig
     from grpo_recipes.memory.trace import trace_step
+
     tuner, gc, bs, prompt, C = shape.split(':')
-    cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--tuner_type', tuner, '--per_device_train_batch_size',
-                                   bs, '--max_completion_length', C, '--gradient_checkpointing',
-                                   'true' if gc == '1' else 'false', '--torch_dtype', 'bfloat16', '--beta', '0',
-                                   '--lora_rank', '16'])  # what bench_gpu_memory.run_shape runs
+    cfg, _ = GRPOConfig.from_argv(
+        [
+            '--rlhf_type',
+            'grpo',
+            '--tuner_type',
+            tuner,
+            '--per_device_train_batch_size',
+            bs,
+            '--max_completion_length',
+            C,
+            '--gradient_checkpointing',
+            'true' if gc == '1' else 'false',
+            '--torch_dtype',
+            'bfloat16',
+            '--beta',
+            '0',
+            '--lora_rank',
+            '16',
+        ]
+    )  # what bench_gpu_memory.run_shape runs
     # the harness's micro-batches have no padding: attention as real tensors run it (trace.py _unpadded_masks)
     counter, _, _ = trace_step(cfg, config, int(prompt), adamw='fused', unpadded=True)
     return counter.peak, list(counter.events)
@@ -80,6 +98,7 @@ def main() -> int:
     args = ap.parse_args()
     from grpo_recipes.allocconf import conf_of as parse_alloc_conf
     from grpo_recipes.memory.allocator import replay
+
     grid = Path(args.grid)
     rows = [json.loads(x) for x in grid.read_text().splitlines() if x.strip()]
     if args.only:
@@ -88,8 +107,10 @@ def main() -> int:
     for r in rows:
         shapes.setdefault((r['model_config'], r['shape']), []).append(r)
     print(f'# {len(rows)} rows, {len(shapes)} shapes traced on CPU; {time.strftime("%Y-%m-%d")}')
-    print(f'{"model":<22} {"shape":<20} {"allocator":<26} {"alloc meas":>10} {"alloc sim":>9} '
-          f'{"reserved meas":>13} {"reserved sim":>12} {"error":>7}')
+    print(
+        f'{"model":<22} {"shape":<20} {"allocator":<26} {"alloc meas":>10} {"alloc sim":>9} '
+        f'{"reserved meas":>13} {"reserved sim":>12} {"error":>7}'
+    )
     errs: dict = {}
     ratios: dict = {'default': [], 'expandable': []}
     for (name, shape), group in shapes.items():
@@ -102,31 +123,53 @@ def main() -> int:
             st = replay(events, parse_alloc_conf(text))
             ratios[kind].append((st.peak_reserved - st.peak_allocated) / block)
             reserve = (st.peak_reserved - st.peak_allocated) / GiB
-            print(f'#   sweep {name} {shape} {kind}: simulated reserve {reserve:.2f} '
-                  f'GiB = {ratios[kind][-1]:.2f} x the fp32 logits block ({block / GiB:.2f} GiB)', flush=True)
+            print(
+                f'#   sweep {name} {shape} {kind}: simulated reserve {reserve:.2f} '
+                f'GiB = {ratios[kind][-1]:.2f} x the fp32 logits block ({block / GiB:.2f} GiB)',
+                flush=True,
+            )
         for r in group:
             conf_text = r.get('PYTORCH_CUDA_ALLOC_CONF') or ''
             st = replay(events, parse_alloc_conf(conf_text))
             pred, meas = st.peak_reserved / GiB, r['reserved_peak_gib']
             err = pred / meas - 1
             errs.setdefault(conf_text or 'default', []).append(err)
-            print(f'{name:<22} {shape:<20} {conf_text or "default":<26} {r["allocated_peak_gib"]:>10.2f} '
-                  f'{st.peak_allocated / GiB:>9.2f} {meas:>13.2f} {pred:>12.2f} {err:>+7.1%}', flush=True)
+            print(
+                f'{name:<22} {shape:<20} {conf_text or "default":<26} {r["allocated_peak_gib"]:>10.2f} '
+                f'{st.peak_allocated / GiB:>9.2f} {meas:>13.2f} {pred:>12.2f} {err:>+7.1%}',
+                flush=True,
+            )
             if args.json:
-                print(json.dumps({'shape': shape, 'model': name, 'allocator': conf_text,
-                                  'reserved_measured_gib': meas, 'reserved_simulated_gib': round(pred, 3),
-                                  'allocated_simulated_gib': round(st.peak_allocated / GiB, 3),
-                                  'traced_gib': round(traced_peak / GiB, 3), 'segments_at_end': st.segments,
-                                  'trace_seconds': round(time.time() - t0, 1)}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            'shape': shape,
+                            'model': name,
+                            'allocator': conf_text,
+                            'reserved_measured_gib': meas,
+                            'reserved_simulated_gib': round(pred, 3),
+                            'allocated_simulated_gib': round(st.peak_allocated / GiB, 3),
+                            'traced_gib': round(traced_peak / GiB, 3),
+                            'segments_at_end': st.segments,
+                            'trace_seconds': round(time.time() - t0, 1),
+                        }
+                    ),
+                    flush=True,
+                )
     import statistics
+
     for kind, v in ratios.items():
-        print(f'# reserve.RESERVE_PER_BLOCK[{kind!r}] from the simulator (median over {len(v)} shapes): '
-              f'{statistics.median(v):.2f} (range {min(v):.2f}-{max(v):.2f})')
+        print(
+            f'# reserve.RESERVE_PER_BLOCK[{kind!r}] from the simulator (median over {len(v)} shapes): '
+            f'{statistics.median(v):.2f} (range {min(v):.2f}-{max(v):.2f})'
+        )
     print('# summary (simulated reserved / measured reserved - 1)')
     for k, v in errs.items():
         within = sum(abs(e) <= 0.10 for e in v)
-        print(f'#   {k:<26} {len(v):>2} rows, within 10%: {within}/{len(v)}, worst {max(v, key=abs):+.1%}, '
-              f'mean |error| {sum(abs(e) for e in v) / len(v):.1%}')
+        print(
+            f'#   {k:<26} {len(v):>2} rows, within 10%: {within}/{len(v)}, worst {max(v, key=abs):+.1%}, '
+            f'mean |error| {sum(abs(e) for e in v) / len(v):.1%}'
+        )
     return 0
 
 

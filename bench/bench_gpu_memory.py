@@ -16,6 +16,7 @@ one JSON line per shape.
 
 A shape is tuner:checkpointing(0/1):micro-batch:prompt:completion.
 """
+
 import argparse
 import json
 import sys
@@ -23,17 +24,24 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-GiB = 2 ** 30
-DEFAULT_SHAPES = ['lora:1:4:256:1024', 'lora:1:8:256:1024', 'lora:1:16:256:1024', 'lora:0:1:256:1024',
-                  'full:1:2:256:1024', 'lora:1:4:256:2048']
+GiB = 2**30
+DEFAULT_SHAPES = [
+    'lora:1:4:256:1024',
+    'lora:1:8:256:1024',
+    'lora:1:16:256:1024',
+    'lora:0:1:256:1024',
+    'full:1:2:256:1024',
+    'lora:1:4:256:2048',
+]
 
 
 def logps(model, ids, C):
     import torch
+
     out = model(input_ids=ids, attention_mask=torch.ones_like(ids), logits_to_keep=C + 1, use_cache=False)
     logits = out.logits.float()  # accelerate convert_outputs_to_fp32 under bf16 mixed precision
     del out
-    logits = logits[:, -(C + 1):-1, :]
+    logits = logits[:, -(C + 1) : -1, :]
     logits.div_(1.0)
     comp = ids[:, -C:].unsqueeze(-1)
     picked = torch.gather(logits, -1, comp).squeeze(-1)
@@ -44,23 +52,27 @@ def logps(model, ids, C):
 def nvml_used() -> float | None:
     try:
         import pynvml
+
         pynvml.nvmlInit()
         h = pynvml.nvmlDeviceGetHandleByIndex(torch_device_index())
         return pynvml.nvmlDeviceGetMemoryInfo(h).used / GiB
     except Exception:  # noqa: BLE001 - NVML is optional; fall back to torch's device-wide view
         import torch
+
         free, total = torch.cuda.mem_get_info()
         return (total - free) / GiB
 
 
 def torch_device_index() -> int:
     import torch
+
     return torch.cuda.current_device()
 
 
 def run_shape(config: dict, shape: str, adamw: str = 'fused') -> dict:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
+
     tuner, gc, bs, prompt, C = shape.split(':')
     gc, bs, prompt, C = gc == '1', int(bs), int(prompt), int(C)
     mc = {k: v for k, v in config.items() if k != 'quantization_config'}
@@ -73,8 +85,11 @@ def run_shape(config: dict, shape: str, adamw: str = 'fused') -> dict:
         model = AutoModelForCausalLM.from_config(hf, dtype=torch.bfloat16)
     if tuner == 'lora':
         from peft import LoraConfig, get_peft_model
-        model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05, target_modules='all-linear',
-                                                 task_type='CAUSAL_LM'))
+
+        model = get_peft_model(
+            model,
+            LoraConfig(r=16, lora_alpha=32, lora_dropout=0.05, target_modules='all-linear', task_type='CAUSAL_LM'),
+        )
         for n, p in model.named_parameters():
             if 'lora_' in n:
                 p.data = p.data.float()
@@ -83,8 +98,11 @@ def run_shape(config: dict, shape: str, adamw: str = 'fused') -> dict:
         if tuner == 'lora':
             model.enable_input_require_grads()
     model.train()
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-6,
-                            **({'fused': True} if adamw == 'fused' else {'foreach': True}))
+    opt = torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad],
+        lr=1e-6,
+        **({'fused': True} if adamw == 'fused' else {'foreach': True}),
+    )
     ids = torch.randint(0, config['vocab_size'], (bs, prompt + C), device='cuda')
     adv = torch.randn(bs, device='cuda')
     t0 = time.time()
@@ -96,10 +114,14 @@ def run_shape(config: dict, shape: str, adamw: str = 'fused') -> dict:
         opt.step()
         opt.zero_grad(set_to_none=True)
     torch.cuda.synchronize()
-    out = {'shape': shape, 'allocated_peak_gib': round(torch.cuda.max_memory_allocated() / GiB, 3),
-           'reserved_peak_gib': round(torch.cuda.max_memory_reserved() / GiB, 3),
-           'device_used_gib': round(nvml_used(), 3), 'device_used_before_gib': round(base_used, 3),
-           'seconds': round(time.time() - t0, 2)}
+    out = {
+        'shape': shape,
+        'allocated_peak_gib': round(torch.cuda.max_memory_allocated() / GiB, 3),
+        'reserved_peak_gib': round(torch.cuda.max_memory_reserved() / GiB, 3),
+        'device_used_gib': round(nvml_used(), 3),
+        'device_used_before_gib': round(base_used, 3),
+        'seconds': round(time.time() - t0, 2),
+    }
     del model, opt
     torch.cuda.empty_cache()
     return out
@@ -116,13 +138,30 @@ def traced(config: dict, shape: str, adamw: str = 'fused') -> float | None:
     except ImportError:
         return None
     tuner, gc, bs, prompt, C = shape.split(':')
-    cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--tuner_type', tuner, '--per_device_train_batch_size',
-                                   bs, '--max_completion_length', C, '--gradient_checkpointing',
-                                   'true' if gc == '1' else 'false', '--torch_dtype', 'bfloat16', '--beta', '0',
-                                   '--lora_rank', '16'])  # the rank run_shape uses
+    cfg, _ = GRPOConfig.from_argv(
+        [
+            '--rlhf_type',
+            'grpo',
+            '--tuner_type',
+            tuner,
+            '--per_device_train_batch_size',
+            bs,
+            '--max_completion_length',
+            C,
+            '--gradient_checkpointing',
+            'true' if gc == '1' else 'false',
+            '--torch_dtype',
+            'bfloat16',
+            '--beta',
+            '0',
+            '--lora_rank',
+            '16',
+        ]
+    )  # the rank run_shape uses
     try:
-        return trace_launch(cfg, build_plan(cfg, {}, Hardware(gpus=1)), config, int(prompt), 'bench',
-                            adamw).traced_peak_gib
+        return trace_launch(
+            cfg, build_plan(cfg, {}, Hardware(gpus=1)), config, int(prompt), 'bench', adamw
+        ).traced_peak_gib
     except ImportError:
         return None
 
@@ -135,6 +174,7 @@ def main() -> int:
     ap.add_argument('--adamw', choices=('fused', 'foreach'), default='fused')
     args = ap.parse_args()
     import torch
+
     if not torch.cuda.is_available():
         print('bench_gpu_memory: no CUDA device here; run it on a GPU machine', file=sys.stderr)
         return 2
@@ -153,8 +193,11 @@ def main() -> int:
         r['adamw'] = args.adamw
         r['device'] = name
         tr = f'{r["traced_gib"]:.2f}' if r['traced_gib'] is not None else '-'
-        print(f'{shape:<22} {tr:>8} {r["allocated_peak_gib"]:>10.2f} {r["reserved_peak_gib"]:>9.2f} '
-              f'{r["device_used_gib"]:>8.2f}', flush=True)
+        print(
+            f'{shape:<22} {tr:>8} {r["allocated_peak_gib"]:>10.2f} {r["reserved_peak_gib"]:>9.2f} '
+            f'{r["device_used_gib"]:>8.2f}',
+            flush=True,
+        )
         if args.json:
             print(json.dumps(r), flush=True)
     return 0

@@ -9,6 +9,7 @@
 4. ``grpo-guard check`` on the reported OOM case (Qwen2.5-7B full, 4x A100-80G, ZeRO-3, bs 8 x GA 8,
    vLLM colocate 0.6), which adds the fix search.
 """
+
 import statistics
 import subprocess
 import sys
@@ -37,7 +38,7 @@ reward_funcs: [accuracy]
 dataset: data.jsonl
 """
 
-SWIFT_PARSE = r'''
+SWIFT_PARSE = r"""
 import sys, tempfile
 from grpo_recipes.frontends import read_launch as load_launch
 from grpo_recipes.models import config_only_dir
@@ -49,7 +50,7 @@ argv = launch.argv + ['--model', str(config_only_dir('Qwen/Qwen2.5-7B-Instruct',
 from swift.arguments import RLHFArguments
 from swift.utils import parse_args
 parse_args(RLHFArguments, argv)
-'''
+"""
 
 
 def wall(cmd, **kw):
@@ -70,13 +71,29 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         oom = Path(tmp) / 'reported.yaml'
         oom.write_text(REPORTED)
-        fix = [wall([sys.executable, '-m', 'grpo_recipes.cli.guard', 'check', str(oom), '--gpus', '4',
-                     '--gpu-type', 'A100-80G']) for _ in range(REPEAT)]
+        fix = [
+            wall(
+                [
+                    sys.executable,
+                    '-m',
+                    'grpo_recipes.cli.guard',
+                    'check',
+                    str(oom),
+                    '--gpus',
+                    '4',
+                    '--gpu-type',
+                    'A100-80G',
+                ]
+            )
+            for _ in range(REPEAT)
+        ]
     med = statistics.median
     print(f'machine: {env_note}; median of {REPEAT} cold runs each')
     print(f'ms-swift parse_args (import + parse)   {med(swift):6.2f} s')
-    print(f'grpo-guard validate                    {med(validate):6.2f} s   '
-          f'overhead {med(validate) - med(swift):+.2f} s (target <= +2.00 s)')
+    print(
+        f'grpo-guard validate                    {med(validate):6.2f} s   '
+        f'overhead {med(validate) - med(swift):+.2f} s (target <= +2.00 s)'
+    )
     print(f'grpo-guard check (fast path)           {med(check):6.2f} s   (target < 1.00 s)')
     print(f'grpo-guard check, OOM case + fix search {med(fix):5.2f} s   (target < 1.00 s)')
 

@@ -2,6 +2,7 @@
 """Time of fetching config.json alone (model_fetch.py: a child process running huggingface_hub's hf_hub_download)
 against a loopback stand-in for the Hugging Face hub (tests/test_model_fetch.py's), and of the offline answer
 (prints figures; asserts nothing). The hub's own latency is not in these figures."""
+
 import os
 import statistics
 import sys
@@ -28,9 +29,11 @@ for i in range(REPEAT):
         t = time.perf_counter()
         fetch_config(MODEL, Hub('hf'), env)
         times.append(time.perf_counter() - t)
-print(f'fetch config.json (loopback hub)  median {statistics.median(times) * 1000:7.1f} ms  '
-      f'max {max(times) * 1000:7.1f} ms  requests {len(hub.requests)} (all config.json: '
-      f'{all(p.endswith("/config.json") for _, p, _ in hub.requests)})')
+print(
+    f'fetch config.json (loopback hub)  median {statistics.median(times) * 1000:7.1f} ms  '
+    f'max {max(times) * 1000:7.1f} ms  requests {len(hub.requests)} (all config.json: '
+    f'{all(p.endswith("/config.json") for _, p, _ in hub.requests)})'
+)
 hub.close()
 t = time.perf_counter()
 try:

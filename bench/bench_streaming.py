@@ -9,6 +9,7 @@ Peak RSS is GNU time's %M of the whole command, at two sizes: flat means it does
     python bench/bench_streaming.py                 # 100k and 1M rows
     python bench/bench_streaming.py --rows 20000 200000
 """
+
 import argparse
 import subprocess
 import sys
@@ -37,18 +38,42 @@ def main() -> int:
             build(a, n // 2)
             build(b, n - n // 2)
             t0 = time.time()
-            proc = subprocess.run(['/usr/bin/time', '-f', 'PEAK_RSS_KB %M', sys.executable, '-m', 'data_tools.cli',
-                                   'filter', str(a), str(b), '--streaming', '-o', str(Path(tmp) / 'kept.jsonl'),
-                                   '--max-length', '256', '--mode', 'full', '--quiet', '--json'],
-                                  capture_output=True, text=True, cwd=ROOT, env={'HF_HUB_OFFLINE': '1',
-                                                                                   'PATH': '/usr/bin:/bin'})
+            proc = subprocess.run(
+                [
+                    '/usr/bin/time',
+                    '-f',
+                    'PEAK_RSS_KB %M',
+                    sys.executable,
+                    '-m',
+                    'data_tools.cli',
+                    'filter',
+                    str(a),
+                    str(b),
+                    '--streaming',
+                    '-o',
+                    str(Path(tmp) / 'kept.jsonl'),
+                    '--max-length',
+                    '256',
+                    '--mode',
+                    'full',
+                    '--quiet',
+                    '--json',
+                ],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env={'HF_HUB_OFFLINE': '1', 'PATH': '/usr/bin:/bin'},
+            )
             wall = time.time() - t0
             if proc.returncode:
                 print(proc.stderr[-2000:])
                 return 1
             peak = next(int(ln.split()[1]) for ln in proc.stderr.splitlines() if ln.startswith('PEAK_RSS_KB'))
-            print(f'{n:>9,} rows  streaming filter {wall:7.1f} s  {n / wall:8,.0f} rows/s  '
-                  f'peak RSS {peak / 1024:6.0f} MB', flush=True)
+            print(
+                f'{n:>9,} rows  streaming filter {wall:7.1f} s  {n / wall:8,.0f} rows/s  '
+                f'peak RSS {peak / 1024:6.0f} MB',
+                flush=True,
+            )
     return 0
 
 

@@ -28,6 +28,7 @@ CUDA context lies outside it, so NVML's figure can exceed the emulated card by t
 The GPU machine needs the wheels in ../shared/calibration/gpu-h100-2026-11-24/wheels.txt (installed --no-deps);
 the bnb QLoRA recipes need bitsandbytes too. Prints one line per launch; asserts nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,18 +49,59 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 TOKENIZER = ROOT / 'data_tools' / 'tokenizer'
 SAMPLE = ROOT / 'data_tools' / 'sample' / 'gsm8k_train_300.jsonl'
-MiB = 2 ** 20
+MiB = 2**20
 # The recipe keys that make the training step's shape (kept as written); everything else is left out or set below.
-SHAPE_KEYS = ('rlhf_type', 'tuner_type', 'lora_rank', 'lora_alpha', 'lora_dropout', 'target_modules', 'torch_dtype',
-              'quant_method', 'quant_bits', 'bnb_4bit_compute_dtype', 'bnb_4bit_quant_type',
-              'bnb_4bit_use_double_quant',
-              'beta', 'loss_type', 'epsilon', 'epsilon_high', 'num_generations', 'per_device_train_batch_size',
-              'max_length', 'max_completion_length', 'truncation_strategy', 'gradient_checkpointing', 'temperature',
-              'reward_funcs', 'optim', 'learning_rate', 'use_liger_kernel', 'padding_free')
+SHAPE_KEYS = (
+    'rlhf_type',
+    'tuner_type',
+    'lora_rank',
+    'lora_alpha',
+    'lora_dropout',
+    'target_modules',
+    'torch_dtype',
+    'quant_method',
+    'quant_bits',
+    'bnb_4bit_compute_dtype',
+    'bnb_4bit_quant_type',
+    'bnb_4bit_use_double_quant',
+    'beta',
+    'loss_type',
+    'epsilon',
+    'epsilon_high',
+    'num_generations',
+    'per_device_train_batch_size',
+    'max_length',
+    'max_completion_length',
+    'truncation_strategy',
+    'gradient_checkpointing',
+    'temperature',
+    'reward_funcs',
+    'optim',
+    'learning_rate',
+    'use_liger_kernel',
+    'padding_free',
+)
 # Settings every launch gets: a short, quiet, local run (as ../shared/calibration/gpu-h100-2026-11-24's runs).
-FIXED = ['--use_vllm', 'false', '--model_type', 'qwen2', '--template', 'qwen2_5', '--logging_steps', '1',
-         '--save_strategy', 'no', '--split_dataset_ratio', '0', '--report_to', 'none', '--dataloader_num_workers', '0',
-         '--dataset_num_proc', '1']
+FIXED = [
+    '--use_vllm',
+    'false',
+    '--model_type',
+    'qwen2',
+    '--template',
+    'qwen2_5',
+    '--logging_steps',
+    '1',
+    '--save_strategy',
+    'no',
+    '--split_dataset_ratio',
+    '0',
+    '--report_to',
+    'none',
+    '--dataloader_num_workers',
+    '0',
+    '--dataset_num_proc',
+    '1',
+]
 ALLOCATORS = {'default': None, 'expandable': 'expandable_segments:True'}
 PLUGIN = '''"""Written by bench/bench_swift_gpu.py: cap torch's allocator at GRPO_BENCH_EMULATE_GIB on this card."""
 import os
@@ -72,6 +114,7 @@ torch.cuda.set_per_process_memory_fraction(min(1.0, _cap / torch.cuda.get_device
 @dataclass
 class Run:
     """One launch of the harness."""
+
     name: str
     """``<recipe>`` or ``<recipe>+expandable`` (the allocator variant)."""
     model: str
@@ -95,12 +138,19 @@ def _flag_values(mapping: dict) -> list[str]:
     return out
 
 
-def recipe_runs(workdir: Path, dataset: Path, steps: int = 2, only: list[str] | None = None,
-                allocators: tuple[str, ...] = ('default',), emulate_gib: float | None = None) -> list[Run]:
+def recipe_runs(
+    workdir: Path,
+    dataset: Path,
+    steps: int = 2,
+    only: list[str] | None = None,
+    allocators: tuple[str, ...] = ('default',),
+    emulate_gib: float | None = None,
+) -> list[Run]:
     """The launches for every recipe (or those whose name contains one of ``only``), one per allocator."""
     from grpo_recipes.frontends.swift.reader import read_config_file
     from grpo_recipes.models import load_model_config
     from grpo_recipes.recipes import discover
+
     runs: list[Run] = []
     for recipe in discover():
         if only and not any(o in recipe.name for o in only):
@@ -112,14 +162,28 @@ def recipe_runs(workdir: Path, dataset: Path, steps: int = 2, only: list[str] | 
         shape = {k: raw[k] for k in SHAPE_KEYS if k in raw}
         mb, ng = int(shape.get('per_device_train_batch_size', 1)), int(shape.get('num_generations', 8))
         ga = ng // math.gcd(mb, ng)  # fewest micro-batches whose completions fill whole prompt groups (world 1)
-        dropped = sorted(k for k in raw if k not in SHAPE_KEYS and k not in ('model', 'dataset', 'output_dir',
-                                                                             'gradient_accumulation_steps'))
+        dropped = sorted(
+            k
+            for k in raw
+            if k not in SHAPE_KEYS and k not in ('model', 'dataset', 'output_dir', 'gradient_accumulation_steps')
+        )
         for alloc in allocators:
             name = recipe.name + ('' if alloc == 'default' else f'+{alloc}')
             out_dir = workdir / 'output' / name.replace('/', '__')
-            argv = ['--model', str(workdir / 'models' / Path(model).name), *_flag_values(shape), *FIXED,
-                    '--gradient_accumulation_steps', str(ga), '--max_steps', str(steps), '--dataset', str(dataset),
-                    '--output_dir', str(out_dir)]
+            argv = [
+                '--model',
+                str(workdir / 'models' / Path(model).name),
+                *_flag_values(shape),
+                *FIXED,
+                '--gradient_accumulation_steps',
+                str(ga),
+                '--max_steps',
+                str(steps),
+                '--dataset',
+                str(dataset),
+                '--output_dir',
+                str(out_dir),
+            ]
             env = {'CUDA_VISIBLE_DEVICES': '0'}
             if ALLOCATORS[alloc]:
                 env['PYTORCH_CUDA_ALLOC_CONF'] = ALLOCATORS[alloc]
@@ -128,8 +192,10 @@ def recipe_runs(workdir: Path, dataset: Path, steps: int = 2, only: list[str] | 
                 env['GRPO_BENCH_EMULATE_GIB'] = str(emulate_gib)
             skip = None
             if quant in ('gptq', 'awq'):
-                skip = (f'{quant.upper()} int4 checkpoint: its packed weights and scales come from a quantiser run and '
-                        f'cannot be built at random from config.json')
+                skip = (
+                    f'{quant.upper()} int4 checkpoint: its packed weights and scales come from a quantiser run and '
+                    f'cannot be built at random from config.json'
+                )
             runs.append(Run(name, model, cfg, argv, env, dropped + [f'gradient_accumulation_steps -> {ga}'], skip))
     return runs
 
@@ -138,6 +204,7 @@ def build_model(out: Path, config: dict, tokenizer: Path) -> None:
     """A random-weight model dir from config.json (bf16, on the GPU) plus the tokenizer files."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
+
     if (out / '.complete').exists():  # a dir left by a build that stopped part-way (disk full) is built again
         return
     shutil.rmtree(out, ignore_errors=True)
@@ -151,8 +218,11 @@ def build_model(out: Path, config: dict, tokenizer: Path) -> None:
         if f.is_file() and f.suffix in ('.json', '.txt'):
             shutil.copy(f, out / f.name)
     # Qwen2.5's generation settings: <|im_end|> and <|endoftext|> stop, sampling on
-    (out / 'generation_config.json').write_text(json.dumps({'bos_token_id': 151643, 'eos_token_id': [151645, 151643],
-                                                            'pad_token_id': 151643, 'do_sample': True}))
+    (out / 'generation_config.json').write_text(
+        json.dumps(
+            {'bos_token_id': 151643, 'eos_token_id': [151645, 151643], 'pad_token_id': 151643, 'do_sample': True}
+        )
+    )
     (out / '.complete').write_text('')
     del model
     torch.cuda.empty_cache()
@@ -168,14 +238,20 @@ class PeakPoller(threading.Thread):
     def _used(self):
         try:
             import pynvml
+
             pynvml.nvmlInit()
             h = pynvml.nvmlDeviceGetHandleByIndex(self.index)
             return lambda: pynvml.nvmlDeviceGetMemoryInfo(h).used / MiB
         except Exception:  # noqa: BLE001 - pynvml is optional
+
             def smi():
-                r = subprocess.run(['nvidia-smi', '--query-gpu=memory.used', '--format=csv,noheader,nounits',
-                                    '-i', str(self.index)], capture_output=True, text=True)
+                r = subprocess.run(
+                    ['nvidia-smi', '--query-gpu=memory.used', '--format=csv,noheader,nounits', '-i', str(self.index)],
+                    capture_output=True,
+                    text=True,
+                )
                 return float(r.stdout.strip().splitlines()[0])
+
             return smi
 
     def run(self):
@@ -197,8 +273,11 @@ OOM_RE = re.compile(r'CUDA out of memory|OutOfMemoryError')
 def read_log(text: str) -> dict:
     """ms-swift's log -> the largest ``memory(GiB)`` over its steps, how many steps logged it, and an OOM."""
     values = [float(v) for v in MEMORY_RE.findall(text)]
-    return {'memory_gib': max(values) if values else None, 'steps_logged': len(values),
-            'oom': bool(OOM_RE.search(text))}
+    return {
+        'memory_gib': max(values) if values else None,
+        'steps_logged': len(values),
+        'oom': bool(OOM_RE.search(text)),
+    }
 
 
 def _typed(v: str):
@@ -224,37 +303,62 @@ def argv_config(argv: list[str]) -> dict:
     return out
 
 
-MEMORY_FIELDS = ('architectures', 'model_type', 'hidden_size', 'intermediate_size', 'num_hidden_layers',
-                 'num_attention_heads', 'num_key_value_heads', 'head_dim', 'vocab_size', 'tie_word_embeddings',
-                 'max_position_embeddings', 'torch_dtype', 'quantization_config')
+MEMORY_FIELDS = (
+    'architectures',
+    'model_type',
+    'hidden_size',
+    'intermediate_size',
+    'num_hidden_layers',
+    'num_attention_heads',
+    'num_key_value_heads',
+    'head_dim',
+    'vocab_size',
+    'tie_word_embeddings',
+    'max_position_embeddings',
+    'torch_dtype',
+    'quantization_config',
+)
 
 
 def to_case(run: Run, result: dict, gpu: dict, versions: dict, date: str) -> dict:
     """One result in the schema of ../shared/calibration/memory_cases.jsonl (as grpo_recipes/calibrate.py reads it)."""
-    config = {k: v for k, v in argv_config(run.argv).items()
-              if k not in ('model', 'output_dir', 'external_plugins', 'dataset')}
+    config = {
+        k: v
+        for k, v in argv_config(run.argv).items()
+        if k not in ('model', 'output_dir', 'external_plugins', 'dataset')
+    }
     config['model'] = run.model
     emulated = run.env.get('GRPO_BENCH_EMULATE_GIB')
-    outcome: dict = {'ran_ok': result['rc'] == 0 and not result['oom'], 'oom': result['oom'],
-                     'measure': f"ms-swift memory(GiB) (torch.cuda.max_memory_reserved), max over "
-                                f"{result['steps_logged']} logged steps"}
+    outcome: dict = {
+        'ran_ok': result['rc'] == 0 and not result['oom'],
+        'oom': result['oom'],
+        'measure': f'ms-swift memory(GiB) (torch.cuda.max_memory_reserved), max over '
+        f'{result["steps_logged"]} logged steps',
+    }
     if result['memory_gib'] is not None:
         outcome['peak_gib_per_gpu'] = result['memory_gib']
     if result['nvml_peak_mib']:
         outcome['nvidia_smi_used_mib'] = round(result['nvml_peak_mib'])
     return {
-        'id': f"bench-swift-gpu-{run.name.replace('/', '-').replace('+', '-')}" + (f'-emul{emulated}g' if emulated
-                                                                                  else ''),
-        'kind': 'grpo_train', 'framework': 'ms-swift', 'framework_version': versions.get('ms-swift'),
+        'id': f'bench-swift-gpu-{run.name.replace("/", "-").replace("+", "-")}'
+        + (f'-emul{emulated}g' if emulated else ''),
+        'kind': 'grpo_train',
+        'framework': 'ms-swift',
+        'framework_version': versions.get('ms-swift'),
         'model': f'{run.model} (random weights from its config.json)',
         'model_config': {k: run.model_config[k] for k in MEMORY_FIELDS if k in run.model_config},
-        'argv': ['swift', 'rlhf', *run.argv], 'config': config, 'outcome': outcome,
-        'gpu': gpu['name'], 'num_gpus': 1,
+        'argv': ['swift', 'rlhf', *run.argv],
+        'config': config,
+        'outcome': outcome,
+        'gpu': gpu['name'],
+        'num_gpus': 1,
         'gpu_total_gib': float(emulated) if emulated else gpu['total_gib'],
         'gpu_total_basis': ('torch.cuda.set_per_process_memory_fraction on ' + gpu['name']) if emulated else 'torch',
         'environ': {'PYTORCH_CUDA_ALLOC_CONF': run.env.get('PYTORCH_CUDA_ALLOC_CONF')},
-        'env': ', '.join(f'{k} {v}' for k, v in versions.items() if v), 'date': date,
-        'source': 'bench/bench_swift_gpu.py', 'data': f'GSM8K sample ({SAMPLE.name}) prepared by grpo-data',
+        'env': ', '.join(f'{k} {v}' for k, v in versions.items() if v),
+        'date': date,
+        'source': 'bench/bench_swift_gpu.py',
+        'data': f'GSM8K sample ({SAMPLE.name}) prepared by grpo-data',
     }
 
 
@@ -266,20 +370,31 @@ def run_one(run: Run, workdir: Path, timeout: float) -> dict:
     t0 = time.time()
     with open(log, 'w') as f:
         try:
-            rc = subprocess.run([sys.executable, '-m', 'swift.cli.rlhf', *run.argv], stdout=f, stderr=subprocess.STDOUT,
-                                env={**os.environ, **run.env}, timeout=timeout).returncode
+            rc = subprocess.run(
+                [sys.executable, '-m', 'swift.cli.rlhf', *run.argv],
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **run.env},
+                timeout=timeout,
+            ).returncode
         except subprocess.TimeoutExpired:
             rc = 124
     peak = poller.stop()
-    return {**read_log(log.read_text(errors='replace')), 'rc': rc, 'nvml_peak_mib': peak,
-            'seconds': round(time.time() - t0, 1), 'log': str(log)}
+    return {
+        **read_log(log.read_text(errors='replace')),
+        'rc': rc,
+        'nvml_peak_mib': peak,
+        'seconds': round(time.time() - t0, 1),
+        'log': str(log),
+    }
 
 
 def prepare_dataset(workdir: Path) -> Path:
     out = workdir / 'gsm8k.jsonl'
     if not out.exists():
-        subprocess.run([sys.executable, '-m', 'data_tools.cli', 'prepare-gsm8k', str(SAMPLE), '-o', str(out)],
-                       check=True, cwd=ROOT)
+        subprocess.run(
+            [sys.executable, '-m', 'data_tools.cli', 'prepare-gsm8k', str(SAMPLE), '-o', str(out)], check=True, cwd=ROOT
+        )
     return out
 
 
@@ -311,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
             print('drop  ' + ', '.join(r.dropped))
         return 0
     import torch
+
     if not torch.cuda.is_available():
         print('no CUDA GPU here: run with --dry-run, or on a GPU machine', file=sys.stderr)
         return 2
@@ -319,8 +435,9 @@ def main(argv: list[str] | None = None) -> int:
         (workdir / 'emulate_card.py').write_text(PLUGIN)
     prepare_dataset(workdir)
     props = torch.cuda.get_device_properties(0)
-    gpu = {'name': props.name, 'total_gib': round(props.total_memory / 2 ** 30, 2)}
+    gpu = {'name': props.name, 'total_gib': round(props.total_memory / 2**30, 2)}
     import importlib.metadata as md
+
     versions = {}
     for pkg in ('ms-swift', 'torch', 'transformers', 'peft', 'trl'):
         try:
@@ -334,8 +451,11 @@ def main(argv: list[str] | None = None) -> int:
             continue
         build_model(workdir / 'models' / Path(r.model).name, r.model_config, Path(opts.tokenizer))
         res = run_one(r, workdir, opts.timeout)
-        print(f'{r.name:<55} rc {res["rc"]:>3}  memory(GiB) {res["memory_gib"]}  NVML peak '
-              f'{res["nvml_peak_mib"] / 1024:.2f} GiB  {"OOM  " if res["oom"] else ""}{res["seconds"]} s', flush=True)
+        print(
+            f'{r.name:<55} rc {res["rc"]:>3}  memory(GiB) {res["memory_gib"]}  NVML peak '
+            f'{res["nvml_peak_mib"] / 1024:.2f} GiB  {"OOM  " if res["oom"] else ""}{res["seconds"]} s',
+            flush=True,
+        )
         if opts.out:
             with open(opts.out, 'a') as f:
                 f.write(json.dumps(to_case(r, res, gpu, versions, date)) + '\n')

@@ -10,6 +10,7 @@ Rows of three kinds:
 - ``fitted``: a measurement a constant was derived from (constants.py). Shown so the derivation can be checked, never
   counted in the scores.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,16 @@ from grpo_recipes.speed import constants as K  # noqa: E402
 from grpo_recipes.speed.model import FAST, POINT, SLOW, SpeedInputs, _one  # noqa: E402
 from grpo_recipes.speed.specs import SPECS  # noqa: E402
 
-PACKAGES = {'ms-swift': '4.6.0', 'trl': '0.29.1', 'torch': '2.11.0', 'transformers': '5.19.0', 'vllm': None,
-            'deepspeed': None, 'math-verify': '0.9.0', 'msgspec': '0.22.0'}
+PACKAGES = {
+    'ms-swift': '4.6.0',
+    'trl': '0.29.1',
+    'torch': '2.11.0',
+    'transformers': '5.19.0',
+    'vllm': None,
+    'deepspeed': None,
+    'math-verify': '0.9.0',
+    'msgspec': '0.22.0',
+}
 H100_RESULTS = ROOT / 'bench' / 'results' / 'gpu-h100-2026-11-26.jsonl'
 # `grpo-data stats data_tools/sample/gsm8k_train_300.jsonl --json` (the Qwen2.5 chat template): the prompts of the
 # GSM8K sample our H100 runs trained on
@@ -48,9 +57,19 @@ H100_MEASURED = {
     'bench-swift-gpu-qwen2.5-7b-instruct-lora-2xa100-40g-emul40.0g': (75.7, 'step 2 75.7 s (71.8 s average of 2)'),
 }
 # Qwen2.5-1.5B's config.json (huggingface.co/Qwen/Qwen2.5-1.5B-Instruct): the blog's 1.5B model's shape
-QWEN15B = {'architectures': ['Qwen2ForCausalLM'], 'model_type': 'qwen2', 'hidden_size': 1536, 'intermediate_size': 8960,
-           'num_hidden_layers': 28, 'num_attention_heads': 12, 'num_key_value_heads': 2, 'vocab_size': 151936,
-           'tie_word_embeddings': True, 'max_position_embeddings': 32768, 'torch_dtype': 'bfloat16'}
+QWEN15B = {
+    'architectures': ['Qwen2ForCausalLM'],
+    'model_type': 'qwen2',
+    'hidden_size': 1536,
+    'intermediate_size': 8960,
+    'num_hidden_layers': 28,
+    'num_attention_heads': 12,
+    'num_key_value_heads': 2,
+    'vocab_size': 151936,
+    'tie_word_embeddings': True,
+    'max_position_embeddings': 32768,
+    'torch_dtype': 'bfloat16',
+}
 TRL_BLOG = 'https://huggingface.co/blog/vllm-colocate (huggingface/blog vllm-colocate.md @ 141a09d)'
 
 
@@ -61,30 +80,62 @@ def h100_rows() -> list[dict]:
         measured, how = H100_MEASURED[case['id']]
         argv = list(case['argv'])
         argv[argv.index('--model') + 1] = 'Qwen/Qwen2.5-7B-Instruct'  # the random model's config is the case's
-        report = check_launch(read_launch(['--', *argv]), Hardware(gpus=1, gpu_type='H100-80G', source='flags'),
-                              packages=PACKAGES, model_config=case['model_config'], data_stats=GSM8K_STATS,
-                              completion_mean=case['config']['max_completion_length'])
+        report = check_launch(
+            read_launch(['--', *argv]),
+            Hardware(gpus=1, gpu_type='H100-80G', source='flags'),
+            packages=PACKAGES,
+            model_config=case['model_config'],
+            data_stats=GSM8K_STATS,
+            completion_mean=case['config']['max_completion_length'],
+        )
         s = report.speed
         c = case['config']
-        rows.append({'id': case['id'].replace('bench-swift-gpu-', 'h100: '), 'kind': 'step',
-                     'source': f'{H100_RESULTS.relative_to(ROOT)} (ms-swift train_speed(s/it): {how})',
-                     'config': f'7B LoRA r16, mb {c["per_device_train_batch_size"]} x GA '
-                               f'{c["gradient_accumulation_steps"]}, G {c["num_generations"]}, completion '
-                               f'{c["max_completion_length"]} (all reach it), HF generate, 1 H100',
-                     'measured': measured, 'predicted': s.step_seconds, 'low': s.step_seconds_low,
-                     'high': s.step_seconds_high, 'phases': s.phases})
+        rows.append(
+            {
+                'id': case['id'].replace('bench-swift-gpu-', 'h100: '),
+                'kind': 'step',
+                'source': f'{H100_RESULTS.relative_to(ROOT)} (ms-swift train_speed(s/it): {how})',
+                'config': f'7B LoRA r16, mb {c["per_device_train_batch_size"]} x GA '
+                f'{c["gradient_accumulation_steps"]}, G {c["num_generations"]}, completion '
+                f'{c["max_completion_length"]} (all reach it), HF generate, 1 H100',
+                'measured': measured,
+                'predicted': s.step_seconds,
+                'low': s.step_seconds_low,
+                'high': s.step_seconds_high,
+                'phases': s.phases,
+            }
+        )
     return rows
 
 
 def _engine_inputs(cfg: GRPOConfig, plan, arch: Arch, card: str, cap: float, prompt: int, comp_mean: int):
     """SpeedInputs with the memory model's KV cache for this layout (as check would give them)."""
-    mem = estimate(cfg, plan, Inputs(arch=arch, capacity_gib=cap, gpu_name=card, prompt_len=prompt,
-                                     vllm_version='0.10.2', weight_sync='per_param'))
-    kv = next((m.vllm.get('kv_tokens') for m in mem if m.vllm and (m.role == 'rollout' or cfg.vllm_mode != 'server')),
-              None)
-    return SpeedInputs(arch=arch, spec=SPECS[card], gpu_name=card, prompt_mean=prompt, prompt_pad=prompt,
-                       completion_mean=comp_mean, completion_max=cfg.max_completion_length, framework='trl',
-                       kv_tokens=kv)
+    mem = estimate(
+        cfg,
+        plan,
+        Inputs(
+            arch=arch,
+            capacity_gib=cap,
+            gpu_name=card,
+            prompt_len=prompt,
+            vllm_version='0.10.2',
+            weight_sync='per_param',
+        ),
+    )
+    kv = next(
+        (m.vllm.get('kv_tokens') for m in mem if m.vllm and (m.role == 'rollout' or cfg.vllm_mode != 'server')), None
+    )
+    return SpeedInputs(
+        arch=arch,
+        spec=SPECS[card],
+        gpu_name=card,
+        prompt_mean=prompt,
+        prompt_pad=prompt,
+        completion_mean=comp_mean,
+        completion_max=cfg.max_completion_length,
+        framework='trl',
+        kv_tokens=kv,
+    )
 
 
 def _throughput(cfg, env, hw, arch, consts, prompt, comp_mean) -> float:
@@ -99,14 +150,27 @@ def trl_ratio_rows() -> list[dict]:
     gives only the speed-ups, so the point uses TRL 0.18's defaults and the band spans the constants' band and the
     unstated settings over a plausible range (micro-batch 4-32, mean completion 64-256)."""
     rows = []
-    assumed = ('point: TRL 0.18 defaults (prompt 200 tokens, completion cap 256, mean 128, G 8), micro-batch 16; band: '
-               'also micro-batch 4-32 and mean completion 64-256, with the constants\' band')
+    assumed = (
+        'point: TRL 0.18 defaults (prompt 200 tokens, completion cap 256, mean 128, G 8), micro-batch 16; band: '
+        "also micro-batch 4-32 and mean completion 64-256, with the constants' band"
+    )
     for name, cfgjson, measured, tp, what in (
-            ('trl blog: 1.5B colocate/server', QWEN15B, 1.43, 1, 'Experiment 1 (1.5B, batch sweep): up to 1.43x'),
-            ('trl blog: 7B colocate/server', load_model_config('Qwen/Qwen2.5-7B-Instruct'), 1.35, 1,
-             'Experiment 3 (7B, batch sweep): up to 1.35x'),
-            ('trl blog: 7B colocate TP 4/server', load_model_config('Qwen/Qwen2.5-7B-Instruct'), 1.73, 4,
-             'Experiment 4 (7B, TP sweep): up to 1.73x (TP 4 assumed as the best of the sweep)')):
+        ('trl blog: 1.5B colocate/server', QWEN15B, 1.43, 1, 'Experiment 1 (1.5B, batch sweep): up to 1.43x'),
+        (
+            'trl blog: 7B colocate/server',
+            load_model_config('Qwen/Qwen2.5-7B-Instruct'),
+            1.35,
+            1,
+            'Experiment 3 (7B, batch sweep): up to 1.35x',
+        ),
+        (
+            'trl blog: 7B colocate TP 4/server',
+            load_model_config('Qwen/Qwen2.5-7B-Instruct'),
+            1.73,
+            4,
+            'Experiment 4 (7B, TP sweep): up to 1.73x (TP 4 assumed as the best of the sweep)',
+        ),
+    ):
         arch = Arch.from_config(cfgjson)
         env8 = {'NPROC_PER_NODE': '8', 'CUDA_VISIBLE_DEVICES': '0,1,2,3,4,5,6,7'}
         env7 = {'NPROC_PER_NODE': '7', 'CUDA_VISIBLE_DEVICES': '0,1,2,3,4,5,6'}
@@ -114,20 +178,41 @@ def trl_ratio_rows() -> list[dict]:
         hw7 = replace(hw8, rollout_gpus=(7,))
 
         def ratio(mb, mean, consts):
-            base = dict(rlhf_type='grpo', tuner_type='full', use_vllm=True, num_generations=8,
-                        max_completion_length=256, per_device_train_batch_size=mb, gradient_accumulation_steps=1,
-                        reward_funcs=['len'], beta=0.0, deepspeed='zero3')
-            colo = GRPOConfig(**base, vllm_mode='colocate', vllm_gpu_memory_utilization=0.3,
-                              vllm_tensor_parallel_size=tp)
-            serv = GRPOConfig(**base, vllm_mode='server', vllm_server_host=['127.0.0.1'],
-                              vllm_gpu_memory_utilization=0.9)
+            base = dict(
+                rlhf_type='grpo',
+                tuner_type='full',
+                use_vllm=True,
+                num_generations=8,
+                max_completion_length=256,
+                per_device_train_batch_size=mb,
+                gradient_accumulation_steps=1,
+                reward_funcs=['len'],
+                beta=0.0,
+                deepspeed='zero3',
+            )
+            colo = GRPOConfig(
+                **base, vllm_mode='colocate', vllm_gpu_memory_utilization=0.3, vllm_tensor_parallel_size=tp
+            )
+            serv = GRPOConfig(
+                **base, vllm_mode='server', vllm_server_host=['127.0.0.1'], vllm_gpu_memory_utilization=0.9
+            )
             c = _throughput(colo, env8, hw8, arch, consts, 200, mean)
             return c / (_throughput(serv, env7, hw7, arch, consts, 200, mean) * 8 / 7)
+
         point = ratio(16, 128, POINT)
         spread = [ratio(mb, mean, consts) for mb in (4, 16, 32) for mean in (64, 256) for consts in (FAST, SLOW)]
-        rows.append({'id': name, 'kind': 'ratio', 'source': f'{TRL_BLOG}, {what}', 'config': assumed,
-                     'measured': measured, 'predicted': round(point, 2), 'low': round(min(spread + [point]), 2),
-                     'high': round(max(spread + [point]), 2)})
+        rows.append(
+            {
+                'id': name,
+                'kind': 'ratio',
+                'source': f'{TRL_BLOG}, {what}',
+                'config': assumed,
+                'measured': measured,
+                'predicted': round(point, 2),
+                'low': round(min(spread + [point]), 2),
+                'high': round(max(spread + [point]), 2),
+            }
+        )
     return rows
 
 
@@ -135,21 +220,50 @@ def fitted_rows() -> list[dict]:
     """The measurements constants were derived from: reproduced by construction, never scored."""
     rows = []
     src = 'https://github.com/vllm-project/vllm/pull/48337 (A100, LoRA; sleep + wake latency)'
-    for model, gb, level, measured in (('Qwen3-0.6B', 1.2, 1, 1.44), ('Qwen3-0.6B', 1.2, 2, 1.92),
-                                       ('Qwen3-8B', 16.4, 1, 12.76), ('Qwen3-8B', 16.4, 2, 6.84)):
+    for model, gb, level, measured in (
+        ('Qwen3-0.6B', 1.2, 1, 1.44),
+        ('Qwen3-0.6B', 1.2, 2, 1.92),
+        ('Qwen3-8B', 16.4, 1, 12.76),
+        ('Qwen3-8B', 16.4, 2, 6.84),
+    ):
         a, b = K.SLEEP_WAKE[level]
-        rows.append({'id': f'vllm #48337: {model} sleep {level}', 'kind': 'fitted', 'source': src,
-                     'config': f'{gb} GB bf16 weights', 'measured': measured,
-                     'predicted': round(a + b * gb * 1e9 / 2 ** 30, 2), 'low': None, 'high': None})
-    rows.append({'id': 'verl vLLM 0.7: eager / CUDA graphs', 'kind': 'fitted',
-                 'source': 'verl docs/README_vllm0.7.md (rollout 85 s eager, 62 s with CUDA graphs)',
-                 'config': 'run_qwen2-7b_seq_balance.sh', 'measured': round(85 / 62, 3),
-                 'predicted': round(K.EAGER_FACTOR, 3), 'low': None, 'high': None})
+        rows.append(
+            {
+                'id': f'vllm #48337: {model} sleep {level}',
+                'kind': 'fitted',
+                'source': src,
+                'config': f'{gb} GB bf16 weights',
+                'measured': measured,
+                'predicted': round(a + b * gb * 1e9 / 2**30, 2),
+                'low': None,
+                'high': None,
+            }
+        )
+    rows.append(
+        {
+            'id': 'verl vLLM 0.7: eager / CUDA graphs',
+            'kind': 'fitted',
+            'source': 'verl docs/README_vllm0.7.md (rollout 85 s eager, 62 s with CUDA graphs)',
+            'config': 'run_qwen2-7b_seq_balance.sh',
+            'measured': round(85 / 62, 3),
+            'predicted': round(K.EAGER_FACTOR, 3),
+            'low': None,
+            'high': None,
+        }
+    )
     a100 = SPECS['A100-80G']
-    rows.append({'id': 'gpt-fast: decode bandwidth share', 'kind': 'fitted',
-                 'source': 'meta-pytorch/gpt-fast README (A100-80GB, 330 W): Llama-2-7B 104.9 tok/s, 1397.31 GB/s',
-                 'config': 'batch 1, compiled', 'measured': round(1397.31 / a100.hbm_gbps, 3),
-                 'predicted': K.DECODE_BW_EFF[0], 'low': None, 'high': None})
+    rows.append(
+        {
+            'id': 'gpt-fast: decode bandwidth share',
+            'kind': 'fitted',
+            'source': 'meta-pytorch/gpt-fast README (A100-80GB, 330 W): Llama-2-7B 104.9 tok/s, 1397.31 GB/s',
+            'config': 'batch 1, compiled',
+            'measured': round(1397.31 / a100.hbm_gbps, 3),
+            'predicted': K.DECODE_BW_EFF[0],
+            'low': None,
+            'high': None,
+        }
+    )
     return rows
 
 
@@ -160,9 +274,14 @@ def score(rows: list[dict]) -> dict:
         r['in_band'] = None if r['low'] is None else r['low'] <= r['measured'] <= r['high']
         r['band_width'] = None if r['low'] is None else round(r['high'] / r['low'], 2)
     errs = [abs(r['error']) for r in scored]
-    return {'rows': rows, 'scored': len(scored), 'median_abs_error': round(statistics.median(errs), 3),
-            'worst_abs_error': round(max(errs), 3), 'band_coverage': sum(r['in_band'] for r in scored),
-            'median_band_width': statistics.median(r['band_width'] for r in scored)}
+    return {
+        'rows': rows,
+        'scored': len(scored),
+        'median_abs_error': round(statistics.median(errs), 3),
+        'worst_abs_error': round(max(errs), 3),
+        'band_coverage': sum(r['in_band'] for r in scored),
+        'median_band_width': statistics.median(r['band_width'] for r in scored),
+    }
 
 
 def main(argv=None) -> int:
@@ -177,18 +296,24 @@ def main(argv=None) -> int:
     for r in result['rows']:
         band = '-' if r['low'] is None else f'{r["low"]:.2f}-{r["high"]:.2f}'
         inb = '-' if r['in_band'] is None else ('yes' if r['in_band'] else 'NO')
-        print(f'{r["id"][:44]:44} {r["kind"]:6} {r["measured"]:>9.2f} {r["predicted"]:>9.2f} {r["error"]:>+7.1%} '
-              f'{band:>15} {inb:>7}')
+        print(
+            f'{r["id"][:44]:44} {r["kind"]:6} {r["measured"]:>9.2f} {r["predicted"]:>9.2f} {r["error"]:>+7.1%} '
+            f'{band:>15} {inb:>7}'
+        )
     print()
     for r in result['rows']:
         print(f'- {r["id"]}: {r["source"]}; {r["config"]}')
     print()
     print(f'scored rows (step and ratio; fitted rows excluded): {result["scored"]}')
     print(f'median |error| {result["median_abs_error"]:.1%}, worst {result["worst_abs_error"]:.1%}')
-    print(f'band holds the measured value: {result["band_coverage"]} of {result["scored"]}; median band width '
-          f'(high/low) {result["median_band_width"]:.2f}x')
-    print('note: the HF-generate overhead band (constants.HF_OVERHEAD_BAND) was set with the two H100 rows in view, so '
-          'their coverage is not independent evidence; neither row was used to set a point constant.')
+    print(
+        f'band holds the measured value: {result["band_coverage"]} of {result["scored"]}; median band width '
+        f'(high/low) {result["median_band_width"]:.2f}x'
+    )
+    print(
+        'note: the HF-generate overhead band (constants.HF_OVERHEAD_BAND) was set with the two H100 rows in view, so '
+        'their coverage is not independent evidence; neither row was used to set a point constant.'
+    )
     return 0
 
 

@@ -5,6 +5,7 @@ writable only by the creating user"), and a rename keeps that mode, so an output
 be private whatever the umask. The temp path gets the mode a plain ``open(path, 'w')`` would give a new file
 (0666 & ~umask; 0777 & ~umask for a dir), or the mode of the file it replaces.
 """
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ Formats: ``.jsonl`` (kept lines are written back byte for byte), ``.json`` (an a
 Every writer writes to a temporary path beside the destination and renames it into place only when
 the whole run succeeded (:class:`Atomic`), so an interrupted run leaves no partial output.
 """
+
 from __future__ import annotations
 
 import csv
@@ -21,11 +22,13 @@ BOM = b'\xef\xbb\xbf'
 
 class InputError(ValueError):
     """The input as a whole cannot be read, or an option is wrong (named file, reason, fix): exit 2."""
+
     exit_code = 2
 
 
 class DataError(InputError):
     """The data was read but cannot be used (no rows, no prompt column), or the output cannot be written: exit 1."""
+
     exit_code = 1
 
 
@@ -44,8 +47,11 @@ class Record:
 
 def detect_format(path: Path) -> str:
     if path.is_dir():
-        if (path / 'dataset_info.json').is_file() or (path / 'state.json').is_file() or \
-                (path / 'dataset_dict.json').is_file():
+        if (
+            (path / 'dataset_info.json').is_file()
+            or (path / 'state.json').is_file()
+            or (path / 'dataset_dict.json').is_file()
+        ):
             return 'hf'
         raise InputError(f'{path}: a directory but not a saved Hugging Face dataset (no dataset_info.json)')
     suffix = path.suffix.lower()
@@ -109,16 +115,21 @@ def _json(path: Path, chunk_rows: int):
     except json.JSONDecodeError as e:
         raise InputError(f'{path}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}') from None
     except RecursionError:
-        raise InputError(f'{path}: JSON nested too deeply to read; a .json dataset is an array of flat '
-                         'objects') from None
+        raise InputError(
+            f'{path}: JSON nested too deeply to read; a .json dataset is an array of flat objects'
+        ) from None
     if not isinstance(data, list):
-        raise InputError(f'{path}: a .json dataset must be an array of objects (got {type(data).__name__}); '
-                         f'for one object per line use .jsonl')
+        raise InputError(
+            f'{path}: a .json dataset must be an array of objects (got {type(data).__name__}); '
+            f'for one object per line use .jsonl'
+        )
     size = path.stat().st_size
     for start in range(0, len(data), chunk_rows):
-        part = data[start:start + chunk_rows]
-        yield [Record(index=start + i, line=start + i + 1, row=row) for i, row in enumerate(part)], \
-            size if start + chunk_rows >= len(data) else 0
+        part = data[start : start + chunk_rows]
+        yield (
+            [Record(index=start + i, line=start + i + 1, row=row) for i, row in enumerate(part)],
+            size if start + chunk_rows >= len(data) else 0,
+        )
 
 
 def _csv(path: Path, chunk_rows: int):
@@ -146,6 +157,7 @@ def _csv(path: Path, chunk_rows: int):
 
 def _parquet(path: Path, chunk_rows: int):
     import pyarrow.parquet as pq
+
     try:
         pf = pq.ParquetFile(path)
     except Exception as e:  # pyarrow raises ArrowInvalid and friends
@@ -160,14 +172,14 @@ def _parquet(path: Path, chunk_rows: int):
 def _hf(path: Path, chunk_rows: int):
     ds = _load_hf(path)
     for start in range(0, len(ds), chunk_rows):
-        rows = ds[start:start + chunk_rows]
+        rows = ds[start : start + chunk_rows]
         n = len(next(iter(rows.values()))) if rows else 0
-        yield [Record(index=start + i, line=start + i + 1, row={k: v[i] for k, v in rows.items()})
-               for i in range(n)], 0
+        yield [Record(index=start + i, line=start + i + 1, row={k: v[i] for k, v in rows.items()}) for i in range(n)], 0
 
 
 def _load_hf(path: Path):
     import datasets
+
     try:
         ds = datasets.load_from_disk(str(path))
     except Exception as e:
@@ -182,6 +194,7 @@ def _load_hf(path: Path):
 # ------------------------------------------------------------------------------------------------
 # Atomic output
 # ------------------------------------------------------------------------------------------------
+
 
 class Atomic:
     """A temporary path beside ``dest``; ``commit()`` renames it into place, ``discard()`` removes it."""
@@ -202,6 +215,7 @@ class Atomic:
             raise DataError(f'{dest}: cannot write ({e.strerror})') from None
         self.is_dir = is_dir
         from .filemode import output_mode
+
         output_mode(self.tmp, dest, is_dir)  # mkstemp's 0600 -> the umask's mode (or the replaced file's)
 
     def commit(self) -> None:
@@ -260,6 +274,7 @@ class Writer:
         elif self.fmt == 'parquet':
             import pyarrow as pa
             import pyarrow.parquet as pq
+
             if self._pq is None:
                 schema = pq.ParquetFile(self.source).schema_arrow
                 self._pq = pq.ParquetWriter(self._fh, schema)
@@ -276,6 +291,7 @@ class Writer:
             csv.writer(self._fh).writerow(header)
         if self.fmt == 'parquet':
             import pyarrow.parquet as pq
+
             if self._pq is None:
                 self._pq = pq.ParquetWriter(self._fh, pq.ParquetFile(self.source).schema_arrow)
             self._pq.close()
@@ -311,8 +327,6 @@ def default_rejects_path(output: Path) -> Path:
     name = output.name
     for suffix in ('.jsonl', '.json', '.csv', '.parquet'):
         if name.endswith(suffix):
-            name = name[:-len(suffix)]
+            name = name[: -len(suffix)]
             break
     return output.with_name(name + '.rejects.jsonl')
-
-

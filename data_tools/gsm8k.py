@@ -6,6 +6,7 @@ removed, per the GSM8K release); ms-swift's ``accuracy`` reward (math_verify) co
 ``\\boxed{}`` answer the instruction asks for. Rows without a ``####`` answer go to the rejects file;
 writes are atomic, like ``grpo-data filter``.
 """
+
 from __future__ import annotations
 
 import json
@@ -61,8 +62,11 @@ def prepare(src: Path, dst: Path, rejects: Path | None = None) -> dict:
     first_bad = None
     counts = {'input_rows': 0, 'kept': 0, 'malformed': 0, 'output': str(dst), 'rejects': str(rejects)}
     try:
-        with open(src, encoding='utf-8-sig') as fin, open(out.tmp, 'w', encoding='utf-8') as fo, \
-                open(rej.tmp, 'w', encoding='utf-8') as fr:
+        with (
+            open(src, encoding='utf-8-sig') as fin,
+            open(out.tmp, 'w', encoding='utf-8') as fo,
+            open(rej.tmp, 'w', encoding='utf-8') as fr,
+        ):
             for lineno, line in enumerate(_utf8_lines(fin, src), start=1):
                 if not line.strip():
                     continue
@@ -76,19 +80,31 @@ def prepare(src: Path, dst: Path, rejects: Path | None = None) -> dict:
                 except (ValueError, KeyError, TypeError, RecursionError) as e:
                     counts['malformed'] += 1
                     first_bad = first_bad or (lineno, _reason(e))
-                    fr.write(json.dumps({'line': lineno, 'reason': 'malformed', 'error': str(e),
-                                         'raw': line.rstrip('\r\n')}, ensure_ascii=False) + '\n')
+                    fr.write(
+                        json.dumps(
+                            {'line': lineno, 'reason': 'malformed', 'error': str(e), 'raw': line.rstrip('\r\n')},
+                            ensure_ascii=False,
+                        )
+                        + '\n'
+                    )
                     continue
-                fo.write(json.dumps({'messages': [{'role': 'user', 'content': f'{question}\n{INSTRUCTION}'}],
-                                     'solution': solution}, ensure_ascii=False) + '\n')
+                fo.write(
+                    json.dumps(
+                        {'messages': [{'role': 'user', 'content': f'{question}\n{INSTRUCTION}'}], 'solution': solution},
+                        ensure_ascii=False,
+                    )
+                    + '\n'
+                )
                 counts['kept'] += 1
         if counts['input_rows'] == 0:
             raise DataError(f'{src}: no rows')
         if counts['kept'] == 0:
             line, why = first_bad
-            raise DataError(f'{src}: none of its {counts["input_rows"]:,} rows is a GSM8K row (line {line}: {why}); '
-                            f'each line must be a JSON object with "question" and an "answer" ending "#### <number>"; '
-                            f'nothing written')
+            raise DataError(
+                f'{src}: none of its {counts["input_rows"]:,} rows is a GSM8K row (line {line}: {why}); '
+                f'each line must be a JSON object with "question" and an "answer" ending "#### <number>"; '
+                f'nothing written'
+            )
         out.commit()
         rej.commit()
         return counts

@@ -22,6 +22,7 @@ without it); a logged prompt equal to one of these texts is that row. A prompt t
 template, such as ms-swift's own for a model whose Jinja template differs) falls back to the row whose last user
 message the logged prompt contains (the longest such message wins).
 """
+
 from __future__ import annotations
 
 import json
@@ -38,6 +39,7 @@ HISTOGRAM_EDGES = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0)
 @dataclass
 class PromptRecord:
     """The completions logged for one prompt text, over every step."""
+
     completions: int = 0
     passes: int = 0
     groups: int = 0
@@ -60,34 +62,49 @@ class CompletionLog:
 
 # reward_funcs names -> the column ms-swift logs: the reward function's class name (swift/rewards/orm.py `orms`,
 # e.g. 'accuracy': MathAccuracy; the table's keys are `self.reward_func_names`, the functions' __name__)
-REWARD_COLUMNS = {'accuracy': 'MathAccuracy', 'format': 'Format', 'react_format': 'ReActFormat',
-                  'cosine': 'CosineReward', 'repetition': 'RepetitionPenalty', 'soft_overlong': 'SoftOverlong'}
+REWARD_COLUMNS = {
+    'accuracy': 'MathAccuracy',
+    'format': 'Format',
+    'react_format': 'ReActFormat',
+    'cosine': 'CosineReward',
+    'repetition': 'RepetitionPenalty',
+    'soft_overlong': 'SoftOverlong',
+}
 
 
 def _reward_column(table: dict, wanted: str | None, path: Path, lineno: int) -> tuple[str, list[str]]:
     known = {'step', 'prompt', 'completion', 'advantages', 'solution', 'num_turns', 'entropy', 'image'}
-    rewards = [k for k, v in table.items() if k not in known and isinstance(v, list)
-               and all(isinstance(x, (int, float)) or x is None for x in v)]
+    rewards = [
+        k
+        for k, v in table.items()
+        if k not in known and isinstance(v, list) and all(isinstance(x, (int, float)) or x is None for x in v)
+    ]
     if wanted:
         for name in (wanted, REWARD_COLUMNS.get(wanted)):
             if name in rewards:
                 return name, rewards
-        raise InputError(f'{path} line {lineno}: no reward column {wanted!r} (reward columns: '
-                         f'{", ".join(rewards) or "none"}); pass --reward with one of them')
+        raise InputError(
+            f'{path} line {lineno}: no reward column {wanted!r} (reward columns: '
+            f'{", ".join(rewards) or "none"}); pass --reward with one of them'
+        )
     if 'MathAccuracy' in rewards:
         return 'MathAccuracy', rewards
     if len(rewards) == 1:
         return rewards[0], rewards
-    raise InputError(f'{path} line {lineno}: reward columns {", ".join(rewards) or "none"}: name the one that '
-                     f'says pass/fail with --reward')
+    raise InputError(
+        f'{path} line {lineno}: reward columns {", ".join(rewards) or "none"}: name the one that '
+        f'says pass/fail with --reward'
+    )
 
 
 def read_completions(path: Path, reward: str | None = None) -> CompletionLog:
     """Group the logged completions by prompt (per table: one rollout), count passes and all-equal groups."""
     path = Path(path)
     if not path.is_file():
-        raise InputError(f'--completions {path}: no such file (ms-swift writes completions.jsonl into the run\'s '
-                         f'output dir when log_completions is true)')
+        raise InputError(
+            f"--completions {path}: no such file (ms-swift writes completions.jsonl into the run's "
+            f'output dir when log_completions is true)'
+        )
     log = CompletionLog(str(path), reward or '')
     steps: set[str] = set()
     with open(path, encoding='utf-8') as f:
@@ -150,7 +167,7 @@ class PromptMatcher:
         except RowError:
             return False
         bare = [m for m in msgs if m.get('role') != 'system']
-        for variant in ({'with': msgs, 'bare': bare}.values()):
+        for variant in {'with': msgs, 'bare': bare}.values():
             for gen in (True, False):
                 try:
                     self.exact.setdefault(self.tok.render(variant, gen), index)
@@ -175,9 +192,10 @@ class PromptMatcher:
 @dataclass
 class PassRates:
     """Pass rates of a dataset's rows from a completions log."""
+
     log: CompletionLog
     rows: int = 0
-    rates: dict[int, float] = field(default_factory=dict)      # row index -> pass rate
+    rates: dict[int, float] = field(default_factory=dict)  # row index -> pass rate
     groups: int = 0
     zero_variance_groups: int = 0
     matched_prompts: int = 0
@@ -231,8 +249,9 @@ def _rows(path: Path):
             i += 1
 
 
-def pass_rates(data: Path, log: CompletionLog, tok, columns: dict | None = None,
-               system: str | None = None) -> PassRates:
+def pass_rates(
+    data: Path, log: CompletionLog, tok, columns: dict | None = None, system: str | None = None
+) -> PassRates:
     matcher = PromptMatcher(tok, system)
     out = PassRates(log)
     for i, rec in _rows(data):
@@ -280,20 +299,30 @@ class PassRateFilterSummary:
     stats: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {'input': self.input, 'output': self.output, 'rejects': self.rejects,
-                'keep_pass_rate': list(self.keep), 'input_rows': self.input_rows, 'kept': self.kept,
-                'kept_unseen': self.kept_unseen, 'rejected_pass_rate': self.rejected, 'malformed': self.malformed,
-                'completions': {k: v for k, v in self.stats.items() if k != 'pass_rates'}}
+        return {
+            'input': self.input,
+            'output': self.output,
+            'rejects': self.rejects,
+            'keep_pass_rate': list(self.keep),
+            'input_rows': self.input_rows,
+            'kept': self.kept,
+            'kept_unseen': self.kept_unseen,
+            'rejected_pass_rate': self.rejected,
+            'malformed': self.malformed,
+            'completions': {k: v for k, v in self.stats.items() if k != 'pass_rates'},
+        }
 
 
-def filter_by_pass_rate(data: Path, output: Path, rates: PassRates, keep: tuple[float, float],
-                        rejects: Path | None = None) -> PassRateFilterSummary:
+def filter_by_pass_rate(
+    data: Path, output: Path, rates: PassRates, keep: tuple[float, float], rejects: Path | None = None
+) -> PassRateFilterSummary:
     """Keep rows whose pass rate lies in [LOW, HIGH] and rows the log never saw; the others go to the rejects
     file with their pass rate. JSON-lines input (what grpo-data prepare-gsm8k writes); rows written back byte for
     byte."""
     if detect_format(data) != 'jsonl':
-        raise InputError(f'{data}: --keep-pass-rate reads JSON-lines data (what grpo-data prepare-gsm8k and filter '
-                         f'write)')
+        raise InputError(
+            f'{data}: --keep-pass-rate reads JSON-lines data (what grpo-data prepare-gsm8k and filter write)'
+        )
     rejects = rejects or default_rejects_path(output)
     lo, hi = keep
     s = PassRateFilterSummary(str(data), str(output), str(rejects), keep, stats=rates.to_dict())
@@ -305,8 +334,13 @@ def filter_by_pass_rate(data: Path, output: Path, rates: PassRates, keep: tuple[
                 raw = rec.raw.decode('utf-8', errors='replace').rstrip('\r\n')
                 if rec.error is not None:
                     s.malformed += 1
-                    fr.write(json.dumps({'line': rec.line, 'reason': 'malformed', 'error': rec.error, 'raw': raw},
-                                        ensure_ascii=False) + '\n')
+                    fr.write(
+                        json.dumps(
+                            {'line': rec.line, 'reason': 'malformed', 'error': rec.error, 'raw': raw},
+                            ensure_ascii=False,
+                        )
+                        + '\n'
+                    )
                     continue
                 rate = rates.rates.get(i)
                 if rate is None or lo <= rate <= hi:
@@ -315,8 +349,19 @@ def filter_by_pass_rate(data: Path, output: Path, rates: PassRates, keep: tuple[
                     fo.write(rec.raw)
                 else:
                     s.rejected += 1
-                    fr.write(json.dumps({'line': rec.line, 'reason': 'pass_rate', 'pass_rate': round(rate, 6),
-                                         'keep': [lo, hi], 'raw': raw}, ensure_ascii=False) + '\n')
+                    fr.write(
+                        json.dumps(
+                            {
+                                'line': rec.line,
+                                'reason': 'pass_rate',
+                                'pass_rate': round(rate, 6),
+                                'keep': [lo, hi],
+                                'raw': raw,
+                            },
+                            ensure_ascii=False,
+                        )
+                        + '\n'
+                    )
         out.commit()
         rej.commit()
     except BaseException:

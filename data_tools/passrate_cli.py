@@ -1,4 +1,5 @@
 """``grpo-data stats/filter --completions``: the console and JSON side of passrate.py."""
+
 from __future__ import annotations
 
 import json
@@ -10,16 +11,20 @@ from .passrate import PassRates, filter_by_pass_rate, parse_range, pass_rates, r
 
 def completion_rates(opts, tok) -> PassRates:
     from .pipeline import parse_columns
+
     log = read_completions(opts.completions, opts.reward)
     return pass_rates(opts.input, log, tok, parse_columns(opts.columns), opts.system)
 
 
 def print_rates(con, r: PassRates) -> None:
     from rich.table import Table
+
     d = r.to_dict()
-    con.print(f'[bold]pass rates[/] from {d["completions_log"]} (reward {d["reward"]!r}, a pass above '
-              f'{d["success_threshold"]:g}): {d["rows_seen"]:,} of {d["rows"]:,} rows seen, '
-              f'{d["rows_unseen"]:,} never logged')
+    con.print(
+        f'[bold]pass rates[/] from {d["completions_log"]} (reward {d["reward"]!r}, a pass above '
+        f'{d["success_threshold"]:g}): {d["rows_seen"]:,} of {d["rows"]:,} rows seen, '
+        f'{d["rows_unseen"]:,} never logged'
+    )
     t = Table()
     t.add_column('pass rate')
     t.add_column('rows', justify='right')
@@ -32,11 +37,15 @@ def print_rates(con, r: PassRates) -> None:
     if d['mean_pass_rate'] is not None:
         con.print(f'mean pass rate {d["mean_pass_rate"]:.1%}')
     if d['groups']:
-        con.print(f'groups with all rewards equal (zero advantage): {d["zero_variance_groups"]:,} of '
-                  f'{d["groups"]:,} ({d["zero_variance_share"]:.0%}), as logged')
+        con.print(
+            f'groups with all rewards equal (zero advantage): {d["zero_variance_groups"]:,} of '
+            f'{d["groups"]:,} ({d["zero_variance_share"]:.0%}), as logged'
+        )
     if d['unmatched_prompts']:
-        con.print(f'{d["unmatched_prompts"]:,} logged prompt(s) ({d["unmatched_completions"]:,} completions) match '
-                  f'no row of this data (eval rows, another dataset, or another chat template)')
+        con.print(
+            f'{d["unmatched_prompts"]:,} logged prompt(s) ({d["unmatched_completions"]:,} completions) match '
+            f'no row of this data (eval rows, another dataset, or another chat template)'
+        )
     if d['repeated_step_tables_skipped']:
         con.print(f'{d["repeated_step_tables_skipped"]} table(s) at an already logged step (eval log calls) not read')
 
@@ -46,11 +55,15 @@ def cmd_filter_pass_rate(opts) -> int:
         print('error: a pass-rate filter needs both --completions LOG and --keep-pass-rate LOW:HIGH', file=sys.stderr)
         return 2
     if opts.max_length is not None:
-        print('error: --max-length and --keep-pass-rate are two filters: run grpo-data filter once for each (the '
-              'length filter first)', file=sys.stderr)
+        print(
+            'error: --max-length and --keep-pass-rate are two filters: run grpo-data filter once for each (the '
+            'length filter first)',
+            file=sys.stderr,
+        )
         return 2
     keep = parse_range(opts.keep_pass_rate)
     from .tokenize import ChatTokenizer
+
     tok = ChatTokenizer(opts.tokenizer)
     rates = completion_rates(opts, tok)
     s = filter_by_pass_rate(opts.input, opts.output, rates, keep, opts.rejects)
@@ -60,9 +73,12 @@ def cmd_filter_pass_rate(opts) -> int:
         return 0
     from rich.console import Console
     from rich.table import Table
+
     con = Console()
-    con.print(f'[bold]grpo-data filter[/]: keep rows whose pass rate lies in [{keep[0]:g}, {keep[1]:g}] '
-              f'(rows never logged are kept)')
+    con.print(
+        f'[bold]grpo-data filter[/]: keep rows whose pass rate lies in [{keep[0]:g}, {keep[1]:g}] '
+        f'(rows never logged are kept)'
+    )
     t = Table()
     t.add_column('rows')
     t.add_column('count', justify='right')

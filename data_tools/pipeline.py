@@ -2,6 +2,7 @@
 
 Memory stays bounded: one chunk of rows is alive at a time; ``stats`` keeps only an array of lengths.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -44,16 +45,23 @@ def parse_columns(text: str | None) -> dict[str, str] | None:
     except json.JSONDecodeError as e:
         raise InputError(f'--columns {text!r}: not JSON ({e.msg}); write e.g. --columns \'{{"answer": "solution"}}\'')
     except RecursionError:
-        raise InputError('--columns: JSON nested too deeply; write a flat object, e.g. '
-                         '--columns \'{"answer": "solution"}\'') from None
+        raise InputError(
+            '--columns: JSON nested too deeply; write a flat object, e.g. --columns \'{"answer": "solution"}\''
+        ) from None
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise InputError(f'--columns {text!r}: must be a JSON object of old name → new name')
     return value
 
 
-def measure(path: Path, tok: ChatTokenizer, mode: str = 'prompt', columns: dict | None = None,
-            system: str | None = None, chunk_rows: int = 2048,
-            progress: Callable[[int], None] | None = None) -> Iterator[list[Measured]]:
+def measure(
+    path: Path,
+    tok: ChatTokenizer,
+    mode: str = 'prompt',
+    columns: dict | None = None,
+    system: str | None = None,
+    chunk_rows: int = 2048,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[list[Measured]]:
     """Yield chunks of measured records (length, or the reason the row is malformed)."""
     fmt = detect_format(path)
     seen_good = False
@@ -72,8 +80,10 @@ def measure(path: Path, tok: ChatTokenizer, mode: str = 'prompt', columns: dict 
                 msgs = to_messages(rec.row, columns, system, mode)
             except NoPromptColumn as e:
                 if not seen_good:
-                    raise DataError(f'{path} line {rec.line}: {e}. Map your prompt column with --columns, e.g. '
-                                     f'--columns \'{{"my_prompt": "query"}}\'') from None
+                    raise DataError(
+                        f'{path} line {rec.line}: {e}. Map your prompt column with --columns, e.g. '
+                        f'--columns \'{{"my_prompt": "query"}}\''
+                    ) from None
                 m.error = str(e)
                 continue
             except RowError as e:
@@ -110,9 +120,18 @@ class FilterSummary:
         return dict(self.__dict__)
 
 
-def run_filter(input_path: Path, output: Path, tok: ChatTokenizer, max_length: int, mode: str = 'prompt',
-               columns: dict | None = None, system: str | None = None, rejects: Path | None = None,
-               chunk_rows: int = 2048, progress=None) -> FilterSummary:
+def run_filter(
+    input_path: Path,
+    output: Path,
+    tok: ChatTokenizer,
+    max_length: int,
+    mode: str = 'prompt',
+    columns: dict | None = None,
+    system: str | None = None,
+    rejects: Path | None = None,
+    chunk_rows: int = 2048,
+    progress=None,
+) -> FilterSummary:
     if not input_path.exists():
         raise InputError(f'{input_path}: no such file or directory')
     fmt = detect_format(input_path)
@@ -202,9 +221,17 @@ class Stats:
         return dict(self.__dict__)
 
 
-def run_stats(input_path: Path, tok: ChatTokenizer, mode: str = 'prompt', columns=None, system=None,
-              coverage: float = 0.99, max_completion_length: int | None = None, chunk_rows: int = 2048,
-              progress=None) -> tuple[Stats, array]:
+def run_stats(
+    input_path: Path,
+    tok: ChatTokenizer,
+    mode: str = 'prompt',
+    columns=None,
+    system=None,
+    coverage: float = 0.99,
+    max_completion_length: int | None = None,
+    chunk_rows: int = 2048,
+    progress=None,
+) -> tuple[Stats, array]:
     if not input_path.exists():
         raise InputError(f'{input_path}: no such file or directory')
     if not 0 < coverage <= 1:
@@ -220,9 +247,17 @@ def run_stats(input_path: Path, tok: ChatTokenizer, mode: str = 'prompt', column
     if not lengths:
         raise DataError(f'{input_path}: no measurable rows ({malformed} malformed)')
     srt = sorted(lengths)
-    st = Stats(input=str(input_path), mode=mode, count=len(srt), malformed=malformed,
-               mean=round(sum(srt) / len(srt), 2), max=srt[-1], min=srt[0], coverage=coverage,
-               tokenizer=str(tok.path))
+    st = Stats(
+        input=str(input_path),
+        mode=mode,
+        count=len(srt),
+        malformed=malformed,
+        mean=round(sum(srt) / len(srt), 2),
+        max=srt[-1],
+        min=srt[0],
+        coverage=coverage,
+        tokenizer=str(tok.path),
+    )
     st.percentiles = {f'p{q:g}': percentile(srt, q) for q in PERCENTILES}
     st.max_length_for_coverage = percentile(srt, coverage * 100)
     st.kept = bisect.bisect_right(srt, st.max_length_for_coverage)
@@ -247,14 +282,21 @@ def _bin_edges(lo: int, hi: int, bins: int = 20) -> list[int]:
 
 def plot_histogram(lengths, st: Stats, path: Path) -> None:
     import os
+
     os.environ.setdefault('MPLBACKEND', 'Agg')
     import matplotlib
+
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(8, 4))
     ax.hist(lengths, bins=min(100, max(10, int(math.sqrt(len(lengths))))), color='#4477aa')
-    ax.axvline(st.max_length_for_coverage, color='#cc3311', linestyle='--',
-               label=f'{st.coverage:.1%} coverage: {st.max_length_for_coverage} tokens')
+    ax.axvline(
+        st.max_length_for_coverage,
+        color='#cc3311',
+        linestyle='--',
+        label=f'{st.coverage:.1%} coverage: {st.max_length_for_coverage} tokens',
+    )
     ax.set_xlabel(f'{st.mode} length (tokens, chat template applied)')
     ax.set_ylabel('rows')
     ax.set_title(Path(st.input).name)
@@ -277,6 +319,11 @@ def progress_bar(total: int | None, quiet: bool):
         return nullcontext(None)
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-    cols = [TextColumn('measuring'), BarColumn(), DownloadColumn() if total else TextColumn('{task.completed} rows'),
-            TimeRemainingColumn()]
+
+    cols = [
+        TextColumn('measuring'),
+        BarColumn(),
+        DownloadColumn() if total else TextColumn('{task.completed} rows'),
+        TimeRemainingColumn(),
+    ]
     return Progress(*cols, console=Console(stderr=True), transient=True)

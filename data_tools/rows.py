@@ -8,13 +8,25 @@ ms-swift 4.6 (``swift/dataset/preprocessor/core.py``, docs Custom-dataset.md §P
   completion, content``, and the system from ``system, system_prompt``;
 - ``--columns '{"old": "new"}'`` renames columns first (ms-swift's ``columns`` argument).
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 QUERY_KEYS = ('query', 'prompt', 'input', 'instruction', 'question', 'problem')
-RESPONSE_KEYS = ('response', 'answer', 'output', 'targets', 'target', 'answer_key', 'answers', 'solution', 'text',
-                 'completion', 'content')
+RESPONSE_KEYS = (
+    'response',
+    'answer',
+    'output',
+    'targets',
+    'target',
+    'answer_key',
+    'answers',
+    'solution',
+    'text',
+    'completion',
+    'content',
+)
 SYSTEM_KEYS = ('system', 'system_prompt')
 
 
@@ -32,8 +44,9 @@ def _text(value: Any, where: str) -> str:
     raise RowError(f'{where} must be a string, got {type(value).__name__}')
 
 
-def to_messages(row: Any, columns: dict[str, str] | None = None, system: str | None = None,
-                mode: str = 'prompt') -> list[dict[str, str]]:
+def to_messages(
+    row: Any, columns: dict[str, str] | None = None, system: str | None = None, mode: str = 'prompt'
+) -> list[dict[str, str]]:
     """Messages to measure. ``mode='prompt'``: up to the last user turn; ``'full'``: with the answer."""
     if not isinstance(row, dict):
         raise RowError(f'row is a JSON {type(row).__name__}, not an object')
@@ -58,8 +71,10 @@ def to_messages(row: Any, columns: dict[str, str] | None = None, system: str | N
     else:
         qkey = next((k for k in QUERY_KEYS if k in row), None)
         if qkey is None:
-            raise NoPromptColumn(f'no prompt column: found {", ".join(map(str, row)) or "no columns"}; expected '
-                                 f'`messages` or one of {", ".join(QUERY_KEYS)}')
+            raise NoPromptColumn(
+                f'no prompt column: found {", ".join(map(str, row)) or "no columns"}; expected '
+                f'`messages` or one of {", ".join(QUERY_KEYS)}'
+            )
         out = [{'role': 'user', 'content': _text(row[qkey], f'column {qkey!r}')}]
         if mode == 'full':
             rkey = next((k for k in RESPONSE_KEYS if k in row and k != qkey), None)

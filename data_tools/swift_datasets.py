@@ -13,6 +13,7 @@ Without network, a hub dataset is read from the cache or refused in one line nam
 the hub is probed first (3 s) so that an offline machine never waits on the hub's own retries (ModelScope's
 downloader gave up only after about 50 s here).
 """
+
 from __future__ import annotations
 
 import json
@@ -25,6 +26,7 @@ from .formats import Atomic, InputError
 
 class DataSourceError(InputError):
     """The dataset cannot be reached (offline, not cached): a usage-level problem, exit 2."""
+
     exit_code = 2
 
 
@@ -68,7 +70,8 @@ def _reachable(host: str, port: int, timeout: float = 3.0) -> bool:
 def _caches(hf: bool) -> str:
     if hf:
         home = os.environ.get('HF_DATASETS_CACHE') or os.path.join(
-            os.environ.get('HF_HOME') or os.path.expanduser('~/.cache/huggingface'), 'datasets')
+            os.environ.get('HF_HOME') or os.path.expanduser('~/.cache/huggingface'), 'datasets'
+        )
         return f'the Hugging Face datasets cache {home}'
     ms = os.environ.get('MODELSCOPE_CACHE') or os.path.expanduser('~/.cache/modelscope')
     return f'the ModelScope cache {ms}'
@@ -91,6 +94,7 @@ class _quiet_stderr:
     def __enter__(self):
         import sys
         import tempfile
+
         sys.stderr.flush()
         self.saved = os.dup(2)
         self.sink = tempfile.TemporaryFile()
@@ -99,6 +103,7 @@ class _quiet_stderr:
 
     def __exit__(self, *exc):
         import sys
+
         sys.stderr.flush()
         os.dup2(self.saved, 2)
         os.close(self.saved)
@@ -106,8 +111,14 @@ class _quiet_stderr:
         return False
 
 
-def materialise(specs: list[str], dst: Path, use_hf: bool | None = None, num_proc: int = 1,
-                streaming: bool = False, columns: dict | None = None) -> dict:
+def materialise(
+    specs: list[str],
+    dst: Path,
+    use_hf: bool | None = None,
+    num_proc: int = 1,
+    streaming: bool = False,
+    columns: dict | None = None,
+) -> dict:
     """Load ``specs`` with ms-swift's ``load_dataset`` and write its rows to ``dst`` (JSON lines). Returns what was
     read (rows, sources). Raises DataSourceError (exit 2) when a hub dataset is neither reachable nor cached."""
     offline_hubs = set()
@@ -124,7 +135,8 @@ def materialise(specs: list[str], dst: Path, use_hf: bool | None = None, num_pro
                     f'{spec}: offline (cannot reach {HUB_HOSTS[key][0]}) and ModelScope datasets are not read from '
                     f'{_caches(False)} without it; pass a local file as DATASET (grpo-data stats /path/train.jsonl; '
                     f'a launcher: DATASET=/path/train.jsonl), or the Hugging Face id with --use-hf if its cache '
-                    f'holds it')
+                    f'holds it'
+                )
     env_saved = {k: os.environ.get(k) for k in ('HF_HUB_OFFLINE', 'HF_DATASETS_OFFLINE')}
     if 'hf' in offline_hubs:
         os.environ['HF_HUB_OFFLINE'] = os.environ['HF_DATASETS_OFFLINE'] = '1'  # use the cache, never wait
@@ -133,19 +145,29 @@ def materialise(specs: list[str], dst: Path, use_hf: bool | None = None, num_pro
             with _quiet_stderr():  # its import logs the dataset registry
                 from swift.dataset import load_dataset
         except ImportError as e:
-            raise InputError(f'ms-swift is needed to read {specs[0]!r} (a hub id or dataset syntax): {e}; '
-                             f'pip install grpo-recipes') from None
+            raise InputError(
+                f'ms-swift is needed to read {specs[0]!r} (a hub id or dataset syntax): {e}; pip install grpo-recipes'
+            ) from None
         try:
             with _quiet_stderr():  # the hub clients' retries and progress bars; our own line says what failed
-                train, _ = load_dataset(specs, num_proc=num_proc, streaming=streaming, use_hf=use_hf, seed=42,
-                                        remove_unused_columns=False, columns=columns)
+                train, _ = load_dataset(
+                    specs,
+                    num_proc=num_proc,
+                    streaming=streaming,
+                    use_hf=use_hf,
+                    seed=42,
+                    remove_unused_columns=False,
+                    columns=columns,
+                )
         except Exception as e:  # noqa: BLE001 - the hub clients raise their own types (modelscope_hub's deadline)
             where = ' and '.join(_caches(h == 'hf') for h in sorted(offline_hubs)) or 'the hub'
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             if offline_hubs:
-                raise DataSourceError(f'{", ".join(specs)}: offline, and not in {where} ({first}); pass a local '
-                                      f'file as DATASET (grpo-data stats /path/train.jsonl; a launcher: '
-                                      f'DATASET=/path/train.jsonl)') from None
+                raise DataSourceError(
+                    f'{", ".join(specs)}: offline, and not in {where} ({first}); pass a local '
+                    f'file as DATASET (grpo-data stats /path/train.jsonl; a launcher: '
+                    f'DATASET=/path/train.jsonl)'
+                ) from None
             raise DataSourceError(f'{", ".join(specs)}: ms-swift could not load it ({first})') from None
     finally:
         for k, v in env_saved.items():
@@ -166,5 +188,10 @@ def materialise(specs: list[str], dst: Path, use_hf: bool | None = None, num_pro
     except BaseException:
         out.discard()
         raise
-    return {'rows': rows, 'datasets': specs, 'loader': 'swift.dataset.load_dataset', 'streaming': streaming,
-            'use_hf': use_hf}
+    return {
+        'rows': rows,
+        'datasets': specs,
+        'loader': 'swift.dataset.load_dataset',
+        'streaming': streaming,
+        'use_hf': use_hf,
+    }

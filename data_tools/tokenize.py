@@ -7,6 +7,7 @@ and the text is encoded in batches by the Rust ``tokenizers`` library with
 transformers and torch (6 s and 450 MB here). tests/test_data_tools.py checks the lengths token for token
 against transformers' ``apply_chat_template`` and ms-swift's own template encoder.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,6 +20,7 @@ BUNDLED_TOKENIZER = Path(__file__).resolve().parent / 'tokenizer'
 
 class TokenizerError(ValueError):
     """The tokenizer cannot be loaded (unreadable input): exit 2."""
+
     exit_code = 2
 
 
@@ -28,11 +30,14 @@ def _find_tokenizer_dir(spec: str) -> Path:
         return p
     if '/' in spec and not p.exists():
         from grpo_recipes.models import cached_snapshot
+
         found = cached_snapshot(spec, needed=('tokenizer.json', 'tokenizer_config.json'))
         if found is not None:
             return found
-        raise TokenizerError(f'--tokenizer {spec}: not a local dir and not in the local Hugging Face/ModelScope '
-                             f'cache (model hubs are not reachable from here); pass a local tokenizer dir')
+        raise TokenizerError(
+            f'--tokenizer {spec}: not a local dir and not in the local Hugging Face/ModelScope '
+            f'cache (model hubs are not reachable from here); pass a local tokenizer dir'
+        )
     raise TokenizerError(f'--tokenizer {spec}: no such directory')
 
 
@@ -45,6 +50,7 @@ class ChatTokenizer:
         if not tok_file.is_file():
             raise TokenizerError(f'{self.path}: no tokenizer.json (a fast tokenizer is required)')
         from tokenizers import Tokenizer
+
         try:
             self.backend = Tokenizer.from_file(str(tok_file))
         except Exception as e:  # tokenizers raises a bare Exception on bad files
@@ -61,16 +67,19 @@ class ChatTokenizer:
         if isinstance(template, list):  # named templates: use "default"
             template = next((t['template'] for t in template if t.get('name') == 'default'), None)
         if not template:
-            raise TokenizerError(f'{self.path}: no chat template (tokenizer_config.json chat_template or '
-                                 f'chat_template.jinja)')
+            raise TokenizerError(
+                f'{self.path}: no chat template (tokenizer_config.json chat_template or chat_template.jinja)'
+            )
         self.template = _compile(template)
-        self.special = {k: _token_text(self.config.get(k)) for k in
-                        ('bos_token', 'eos_token', 'unk_token', 'pad_token')}
+        self.special = {
+            k: _token_text(self.config.get(k)) for k in ('bos_token', 'eos_token', 'unk_token', 'pad_token')
+        }
         self._split, self._known = self._segmenter(tok_file)
 
     def render(self, messages: list[dict], add_generation_prompt: bool) -> str:
-        return self.template.render(messages=messages, add_generation_prompt=add_generation_prompt, tools=None,
-                                    documents=None, **self.special)
+        return self.template.render(
+            messages=messages, add_generation_prompt=add_generation_prompt, tools=None, documents=None, **self.special
+        )
 
     def count(self, texts: list[str]) -> list[int]:
         """Token counts of ``texts`` (no BOS/EOS added, as apply_chat_template does).
@@ -107,20 +116,24 @@ class ChatTokenizer:
     def _segmenter(self, tok_file: Path):
         """A splitter on special tokens, and the counts of the template's constant pieces."""
         import re
+
         try:
             added = json.loads(tok_file.read_text(encoding='utf-8')).get('added_tokens') or []
         except ValueError:
             return None, {}
         special = [t for t in added if t.get('special')]
-        if not special or any(t.get('lstrip') or t.get('rstrip') or t.get('single_word') or t.get('normalized')
-                                  for t in special):
+        if not special or any(
+            t.get('lstrip') or t.get('rstrip') or t.get('single_word') or t.get('normalized') for t in special
+        ):
             return None, {}
         alternatives = sorted((t['content'] for t in special), key=len, reverse=True)
         splitter = re.compile('(' + '|'.join(re.escape(a) for a in alternatives) + ')').split
         known: dict[str, int] = {}
         probe = '\x00grpo-data-probe\x00'
-        for msgs, gen in (([{'role': 'user', 'content': probe}], True),
-                          ([{'role': 'user', 'content': probe}, {'role': 'assistant', 'content': probe}], False)):
+        for msgs, gen in (
+            ([{'role': 'user', 'content': probe}], True),
+            ([{'role': 'user', 'content': probe}, {'role': 'assistant', 'content': probe}], False),
+        ):
             try:
                 text = self.render(msgs, gen)
             except Exception:

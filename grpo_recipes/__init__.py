@@ -1,4 +1,5 @@
 """grpo-recipes: pre-launch guard and recipes for ms-swift GRPO."""
+
 __version__ = '0.1.0'
 
 # The ms-swift release line this pack is written and tested against.

@@ -25,6 +25,7 @@ as set. vLLM's sleep-mode pool (``CuMemAllocator``, ``vllm/device_allocator/cume
 never uses expandable segments; its constructor asserts that ``PYTORCH_CUDA_ALLOC_CONF`` does not contain
 ``expandable_segments:True`` ("Expandable segments are not compatible with memory pool", pytorch#147851).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -44,23 +45,47 @@ FIX_VALUE = 'expandable_segments:True'
 
 # Keys torch 2.13.0 accepts. Common keys: AcceleratorAllocatorConfig (c10/core/AllocatorConfig.h, its parse*
 # functions); CUDA keys: CUDAAllocatorConfig::getKeys() (c10/cuda/CUDAAllocatorConfig.h).
-COMMON_KEYS = ('max_split_size_mb', 'max_non_split_rounding_mb', 'garbage_collection_threshold',
-               'roundup_power2_divisions', 'expandable_segments', 'large_segment_size_mb',
-               'pinned_use_background_threads', 'pinned_max_round_threshold_mb', 'pinned_max_cached_size_mb')
-CUDA_KEYS = ('backend', 'release_lock_on_cudamalloc', 'pinned_use_cuda_host_register', 'release_lock_on_hipmalloc',
-             'pinned_use_hip_host_register', 'graph_capture_record_stream_reuse', 'pinned_reserve_segment_size_mb',
-             'pinned_num_register_threads', 'per_process_memory_fraction', 'pinned_free_catch_all',
-             'throw_on_cudamalloc_oom')
+COMMON_KEYS = (
+    'max_split_size_mb',
+    'max_non_split_rounding_mb',
+    'garbage_collection_threshold',
+    'roundup_power2_divisions',
+    'expandable_segments',
+    'large_segment_size_mb',
+    'pinned_use_background_threads',
+    'pinned_max_round_threshold_mb',
+    'pinned_max_cached_size_mb',
+)
+CUDA_KEYS = (
+    'backend',
+    'release_lock_on_cudamalloc',
+    'pinned_use_cuda_host_register',
+    'release_lock_on_hipmalloc',
+    'pinned_use_hip_host_register',
+    'graph_capture_record_stream_reuse',
+    'pinned_reserve_segment_size_mb',
+    'pinned_num_register_threads',
+    'per_process_memory_fraction',
+    'pinned_free_catch_all',
+    'throw_on_cudamalloc_oom',
+)
 # kLargeBuffer / kMB (c10/core/AllocatorConfig.h: kLargeBuffer 20 MiB): parseMaxSplitSize's lower bound
 MIN_SPLIT_MB = 20
-_BOOL_KEYS = ('expandable_segments', 'pinned_use_background_threads', 'release_lock_on_cudamalloc',
-              'pinned_use_cuda_host_register', 'release_lock_on_hipmalloc', 'pinned_use_hip_host_register',
-              'graph_capture_record_stream_reuse')
+_BOOL_KEYS = (
+    'expandable_segments',
+    'pinned_use_background_threads',
+    'release_lock_on_cudamalloc',
+    'pinned_use_cuda_host_register',
+    'release_lock_on_hipmalloc',
+    'pinned_use_hip_host_register',
+    'graph_capture_record_stream_reuse',
+)
 
 
 @dataclass(frozen=True)
 class AllocConf:
     """One allocator setting, as torch parses it (only what changes how much memory is reserved)."""
+
     expandable_segments: bool = False
     """One growing segment per stream, mapped in 2 MiB (small pool) or 20 MiB pages, instead of a segment per
     cudaMalloc (``CUDACachingAllocator.cpp``, ``ExpandableSegment``). Default off."""
@@ -82,19 +107,24 @@ class AllocConf:
     @property
     def max_split_size(self) -> int | None:
         """``max_split_size_mb`` in bytes (None: unlimited), as the allocator simulator reads it."""
-        return self.max_split_size_mb * 2 ** 20 if self.max_split_size_mb else None
+        return self.max_split_size_mb * 2**20 if self.max_split_size_mb else None
 
     @property
     def max_non_split_rounding(self) -> int:
         """``max_non_split_rounding_mb`` in bytes (CUDAAllocatorConfig: default kLargeBuffer, 20 MiB)."""
-        return (self.max_non_split_rounding_mb or MIN_SPLIT_MB) * 2 ** 20
+        return (self.max_non_split_rounding_mb or MIN_SPLIT_MB) * 2**20
 
     @property
     def unmodelled(self) -> list[str]:
         """The options set here that the allocator simulator (memory/allocator.py) does not model."""
-        return [k for k, v in (('garbage_collection_threshold', self.garbage_collection_threshold),
-                               ('roundup_power2_divisions', self.roundup_power2_divisions)) if v is not None] + \
-            ([f'backend:{self.backend}'] if self.backend != 'native' else [])
+        return [
+            k
+            for k, v in (
+                ('garbage_collection_threshold', self.garbage_collection_threshold),
+                ('roundup_power2_divisions', self.roundup_power2_divisions),
+            )
+            if v is not None
+        ] + ([f'backend:{self.backend}'] if self.backend != 'native' else [])
 
     @property
     def label(self) -> str:
@@ -107,8 +137,7 @@ DEFAULT = AllocConf()
 
 
 def _bad(where: str, variable: str, text: str, problem: str, fix: str) -> GuardError:
-    return GuardError(f'{where}: {variable}={text!r}: {problem}; torch stops at the first CUDA allocation. '
-                      f'Fix: {fix}')
+    return GuardError(f'{where}: {variable}={text!r}: {problem}; torch stops at the first CUDA allocation. Fix: {fix}')
 
 
 def _tokens(text: str) -> list[str]:
@@ -140,12 +169,22 @@ def parse(text: str, variable: str = OLD_VAR, where: str = 'environment') -> All
     while i < len(toks):
         key = toks[i]
         if key in ',:[]':
-            raise _bad(where, variable, text, f'expected a key at {key!r}', 'write key:value pairs separated by '
-                       'commas, e.g. expandable_segments:True')
+            raise _bad(
+                where,
+                variable,
+                text,
+                f'expected a key at {key!r}',
+                'write key:value pairs separated by commas, e.g. expandable_segments:True',
+            )
         if key not in COMMON_KEYS + CUDA_KEYS:
             near = difflib.get_close_matches(key, COMMON_KEYS + CUDA_KEYS, n=1)
-            raise _bad(where, variable, text, f"Unrecognized key '{key}' in CUDA allocator config",
-                       f'use {near[0]}' if near else f'remove it (known keys: {", ".join(COMMON_KEYS[:5])}, backend)')
+            raise _bad(
+                where,
+                variable,
+                text,
+                f"Unrecognized key '{key}' in CUDA allocator config",
+                f'use {near[0]}' if near else f'remove it (known keys: {", ".join(COMMON_KEYS[:5])}, backend)',
+            )
         if i + 2 >= len(toks) or toks[i + 1] != ':' or toks[i + 2] in (',', ':', ']'):
             raise _bad(where, variable, text, f'{key} has no value', f'write {key}:VALUE')
         j = i + 2
@@ -155,7 +194,7 @@ def parse(text: str, variable: str = OLD_VAR, where: str = 'environment') -> All
                 end += 1
             if end == len(toks):
                 raise _bad(where, variable, text, f'{key}: no closing ]', f'close the list: {key}:[...]')
-            value = ''.join(toks[j:end + 1])
+            value = ''.join(toks[j : end + 1])
             j = end
         else:
             value = toks[j]
@@ -167,20 +206,34 @@ def parse(text: str, variable: str = OLD_VAR, where: str = 'environment') -> All
             i += 1
     for key in _BOOL_KEYS:
         if key in vals and vals[key] not in ('True', 'False'):
-            raise _bad(where, variable, text, f"{key} must be True or False (torch's ConfigTokenizer::toBool is "
-                       f"case-sensitive), got {vals[key]!r}", f'{key}:True')
+            raise _bad(
+                where,
+                variable,
+                text,
+                f"{key} must be True or False (torch's ConfigTokenizer::toBool is case-sensitive), got {vals[key]!r}",
+                f'{key}:True',
+            )
     split = vals.get('max_split_size_mb')
     if split is not None and (not split.isdigit() or int(split) < MIN_SPLIT_MB):
-        raise _bad(where, variable, text, f'max_split_size_mb must be a whole number of MiB >= {MIN_SPLIT_MB}, '
-                   f'got {split!r}', f'max_split_size_mb:{MIN_SPLIT_MB * 25}, or leave it out')
+        raise _bad(
+            where,
+            variable,
+            text,
+            f'max_split_size_mb must be a whole number of MiB >= {MIN_SPLIT_MB}, got {split!r}',
+            f'max_split_size_mb:{MIN_SPLIT_MB * 25}, or leave it out',
+        )
     rounding = vals.get('max_non_split_rounding_mb')  # CUDAAllocatorConfig: the same >= kLargeBuffer check
     if rounding is not None and rounding.isdigit() and int(rounding) < MIN_SPLIT_MB:
-        raise _bad(where, variable, text, f'max_non_split_rounding_mb must be a whole number of MiB >= '
-                   f'{MIN_SPLIT_MB}, got {rounding!r}', f'max_non_split_rounding_mb:{MIN_SPLIT_MB}, or leave it out')
+        raise _bad(
+            where,
+            variable,
+            text,
+            f'max_non_split_rounding_mb must be a whole number of MiB >= {MIN_SPLIT_MB}, got {rounding!r}',
+            f'max_non_split_rounding_mb:{MIN_SPLIT_MB}, or leave it out',
+        )
     for key in ('max_non_split_rounding_mb', 'large_segment_size_mb'):
         if key in vals and not vals[key].isdigit():
-            raise _bad(where, variable, text, f'{key} must be a whole number of MiB, got {vals[key]!r}',
-                       f'{key}:20')
+            raise _bad(where, variable, text, f'{key} must be a whole number of MiB, got {vals[key]!r}', f'{key}:20')
     gc = vals.get('garbage_collection_threshold')
     if gc is not None:
         try:
@@ -188,21 +241,37 @@ def parse(text: str, variable: str = OLD_VAR, where: str = 'environment') -> All
         except ValueError:
             g = -1.0
         if not 0 < g < 1:
-            raise _bad(where, variable, text, f'garbage_collection_threshold must be in (0.0, 1.0), got {gc!r}',
-                       'garbage_collection_threshold:0.8')
+            raise _bad(
+                where,
+                variable,
+                text,
+                f'garbage_collection_threshold must be in (0.0, 1.0), got {gc!r}',
+                'garbage_collection_threshold:0.8',
+            )
     rp = vals.get('roundup_power2_divisions')
     if rp is not None:
         _check_roundup(rp, where, variable, text)
     backend = vals.get('backend', 'native')
     if backend not in ('native', 'cudaMallocAsync'):
-        raise _bad(where, variable, text, f'Unknown allocator backend {backend!r}, options are native and '
-                   f'cudaMallocAsync', 'backend:native, or leave it out')
-    return AllocConf(expandable_segments=vals.get('expandable_segments') == 'True',
-                     max_split_size_mb=int(split) if split else None,
-                     max_non_split_rounding_mb=int(vals['max_non_split_rounding_mb'])
-                     if 'max_non_split_rounding_mb' in vals else None,
-                     garbage_collection_threshold=float(gc) if gc else None,
-                     roundup_power2_divisions=rp, backend=backend, text=text, variable=variable)
+        raise _bad(
+            where,
+            variable,
+            text,
+            f'Unknown allocator backend {backend!r}, options are native and cudaMallocAsync',
+            'backend:native, or leave it out',
+        )
+    return AllocConf(
+        expandable_segments=vals.get('expandable_segments') == 'True',
+        max_split_size_mb=int(split) if split else None,
+        max_non_split_rounding_mb=int(vals['max_non_split_rounding_mb'])
+        if 'max_non_split_rounding_mb' in vals
+        else None,
+        garbage_collection_threshold=float(gc) if gc else None,
+        roundup_power2_divisions=rp,
+        backend=backend,
+        text=text,
+        variable=variable,
+    )
 
 
 def conf_of(text: str | None, variable: str = OLD_VAR) -> AllocConf:
@@ -218,16 +287,26 @@ def _check_roundup(rp: str, where: str, variable: str, text: str) -> None:
         return
     for item in rp[1:-1].split(','):
         size, _, div = item.partition(':')
-        ok = div.isdigit() and (int(div) == 0 or _pow2(int(div))) and (size == '>' or (size.isdigit() and
-                                                                                         _pow2(int(size))))
+        ok = (
+            div.isdigit()
+            and (int(div) == 0 or _pow2(int(div)))
+            and (size == '>' or (size.isdigit() and _pow2(int(size))))
+        )
         if not ok:
-            raise _bad(where, variable, text, f'roundup_power2_divisions entry {item!r}: sizes (MiB) and divisions '
-                       f'must be powers of 2 (a division may be 0)', fix)
+            raise _bad(
+                where,
+                variable,
+                text,
+                f'roundup_power2_divisions entry {item!r}: sizes (MiB) and divisions '
+                f'must be powers of 2 (a division may be 0)',
+                fix,
+            )
 
 
 @dataclass
 class AllocSetting:
     """The allocator variables a launch's training process starts with, and where each was set."""
+
     values: dict[str, str] = field(default_factory=dict)
     """``PYTORCH_ALLOC_CONF`` / ``PYTORCH_CUDA_ALLOC_CONF`` -> the text the process gets."""
     sources: dict[str, str] = field(default_factory=dict)
@@ -251,9 +330,11 @@ class AllocSetting:
         """What the plan could not settle from the launch alone."""
         out = []
         if NEW_VAR in self.values and OLD_VAR in self.values and self.values[NEW_VAR] != self.values[OLD_VAR]:
-            out.append(f'both {OLD_VAR} ({self.sources[OLD_VAR]}) and {NEW_VAR} ({self.sources[NEW_VAR]}) are set and '
-                       f'differ: planned with {OLD_VAR}, which torch 2.13 reads first; torch builds that read '
-                       f'{NEW_VAR} first (pytorch@0ac7166) use the other; set only one')
+            out.append(
+                f'both {OLD_VAR} ({self.sources[OLD_VAR]}) and {NEW_VAR} ({self.sources[NEW_VAR]}) are set and '
+                f'differ: planned with {OLD_VAR}, which torch 2.13 reads first; torch builds that read '
+                f'{NEW_VAR} first (pytorch@0ac7166) use the other; set only one'
+            )
         elif NEW_VAR in self.values and OLD_VAR not in self.values:
             out.append(f'{NEW_VAR} is read by torch 2.9 and later only; earlier torch uses its defaults')
         return out
@@ -274,13 +355,19 @@ class AllocSetting:
 
     def to_dict(self) -> dict:
         c = self.conf
-        return {'values': self.values, 'sources': self.sources, 'allocator': c.label, 'variable': c.variable,
-                'swift_toggles': self.swift_toggles}
+        return {
+            'values': self.values,
+            'sources': self.sources,
+            'allocator': c.label,
+            'variable': c.variable,
+            'swift_toggles': self.swift_toggles,
+        }
 
 
 @dataclass(frozen=True)
 class Phases:
     """The allocator each phase of a launch runs with."""
+
     trainer: AllocConf
     """The training step's allocations (forward, backward, optimizer)."""
     vllm: AllocConf | None
@@ -291,8 +378,9 @@ class Phases:
     notes: tuple[str, ...] = ()
 
 
-def phases(setting: AllocSetting | None, framework: Framework | str, use_vllm: bool, vllm_mode: str | None,
-           sleep_level: int) -> Phases:
+def phases(
+    setting: AllocSetting | None, framework: Framework | str, use_vllm: bool, vllm_mode: str | None, sleep_level: int
+) -> Phases:
     """Effective allocator for the trainer phase and for the colocated vLLM phase (see the module docstring).
     ``framework``: whether it toggles expandable segments around vLLM itself (``Framework.expandable_toggle_from``)."""
     toggles = as_framework(framework).expandable_toggle_from is not None
@@ -306,26 +394,39 @@ def phases(setting: AllocSetting | None, framework: Framework | str, use_vllm: b
     if toggles and setting.swift_toggles:
         trainer = replace(conf, expandable_segments=True)
         if not conf.expandable_segments:
-            notes.append(f'{OLD_VAR} names expandable_segments, so ms-swift turns them on for training after creating '
-                         f'the vLLM engine (set_expandable_segments(True), swift/rlhf_trainers/rollout_mixin.py), '
-                         f'even though the value written is False')
-        notes.append('ms-swift turns expandable segments off while it creates and wakes the vLLM engine '
-                     '(set_expandable_segments, swift/rlhf_trainers/utils.py)')
+            notes.append(
+                f'{OLD_VAR} names expandable_segments, so ms-swift turns them on for training after creating '
+                f'the vLLM engine (set_expandable_segments(True), swift/rlhf_trainers/rollout_mixin.py), '
+                f'even though the value written is False'
+            )
+        notes.append(
+            'ms-swift turns expandable segments off while it creates and wakes the vLLM engine '
+            '(set_expandable_segments, swift/rlhf_trainers/utils.py)'
+        )
         return Phases(trainer, replace(conf, expandable_segments=False), pool, tuple(notes))
     if conf.expandable_segments:
         if toggles:
-            notes.append(f'expandable segments come from {conf.variable}, which ms-swift does not look at: they stay '
-                         f'on while vLLM is created' + (' beside its sleep-mode memory pool (pytorch#147851); set '
-                                                         f'{OLD_VAR} instead' if pool else ''))
+            notes.append(
+                f'expandable segments come from {conf.variable}, which ms-swift does not look at: they stay '
+                f'on while vLLM is created'
+                + (f' beside its sleep-mode memory pool (pytorch#147851); set {OLD_VAR} instead' if pool else '')
+            )
         elif pool:
-            notes.append('nothing turns expandable segments off around vLLM\'s sleep-mode memory pool: vLLM\'s '
-                         'CuMemAllocator refuses them (vllm/device_allocator/cumem.py)')
+            notes.append(
+                "nothing turns expandable segments off around vLLM's sleep-mode memory pool: vLLM's "
+                'CuMemAllocator refuses them (vllm/device_allocator/cumem.py)'
+            )
     return Phases(conf, conf, pool, tuple(notes))
 
 
-def read_setting(environ: Mapping[str, str], command_env: Mapping[str, str] | None = None,
-                 command_sources: Mapping[str, str] | None = None, file_env: Mapping[str, str] | None = None,
-                 file_source: str | None = None, script_line: str | None = None) -> AllocSetting | None:
+def read_setting(
+    environ: Mapping[str, str],
+    command_env: Mapping[str, str] | None = None,
+    command_sources: Mapping[str, str] | None = None,
+    file_env: Mapping[str, str] | None = None,
+    file_source: str | None = None,
+    script_line: str | None = None,
+) -> AllocSetting | None:
     """The allocator variables the training process gets: the command's own (``VAR=v cmd``, ``env VAR=v cmd``, a
     script's ``export``) over the caller's environment, and a YAML ``ENV:`` block only where neither sets the
     variable (ms-swift's ``parse_yaml_args``: the environment wins). ``accelerate launch`` hands its children a

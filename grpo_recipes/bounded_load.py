@@ -7,6 +7,7 @@ serialises it (the launch's argv, ``json.dumps``). A list nested 10,000 deep ove
 parsers' own errors: ``yaml.YAMLError`` with a ``problem_mark`` and ``json.JSONDecodeError``, which the readers
 already turn into one line.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,10 @@ class _Loader(yaml.SafeLoader):
         self.depth += 1
         try:
             if self.depth > MAX_DEPTH:
-                raise _refuse(f'nested deeper than {MAX_DEPTH} levels; a config is a flat mapping of arguments',
-                              self.peek_event().start_mark)
+                raise _refuse(
+                    f'nested deeper than {MAX_DEPTH} levels; a config is a flat mapping of arguments',
+                    self.peek_event().start_mark,
+                )
             return super().compose_node(parent, index)
         finally:
             self.depth -= 1
@@ -68,25 +71,32 @@ def _check_expanded(root) -> None:
         if isinstance(node, yaml.ScalarNode):
             size[key] = 1
             continue
-        children = ([c for kv in node.value for c in kv] if isinstance(node, yaml.MappingNode) else list(node.value))
+        children = [c for kv in node.value for c in kv] if isinstance(node, yaml.MappingNode) else list(node.value)
         if done:
             open_.discard(key)
             size[key] = 1 + sum(size[id(c)] for c in children)
             if size[key] > MAX_NODES:
-                raise _refuse(f'expands to more than {MAX_NODES:,} values once its aliases (*name) are copied out; '
-                              f'write the values out, or use fewer aliases', node.start_mark)
+                raise _refuse(
+                    f'expands to more than {MAX_NODES:,} values once its aliases (*name) are copied out; '
+                    f'write the values out, or use fewer aliases',
+                    node.start_mark,
+                )
             continue
         if key in size:
             continue
         if key in open_:
-            raise _refuse('an alias refers to a node that contains it (a cycle); no argument value can be infinite',
-                          node.start_mark)
+            raise _refuse(
+                'an alias refers to a node that contains it (a cycle); no argument value can be infinite',
+                node.start_mark,
+            )
         open_.add(key)
         stack.append((node, True))
         for c in children:
             if id(c) in open_:
-                raise _refuse('an alias refers to a node that contains it (a cycle); no argument value can be '
-                              'infinite', c.start_mark)
+                raise _refuse(
+                    'an alias refers to a node that contains it (a cycle); no argument value can be infinite',
+                    c.start_mark,
+                )
             if id(c) not in size:
                 stack.append((c, False))
 
@@ -108,8 +118,9 @@ def loads_json(text: str) -> Any:
         elif ch in '[{':
             depth += 1
             if depth > MAX_DEPTH:
-                raise json.JSONDecodeError(f'nested deeper than {MAX_DEPTH} levels; a config is a flat mapping of '
-                                           'arguments', text, pos)
+                raise json.JSONDecodeError(
+                    f'nested deeper than {MAX_DEPTH} levels; a config is a flat mapping of arguments', text, pos
+                )
         elif ch in ']}':
             depth -= 1
     return json.loads(text)

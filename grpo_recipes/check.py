@@ -1,5 +1,6 @@
 """Assemble a check: read what the rules need at the edge (model config, installed packages, the
 first row of local datasets), then run the pure rules over it. Imports neither torch nor ms-swift."""
+
 from __future__ import annotations
 
 import importlib.metadata as md
@@ -21,8 +22,17 @@ from .plan import Plan, build_plan
 from .rules import Context, run_rules
 from .rules.rollout import rollout_findings
 
-PACKAGES = ('ms-swift', 'trl', 'math-verify', 'msgspec', 'deepspeed', 'vllm', 'flashinfer-python', 'torch',
-            'transformers')
+PACKAGES = (
+    'ms-swift',
+    'trl',
+    'math-verify',
+    'msgspec',
+    'deepspeed',
+    'vllm',
+    'flashinfer-python',
+    'torch',
+    'transformers',
+)
 
 
 def installed_packages() -> dict[str, str | None]:
@@ -140,6 +150,7 @@ class CheckReport:
 def speed_json(report) -> dict:
     """The ``speed`` (and ``--fastest``'s ``speed_ranking``) keys of ``--json`` (speed/report.py)."""
     from .speed.report import speed_json as build
+
     return build(report)
 
 
@@ -168,14 +179,23 @@ def with_rollout(cfg: GRPOConfig, launch: Launch) -> tuple[GRPOConfig, list[str]
         # the trainer's own utilisation is ignored in server mode; both servers default to 0.9
         # (swift rollout's VllmArguments, trl vllm-serve's ScriptArguments)
         cfg = replace(cfg, vllm_gpu_memory_utilization=Rollout.gpu_memory_utilization)
-        return cfg, [f'rollout server not given (--rollout "CMD"): its TP, DP, max_model_len and utilisation are taken '
-                f'as TP {cfg.vllm_tensor_parallel_size}, DP {cfg.vllm_data_parallel_size}, '
-                f'{cfg.vllm_max_model_len or "the model context"}, {cfg.vllm_gpu_memory_utilization} (the servers\' '
-                f'default), so what it would refuse at start-up is a warning, not a refusal']
-    return replace(cfg, vllm_tensor_parallel_size=r.tensor_parallel_size, vllm_data_parallel_size=r.data_parallel_size,
-                   vllm_max_model_len=r.max_model_len, vllm_gpu_memory_utilization=r.gpu_memory_utilization,
-                   vllm_max_num_seqs=r.max_num_seqs, vllm_enforce_eager=r.enforce_eager,
-                   vllm_engine_kwargs=r.engine_kwargs, vllm_quantization=r.quantization), []
+        return cfg, [
+            f'rollout server not given (--rollout "CMD"): its TP, DP, max_model_len and utilisation are taken '
+            f'as TP {cfg.vllm_tensor_parallel_size}, DP {cfg.vllm_data_parallel_size}, '
+            f"{cfg.vllm_max_model_len or 'the model context'}, {cfg.vllm_gpu_memory_utilization} (the servers' "
+            f'default), so what it would refuse at start-up is a warning, not a refusal'
+        ]
+    return replace(
+        cfg,
+        vllm_tensor_parallel_size=r.tensor_parallel_size,
+        vllm_data_parallel_size=r.data_parallel_size,
+        vllm_max_model_len=r.max_model_len,
+        vllm_gpu_memory_utilization=r.gpu_memory_utilization,
+        vllm_max_num_seqs=r.max_num_seqs,
+        vllm_enforce_eager=r.enforce_eager,
+        vllm_engine_kwargs=r.engine_kwargs,
+        vllm_quantization=r.quantization,
+    ), []
 
 
 def model_config_for(model: str | None, given: dict | None, hub=None) -> tuple[dict | None, str | None]:
@@ -186,6 +206,7 @@ def model_config_for(model: str | None, given: dict | None, hub=None) -> tuple[d
         return given, None
     from .model_fetch import FetchError
     from .model_source import MissingLocalPath
+
     try:
         return load_model_config(model, hub), None
     except MissingLocalPath:
@@ -194,9 +215,12 @@ def model_config_for(model: str | None, given: dict | None, hub=None) -> tuple[d
         return None, str(e)
     except GuardError:
         from .frontends.shell_expand import unresolved
+
         if model and unresolved(model):  # $MODEL_DIR set nowhere the guard could see
-            return None, (f'--model {model}: {", ".join(unresolved(model))} could not be resolved, so the model is '
-                          f'not known here; export it before running the guard, or pass --model-config DIR')
+            return None, (
+                f'--model {model}: {", ".join(unresolved(model))} could not be resolved, so the model is '
+                f'not known here; export it before running the guard, or pass --model-config DIR'
+            )
         return None, f'no config.json for {model}: pass --model-config DIR or a local model dir'
 
 
@@ -218,6 +242,7 @@ def rollout_remote(cfg: GRPOConfig, launch: Launch) -> str | None:
     if not (cfg.rollout_mode == 'server') or cfg.vllm_in_trainer:  # in a training process: here
         return None
     from urllib.parse import urlparse
+
     hosts = list(cfg.vllm_server_host or [])
     hosts += [urlparse(u if '//' in u else f'//{u}').hostname or '' for u in (cfg.vllm_server_base_url or [])]
     far = [h for h in hosts if h.strip().lower() not in LOCAL_HOSTS]
@@ -231,10 +256,18 @@ def rollout_remote(cfg: GRPOConfig, launch: Launch) -> str | None:
 declare(f'{__name__}.check_launch', ('data.missing-local',))
 
 
-def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
-                 model_config: dict | None = None, memory: bool = True, fixes: bool = True,
-                 data_stats: dict | None = None, completion_mean: int | None = None,
-                 fastest: bool = False, pass_rate: float | None = None) -> CheckReport:
+def check_launch(
+    launch: Launch,
+    hw: Hardware,
+    packages: dict | None = None,
+    model_config: dict | None = None,
+    memory: bool = True,
+    fixes: bool = True,
+    data_stats: dict | None = None,
+    completion_mean: int | None = None,
+    fastest: bool = False,
+    pass_rate: float | None = None,
+) -> CheckReport:
     """The check of one launch, orchestrated: the launch's front end reads its typed config and lays out what its
     framework does after reading (``launch.fw``: frontends/<framework>/framework.py); the rollout server, the
     processes and the model config are resolved here; the rules run; the memory model gives its verdict
@@ -244,6 +277,7 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
         return check_rollout(launch, hw, packages=packages, model_config=model_config)
     packages = installed_packages() if packages is None else packages
     from .frontends import own_check
+
     own = own_check(launch)  # a front end with its own plan and memory model (Megatron-SWIFT)
     if own is not None:
         return own(launch, hw, packages=packages, model_config=model_config, data_stats=data_stats)
@@ -260,8 +294,10 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     remote = rollout_remote(cfg, launch)
     if remote:
         hw = replace(hw, rollout_remote=remote)
-        assumptions.append(f'the rollout server runs on another machine ({remote}): its GPUs are that machine\'s, '
-                           f'not checked against the training GPUs, and planned on the same card type')
+        assumptions.append(
+            f"the rollout server runs on another machine ({remote}): its GPUs are that machine's, "
+            f'not checked against the training GPUs, and planned on the same card type'
+        )
     if launch.trl.vllm_device_gpu is not None and hw.rollout_gpus is None:
         g = launch.trl.vllm_device_gpu  # TRL 0.14-0.15's / ms-swift < 3.6's in-trainer vLLM GPU(s)
         hw = replace(hw, rollout_gpus=tuple(g) if isinstance(g, (list, tuple)) else (g,))
@@ -269,50 +305,88 @@ def check_launch(launch: Launch, hw: Hardware, packages: dict | None = None,
     from .model_fetch import hub_of
     from .model_source import dataset_message, missing_datasets
     from .models import config_source
+
     given_config = model_config is not None
     hub = hub_of(launch.fw, launch.argv, launch.file_env)
     model_config, unchecked = model_config_for(cfg.model, model_config, hub)
     assumptions += [config_source(cfg.model, given_config, hub)] if model_config is not None else []
     base = Path(launch.config_file).parent if launch.config_file and os.path.isfile(launch.config_file) else None
-    ctx = Context(cfg=cfg, launch=launch, plan=plan, hw=hw, model=model_config, remaining=remaining,
-                  packages=packages,
-                  dataset_columns=dataset_columns(cfg.dataset, base),
-                  environ={k: os.environ[k] for k in ('PYTORCH_CUDA_ALLOC_CONF',) if k in os.environ},
-                  data_stats=data_stats, pass_rate=pass_rate)
+    ctx = Context(
+        cfg=cfg,
+        launch=launch,
+        plan=plan,
+        hw=hw,
+        model=model_config,
+        remaining=remaining,
+        packages=packages,
+        dataset_columns=dataset_columns(cfg.dataset, base),
+        environ={k: os.environ[k] for k in ('PYTORCH_CUDA_ALLOC_CONF',) if k in os.environ},
+        data_stats=data_stats,
+        pass_rate=pass_rate,
+    )
     findings = run_rules(ctx)
-    findings += [Finding(WARNING if d.startswith(('/', '~')) else INFO, 'data.missing-local', ['dataset'],
-                         dataset_message(d), 'the path of a file or dir that exists (or a hub id)',
-                         'swift/dataset/loader.py::_load_repo_dataset')
-                 for d in missing_datasets(cfg.dataset, base)]  # model_source.py: absolute: a warning
-    report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw, findings=findings, packages=packages,
-                         assumptions=assumptions, memory_unchecked=unchecked)
+    findings += [
+        Finding(
+            WARNING if d.startswith(('/', '~')) else INFO,
+            'data.missing-local',
+            ['dataset'],
+            dataset_message(d),
+            'the path of a file or dir that exists (or a hub id)',
+            'swift/dataset/loader.py::_load_repo_dataset',
+        )
+        for d in missing_datasets(cfg.dataset, base)
+    ]  # model_source.py: absolute: a warning
+    report = CheckReport(
+        launch=launch,
+        cfg=cfg,
+        plan=plan,
+        hardware=hw,
+        findings=findings,
+        packages=packages,
+        assumptions=assumptions,
+        memory_unchecked=unchecked,
+    )
     if memory and unchecked is None:  # the memory model gives a value; the report takes it
-        report.take_memory(plan_memory(report, model_config, want_fixes=fixes, data_stats=data_stats,
-                                       completion_mean=completion_mean))
+        report.take_memory(
+            plan_memory(report, model_config, want_fixes=fixes, data_stats=data_stats, completion_mean=completion_mean)
+        )
     elif not memory:
         report.memory_unchecked = 'memory planning was turned off'
     from .speed.attach import attach_speed  # seconds per step by phase; --fastest ranks the configs that fit
+
     attach_speed(report, model_config, data_stats, completion_mean, fastest)
     if fw.reword is not None:
         fw.call('reword', report)  # the framework's own names
     from .fix_syntax import render_fixes
+
     render_fixes(report)  # flags for a command line, YAML keys for a config file
     return report
 
 
 def rollout_config(launch: Launch) -> GRPOConfig:
     r = launch.rollout
-    return GRPOConfig(model=r.model, rlhf_type='grpo', use_vllm=True, vllm_mode='server',
-                      vllm_tensor_parallel_size=r.tensor_parallel_size, vllm_data_parallel_size=r.data_parallel_size,
-                      vllm_max_model_len=r.max_model_len, vllm_gpu_memory_utilization=r.gpu_memory_utilization,
-                      vllm_max_num_seqs=r.max_num_seqs, vllm_enforce_eager=r.enforce_eager,
-                      vllm_engine_kwargs=r.engine_kwargs, vllm_quantization=r.quantization,
-                      vllm_server_host=['127.0.0.1'],
-                      num_generations=2, reward_funcs=['accuracy'])
+    return GRPOConfig(
+        model=r.model,
+        rlhf_type='grpo',
+        use_vllm=True,
+        vllm_mode='server',
+        vllm_tensor_parallel_size=r.tensor_parallel_size,
+        vllm_data_parallel_size=r.data_parallel_size,
+        vllm_max_model_len=r.max_model_len,
+        vllm_gpu_memory_utilization=r.gpu_memory_utilization,
+        vllm_max_num_seqs=r.max_num_seqs,
+        vllm_enforce_eager=r.enforce_eager,
+        vllm_engine_kwargs=r.engine_kwargs,
+        vllm_quantization=r.quantization,
+        vllm_server_host=['127.0.0.1'],
+        num_generations=2,
+        reward_funcs=['accuracy'],
+    )
 
 
-def check_rollout(launch: Launch, hw: Hardware, packages: dict | None = None,
-                  model_config: dict | None = None) -> CheckReport:
+def check_rollout(
+    launch: Launch, hw: Hardware, packages: dict | None = None, model_config: dict | None = None
+) -> CheckReport:
     """A rollout server on its own (``grpo-guard check -- swift rollout ...`` or ``-- trl vllm-serve ...``): its
     arguments, its GPUs and vLLM's start-up on each of them."""
     r = launch.rollout
@@ -322,12 +396,19 @@ def check_rollout(launch: Launch, hw: Hardware, packages: dict | None = None,
     plan.visible_gpus, plan.visible_count, plan.processes = [], 0, []
     from .model_fetch import hub_of
     from .models import config_source
+
     given_config = model_config is not None
     hub = hub_of(launch.fw, launch.argv, launch.file_env)
     model_config, unchecked = model_config_for(r.model, model_config, hub)
-    report = CheckReport(launch=launch, cfg=cfg, plan=plan, hardware=hw,
-                         findings=rollout_findings(r, hw, model_config, as_error=True),
-                         packages=installed_packages() if packages is None else packages, memory_unchecked=unchecked)
+    report = CheckReport(
+        launch=launch,
+        cfg=cfg,
+        plan=plan,
+        hardware=hw,
+        findings=rollout_findings(r, hw, model_config, as_error=True),
+        packages=installed_packages() if packages is None else packages,
+        memory_unchecked=unchecked,
+    )
     report.assumptions += [config_source(r.model, given_config, hub)] if model_config is not None else []
     if unchecked is None:
         inp, report.memory_unchecked = memory_inputs(report, model_config)
@@ -338,7 +419,8 @@ def check_rollout(launch: Launch, hw: Hardware, packages: dict | None = None,
                 for p in m.problems:
                     if p.get('severity', 'error') == 'error':
                         knob = r.flag('gpu_memory_utilization').lstrip('-')
-                        report.findings.append(Finding(ERROR, p['check'], [knob],
-                                                       f'GPU {m.gpu} (rollout): {p["message"]}', None))
+                        report.findings.append(
+                            Finding(ERROR, p['check'], [knob], f'GPU {m.gpu} (rollout): {p["message"]}', None)
+                        )
     report.findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     return report

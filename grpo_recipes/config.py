@@ -8,6 +8,7 @@ would hold after parsing and after its GRPO defaults (``RLHFArguments._init_grpo
 
 tests/test_real_parser.py checks these resolved values against ms-swift's own parse.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
@@ -187,8 +188,9 @@ class GRPOConfig:
 
     def _apply_grpo_defaults(self, values: dict[str, Any]) -> None:
         # ms-swift RLHFArguments: _init_max_completion_length, _init_grpo, _set_default.
-        self.max_completion_length = (values.get('response_length') or values.get('max_new_tokens')
-                                      or self.max_completion_length)
+        self.max_completion_length = (
+            values.get('response_length') or values.get('max_new_tokens') or self.max_completion_length
+        )
         if self.gradient_accumulation_steps is None:
             self.gradient_accumulation_steps = 1 if self.rlhf_type == 'grpo' else self.gradient_accumulation_steps
         if self.rlhf_type == 'grpo':

@@ -6,9 +6,11 @@ The CLI prints ``str(err)`` and exits with ``err.exit_code``; it never shows a t
 
 class GuardError(Exception):
     """Bad input (missing file, invalid YAML, bad ENV block, bad flag). Exit status 2."""
+
     exit_code = 2
 
 
 class InvalidLaunch(GuardError):
     """The launch itself is invalid (ms-swift's parser would reject it). Exit status 1."""
+
     exit_code = 1

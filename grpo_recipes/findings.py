@@ -1,5 +1,6 @@
 """What a check says: one :class:`Finding` per problem, with its severity, the rule id that made it, the
 argument(s) it names, the message (in the framework's own wording where it has one) and the fix."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

@@ -7,6 +7,7 @@ one neutral form (ms-swift's YAML names; a TRL launch's report is reworded by it
 the front end's ``render_fixes`` turns that into the launch's syntax after the check (ms-swift's flags:
 ``frontends/swift/wording.py``; TrlParser's ``--config`` keys or a script's own lines: ``frontends/trl/wording.py``).
 """
+
 from __future__ import annotations
 
 from .launch import CONFIG_SUFFIXES

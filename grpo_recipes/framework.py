@@ -9,6 +9,7 @@ Each front end's package defines one :class:`Framework` (``frontends/swift/frame
 A hook is a ``'module:function'`` target, imported when it is first called; the front ends register their
 frameworks here (:func:`register`), so this module (and the launch that carries the facts) imports no front end.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -25,6 +26,7 @@ def resolve(target: str) -> Callable:
 @dataclass(frozen=True)
 class Framework:
     """One framework's facts (what it does) and hooks (what its front end does for the shared pipeline)."""
+
     name: str
     """The registry key (``swift``, ``trl``, ``megatron``): ``--json``'s ``launch.framework``."""
     display: str
@@ -128,8 +130,10 @@ def framework_of(name: str) -> Framework:
     try:
         return _REGISTERED[name]
     except KeyError:
-        raise LookupError(f'no front end registered for framework {name!r} (known: {sorted(_REGISTERED)}); '
-                          f'grpo_recipes.frontends registers them when it is imported') from None
+        raise LookupError(
+            f'no front end registered for framework {name!r} (known: {sorted(_REGISTERED)}); '
+            f'grpo_recipes.frontends registers them when it is imported'
+        ) from None
 
 
 def as_framework(fw: Framework | str) -> Framework:

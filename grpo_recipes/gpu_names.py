@@ -8,6 +8,7 @@ do not change the memory. The model must be one word of the catalogue, compared 
 ``A10G`` is not ``A10``); any other word (``NVL``, ``Ti``, ``D``) makes it a card the catalogue does not have.
 A model with several sizes and no size given (``A100``: 40 or 80 GB) is ambiguous.
 """
+
 from __future__ import annotations
 
 import re
@@ -74,15 +75,19 @@ def resolve(name: str) -> tuple[str, float]:
     if cards:
         listed = ', '.join(f'{k} ({CATALOGUE[k][0]:.2f} GiB)' for k in cards)
         raise GuardError(f'--gpu-type {name}: ambiguous, it could be {listed}; pass one of them, or --gpu-mem GIB')
-    raise GuardError(f'--gpu-type {name}: not a card of the catalogue ({", ".join(CATALOGUE)}); pass one of them, '
-                     f'or the card\'s capacity as torch reports it with --gpu-mem GIB')
+    raise GuardError(
+        f'--gpu-type {name}: not a card of the catalogue ({", ".join(CATALOGUE)}); pass one of them, '
+        f"or the card's capacity as torch reports it with --gpu-mem GIB"
+    )
 
 
 def check_hardware_flags(gpu_type: str | None, gpu_mem: float | None) -> None:
     """The CLI's --gpu-type / --gpu-mem, before anything is planned: exit 2 on a bad value."""
     if gpu_mem is not None and not 0 < gpu_mem < 1e6:  # NaN and inf fail both comparisons or the bound
-        raise GuardError(f'--gpu-mem {gpu_mem}: must be a finite capacity in GiB, greater than 0 and below 1e6 '
-                         '(e.g. 79.15 for an A100 80GB)')
+        raise GuardError(
+            f'--gpu-mem {gpu_mem}: must be a finite capacity in GiB, greater than 0 and below 1e6 '
+            '(e.g. 79.15 for an A100 80GB)'
+        )
     if gpu_type and gpu_mem is None:
         resolve(gpu_type)  # with --gpu-mem the name is only a label
 

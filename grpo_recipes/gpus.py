@@ -5,6 +5,7 @@ Sources: values marked (cal) are the capacities stated in ../shared/calibration/
 usual ECC/reserved share as seen in public PyTorch OOM messages ("GPU 0 has a total capacity of
 X GiB") for that card. ``--gpu-mem`` overrides any of them.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,8 +18,11 @@ CATALOGUE: dict[str, tuple[float, str]] = {
     'H100-80G': (79.18, 'cal: llm-d vLLM logs 79.18'),
     'H800-80G': (79.18, 'same memory as H100 80GB'),
     'H20': (95.0, 'cal: trl #2972 (H20 96GB)'),
-    'H200': (139.81, 'torch OOM message "GPU 0 has a total capacity of 139.81 GiB" on 8x "NVIDIA H200", '
-                     'https://github.com/sungwon-chae/arxiv_confi/blob/HEAD/etu_logging.md (H200 141GB)'),
+    'H200': (
+        139.81,
+        'torch OOM message "GPU 0 has a total capacity of 139.81 GiB" on 8x "NVIDIA H200", '
+        'https://github.com/sungwon-chae/arxiv_confi/blob/HEAD/etu_logging.md (H200 141GB)',
+    ),
     'L40S': (44.39, 'torch OOM messages for L40S 48GB'),
     'A10': (22.07, 'torch OOM messages for A10 24GB'),
     'RTX3090': (23.58, 'cal: ms-swift README case (3090)'),
@@ -34,8 +38,21 @@ def _norm(name: str) -> str:
 
 
 # Nominal memory (GB, as sold) of each catalogue card, to match a source that names only a class.
-NOMINAL_GB = {'A100-40G': 40, 'A100-80G': 80, 'A800-40G': 40, 'A800-80G': 80, 'H100-80G': 80, 'H800-80G': 80,
-              'H20': 96, 'H200': 141, 'L40S': 48, 'A10': 24, 'RTX3090': 24, 'RTX4090': 24, 'A6000': 48}
+NOMINAL_GB = {
+    'A100-40G': 40,
+    'A100-80G': 80,
+    'A800-40G': 40,
+    'A800-80G': 80,
+    'H100-80G': 80,
+    'H800-80G': 80,
+    'H20': 96,
+    'H200': 141,
+    'L40S': 48,
+    'A10': 24,
+    'RTX3090': 24,
+    'RTX4090': 24,
+    'A6000': 48,
+}
 
 
 def _family(card: str) -> str:

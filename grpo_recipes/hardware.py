@@ -2,6 +2,7 @@
 
 Only :func:`detect` touches the machine; everything else takes a :class:`Hardware` value.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -57,8 +58,9 @@ def _nvidia_smi() -> tuple[int, str] | None:
     if not exe:
         return None
     try:
-        out = subprocess.run([exe, '--query-gpu=name', '--format=csv,noheader'], capture_output=True, text=True,
-                             timeout=10)
+        out = subprocess.run(
+            [exe, '--query-gpu=name', '--format=csv,noheader'], capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     names = [ln.strip() for ln in out.stdout.splitlines() if ln.strip()]
@@ -67,14 +69,19 @@ def _nvidia_smi() -> tuple[int, str] | None:
     return len(names), names[0]
 
 
-def detect(gpus: int | None, gpu_type: str | None, rollout_gpus: str | None,
-           gpu_mem: float | None = None) -> Hardware:
+def detect(gpus: int | None, gpu_type: str | None, rollout_gpus: str | None, gpu_mem: float | None = None) -> Hardware:
     rollout = parse_gpu_ids(rollout_gpus, '--rollout-gpus') if rollout_gpus is not None else None
     if gpus is not None:
         return Hardware(gpus=gpus, gpu_type=gpu_type, source='flags', rollout_gpus=rollout, gpu_mem_gib=gpu_mem)
     found = _nvidia_smi()
     if found is not None:
-        return Hardware(gpus=found[0], gpu_type=gpu_type or found[1], source='nvidia-smi', rollout_gpus=rollout,
-                        gpu_mem_gib=gpu_mem)
-    return Hardware(gpus=None, gpu_type=gpu_type, source='unknown' if not gpu_type else 'flags',
-                    rollout_gpus=rollout, gpu_mem_gib=gpu_mem)
+        return Hardware(
+            gpus=found[0], gpu_type=gpu_type or found[1], source='nvidia-smi', rollout_gpus=rollout, gpu_mem_gib=gpu_mem
+        )
+    return Hardware(
+        gpus=None,
+        gpu_type=gpu_type,
+        source='unknown' if not gpu_type else 'flags',
+        rollout_gpus=rollout,
+        gpu_mem_gib=gpu_mem,
+    )

@@ -17,6 +17,7 @@ How ``swift rlhf`` 4.6 reads a launch (``swift/cli/main.py``), which :class:`Lau
 ``accelerate launch``, ``python``, ``torchrun``, ``trl grpo``/``trl vllm-serve``), a config file or a launcher script
 to its front end and returns one :class:`Launch`. Rules and the memory model see only this and ``GRPOConfig``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
@@ -59,6 +60,7 @@ def visible_count(cvd: str | None, gpus: int | None) -> tuple[int | None, str]:
 class TrlSpecifics:
     """What a TRL launch says besides its GRPO arguments, as the TRL front end read it (frontends/trl/reader.py
     ``load_trl``); for an ms-swift launch only the in-trainer vLLM fields below may be set. None: not given."""
+
     launcher: str | None = None
     """The launcher as typed: ``accelerate``, ``trl``, ``torchrun``, ``deepspeed``, ``python``/``python3``."""
     script: str | None = None
@@ -119,13 +121,13 @@ class TrlSpecifics:
         return value
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if getattr(self, f.name) not in (None, False)}
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) not in (None, False)}
 
 
 @dataclass
 class Launch:
     """One ``swift rlhf`` launch, as ms-swift would see it."""
+
     argv: list[str]
     """The final argv handed to ``swift/cli/rlhf.py`` (file keys first, then extra CLI args)."""
     env: dict[str, str]
@@ -182,15 +184,25 @@ class Launch:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {'framework': self.framework, 'config_file': self.config_file, 'argv': self.argv, 'env': self.env,
-                'file_env': self.file_env, 'uses_torchrun': self.uses_torchrun, 'notes': self.notes,
-                'rollout': self.rollout.to_dict() if self.rollout else None, 'trl': self.trl.to_dict(),
-                'alloc': self.alloc.to_dict() if self.alloc else None, 'unread_trainer': self.unread_trainer}
+        return {
+            'framework': self.framework,
+            'config_file': self.config_file,
+            'argv': self.argv,
+            'env': self.env,
+            'file_env': self.file_env,
+            'uses_torchrun': self.uses_torchrun,
+            'notes': self.notes,
+            'rollout': self.rollout.to_dict() if self.rollout else None,
+            'trl': self.trl.to_dict(),
+            'alloc': self.alloc.to_dict() if self.alloc else None,
+            'unread_trainer': self.unread_trainer,
+        }
 
 
 @dataclass
 class Rollout:
     """A vLLM rollout server (``swift rollout`` or ``trl vllm-serve``) as its command sets it up."""
+
     framework: str
     """``swift`` or ``trl``."""
     argv: list[str]
@@ -240,6 +252,7 @@ class Rollout:
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
+
         d = asdict(self)
         d['gpus'] = self.gpus
         return d

@@ -12,6 +12,7 @@ off at ``FETCH_DEADLINE`` instead of hanging the check. Only ``config.json`` is 
 (``huggingface_hub.hf_hub_download`` / ``modelscope.hub.file_download.model_file_download``); it lands in that
 hub's own cache, where ms-swift and transformers look for it too.
 """
+
 from __future__ import annotations
 
 import os
@@ -52,6 +53,7 @@ def _truthy(v: str | None) -> bool:
 @dataclass(frozen=True)
 class Hub:
     """Where (and as whom) a launch's framework downloads its model."""
+
     name: str
     """``hf`` or ``ms``."""
     revision: str | None = None
@@ -75,8 +77,12 @@ def _argv_value(argv: list[str], name: str) -> str | None:
     return out
 
 
-def hub_of(fw: Framework | str, argv: list[str], file_env: Mapping[str, str] | None = None,
-           environ: Mapping[str, str] | None = None) -> Hub:
+def hub_of(
+    fw: Framework | str,
+    argv: list[str],
+    file_env: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Hub:
     """The hub a launch downloads ``--model`` from. ms-swift: ``--use_hf``, else ``USE_HF`` (the environment wins
     over a config file's ENV block, as ms-swift applies it), else ModelScope. A framework that always loads from
     the Hugging Face hub (TRL: ``Framework.model_hub``) does so."""
@@ -90,10 +96,15 @@ def hub_of(fw: Framework | str, argv: list[str], file_env: Mapping[str, str] | N
     token = _argv_value(argv, 'hub_token')
     if _truthy(raw):
         src = '--use_hf' if flag is not None else 'USE_HF'
-        return Hub('hf', rev, token or env.get('HF_TOKEN'),
-                   f'{src} is set: ms-swift downloads from the Hugging Face hub')
-    return Hub('ms', rev, token or env.get('MODELSCOPE_API_TOKEN'),
-               'USE_HF is not set: ms-swift downloads from ModelScope (swift/utils/env.py use_hf_hub)')
+        return Hub(
+            'hf', rev, token or env.get('HF_TOKEN'), f'{src} is set: ms-swift downloads from the Hugging Face hub'
+        )
+    return Hub(
+        'ms',
+        rev,
+        token or env.get('MODELSCOPE_API_TOKEN'),
+        'USE_HF is not set: ms-swift downloads from ModelScope (swift/utils/env.py use_hf_hub)',
+    )
 
 
 def _endpoint(hub: Hub, env: Mapping[str, str]) -> str:
@@ -124,8 +135,11 @@ def fetched_from(path: Path) -> str | None:
 
 
 def supply_hint(model: str, hub: Hub) -> str:
-    how = (f'`hf download {model} config.json --local-dir DIR` where the hub is reachable' if hub.name == 'hf' else
-           f'its config.json from https://modelscope.cn/models/{model} saved in DIR')
+    how = (
+        f'`hf download {model} config.json --local-dir DIR` where the hub is reachable'
+        if hub.name == 'hf'
+        else f'its config.json from https://modelscope.cn/models/{model} saved in DIR'
+    )
     return f'pass --model-config DIR ({how}), or a local model dir'
 
 
@@ -149,29 +163,39 @@ def fetch_config(model: str, hub: Hub, environ: Mapping[str, str] | None = None)
 def _fetch(model: str, hub: Hub, env: dict) -> Path:
     what = f'no config.json for {model} here (no local dir, no cached or bundled copy)'
     if hub.name == 'hf' and _truthy(env.get('HF_HUB_OFFLINE')):
-        raise FetchError(f'{what}, and HF_HUB_OFFLINE is set, so it was not fetched from {hub.label}; '
-                         f'{supply_hint(model, hub)}')
+        raise FetchError(
+            f'{what}, and HF_HUB_OFFLINE is set, so it was not fetched from {hub.label}; {supply_hint(model, hub)}'
+        )
     url = _endpoint(hub, env)
     if not _reachable(url):
-        raise FetchError(f'{what}, and {urlparse(url).hostname} cannot be reached (offline?), so it was not fetched '
-                         f'from {hub.label}; {supply_hint(model, hub)}')
+        raise FetchError(
+            f'{what}, and {urlparse(url).hostname} cannot be reached (offline?), so it was not fetched '
+            f'from {hub.label}; {supply_hint(model, hub)}'
+        )
     child_env = {k: v for k, v in env.items()}
-    for k in ('HF_HUB_ETAG_TIMEOUT', 'HF_HUB_DOWNLOAD_TIMEOUT', 'MODELSCOPE_API_HTTP_CLIENT_TIMEOUT',
-              'MODELSCOPE_API_HTTP_CLIENT_CONNECT_TIMEOUT'):
+    for k in (
+        'HF_HUB_ETAG_TIMEOUT',
+        'HF_HUB_DOWNLOAD_TIMEOUT',
+        'MODELSCOPE_API_HTTP_CLIENT_TIMEOUT',
+        'MODELSCOPE_API_HTTP_CLIENT_CONNECT_TIMEOUT',
+    ):
         child_env.setdefault(k, str(REQUEST_TIMEOUT))
     child_env.setdefault('HF_HUB_DISABLE_TELEMETRY', '1')
     if hub.token:
         child_env['HF_TOKEN' if hub.name == 'hf' else 'MODELSCOPE_API_TOKEN'] = hub.token
     root = str(Path(__file__).resolve().parent.parent)
-    child_env['PYTHONPATH'] = os.pathsep.join([root] + ([child_env['PYTHONPATH']] if child_env.get('PYTHONPATH')
-                                                         else []))
+    child_env['PYTHONPATH'] = os.pathsep.join(
+        [root] + ([child_env['PYTHONPATH']] if child_env.get('PYTHONPATH') else [])
+    )
     cmd = [sys.executable, '-m', 'grpo_recipes.model_fetch', hub.name, model, hub.revision or '']
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, env=child_env, timeout=FETCH_DEADLINE,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, env=child_env, timeout=FETCH_DEADLINE, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
-        raise FetchError(f'{what}, and fetching it from {hub.label} ({url}) took over {FETCH_DEADLINE} s; '
-                         f'{supply_hint(model, hub)}') from None
+        raise FetchError(
+            f'{what}, and fetching it from {hub.label} ({url}) took over {FETCH_DEADLINE} s; {supply_hint(model, hub)}'
+        ) from None
     lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
     if done.returncode == 0 and lines and Path(lines[-1]).is_file():
         return Path(lines[-1])
@@ -190,10 +214,15 @@ def _child(hub: str, model: str, revision: str | None) -> int:
                 RepositoryNotFoundError,
                 RevisionNotFoundError,
             )
+
             try:
-                path = hf_hub_download(model, 'config.json', revision=revision or None,
-                                       endpoint=os.environ.get('HF_ENDPOINT') or None,
-                                       etag_timeout=float(os.environ.get('HF_HUB_ETAG_TIMEOUT', REQUEST_TIMEOUT)))
+                path = hf_hub_download(
+                    model,
+                    'config.json',
+                    revision=revision or None,
+                    endpoint=os.environ.get('HF_ENDPOINT') or None,
+                    etag_timeout=float(os.environ.get('HF_HUB_ETAG_TIMEOUT', REQUEST_TIMEOUT)),
+                )
             except GatedRepoError:
                 print('the repo is gated: accept its licence on the hub and set HF_TOKEN')
                 return 1
@@ -208,6 +237,7 @@ def _child(hub: str, model: str, revision: str | None) -> int:
                 return 1
         else:
             from modelscope.hub.file_download import model_file_download
+
             path = model_file_download(model, 'config.json', revision=revision or None)
     except Exception as e:  # any failure of the client: one line, never its traceback
         print(f'{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ""}'.rstrip(': ')[:300])

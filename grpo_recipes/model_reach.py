@@ -7,6 +7,7 @@ without the network. So the model is reachable when it is a local directory, whe
 ModelScope cache (``models.cached_snapshot``), or when the hub answers (a 3 s TCP probe, as ``grpo-data`` does;
 ``HF_HUB_OFFLINE=1`` counts as unreachable for the Hugging Face hub). Nothing is downloaded.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,12 @@ from typing import Mapping
 from .model_source import looks_local
 from .models import cached_snapshot
 
-WEIGHT_FILES = ('model.safetensors', 'model.safetensors.index.json', 'pytorch_model.bin',
-                'pytorch_model.bin.index.json')
+WEIGHT_FILES = (
+    'model.safetensors',
+    'model.safetensors.index.json',
+    'pytorch_model.bin',
+    'pytorch_model.bin.index.json',
+)
 """transformers' weight file names (transformers/utils/__init__.py: SAFE_WEIGHTS_NAME, WEIGHTS_NAME and their
 index files)."""
 
@@ -29,6 +34,7 @@ def _truthy(v: str | None) -> bool:
 def unreachable(model: str, environ: Mapping[str, str] | None = None, probe=None) -> str | None:
     """None when ``swift rlhf`` can load ``model`` here; else one line saying why not and what to do."""
     from data_tools.swift_datasets import HUB_HOSTS, _reachable
+
     env = os.environ if environ is None else environ
     probe = probe or (lambda host_port: _reachable(*host_port))
     p = Path(model).expanduser()
@@ -47,6 +53,8 @@ def unreachable(model: str, environ: Mapping[str, str] | None = None, probe=None
         why = f'{host[0]} cannot be reached'
     else:
         return None
-    return (f'model {model} is not a local directory and its weights are not in the local cache, and {why}: '
-            f'swift rlhf would fail downloading it from {hub}; set MODEL=/path/to/local/model (or run where {hub} '
-            f'is reachable)')
+    return (
+        f'model {model} is not a local directory and its weights are not in the local cache, and {why}: '
+        f'swift rlhf would fail downloading it from {hub}; set MODEL=/path/to/local/model (or run where {hub} '
+        f'is reachable)'
+    )

@@ -10,6 +10,7 @@ a name written ``./x``, ``../x``, ``~/x`` or with more than one ``/``, or (for a
 file's extension, can only be a local path: missing here, it fails there too, unless the launch is meant for
 another machine.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,7 @@ class MissingLocalPath(GuardError):
 
 def looks_local(name: str) -> bool:
     """True when ``name`` can only be a local path (never a hub id)."""
-    return (name.startswith(('/', './', '../', '~')) or name in ('.', '..') or name.count('/') > 1
-            or '\\' in name)
+    return name.startswith(('/', './', '../', '~')) or name in ('.', '..') or name.count('/') > 1 or '\\' in name
 
 
 def _strip_dataset(spec: str) -> str:
@@ -52,7 +52,8 @@ def require_local_model(model: str) -> None:
     raise MissingLocalPath(
         f'--model {model}: no such directory ({p.absolute()}); a path can only be local, and ms-swift stops on it '
         f'("path: \'{model}\' not found", swift/utils/hub_utils.py), TRL and transformers alike. Pass the model '
-        f'dir that exists here, or --model-config DIR to check a launch meant for another machine')
+        f'dir that exists here, or --model-config DIR to check a launch meant for another machine'
+    )
 
 
 def missing_datasets(datasets: list[str], base: Path | None = None) -> list[str]:
@@ -75,7 +76,11 @@ def dataset_message(path: str) -> str:
     """The finding's text. An absolute path is a warning (ms-swift raises "The local path does not exist"); a
     relative one is information, since a launcher may write it before the launch (the recipes' launchers do)."""
     if path.startswith(('/', '~')):
-        return (f'dataset {path}: no such file or dir here; ms-swift stops on it ("The local path does not exist", '
-                f'swift/dataset/loader.py); fix the path, or ignore this if the launch runs on another machine')
-    return (f'dataset {path}: not there yet; ms-swift reads it as a local path (a name like this is no hub id) and '
-            f'cannot load it unless something writes it before the launch (grpo-data prepare-gsm8k / filter do)')
+        return (
+            f'dataset {path}: no such file or dir here; ms-swift stops on it ("The local path does not exist", '
+            f'swift/dataset/loader.py); fix the path, or ignore this if the launch runs on another machine'
+        )
+    return (
+        f'dataset {path}: not there yet; ms-swift reads it as a local path (a name like this is no hub id) and '
+        f'cannot load it unless something writes it before the launch (grpo-data prepare-gsm8k / filter do)'
+    )

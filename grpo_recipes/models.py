@@ -1,6 +1,7 @@
 """Model ``config.json`` lookup: a local dir, a hub id in the local HF/ModelScope cache, a built-in copy (the
 recipes' models and the catalogue of popular GRPO models in ``model_configs/``, which work offline), else
 ``config.json`` alone fetched from the hub the launch's framework downloads from (``model_fetch``)."""
+
 from __future__ import annotations
 
 import json
@@ -62,9 +63,13 @@ def cached_snapshot(model: str, needed: tuple[str, ...] = ('config.json',)) -> P
     org, _, name = model.partition('/')
     ms_snap = ms_cache / 'models' / f'{org}--{name}' / 'snapshots'
     candidates += sorted(ms_snap.iterdir(), reverse=True) if ms_snap.is_dir() else []
-    candidates += [ms_cache / 'hub' / 'models' / org / name.replace('.', '___'), ms_cache / 'models' / model,
-                   ms_cache / 'hub' / 'models' / model, ms_cache / 'hub' / model,
-                   ms_cache / 'hub' / org / name.replace('.', '___')]
+    candidates += [
+        ms_cache / 'hub' / 'models' / org / name.replace('.', '___'),
+        ms_cache / 'models' / model,
+        ms_cache / 'hub' / 'models' / model,
+        ms_cache / 'hub' / model,
+        ms_cache / 'hub' / org / name.replace('.', '___'),
+    ]
     for cand in candidates:
         if any((cand / f).is_file() for f in needed):
             return cand
@@ -96,9 +101,11 @@ def resolve_model_dir(model: str | None, hub: Hub | None = None) -> tuple[Path |
             if builtin is not None:
                 return None, builtin
             raise
-    raise GuardError(f'--model {model}: no local dir, no cached copy and no built-in config; pass --model-config DIR '
-                     f'(its config.json), a local model dir (config.json is enough) or one of: '
-                     f'{", ".join(list(BUILTIN_MODELS) + list(catalogue()))}')
+    raise GuardError(
+        f'--model {model}: no local dir, no cached copy and no built-in config; pass --model-config DIR '
+        f'(its config.json), a local model dir (config.json is enough) or one of: '
+        f'{", ".join(list(BUILTIN_MODELS) + list(catalogue()))}'
+    )
 
 
 def builtin_config(fname: str) -> dict[str, Any]:
@@ -156,7 +163,11 @@ def config_source(model: str | None, given: bool, hub: Hub | None = None) -> str
     where = f'grpo_recipes/model_configs/{builtin}'
     if '#' in builtin:
         hub_id = builtin.split('#', 1)[1]
-        where = (f'grpo_recipes/model_configs/{CATALOGUE} entry {hub_id} (the fields the memory model reads, from '
-                 f'{catalogue()[hub_id]["source"]})')
-    return (f'model config: the bundled copy {where} (the model {model} is neither a local dir nor in the Hugging '
-            f'Face / ModelScope cache here)')
+        where = (
+            f'grpo_recipes/model_configs/{CATALOGUE} entry {hub_id} (the fields the memory model reads, from '
+            f'{catalogue()[hub_id]["source"]})'
+        )
+    return (
+        f'model config: the bundled copy {where} (the model {model} is neither a local dir nor in the Hugging '
+        f'Face / ModelScope cache here)'
+    )

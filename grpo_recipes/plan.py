@@ -4,6 +4,7 @@ Pure: GRPOConfig + launch environment + Hardware → Plan. Batch sizes follow ms
 ``_init_generation_batch_params`` (swift/rlhf_trainers/args_mixin.py); everything is in completions
 unless the name says prompts.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -115,13 +116,22 @@ def build_plan(cfg: GRPOConfig, env: dict[str, str], hw: Hardware) -> Plan:
         gbs = global_micro * spg
     G = cfg.num_generations
     plan = Plan(
-        nnodes=nnodes, node_rank=node_rank, nproc_per_node=nproc, processes_per_node=per_node, world_size=world,
-        visible_gpus=visible, visible_count=visible_count,
+        nnodes=nnodes,
+        node_rank=node_rank,
+        nproc_per_node=nproc,
+        processes_per_node=per_node,
+        world_size=world,
+        visible_gpus=visible,
+        visible_count=visible_count,
         rollout_gpus=list(hw.rollout_gpus) if hw.rollout_gpus is not None else None,
-        rollout_remote=hw.rollout_remote, processes=processes,
-        gradient_accumulation_steps=ga, optimizer_batch=world * bs * ga, global_micro_batch=global_micro,
+        rollout_remote=hw.rollout_remote,
+        processes=processes,
+        gradient_accumulation_steps=ga,
+        optimizer_batch=world * bs * ga,
+        global_micro_batch=global_micro,
         generation_batch=gbs,
-        steps_per_generation=spg, completions_per_process_per_step=bs * ga,
+        steps_per_generation=spg,
+        completions_per_process_per_step=bs * ga,
     )
     if G and G > 0:
         plan.prompts_per_rollout = gbs / G if gbs is not None else None
@@ -140,6 +150,7 @@ def build_plan(cfg: GRPOConfig, env: dict[str, str], hw: Hardware) -> Plan:
 @dataclass(frozen=True)
 class PromptBound:
     """The longest prompt a launch lets through, worked out in one place (``prompt_bound``)."""
+
     tokens: int | None
     """Tokens; None when nothing bounds it and no context length is known."""
     why: str
@@ -149,8 +160,15 @@ class PromptBound:
     """Whether the launch or the data bounds it (False: only the model context does)."""
 
 
-def prompt_bound(cfg: GRPOConfig, context_len: int | None, data_max: int | None = None, *, vllm: bool = True,
-                 leave_room: bool = True, clamp: bool = True) -> PromptBound:
+def prompt_bound(
+    cfg: GRPOConfig,
+    context_len: int | None,
+    data_max: int | None = None,
+    *,
+    vllm: bool = True,
+    leave_room: bool = True,
+    clamp: bool = True,
+) -> PromptBound:
     """The longest prompt to plan for. A prompt is at most ``max_length`` (ms-swift truncates or resamples longer
     ones); with ``vllm``, prompt + completion is at most vLLM's max_model_len (ms-swift caps max_tokens at
     max_model_len - prompt, swift/infer_engine/infer_engine.py ``set_default_max_tokens``); with ``data_max`` (the
@@ -164,15 +182,18 @@ def prompt_bound(cfg: GRPOConfig, context_len: int | None, data_max: int | None 
     bounds = [(cfg.max_length, 'max_length')] if cfg.max_length else []
     mml = cfg.vllm_max_model_len if (vllm and cfg.use_vllm) else None
     if mml:
-        where = 'the rollout server\'s max_model_len' if cfg.vllm_mode == 'server' else 'vllm_max_model_len'
+        where = "the rollout server's max_model_len" if cfg.vllm_mode == 'server' else 'vllm_max_model_len'
         bounds.append((max(0, mml - C), f'{where} {mml} - max_completion_length {C}'))
     if data_max is not None:
-        bounds.append((data_max, 'the data\'s longest prompt (--data-stats)'))
+        bounds.append((data_max, "the data's longest prompt (--data-stats)"))
     bounded = bool(bounds)
     if not bounds:
         if context_len is None:
             return PromptBound(None, 'nothing bounds it', False)
-        bounds.append((max(1, context_len - C), f'the model context {context_len} - max_completion_length {C}')
-                      if leave_room else (context_len, f'the model context {context_len}'))
+        bounds.append(
+            (max(1, context_len - C), f'the model context {context_len} - max_completion_length {C}')
+            if leave_room
+            else (context_len, f'the model context {context_len}')
+        )
     n, why = min(bounds, key=lambda b: b[0])
     return PromptBound(min(n, context_len) if clamp and context_len is not None else n, why, bounded)

@@ -8,6 +8,7 @@ recipe (its ``ENV:`` block included) and of the header's ``@`` hardware lines. `
 that line included, with the file's; ``--write`` replaces the block only when every line between its markers is
 one the generator writes, and otherwise stops and names the line.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,14 +28,16 @@ def inputs_line(recipe, report) -> str:
     ENV block and its ``@`` header lines (the hardware it is planned on)."""
     launch = report.launch
     hardware = {k: recipe.meta.get(k) for k in ('gpus', 'gpu_type', 'rollout_gpus')}
-    payload = json.dumps({'argv': launch.argv, 'env': launch.file_env, 'hardware': hardware}, sort_keys=True,
-                         default=str)
+    payload = json.dumps(
+        {'argv': launch.argv, 'env': launch.file_env, 'hardware': hardware}, sort_keys=True, default=str
+    )
     digest = hashlib.sha256(payload.encode('utf-8')).hexdigest()[:16]
     return f'{INPUTS_PREFIX} model {report.cfg.model}; arguments and @hardware sha256 {digest}'
 
 
 def full_block(recipe, report) -> list[str]:
     from .recipes import plan_block
+
     block = plan_block(report)
     return [block[0], inputs_line(recipe, report), *block[1:]]
 
@@ -46,16 +49,18 @@ def _span(path: Path, lines: list[str]) -> tuple[int, int] | None:
     if not begins and not ends:
         return None
     if len(begins) != 1 or len(ends) != 1 or ends[0] < begins[0]:
-        raise GuardError(f'{path}: the plan block\'s markers are broken ({len(begins)} "{PLAN_BEGIN}", {len(ends)} '
-                         f'"{PLAN_END}"{", end before begin" if begins and ends and ends[0] < begins[0] else ""}); '
-                         f'leave one of each, in order, or delete both, then run `grpo-recipes header --write` again')
+        raise GuardError(
+            f'{path}: the plan block\'s markers are broken ({len(begins)} "{PLAN_BEGIN}", {len(ends)} '
+            f'"{PLAN_END}"{", end before begin" if begins and ends and ends[0] < begins[0] else ""}); '
+            f'leave one of each, in order, or delete both, then run `grpo-recipes header --write` again'
+        )
     return begins[0], ends[0]
 
 
 def current_block(path: Path) -> list[str] | None:
     lines = path.read_text(encoding='utf-8').splitlines()
     span = _span(path, lines)
-    return None if span is None else lines[span[0]:span[1] + 1]
+    return None if span is None else lines[span[0] : span[1] + 1]
 
 
 def is_stale(path: Path, block: list[str]) -> bool:
@@ -72,15 +77,17 @@ def write_block(path: Path, block: list[str]) -> bool:
     span = _span(path, lines)
     if span is None:
         last_meta = max((i for i, ln in enumerate(lines) if META_RE.match(ln)), default=-1)
-        new = lines[:last_meta + 1] + block + lines[last_meta + 1:]
+        new = lines[: last_meta + 1] + block + lines[last_meta + 1 :]
     else:
         a, b = span
         for i in range(a + 1, b):
             if not lines[i].startswith(GENERATED):
-                raise GuardError(f'{path}:{i + 1}: {lines[i]!r} is inside the generated plan block but is not a line '
-                                 f'grpo-recipes writes, and --write replaces the whole block; move it above '
-                                 f'"{PLAN_BEGIN}" or below "{PLAN_END}", then run again')
-        new = lines[:a] + block + lines[b + 1:]
+                raise GuardError(
+                    f'{path}:{i + 1}: {lines[i]!r} is inside the generated plan block but is not a line '
+                    f'grpo-recipes writes, and --write replaces the whole block; move it above '
+                    f'"{PLAN_BEGIN}" or below "{PLAN_END}", then run again'
+                )
+        new = lines[:a] + block + lines[b + 1 :]
     if new == lines:
         return False
     tmp = path.with_name(path.name + '.tmp')

@@ -8,6 +8,7 @@ A launcher is three lines around ``grpo_launch RECIPE.yaml "$@"`` (``scripts/lau
 recipe and :meth:`RecipeLauncher.check_args` rebuilds that same check, so ``grpo-guard check launcher.sh``
 judges what the launcher will judge. Nothing is run.
 """
+
 from __future__ import annotations
 
 import re
@@ -38,6 +39,7 @@ class RecipeLauncher:
         from .config import GRPOConfig
         from .frontends import read_launch as load_launch
         from .recipes import read_meta
+
         meta = read_meta(self.recipe)
         env = dict(self.environ)
         train = env.get('TRAIN_GPUS')
@@ -58,6 +60,7 @@ class RecipeLauncher:
         cfg, _ = GRPOConfig.from_argv(base.argv)
         if rollout is None and cfg.rollout_mode == 'server':
             from .recipes import rollout_argv
+
             if env.get('ROLLOUT_HOST'):
                 extra += ['--vllm_server_host', env['ROLLOUT_HOST']]
             cmd = ['swift', 'rollout', '--model', str(cfg.model), *(rollout_argv(cfg) or [])]
@@ -67,12 +70,20 @@ class RecipeLauncher:
                 cmd = [f'CUDA_VISIBLE_DEVICES={rgpus}', *cmd]
             rollout = shlex.join(cmd)
         used = [k for k in LAUNCHER_ENV if self.environ.get(k)]
-        note = (f'{self.script}:{self.line} is a recipe launcher: checked as the recipe it runs ({self.recipe}), '
-                f'with the launcher\'s environment ({", ".join(used) or "none set"}) and, where that sets none, the '
-                f'recipe header\'s hardware, as scripts/launch_lib.sh runs its guard step')
-        return {'args': [str(self.recipe), *extra], 'environ': env, 'gpus': gpus, 'gpu_type': gpu_type,
-                'hw_source': hw_source,
-                'rollout': rollout, 'note': note}
+        note = (
+            f'{self.script}:{self.line} is a recipe launcher: checked as the recipe it runs ({self.recipe}), '
+            f"with the launcher's environment ({', '.join(used) or 'none set'}) and, where that sets none, the "
+            f"recipe header's hardware, as scripts/launch_lib.sh runs its guard step"
+        )
+        return {
+            'args': [str(self.recipe), *extra],
+            'environ': env,
+            'gpus': gpus,
+            'gpu_type': gpu_type,
+            'hw_source': hw_source,
+            'rollout': rollout,
+            'note': note,
+        }
 
 
 def recipe_launcher(path: str | None, environ: Mapping[str, str]) -> RecipeLauncher | None:
@@ -97,8 +108,10 @@ def recipe_launcher(path: str | None, environ: Mapping[str, str]) -> RecipeLaunc
         # launchers set HERE to their own directory (HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)")
         resolved = expand(words[0], {**environ, 'HERE': str(p.resolve().parent)})
         if unresolved(resolved):
-            raise GuardError(f'{p}:{n}: cannot tell which recipe `grpo_launch {words[0]}` runs (a variable that is '
-                             f'not set); check the recipe YAML itself: grpo-guard check RECIPE.yaml')
+            raise GuardError(
+                f'{p}:{n}: cannot tell which recipe `grpo_launch {words[0]}` runs (a variable that is '
+                f'not set); check the recipe YAML itself: grpo-guard check RECIPE.yaml'
+            )
         recipe = Path(resolved)
         if not recipe.is_file():
             raise GuardError(f'{p}:{n}: the recipe {recipe} that grpo_launch runs does not exist')

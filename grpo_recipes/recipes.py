@@ -10,6 +10,7 @@ machine-readable header comments, and the human-readable plan summary between th
     # @rollout_gpus: 1            (server mode: the GPU ids of `swift rollout`)
     # @validation: parsed guard cpu-e2e
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,12 @@ from .errors import GuardError
 
 META_RE = re.compile(r'^#\s*@(\w+):\s*(.*?)\s*$')
 LEVELS = ('parsed', 'guard', 'cpu-e2e', 'gpu-run')
-LEVEL_TEXT = {'parsed': 'parsed by the real ms-swift 4.6', 'guard': 'guard plan within 75-90%',
-              'cpu-e2e': 'CPU end-to-end run (2 steps, tiny model)', 'gpu-run': 'GPU run'}
+LEVEL_TEXT = {
+    'parsed': 'parsed by the real ms-swift 4.6',
+    'guard': 'guard plan within 75-90%',
+    'cpu-e2e': 'CPU end-to-end run (2 steps, tiny model)',
+    'gpu-run': 'GPU run',
+}
 LEVEL_CODE = {'parsed': 'P', 'guard': 'G', 'cpu-e2e': 'C', 'gpu-run': 'R'}
 PLAN_BEGIN = '# --- plan (grpo-recipes header --write; do not edit by hand)'
 PLAN_END = '# --- end plan'
@@ -112,8 +117,10 @@ def eval_batch(cfg, plan) -> str:
         return ''
     ge = cfg.num_generations_eval or cfg.num_generations
     total = cfg.per_device_eval_batch_size * plan.world_size
-    return (f'; eval every {cfg.eval_steps:g} steps: {cfg.per_device_eval_batch_size}/GPU = {total} completions = '
-            f'{total / ge:g} prompts x {ge}')
+    return (
+        f'; eval every {cfg.eval_steps:g} steps: {cfg.per_device_eval_batch_size}/GPU = {total} completions = '
+        f'{total / ge:g} prompts x {ge}'
+    )
 
 
 def plan_block(report) -> list[str]:
@@ -121,26 +128,37 @@ def plan_block(report) -> list[str]:
     cfg, plan = report.cfg, report.plan
     lines = [PLAN_BEGIN]
     hw = report.hardware
-    lines.append(f'# hardware: {hw.gpus}x {hw.gpu_type}; world {plan.world_size}; vLLM '
-                 f'{cfg.vllm_mode} TP {cfg.vllm_tensor_parallel_size}, util {cfg.vllm_gpu_memory_utilization}, '
-                 f'sleep {cfg.effective_sleep_level}')
-    lines.append(f'# batch: {cfg.per_device_train_batch_size}/GPU x GA {cfg.gradient_accumulation_steps} = '
-                 f'{plan.optimizer_batch} completions = {plan.prompts_per_optimizer_step:g} prompts x '
-                 f'{cfg.num_generations} per step' + eval_batch(cfg, plan))
-    lines.append(f'# lengths: prompt <= {cfg.max_length} (grpo-data stats, GSM8K p99.9 = 216), completion <= '
-                 f'{cfg.max_completion_length}, vllm_max_model_len {cfg.vllm_max_model_len}')
+    lines.append(
+        f'# hardware: {hw.gpus}x {hw.gpu_type}; world {plan.world_size}; vLLM '
+        f'{cfg.vllm_mode} TP {cfg.vllm_tensor_parallel_size}, util {cfg.vllm_gpu_memory_utilization}, '
+        f'sleep {cfg.effective_sleep_level}'
+    )
+    lines.append(
+        f'# batch: {cfg.per_device_train_batch_size}/GPU x GA {cfg.gradient_accumulation_steps} = '
+        f'{plan.optimizer_batch} completions = {plan.prompts_per_optimizer_step:g} prompts x '
+        f'{cfg.num_generations} per step' + eval_batch(cfg, plan)
+    )
+    lines.append(
+        f'# lengths: prompt <= {cfg.max_length} (grpo-data stats, GSM8K p99.9 = 216), completion <= '
+        f'{cfg.max_completion_length}, vllm_max_model_len {cfg.vllm_max_model_len}'
+    )
     groups: dict = {}
     for m in report.memory:
         groups.setdefault((m.role, m.total_gib, m.phase), []).append(m.gpu)
     for (role, total, phase), ids in groups.items():
         m = next(x for x in report.memory if x.gpu == ids[0] and x.role == role)
         top = ', '.join(f'{k} {v:.1f}' for k, v in list(m.phase_terms.items())[:4])
-        lines.append(f'# GPU {",".join(ids)} ({role}): peak {total:.1f} of {m.capacity_gib:.1f} GiB '
-                     f'({m.peak_fraction:.0%}, headroom {m.headroom_pct:.0f}%) in {phase}: {top}')
+        lines.append(
+            f'# GPU {",".join(ids)} ({role}): peak {total:.1f} of {m.capacity_gib:.1f} GiB '
+            f'({m.peak_fraction:.0%}, headroom {m.headroom_pct:.0f}%) in {phase}: {top}'
+        )
         if m.vllm.get('kv_tokens'):
-            lines.append(f'#   vLLM KV {m.vllm["kv_cache_gib"]:.1f} GiB = {m.vllm["kv_tokens"]:,} tokens; a rollout '
-                         f'needs {m.vllm.get("rollout_tokens", 0):,}')
+            lines.append(
+                f'#   vLLM KV {m.vllm["kv_cache_gib"]:.1f} GiB = {m.vllm["kv_tokens"]:,} tokens; a rollout '
+                f'needs {m.vllm.get("rollout_tokens", 0):,}'
+            )
     from .speed.report import header_line  # the predicted step time (docs/throughput.md)
+
     speed = header_line(report)
     if speed:
         lines.append(speed)
@@ -148,15 +166,20 @@ def plan_block(report) -> list[str]:
     return lines
 
 
-
 def rollout_argv(cfg) -> list[str] | None:
     """`swift rollout` arguments that mirror a server-mode recipe's vLLM settings (None: not server mode)."""
     if not (cfg.rollout_mode == 'server'):
         return None
-    args = ['--vllm_tensor_parallel_size', str(cfg.vllm_tensor_parallel_size),
-            '--vllm_data_parallel_size', str(cfg.vllm_data_parallel_size),
-            '--vllm_gpu_memory_utilization', str(cfg.vllm_gpu_memory_utilization),
-            '--port', str((cfg.vllm_server_port or [8000])[0])]
+    args = [
+        '--vllm_tensor_parallel_size',
+        str(cfg.vllm_tensor_parallel_size),
+        '--vllm_data_parallel_size',
+        str(cfg.vllm_data_parallel_size),
+        '--vllm_gpu_memory_utilization',
+        str(cfg.vllm_gpu_memory_utilization),
+        '--port',
+        str((cfg.vllm_server_port or [8000])[0]),
+    ]
     if cfg.vllm_max_model_len:
         args += ['--vllm_max_model_len', str(cfg.vllm_max_model_len)]
     if cfg.vllm_enable_lora:

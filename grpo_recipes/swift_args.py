@@ -6,6 +6,7 @@ ms-swift). Here we rebuild an ``argparse`` parser with the same flags, types, na
 choices, so a command line is split exactly as ms-swift splits it (abbreviations, ``--k=v``,
 ``nargs='+'`` lists, bare boolean flags, ``--no_*`` flags) in well under a second.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,7 +29,8 @@ def string_to_bool(v):
     if v.lower() in ('no', 'false', 'f', 'n', '0'):
         return False
     raise argparse.ArgumentTypeError(
-        f'Truthy value expected: got {v} but expected one of yes/no, true/false, t/f, y/n, 1/0 (case insensitive).')
+        f'Truthy value expected: got {v} but expected one of yes/no, true/false, t/f, y/n, 1/0 (case insensitive).'
+    )
 
 
 def _choice_type(choices):
@@ -48,7 +50,7 @@ def snapshot(name: str = SNAPSHOT_FILE) -> dict:
     """``name``: the snapshot file, or ``ms-swift==X`` for release X's entry in releases.json (versions.py picks
     it)."""
     if name.startswith(RELEASE_PREFIX):
-        return release_snapshot(name[len(RELEASE_PREFIX):])
+        return release_snapshot(name[len(RELEASE_PREFIX) :])
     text = resources.files('grpo_recipes').joinpath(name).read_text(encoding='utf-8')
     return json.loads(text)
 
@@ -76,9 +78,15 @@ def release_arguments(fields: dict[str, dict]) -> list[dict]:
     field: ``--name``, ``--name-with-dashes``, aliases; the ``--no_name`` complement of a bool defaulting to True)."""
     out = []
     for name, s in fields.items():
-        flags = [f'--{name}'] + ([f"--{name.replace('_', '-')}"] if '_' in name else []) + s.get('aliases', [])
-        e = {'dest': name, 'flags': flags, 'action': 'store', 'type': s.get('type', 'str'), 'nargs': s.get('nargs'),
-             'default': s.get('default')}
+        flags = [f'--{name}'] + ([f'--{name.replace("_", "-")}'] if '_' in name else []) + s.get('aliases', [])
+        e = {
+            'dest': name,
+            'flags': flags,
+            'action': 'store',
+            'type': s.get('type', 'str'),
+            'nargs': s.get('nargs'),
+            'default': s.get('default'),
+        }
         if 'choices' in s:
             e['choices'] = s['choices']
         if e['type'] == 'bool' and e['nargs'] == '?':
@@ -89,15 +97,27 @@ def release_arguments(fields: dict[str, dict]) -> list[dict]:
             e['required'] = True
         out.append(e)
         if s.get('neg'):
-            out.append({'dest': name, 'flags': [f'--no_{name}', f"--no-{name.replace('_', '-')}"],
-                        'action': 'store_false', 'type': 'str', 'nargs': 0, 'default': False, 'const': False})
+            out.append(
+                {
+                    'dest': name,
+                    'flags': [f'--no_{name}', f'--no-{name.replace("_", "-")}'],
+                    'action': 'store_false',
+                    'type': 'str',
+                    'nargs': 0,
+                    'default': False,
+                    'const': False,
+                }
+            )
     return out
 
 
 def release_snapshot(version: str) -> dict:
     rel = releases()[version]
-    return {'ms_swift_version': version, 'transformers_version': rel['transformers'],
-            'arguments': release_arguments(rel['fields'])}
+    return {
+        'ms_swift_version': version,
+        'transformers_version': rel['transformers'],
+        'arguments': release_arguments(rel['fields']),
+    }
 
 
 class _Parser(argparse.ArgumentParser):
@@ -235,8 +255,10 @@ RENAMED = {
     'pipeline_parallel_size': ('vllm_pipeline_parallel_size', 'the vLLM engine argument'),
     'enforce_eager': ('vllm_enforce_eager', 'the vLLM engine argument'),
     'max_num_seqs': ('vllm_max_num_seqs', 'the vLLM engine argument'),
-    'vllm_device': ('vllm_mode', 'use --vllm_mode colocate, or --vllm_mode server with `swift rollout` on its own '
-                                 'GPUs'),
+    'vllm_device': (
+        'vllm_mode',
+        'use --vllm_mode colocate, or --vllm_mode server with `swift rollout` on its own GPUs',
+    ),
     'num_infer_workers': ('vllm_mode', 'use --vllm_mode colocate or server'),
     'max_prompt_length': ('max_length', 'in ms-swift GRPO, --max_length is the prompt limit'),
     'vllm_gpu_memory_ratio': ('vllm_gpu_memory_utilization', 'not an ms-swift argument'),
@@ -258,6 +280,7 @@ class UnknownArgument:
     """A flag ms-swift's parser would leave in ``remaining_argv``; ``stops`` is how ms-swift stops on it where that
     is not the ``remaining_argv`` ValueError (an ambiguous abbreviation: argparse's own error, which
     ``--ignore_args_error`` does not turn off)."""
+
     flag: str
     suggestion: str | None
     reason: str
@@ -279,8 +302,11 @@ def ambiguity(token: str, name: str = SNAPSHOT_FILE) -> tuple[str, str, str] | N
     flag = token.split('=', 1)[0]
     shown = [o for o in found if '-' not in o[2:]] or found  # --a_b and --a-b are one argument: name it once
     best = difflib.get_close_matches(flag, shown, n=1, cutoff=0) or shown[:1]
-    return (best[0], f'it abbreviates {" and ".join(sorted(shown))}',
-            f'ms-swift stops with `swift rlhf: error: ambiguous option: {flag} could match {", ".join(found)}`')
+    return (
+        best[0],
+        f'it abbreviates {" and ".join(sorted(shown))}',
+        f'ms-swift stops with `swift rlhf: error: ambiguous option: {flag} could match {", ".join(found)}`',
+    )
 
 
 def explain_remaining(remaining: list[str]) -> list[UnknownArgument]:

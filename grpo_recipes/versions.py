@@ -1,4 +1,5 @@
 """Version strings as tuples, the one helper every version comparison uses."""
+
 from __future__ import annotations
 
 import re

@@ -10,6 +10,7 @@ Other releases come from ``pip download ms-swift==X --no-deps`` into a cache out
 (MSSWIFT_WHEEL_CACHE, default /tmp/msswift-cache); the wheel is unpacked there, never into the repository.
 tests/test_megatron_snapshot.py holds the installed release's snapshot to ``dataclasses.fields`` of the real class.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,11 +51,15 @@ def snapshot(swift_root: Path, version: str) -> dict:
     f = class_file(swift_root)
     fields = dataclass_fields(swift_root, f, 'MegatronRLHFArguments')
     src = (f.parent / 'megatron_args.py').read_text(encoding='utf-8')
-    return {'ms_swift': version, 'class': f'{f.relative_to(swift_root.parent).as_posix()}::MegatronRLHFArguments',
-            'generated_by': 'scripts/gen_megatron_snapshot.py (ast; no import of ms-swift)',
-            'checks': {k: (msg if msg in src else None) for k, msg in CHECKS.items()},
-            'fields': {k: {kk: vv for kk, vv in v.items() if kk != 'default_known' or not vv}
-                       for k, v in sorted(fields.items())}}
+    return {
+        'ms_swift': version,
+        'class': f'{f.relative_to(swift_root.parent).as_posix()}::MegatronRLHFArguments',
+        'generated_by': 'scripts/gen_megatron_snapshot.py (ast; no import of ms-swift)',
+        'checks': {k: (msg if msg in src else None) for k, msg in CHECKS.items()},
+        'fields': {
+            k: {kk: vv for kk, vv in v.items() if kk != 'default_known' or not vv} for k, v in sorted(fields.items())
+        },
+    }
 
 
 def unpacked(version: str) -> Path:
@@ -62,8 +67,10 @@ def unpacked(version: str) -> Path:
     if not (dest / 'swift').is_dir():
         wheel = next(iter(sorted(CACHE.glob(f'ms_swift-{version}-*.whl'))), None)
         if wheel is None:
-            subprocess.run([sys.executable, '-m', 'pip', 'download', f'ms-swift=={version}', '--no-deps', '-d',
-                            str(CACHE), '-q'], check=True)
+            subprocess.run(
+                [sys.executable, '-m', 'pip', 'download', f'ms-swift=={version}', '--no-deps', '-d', str(CACHE), '-q'],
+                check=True,
+            )
             wheel = next(iter(sorted(CACHE.glob(f'ms_swift-{version}-*.whl'))))
         with zipfile.ZipFile(wheel) as z:
             z.extractall(dest, [n for n in z.namelist() if n.startswith('swift/') and n.endswith('.py')])
@@ -80,6 +87,7 @@ def main() -> None:
     if not a.no_installed:
         import importlib.metadata
         import importlib.util
+
         spec = importlib.util.find_spec('swift')
         todo.append((importlib.metadata.version('ms-swift'), Path(spec.origin).parent))
     todo += [(v, None) for v in a.versions]

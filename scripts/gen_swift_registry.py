@@ -11,6 +11,7 @@ guard can name the right type for a model without importing ms-swift.
 
 tests/test_swift_registry.py runs the --check path against the installed ms-swift.
 """
+
 import json
 import sys
 from pathlib import Path
@@ -50,8 +51,16 @@ def render(snapshot: dict) -> str:
 
 def main(argv=None) -> int:
     from snapshot_cli import run  # scripts/snapshot_cli.py, beside this file
-    return run(__doc__.splitlines()[0], build_snapshot, render, SNAPSHOT, 'registry snapshot',
-               'scripts/gen_swift_registry.py', argv)
+
+    return run(
+        __doc__.splitlines()[0],
+        build_snapshot,
+        render,
+        SNAPSHOT,
+        'registry snapshot',
+        'scripts/gen_swift_registry.py',
+        argv,
+    )
 
 
 if __name__ == '__main__':

@@ -26,6 +26,7 @@ tests/test_swift_releases.py is the differential test: this extraction run on th
 transformers must give exactly the argparse options of ms-swift's own parser (swift_args_snapshot.json), and the 3.10
 entry must give the options of ms-swift 3.10.3's real parser (swift_args_snapshot_3.10.json).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -88,7 +89,7 @@ def _absolute(mod: str, node: ast.ImportFrom, is_pkg: bool) -> str:
         return node.module or ''
     parts = mod.split('.')
     base = parts if is_pkg else parts[:-1]
-    base = base[:len(base) - (node.level - 1)]
+    base = base[: len(base) - (node.level - 1)]
     return '.'.join(base + ([node.module] if node.module else []))
 
 
@@ -116,15 +117,19 @@ class Resolver:
                 for alias in node.names:
                     if (alias.asname or alias.name) == name:
                         target = _absolute(mod, node, is_pkg)
-                        found = (self.find(target, alias.name, seen)
-                                 or self.find(f'{target}.{alias.name}', alias.name, seen))
+                        found = self.find(target, alias.name, seen) or self.find(
+                            f'{target}.{alias.name}', alias.name, seen
+                        )
                         if found:
                             return found
         for node in ast.walk(tree):  # _import_structure = {'submodule': ['Name', ...]}
             if isinstance(node, ast.Dict):
                 for k, v in zip(node.keys, node.values):
-                    if isinstance(k, ast.Constant) and isinstance(k.value, str) and \
-                            isinstance(v, (ast.List, ast.Tuple)):
+                    if (
+                        isinstance(k, ast.Constant)
+                        and isinstance(k.value, str)
+                        and isinstance(v, (ast.List, ast.Tuple))
+                    ):
                         if any(isinstance(e, ast.Constant) and e.value == name for e in v.elts):
                             found = self.find(f'{mod}.{k.value}', name, seen)
                             if found:
@@ -148,8 +153,9 @@ class Resolver:
 def _is_dataclass(node: ast.ClassDef) -> bool:
     for d in node.decorator_list:
         target = d.func if isinstance(d, ast.Call) else d
-        if (isinstance(target, ast.Name) and target.id == 'dataclass') or \
-                (isinstance(target, ast.Attribute) and target.attr == 'dataclass'):
+        if (isinstance(target, ast.Name) and target.id == 'dataclass') or (
+            isinstance(target, ast.Attribute) and target.attr == 'dataclass'
+        ):
             return True
     return False
 
@@ -206,8 +212,10 @@ def _kw(call: ast.Call, name: str):
 
 
 def _is_field_call(v) -> bool:
-    return isinstance(v, ast.Call) and ((isinstance(v.func, ast.Name) and v.func.id == 'field') or
-                                        (isinstance(v.func, ast.Attribute) and v.func.attr == 'field'))
+    return isinstance(v, ast.Call) and (
+        (isinstance(v.func, ast.Name) and v.func.id == 'field')
+        or (isinstance(v.func, ast.Attribute) and v.func.attr == 'field')
+    )
 
 
 def own_fields(node: ast.ClassDef) -> list[dict]:
@@ -279,8 +287,10 @@ def _unwrap_optional(ann: ast.expr) -> tuple[ast.expr, bool, list]:
                 members.append(n)
     if members is None:
         return ann, False, [ann]
-    is_none = [isinstance(m, ast.Constant) and m.value is None or ast.unparse(m) in ('None', 'NoneType', 'type(None)')
-               for m in members]
+    is_none = [
+        isinstance(m, ast.Constant) and m.value is None or ast.unparse(m) in ('None', 'NoneType', 'type(None)')
+        for m in members
+    ]
     names = [ast.unparse(m) for m in members]
     if not any(is_none):  # Union[X, str]: HfArgumentParser keeps the one that is not str
         return (members[0] if names[1] == 'str' else members[1]), False, members
@@ -316,7 +326,7 @@ def _enum_values(res: Resolver, mod: str, name_expr: ast.expr):
 def option(res: Resolver, f: dict) -> list[dict]:
     """The argparse entries HfArgumentParser adds for one field, in swift_args_snapshot.json's schema."""
     name, mod = f['name'], f['module']
-    flags = [f'--{name}'] + ([f"--{name.replace('_', '-')}"] if '_' in name else []) + f['aliases']
+    flags = [f'--{name}'] + ([f'--{name.replace("_", "-")}'] if '_' in name else []) + f['aliases']
     t, optional, _ = _unwrap_optional(f['ann'])
     default, literal = None, True
     if 'default_node' in f:
@@ -379,8 +389,17 @@ def option(res: Resolver, f: dict) -> list[dict]:
         entry['required'] = True
     out = [entry]
     if neg:
-        out.append({'dest': name, 'flags': [f'--no_{name}', f"--no-{name.replace('_', '-')}"], 'action': 'store_false',
-                    'type': 'str', 'nargs': 0, 'default': False, 'const': False})
+        out.append(
+            {
+                'dest': name,
+                'flags': [f'--no_{name}', f'--no-{name.replace("_", "-")}'],
+                'action': 'store_false',
+                'type': 'str',
+                'nargs': 0,
+                'default': False,
+                'const': False,
+            }
+        )
     return out
 
 
@@ -504,6 +523,7 @@ def versions_on_pypi(name: str) -> list[str]:
 
 def newest_per_minor(versions: list[str]) -> list[str]:
     from packaging.version import Version
+
     best: dict[tuple, Version] = {}
     for v in versions:
         pv = Version(v)
@@ -531,6 +551,7 @@ def transformers_for(swift_wheel: Path, available: list[str]) -> str:
     """The newest transformers the release's own Requires-Dist allows."""
     from packaging.requirements import Requirement
     from packaging.version import Version
+
     with zipfile.ZipFile(swift_wheel) as z:
         meta = next(n for n in z.namelist() if n.endswith('.dist-info/METADATA'))
         text = z.read(meta).decode()
@@ -553,12 +574,15 @@ def spec(entries: list[dict]) -> dict[str, dict]:
         if e['action'] == 'store_false':
             out[e['dest']]['neg'] = 1
             continue
-        s = {k: e[k] for k in ('type', 'nargs', 'default', 'choices', 'const', 'required', 'default_expr') if k in e
-             and e[k] is not None}
+        s = {
+            k: e[k]
+            for k in ('type', 'nargs', 'default', 'choices', 'const', 'required', 'default_expr')
+            if k in e and e[k] is not None
+        }
         s.pop('const', None) if s.get('type') == 'bool' else None  # bool with nargs '?' always has const True
         if s.get('type') == 'str':
             s.pop('type')
-        extra = [f for f in e['flags'] if f not in (f"--{e['dest']}", f"--{e['dest'].replace('_', '-')}")]
+        extra = [f for f in e['flags'] if f not in (f'--{e["dest"]}', f'--{e["dest"].replace("_", "-")}')]
         if extra:
             s['aliases'] = extra
         out[e['dest']] = s
@@ -583,24 +607,32 @@ def build(releases: list[str] | None = None) -> dict:
         out.append(rel)
         prev = cur
         print(f'ms-swift {v} (transformers {tf}): {len(cur)} fields', file=sys.stderr)
-    return {'generated_by': 'scripts/gen_swift_release_snapshots.py',
-            'about': 'swift rlhf arguments per ms-swift minor release (newest patch), read from the release\'s source '
-                     'with ast; the first release in full, then what each release changes',
-            'releases': out}
+    return {
+        'generated_by': 'scripts/gen_swift_release_snapshots.py',
+        'about': "swift rlhf arguments per ms-swift minor release (newest patch), read from the release's source "
+        'with ast; the first release in full, then what each release changes',
+        'releases': out,
+    }
 
 
 def render(data: dict) -> str:
     """One line per release field: reviewable diffs, a small file."""
-    lines = ['{', f' "generated_by": {json.dumps(data["generated_by"])},', f' "about": {json.dumps(data["about"])},',
-             ' "releases": [']
+    lines = [
+        '{',
+        f' "generated_by": {json.dumps(data["generated_by"])},',
+        f' "about": {json.dumps(data["about"])},',
+        ' "releases": [',
+    ]
     for i, rel in enumerate(data['releases']):
-        lines.append(f'  {{"ms_swift": {json.dumps(rel["ms_swift"])}, '
-                     f'"transformers": {json.dumps(rel["transformers"])},')
+        lines.append(
+            f'  {{"ms_swift": {json.dumps(rel["ms_swift"])}, "transformers": {json.dumps(rel["transformers"])},'
+        )
         key = 'fields' if 'fields' in rel else 'changed'
         items = [f'    {json.dumps(k)}: {json.dumps(v, sort_keys=True)}' for k, v in sorted(rel[key].items())]
         body = ',\n'.join(items)
-        lines.append(f'   "{key}": {{' + ('\n' + body + '\n   ' if items else '') + '}' +
-                     (',' if key == 'changed' else ''))
+        lines.append(
+            f'   "{key}": {{' + ('\n' + body + '\n   ' if items else '') + '}' + (',' if key == 'changed' else '')
+        )
         if key == 'changed':
             lines.append(f'   "dropped": {json.dumps(rel["dropped"])}')
         lines.append('  }' + (',' if i < len(data['releases']) - 1 else ''))
@@ -611,6 +643,7 @@ def render(data: dict) -> str:
 def installed() -> list[dict]:
     """The extraction run on the installed ms-swift and transformers (the differential test's input)."""
     import importlib.util
+
     site = Path(importlib.util.find_spec('swift').submodule_search_locations[0]).parent
     tsite = Path(importlib.util.find_spec('transformers').submodule_search_locations[0]).parent
     return extract(Source().add_dir(site, 'swift').add_dir(tsite, 'transformers'))
@@ -619,7 +652,7 @@ def installed() -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--check', action='store_true', help='compare with the checked-in file; exit 1 on drift')
-    ap.add_argument('--installed', action='store_true', help='print the installed ms-swift\'s entries as JSON')
+    ap.add_argument('--installed', action='store_true', help="print the installed ms-swift's entries as JSON")
     ap.add_argument('--output', type=Path, default=OUTPUT)
     ap.add_argument('--release', action='append', help='only these ms-swift versions (default: every 3.x/4.x minor)')
     opts = ap.parse_args(argv)
@@ -630,8 +663,10 @@ def main(argv=None) -> int:
     if opts.check:
         old = opts.output.read_text(encoding='utf-8') if opts.output.exists() else ''
         if old != text:
-            print(f'{opts.output}: drifted; run `python scripts/gen_swift_release_snapshots.py` and review the diff',
-                  file=sys.stderr)
+            print(
+                f'{opts.output}: drifted; run `python scripts/gen_swift_release_snapshots.py` and review the diff',
+                file=sys.stderr,
+            )
             return 1
         print(f'{opts.output}: up to date')
         return 0

@@ -11,6 +11,7 @@ it can read a launch in a fraction of a second without importing torch or ms-swi
 
 tests/test_snapshot.py runs the --check path against the installed ms-swift.
 """
+
 import argparse
 import json
 import sys
@@ -42,11 +43,13 @@ def build_snapshot() -> dict:
     import importlib.metadata as md
 
     from transformers import HfArgumentParser
+
     try:  # ms-swift 4.x
         from swift.arguments import RLHFArguments
         from swift.utils.utils import _patch_get_type_hints
     except ImportError:  # ms-swift 3.x: swift.llm.argument, a plain HfArgumentParser (swift/utils/utils.py parse_args)
         from swift.llm.argument import RLHFArguments
+
         _patch_get_type_hints = contextlib.nullcontext
 
     with _patch_get_type_hints():
@@ -90,8 +93,10 @@ def render(snapshot: dict) -> str:
 
 def main(argv=None) -> int:
     from snapshot_cli import run  # scripts/snapshot_cli.py, beside this file
-    return run(__doc__.splitlines()[0], build_snapshot, render, SNAPSHOT, 'snapshot', 'scripts/gen_swift_snapshot.py',
-               argv)
+
+    return run(
+        __doc__.splitlines()[0], build_snapshot, render, SNAPSHOT, 'snapshot', 'scripts/gen_swift_snapshot.py', argv
+    )
 
 
 if __name__ == '__main__':

@@ -2,6 +2,7 @@
 and ScriptArguments (what a TRL script's TrlParser reads), of `trl grpo`'s GRPOScriptArguments and
 DatasetMixtureConfig (trl/scripts/grpo.py make_parser) and of trl vllm-serve's ScriptArguments, with its default
 and type. tests/test_trl.py regenerates it and fails on drift."""
+
 import dataclasses
 import json
 import sys
@@ -37,11 +38,17 @@ def build():
     from trl import GRPOConfig, ModelConfig, ScriptArguments
     from trl.scripts.grpo import DatasetMixtureConfig, GRPOScriptArguments
     from trl.scripts.vllm_serve import ScriptArguments as VllmServeArguments
-    return {'generated_by': 'scripts/gen_trl_snapshot.py', 'trl_version': trl.__version__,
-            'GRPOConfig': fields_of(GRPOConfig), 'ModelConfig': fields_of(ModelConfig),
-            'ScriptArguments': fields_of(ScriptArguments), 'VllmServeArguments': fields_of(VllmServeArguments),
-            'GRPOScriptArguments': fields_of(GRPOScriptArguments),
-            'DatasetMixtureConfig': fields_of(DatasetMixtureConfig)}
+
+    return {
+        'generated_by': 'scripts/gen_trl_snapshot.py',
+        'trl_version': trl.__version__,
+        'GRPOConfig': fields_of(GRPOConfig),
+        'ModelConfig': fields_of(ModelConfig),
+        'ScriptArguments': fields_of(ScriptArguments),
+        'VllmServeArguments': fields_of(VllmServeArguments),
+        'GRPOScriptArguments': fields_of(GRPOScriptArguments),
+        'DatasetMixtureConfig': fields_of(DatasetMixtureConfig),
+    }
 
 
 if __name__ == '__main__':

@@ -9,6 +9,7 @@ read with ``ast`` from transformers' own ``training_args.py`` in each release's 
 (wheels from ``pip download --no-deps transformers==X``). GRPOConfig subclasses TrainingArguments, so these are
 names an older TRL's parser knew although the installed transformers may have removed them (``warmup_ratio``,
 removed in transformers 5)."""
+
 import ast
 import json
 import re
@@ -18,10 +19,24 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parents[1] / 'grpo_recipes' / 'trl_transformers_fields.json'
 # TRL minor -> transformers>= of its packaging (huggingface/trl tags v0.14.0 ... v0.29.0)
-TRL_REQUIRES = {'0.14': '4.46.0', '0.15': '4.46.0', '0.16': '4.46.0', '0.17': '4.46.0', '0.18': '4.50.0',
-                '0.19': '4.51.0', '0.20': '4.53.2', '0.21': '4.55.0', '0.22': '4.55.0', '0.23': '4.56.1',
-                '0.24': '4.56.1', '0.25': '4.56.1', '0.26': '4.56.1', '0.27': '4.56.2', '0.28': '4.56.2',
-                '0.29': '4.56.2'}
+TRL_REQUIRES = {
+    '0.14': '4.46.0',
+    '0.15': '4.46.0',
+    '0.16': '4.46.0',
+    '0.17': '4.46.0',
+    '0.18': '4.50.0',
+    '0.19': '4.51.0',
+    '0.20': '4.53.2',
+    '0.21': '4.55.0',
+    '0.22': '4.55.0',
+    '0.23': '4.56.1',
+    '0.24': '4.56.1',
+    '0.25': '4.56.1',
+    '0.26': '4.56.1',
+    '0.27': '4.56.2',
+    '0.28': '4.56.2',
+    '0.29': '4.56.2',
+}
 
 
 def training_arguments_fields(source: str) -> list[str]:
@@ -33,8 +48,9 @@ def training_arguments_fields(source: str) -> list[str]:
         if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
             continue
         v = node.value
-        if isinstance(v, ast.Call) and any(k.arg == 'init' and isinstance(k.value, ast.Constant)
-                                           and k.value.value is False for k in v.keywords):
+        if isinstance(v, ast.Call) and any(
+            k.arg == 'init' and isinstance(k.value, ast.Constant) and k.value.value is False for k in v.keywords
+        ):
             continue
         out.append(node.target.id)
     return out
@@ -51,7 +67,10 @@ if __name__ == '__main__':
     missing = sorted(set(TRL_REQUIRES.values()) - set(releases))
     if missing:
         sys.exit(f'wheels needed for transformers {", ".join(missing)}')
-    data = {'generated_by': 'scripts/gen_trl_transformers_fields.py', 'trl_requires': TRL_REQUIRES,
-            'training_arguments': {v: releases[v] for v in sorted(set(TRL_REQUIRES.values()))}}
+    data = {
+        'generated_by': 'scripts/gen_trl_transformers_fields.py',
+        'trl_requires': TRL_REQUIRES,
+        'training_arguments': {v: releases[v] for v in sorted(set(TRL_REQUIRES.values()))},
+    }
     OUT.write_text(json.dumps(data, indent=1) + '\n')
     print(f'wrote {OUT}')

@@ -1,5 +1,6 @@
 """The command line the snapshot generators share: write the snapshot, or with ``--check`` compare it with the
 checked-in file and exit 1 on drift (the tests run ``--check`` against the installed packages)."""
+
 from __future__ import annotations
 
 import argparse
@@ -16,8 +17,10 @@ def run(description: str, build, render, default: Path, what: str, script: str, 
     if opts.check:
         old = opts.output.read_text(encoding='utf-8') if opts.output.exists() else ''
         if old != text:
-            print(f'{opts.output}: {what} drifted from the installed ms-swift; run `python {script}` and review the '
-                  f'diff', file=sys.stderr)
+            print(
+                f'{opts.output}: {what} drifted from the installed ms-swift; run `python {script}` and review the diff',
+                file=sys.stderr,
+            )
             return 1
         print(f'{opts.output}: up to date')
         return 0

@@ -19,6 +19,7 @@ def sigint_default():
     background job of a non-interactive shell, and a pytest-xdist worker, may start with SIGINT ignored, and a child
     inherits that: Python then installs no KeyboardInterrupt handler and bash cannot trap the signal."""
     import signal
+
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
@@ -26,8 +27,9 @@ def run_cli(*args, env=None, timeout=600, cwd=None):
     """Run a console command of this package in a fresh process; returns CompletedProcess."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, '-m', *args], capture_output=True, text=True, timeout=timeout,
-                          env=full_env, cwd=cwd or ROOT)
+    return subprocess.run(
+        [sys.executable, '-m', *args], capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd or ROOT
+    )
 
 
 def shared_tmp(tmp_path_factory) -> Path:
@@ -43,6 +45,7 @@ def tiny_qwen2(tmp_path_factory) -> Path:
     import fcntl
 
     from tiny_model import build
+
     shared = shared_tmp(tmp_path_factory)
     out = shared / 'tiny-qwen2'
     with open(shared / 'tiny-qwen2.lock', 'w') as lock:
@@ -60,4 +63,5 @@ def write_yaml(tmp_path):
         p = tmp_path / name
         p.write_text(text, encoding='utf-8')
         return p
+
     return _write

@@ -1,6 +1,7 @@
 """An accelerate config file without ``num_processes``: the guard's process count (or its refusal) is what the
 installed accelerate's own ``_validate_launch_command`` decides for the same file and options (run here on CPU: with
 a config file accelerate never counts devices, so no GPU is needed)."""
+
 import pytest
 
 from grpo_recipes.errors import GuardError
@@ -19,6 +20,7 @@ CONFIGS = {
 def accelerate_says(path, extra):
     """num_processes after accelerate's own validation, or the error it stops with."""
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+
     args = launch_command_parser().parse_args(['--config_file', str(path), *extra, *ARGS])
     try:
         _validate_launch_command(args)

@@ -5,6 +5,7 @@ _init_generation_batch_params: "steps_per_generation must be > 0, got 0."; `grpo
 gives that error from the real parser). With steps_per_generation given, and in TRL (GRPOConfig accepts 0 and
 derives steps_per_generation = generation_batch_size = 0), transformers' Trainer divides by it
 (Trainer.set_initial_training_values: len_dataloader // args.gradient_accumulation_steps)."""
+
 import json
 
 import pytest
@@ -13,10 +14,35 @@ from conftest import run_cli
 from grpo_recipes.config import GRPOConfig
 
 HW = ['--gpus', '1', '--gpu-type', 'A100-80G']
-SWIFT = ['--', 'swift', 'rlhf', '--rlhf_type', 'grpo', '--model', 'Qwen/Qwen2.5-7B-Instruct', '--reward_funcs',
-         'accuracy', '--num_generations', '8', '--per_device_train_batch_size', '8']
-TRL = ['--', 'CUDA_VISIBLE_DEVICES=0', 'python', 'train_grpo.py', '--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct',
-       '--per_device_train_batch_size', '8', '--num_generations', '8', '--max_completion_length', '512']
+SWIFT = [
+    '--',
+    'swift',
+    'rlhf',
+    '--rlhf_type',
+    'grpo',
+    '--model',
+    'Qwen/Qwen2.5-7B-Instruct',
+    '--reward_funcs',
+    'accuracy',
+    '--num_generations',
+    '8',
+    '--per_device_train_batch_size',
+    '8',
+]
+TRL = [
+    '--',
+    'CUDA_VISIBLE_DEVICES=0',
+    'python',
+    'train_grpo.py',
+    '--model_name_or_path',
+    'Qwen/Qwen2.5-7B-Instruct',
+    '--per_device_train_batch_size',
+    '8',
+    '--num_generations',
+    '8',
+    '--max_completion_length',
+    '512',
+]
 
 
 def check(*args):
@@ -62,13 +88,27 @@ def test_accumulation_has_one_owner():
     assert cfg.accumulation_steps == cfg.gradient_accumulation_steps == 1
 
 
-@pytest.mark.parametrize('version,words,source', [
-    ('4.1.3', 'ms-swift stops with "The effective train batch size (1 x 8 x 0) must be evenly divisible by the number '
-              'of generations per prompt (8).', 'swift/rlhf_trainers/arguments.py::GRPOConfig.check_num_generations'),
-    ('3.10.3', 'ms-swift stops with "The effective train batch size (1 x 8 x 0)',
-     'swift/trainers/rlhf_arguments.py::GRPOConfig.check_num_generations'),
-    ('3.4.1', 'TRL\'s GRPOTrainer stops with "The effective train batch size (1 x 8 x 0)',
-     'trl/trainer/grpo_trainer.py::GRPOTrainer.__init__ (TRL 0.17; ms-swift < 3.5 leaves the check to TRL)')])
+@pytest.mark.parametrize(
+    'version,words,source',
+    [
+        (
+            '4.1.3',
+            'ms-swift stops with "The effective train batch size (1 x 8 x 0) must be evenly divisible by the number '
+            'of generations per prompt (8).',
+            'swift/rlhf_trainers/arguments.py::GRPOConfig.check_num_generations',
+        ),
+        (
+            '3.10.3',
+            'ms-swift stops with "The effective train batch size (1 x 8 x 0)',
+            'swift/trainers/rlhf_arguments.py::GRPOConfig.check_num_generations',
+        ),
+        (
+            '3.4.1',
+            'TRL\'s GRPOTrainer stops with "The effective train batch size (1 x 8 x 0)',
+            'trl/trainer/grpo_trainer.py::GRPOTrainer.__init__ (TRL 0.17; ms-swift < 3.5 leaves the check to TRL)',
+        ),
+    ],
+)
 def test_releases_before_4_2_stop_in_their_own_check(version, words, source):
     # 3.5-4.1: GRPOConfig.check_num_generations (no num_generations divides an effective batch of 0); before 3.5 TRL's
     # GRPOTrainer (TRL 0.17 grpo_trainer.py counts gradient_accumulation_steps); "steps_per_generation must be > 0"

@@ -1,6 +1,7 @@
 """The caching-allocator model against sequences worked by hand from c10/cuda/CUDACachingAllocator.cpp's rules, and its
 configuration parser against torch's own parser (``torch._C._accelerator_setAllocatorSettings``, which the CPU build
 has: c10/core/AllocatorConfig.cpp). No GPU: the expected values are worked out from the C++ rules named in each test."""
+
 import pytest
 
 from grpo_recipes.allocconf import AllocConf, read_setting
@@ -8,8 +9,8 @@ from grpo_recipes.allocconf import conf_of as parse_alloc_conf
 from grpo_recipes.errors import GuardError as AllocConfError
 from grpo_recipes.memory.allocator import CachingAllocator, OutOfMemory, replay
 
-MiB = 2 ** 20
-KiB = 2 ** 10
+MiB = 2**20
+KiB = 2**10
 
 
 def test_a_1_5_mib_request_takes_a_20_mib_segment():
@@ -106,11 +107,21 @@ def test_expandable_empty_cache_unmaps_free_pages():
     assert a.reserved == 40 * MiB
 
 
-@pytest.mark.parametrize('text', ['expandable_segments:True', 'expandable_segments:False',
-                                  'max_split_size_mb:128,garbage_collection_threshold:0.6',
-                                  'roundup_power2_divisions:[64:8,>:1]', 'backend:native',
-                                  'expandable_segments:yes', 'expandable_segments:true', 'max_split_size_mb:10',
-                                  'garbage_collection_threshold:1.5', 'max_non_split_rounding_mb:5'])
+@pytest.mark.parametrize(
+    'text',
+    [
+        'expandable_segments:True',
+        'expandable_segments:False',
+        'max_split_size_mb:128,garbage_collection_threshold:0.6',
+        'roundup_power2_divisions:[64:8,>:1]',
+        'backend:native',
+        'expandable_segments:yes',
+        'expandable_segments:true',
+        'max_split_size_mb:10',
+        'garbage_collection_threshold:1.5',
+        'max_non_split_rounding_mb:5',
+    ],
+)
 def test_the_parser_accepts_and_refuses_what_torch_does(text):
     torch = pytest.importorskip('torch')
     try:

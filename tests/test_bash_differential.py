@@ -10,6 +10,7 @@ it is named in `Command.unresolved` instead.
 
 Corpus: ms-swift's example scripts (/work/shared/swift-examples, when present), tests/data/wild, and 1,000 scripts
 Hypothesis builds from the constructs the reader supports."""
+
 from __future__ import annotations
 
 import os
@@ -30,16 +31,84 @@ pytestmark = pytest.mark.skipif(BASH is None, reason='needs bash')
 ROOT = Path(__file__).resolve().parent.parent
 SWIFT_EXAMPLES = Path('/work/shared/swift-examples/scripts')
 
-RECORDED = ('swift', 'accelerate', 'torchrun', 'python', 'python3', 'deepspeed', 'trl', 'megatron', 'srun',
-            'nvidia-smi', 'grpo-guard', 'grpo-recipes', 'grpo-data', 'vllm', 'pip', 'huggingface-cli', 'wandb')
+RECORDED = (
+    'swift',
+    'accelerate',
+    'torchrun',
+    'python',
+    'python3',
+    'deepspeed',
+    'trl',
+    'megatron',
+    'srun',
+    'nvidia-smi',
+    'grpo-guard',
+    'grpo-recipes',
+    'grpo-data',
+    'vllm',
+    'pip',
+    'huggingface-cli',
+    'wandb',
+)
 """Programs the stand-in directory records (everything a launcher starts)."""
-COREUTILS = ('dirname', 'basename', 'expr', 'seq', 'realpath', 'cat', 'wc', 'mkdir', 'tee', 'head', 'tail', 'tr',
-             'env', 'nohup', 'timeout', 'setsid', 'nice', 'date', 'sleep', 'rm', 'ls', 'cut', 'sort', 'true',
-             'false', 'touch', 'cp', 'mv', 'ln', 'id', 'uname', 'hostname', 'grep', 'sed', 'awk', 'readlink')
+COREUTILS = (
+    'dirname',
+    'basename',
+    'expr',
+    'seq',
+    'realpath',
+    'cat',
+    'wc',
+    'mkdir',
+    'tee',
+    'head',
+    'tail',
+    'tr',
+    'env',
+    'nohup',
+    'timeout',
+    'setsid',
+    'nice',
+    'date',
+    'sleep',
+    'rm',
+    'ls',
+    'cut',
+    'sort',
+    'true',
+    'false',
+    'touch',
+    'cp',
+    'mv',
+    'ln',
+    'id',
+    'uname',
+    'hostname',
+    'grep',
+    'sed',
+    'awk',
+    'readlink',
+)
 """Real programs linked into the stand-in directory (they compute values or touch the scratch directory only)."""
-ENV_KEYS = ('CUDA_VISIBLE_DEVICES', 'NPROC_PER_NODE', 'MASTER_PORT', 'MASTER_ADDR', 'NNODES', 'NODE_RANK',
-            'PYTORCH_CUDA_ALLOC_CONF', 'WORLD_SIZE', 'PYTHONPATH', 'OMP_NUM_THREADS', 'WANDB_PROJECT', 'HF_HOME',
-            'E1', 'E2', 'EA', 'EB', 'EN')
+ENV_KEYS = (
+    'CUDA_VISIBLE_DEVICES',
+    'NPROC_PER_NODE',
+    'MASTER_PORT',
+    'MASTER_ADDR',
+    'NNODES',
+    'NODE_RANK',
+    'PYTORCH_CUDA_ALLOC_CONF',
+    'WORLD_SIZE',
+    'PYTHONPATH',
+    'OMP_NUM_THREADS',
+    'WANDB_PROJECT',
+    'HF_HOME',
+    'E1',
+    'E2',
+    'EA',
+    'EB',
+    'EN',
+)
 """The environment each recorder writes down (and the guard's reading must agree on)."""
 START, ENV, END = '\x01CMD', '\x01ENV', '\x01END'
 
@@ -80,8 +149,14 @@ def bash_records(script: Path, cwd: Path, standins: Path, environ: dict) -> list
     env = {'PATH': str(standins), 'HOME': str(cwd), 'RECORD_LOG': str(log), **environ}
     # bash runs the script as `bash script.sh` would ($0 and BASH_SOURCE are the script), then waits for what the
     # script left running in the background (`nohup ... &`) before the log is read
-    subprocess.run([BASH, '-c', 'trap wait EXIT; . "$0"', str(script)], cwd=cwd, env=env, capture_output=True,
-                   timeout=60, stdin=subprocess.DEVNULL)
+    subprocess.run(
+        [BASH, '-c', 'trap wait EXIT; . "$0"', str(script)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     fields = log.read_bytes().decode('utf-8', 'surrogateescape').split('\0')
     out, i = [], 0
     while i < len(fields):
@@ -89,9 +164,9 @@ def bash_records(script: Path, cwd: Path, standins: Path, environ: dict) -> list
             i += 1
             continue
         j = fields.index(END, i)
-        body = fields[i + 1:j]
+        body = fields[i + 1 : j]
         k = body.index(ENV)
-        out.append((body[:k], dict(e.split('=', 1) for e in body[k + 1:])))
+        out.append((body[:k], dict(e.split('=', 1) for e in body[k + 1 :])))
         i = j + 1
     return out
 
@@ -152,13 +227,16 @@ def test_corpus_is_there():
     assert len(_corpus()) >= 4
 
 
-@pytest.mark.parametrize('script', sorted((ROOT / 'recipes').glob('*/*.sh')), ids=lambda p: p.parent.name + '/' +
-                         p.name)
+@pytest.mark.parametrize(
+    'script', sorted((ROOT / 'recipes').glob('*/*.sh')), ids=lambda p: p.parent.name + '/' + p.name
+)
 def test_recipe_launchers_are_read_through_their_recipe(script):
-    pytest.skip('recipes/*/*.sh run scripts/launch_lib.sh, which takes every recipe value from the output of '
-                '`grpo-recipes arg RECIPE ...` (a Python program: mapfile -t v <<< "$values"); only running it gives '
-                'those values, so a stand-in cannot stand for it and the reader leaves them unresolved. The guard '
-                'reads these launchers as the recipe they run (recipe_launcher.py; tests/test_ux_launchers.py)')
+    pytest.skip(
+        'recipes/*/*.sh run scripts/launch_lib.sh, which takes every recipe value from the output of '
+        '`grpo-recipes arg RECIPE ...` (a Python program: mapfile -t v <<< "$values"); only running it gives '
+        'those values, so a stand-in cannot stand for it and the reader leaves them unresolved. The guard '
+        'reads these launchers as the recipe they run (recipe_launcher.py; tests/test_ux_launchers.py)'
+    )
 
 
 # -- constructs, one script each (the generated scripts below combine the common ones) ---------------------------
@@ -168,25 +246,24 @@ CONSTRUCTS = {
     'until': 'n=3\nuntil [ "$n" -eq 0 ]; do n=$((n - 1)); python train.py --n $n; done\n',
     'c-style-for': 'for ((k = 0; k < 3; k++)); do torchrun --nproc_per_node $((k + 1)) t.py; done\n',
     'break-continue': 'for x in a b c d; do\n  [ $x = b ] && continue\n  [ $x = d ] && break\n'
-                      '  swift rlhf --x $x\ndone\n',
+    '  swift rlhf --x $x\ndone\n',
     'case-fallthrough': 'M=colocate\ncase $M in\n  server) swift rlhf --a 1 ;&\n  colo*) swift rlhf --a 2 ;&\n'
-                        '  x) swift rlhf --a 3 ;;\n  *) swift rlhf --a 4 ;;\nesac\n',
+    '  x) swift rlhf --a 3 ;;\n  *) swift rlhf --a 4 ;;\nesac\n',
     'elif-numeric': 'G=4\nif [ $G -gt 8 ]; then swift rlhf --g big; elif [[ $G -ge 4 && -n $G ]]; then '
-                    'swift rlhf --g mid; else swift rlhf --g small; fi\n',
+    'swift rlhf --g mid; else swift rlhf --g small; fi\n',
     'file-tests': 'mkdir -p out\nif [ -d out ] && [ ! -f out/x ]; then swift rlhf --ok 1; fi\n',
     'source-and-cd': 'mkdir -p lib sub\nprintf "export NPROC_PER_NODE=2\\nLR=1e-6\\n" > lib/env.sh\n'
-                     '. ./lib/env.sh\ncd sub\nswift rlhf --lr $LR --dir "$(pwd)" --base "$(basename "$PWD")"\n'
-                     'cd ..\nswift rlhf --up "$(realpath sub/../lib)"\n',
+    '. ./lib/env.sh\ncd sub\nswift rlhf --lr $LR --dir "$(pwd)" --base "$(basename "$PWD")"\n'
+    'cd ..\nswift rlhf --up "$(realpath sub/../lib)"\n',
     'heredoc-in-substitution': 'NAME=run1\nSYS=$(cat <<EOF\nYou are $NAME.\nAnswer.\nEOF\n)\n'
-                               'swift rlhf --system "$SYS"\ncat <<\'EOF\' > notes.txt\n$NAME\nEOF\n',
+    'swift rlhf --system "$SYS"\ncat <<\'EOF\' > notes.txt\n$NAME\nEOF\n',
     'printf-seq-expr': 'OUT=$(printf "%s-%03d" run 7)\nfor s in $(seq 2 2 6); do swift rlhf --o $OUT --s $s '
-                       '--h $(expr $s / 2) --m $(expr $s % 4 + 1); done\n',
+    '--h $(expr $s / 2) --m $(expr $s % 4 + 1); done\n',
     'declare-readonly-unset': 'declare -x EA=1\nreadonly R=fixed\ndeclare -i N=3+4\nEB=gone\nunset EB\n'
-                              'swift rlhf --r $R --n $N --b "${EB-unset}"\n',
+    'swift rlhf --r $R --n $N --b "${EB-unset}"\n',
     'case-mod-indirect': 'v=Qwen\nname=v\nswift rlhf --a ${v^^} --b ${v,,} --c ${!name} --d ${v^}\n',
     'set-shift': 'set -- one "two three" four\nshift\nswift rlhf "$@" --n $# --first "$1"\n',
-    'positional-in-function': 'go() { local lr=$1; shift; swift rlhf --lr "$lr" "$@"; }\n'
-                              'go 1e-6 --a "b c"\ngo 1e-5\n',
+    'positional-in-function': 'go() { local lr=$1; shift; swift rlhf --lr "$lr" "$@"; }\ngo 1e-6 --a "b c"\ngo 1e-5\n',
     'array-index-slice': 'A=(a b c d)\nA[5]=f\nswift rlhf "${A[@]:1:2}" ${#A[@]} "${!A[@]}" "${A[-1]}"\n',
     'nested-defaults': 'swift rlhf --m ${MODEL:-${BASE:-Qwen/${SIZE:-7B}}} --d "${D:=data/x.jsonl}" --dd $D\n',
     'ifs-splitting': 'FLAGS="--a 1  --b\t2"\nswift rlhf $FLAGS "$FLAGS"\n',
@@ -201,9 +278,9 @@ CONSTRUCTS = {
     'eval': 'CMD="swift rlhf --a 1"\neval "$CMD --b 2"\n',
     'crlf-line': 'swift rlhf --a 1\r\nswift rlhf --b 2\r\n',
     'pipes-in-substitution': 'export CUDA_VISIBLE_DEVICES=0,1,2\n'
-                             'GPUS=$(echo $CUDA_VISIBLE_DEVICES | tr \',\' \'\\n\' | wc -l)\n'
-                             'NPROC_PER_NODE=$GPUS swift rlhf --n "$(seq 1 5 | head -n 2 | tail -1)" '
-                             '--u $(echo abc | tr a-c A-C) --w $(echo "a b  c" | wc -w)\n',
+    "GPUS=$(echo $CUDA_VISIBLE_DEVICES | tr ',' '\\n' | wc -l)\n"
+    'NPROC_PER_NODE=$GPUS swift rlhf --n "$(seq 1 5 | head -n 2 | tail -1)" '
+    '--u $(echo abc | tr a-c A-C) --w $(echo "a b  c" | wc -w)\n',
 }
 
 
@@ -217,6 +294,7 @@ def test_construct_reads_as_bash_runs_it(name, standins, tmp_path):
 
 # -- the known defects of the old reader (issue 27), each on a script in the shape public launches take ----------
 
+
 def _write(tmp_path: Path, text: str) -> Path:
     p = tmp_path / 'run.sh'
     p.write_text(text, encoding='utf-8')
@@ -224,8 +302,10 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 
 def test_self_referencing_variable_is_expanded_once(tmp_path, standins):
-    text = ('DIR=/opt/proj\nexport PYTHONPATH=$PYTHONPATH:$DIR/src\necho ${PYTHONPATH}\n'
-            'python train.py --x "${PYTHONPATH}"\n')
+    text = (
+        'DIR=/opt/proj\nexport PYTHONPATH=$PYTHONPATH:$DIR/src\necho ${PYTHONPATH}\n'
+        'python train.py --x "${PYTHONPATH}"\n'
+    )
     script = _write(tmp_path, text)
     assert_same(script, tmp_path, standins, {'PYTHONPATH': '/usr/lib/py'})
     cmds = read_script(text, {}, str(script), cwd=str(tmp_path))  # unset: kept as written, named, no loop
@@ -234,21 +314,23 @@ def test_self_referencing_variable_is_expanded_once(tmp_path, standins):
 
 def test_expand_of_a_value_naming_itself_ends():
     from grpo_recipes.frontends.shell_expand import expand
+
     scope = {'PYTHONPATH': '$PYTHONPATH:/opt/src'}  # what the old reader stored, then expanded to a fixpoint
     assert expand('${PYTHONPATH}:/more', scope) == '$PYTHONPATH:/opt/src:/more'
 
 
 def test_continuation_inside_a_double_quoted_bash_c(tmp_path, standins):
-    text = ('nohup bash -c "CUDA_VISIBLE_DEVICES=0,1 accelerate launch --num_processes 2 \\\n'
-            '    train_grpo.py --model_name_or_path Qwen/Qwen2.5-7B-Instruct" > train.log 2>&1 &\n')
+    text = (
+        'nohup bash -c "CUDA_VISIBLE_DEVICES=0,1 accelerate launch --num_processes 2 \\\n'
+        '    train_grpo.py --model_name_or_path Qwen/Qwen2.5-7B-Instruct" > train.log 2>&1 &\n'
+    )
     script = _write(tmp_path, text)
     want = assert_same(script, tmp_path, standins)
     assert want[0][0][:4] == ['accelerate', 'launch', '--num_processes', '2'] and 'train_grpo.py' in want[0][0]
 
 
 def test_expr_substitution_is_computed(tmp_path, standins):
-    text = ('nproc_per_node=4\nswift rlhf --rlhf_type grpo --gradient_accumulation_steps '
-            '$(expr 16 / $nproc_per_node)\n')
+    text = 'nproc_per_node=4\nswift rlhf --rlhf_type grpo --gradient_accumulation_steps $(expr 16 / $nproc_per_node)\n'
     script = _write(tmp_path, text)
     want = assert_same(script, tmp_path, standins)
     assert want[0][0][-1] == '4'
@@ -259,27 +341,32 @@ def test_expr_substitution_is_computed(tmp_path, standins):
 
 
 def test_cluster_variables_are_not_resolved_and_named(tmp_path):
-    text = ('torchrun --nnodes $nnodes --node_rank $RANK --master_port ${MASTER_PORT} --nproc_per_node 8 '
-            'train.py --run ${SLURM_JOB_ID}\n')
+    text = (
+        'torchrun --nnodes $nnodes --node_rank $RANK --master_port ${MASTER_PORT} --nproc_per_node 8 '
+        'train.py --run ${SLURM_JOB_ID}\n'
+    )
     cmds = read_script(text, {}, 'run.sh', cwd=str(tmp_path))
     assert cmds[0].unresolved == ['$nnodes', '$RANK', '${MASTER_PORT}', '${SLURM_JOB_ID}']
     assert cmds[0].argv[2] == '$nnodes'
 
 
 def test_placeholder_is_recorded(tmp_path):
-    cmds = read_script('swift rlhf --rlhf_type grpo --dataset <DATA_PATH> --model Qwen/Qwen2.5-7B\n', {}, 'run.sh',
-                       cwd=str(tmp_path))
+    cmds = read_script(
+        'swift rlhf --rlhf_type grpo --dataset <DATA_PATH> --model Qwen/Qwen2.5-7B\n', {}, 'run.sh', cwd=str(tmp_path)
+    )
     assert cmds[0].argv[5] == '<DATA_PATH>' and cmds[0].placeholders == ['<DATA_PATH>']
 
 
 def test_sweep_gives_one_launch_per_value(tmp_path, standins):
-    text = ('for LR in 1e-6 1e-5; do\n  swift rlhf --rlhf_type grpo --learning_rate $LR\ndone\n')
+    text = 'for LR in 1e-6 1e-5; do\n  swift rlhf --rlhf_type grpo --learning_rate $LR\ndone\n'
     script = _write(tmp_path, text)
     want = assert_same(script, tmp_path, standins)
     assert [w[0][-1] for w in want] == ['1e-6', '1e-5']
     cmds = read_script(text, {}, str(script), cwd=str(tmp_path))
-    assert [c.loops for c in cmds] == [['LR=1e-6 (for loop at line 1, 1 of 2)'],
-                                      ['LR=1e-5 (for loop at line 1, 2 of 2)']]
+    assert [c.loops for c in cmds] == [
+        ['LR=1e-6 (for loop at line 1, 1 of 2)'],
+        ['LR=1e-5 (for loop at line 1, 2 of 2)'],
+    ]
 
 
 def test_script_arguments_are_not_resolved(tmp_path):
@@ -295,13 +382,16 @@ def test_undecidable_branch_is_recorded_as_assumed(tmp_path):
     assert [c.argv[-1] for c in cmds] == ['1'] and cmds[0].assumed[0].startswith('assumed branch at line 1')
 
 
-@pytest.mark.parametrize('text', [
-    'while true; do :; done\nswift rlhf\n',
-    'f() { f; }\nf\n',
-    'A=x\nfor i in $(seq 1 40); do A=$A$A; done\n',
-    'for i in $(seq 1 5000); do echo $i; done\n',
-    'swift rlhf --x "unclosed\n',
-])
+@pytest.mark.parametrize(
+    'text',
+    [
+        'while true; do :; done\nswift rlhf\n',
+        'f() { f; }\nf\n',
+        'A=x\nfor i in $(seq 1 40); do A=$A$A; done\n',
+        'for i in $(seq 1 5000); do echo $i; done\n',
+        'swift rlhf --x "unclosed\n',
+    ],
+)
 def test_bounded_one_line_error(text):
     with pytest.raises(GuardError) as e:
         read_script(text, {}, 'loop.sh', cwd='/')
@@ -374,8 +464,11 @@ def scripts(draw) -> tuple[str, dict]:
         return '"' + ''.join(piece(True) for _ in range(draw(st.integers(1, 2)))) + '"'
 
     def launch(extra: str = '') -> str:
-        prog = draw(st.sampled_from(['swift rlhf', 'accelerate launch train.py', 'torchrun --nproc_per_node 2 t.py',
-                                     'python3 train.py']))
+        prog = draw(
+            st.sampled_from(
+                ['swift rlhf', 'accelerate launch train.py', 'torchrun --nproc_per_node 2 t.py', 'python3 train.py']
+            )
+        )
         args = ' '.join(f'--a{k} {word()}' for k in range(draw(st.integers(0, 3))))
         if arrays and draw(st.booleans()):
             a = draw(st.sampled_from(arrays))
@@ -424,24 +517,38 @@ def scripts(draw) -> tuple[str, dict]:
             numbers.append(n)
             scalars.append(n)
         elif kind == 5:
-            values = ' '.join(draw(st.lists(st.one_of(LIT, st.just('"a b"'), st.just("'$E1'")), min_size=1,
-                                             max_size=3)))
+            values = ' '.join(
+                draw(st.lists(st.one_of(LIT, st.just('"a b"'), st.just("'$E1'")), min_size=1, max_size=3))
+            )
             lines.append(f'for LR in {values}; do\n  {launch(" --lr $LR")}\ndone')
         elif kind == 6:
             v = var()
             lit = draw(LIT)
             op = draw(st.sampled_from(['=', '!=']))
-            test = draw(st.sampled_from([f'[ "${v}" {op} "{lit}" ]', f'[[ ${v} {"==" if op == "=" else op} {lit} ]]',
-                                         f'[ -z "${v}" ]', f'[ -n "${v}" ]', f'[ "${{#{v}}}" -gt 2 ]']))
-            lines.append(f'if {test}; then\n  {launch()}\nelif [ "$EN" -lt 5 ]; then\n  {launch()}\nelse\n'
-                         f'  {launch()}\nfi')
+            test = draw(
+                st.sampled_from(
+                    [
+                        f'[ "${v}" {op} "{lit}" ]',
+                        f'[[ ${v} {"==" if op == "=" else op} {lit} ]]',
+                        f'[ -z "${v}" ]',
+                        f'[ -n "${v}" ]',
+                        f'[ "${{#{v}}}" -gt 2 ]',
+                    ]
+                )
+            )
+            lines.append(
+                f'if {test}; then\n  {launch()}\nelif [ "$EN" -lt 5 ]; then\n  {launch()}\nelse\n  {launch()}\nfi'
+            )
         elif kind == 7:
             v = var()
-            lines.append(f'case "${v}" in\n  {draw(LIT)}|x*) {launch()} ;;\n  *a*) {launch()} ;;\n  *) {launch()} ;;\n'
-                         f'esac')
+            lines.append(
+                f'case "${v}" in\n  {draw(LIT)}|x*) {launch()} ;;\n  *a*) {launch()} ;;\n  *) {launch()} ;;\nesac'
+            )
         elif kind == 8:
-            lines.append(f'run_{len(lines)}() {{\n  local x="$1"\n  shift\n  swift rlhf --x "$x" "$@" --n $#\n}}\n'
-                         f'run_{len(lines)} {word()} {word()} "{draw(LIT)} q"')
+            lines.append(
+                f'run_{len(lines)}() {{\n  local x="$1"\n  shift\n  swift rlhf --x "$x" "$@" --n $#\n}}\n'
+                f'run_{len(lines)} {word()} {word()} "{draw(LIT)} q"'
+            )
         elif kind == 9:
             name = draw(st.sampled_from(['ARR', 'OPTS']))
             lines.append(f'{name}=({word()} "p q" {draw(LIT)})')
@@ -454,19 +561,32 @@ def scripts(draw) -> tuple[str, dict]:
                 if n not in scalars and f'{n}:=' in lines[-1]:
                     scalars.append(n)
         elif kind == 13:  # a counted while loop
-            lines.append(f'i=0\nwhile [ $i -lt {draw(st.integers(0, 2))} ]; do\n  {launch(" --i $i")}\n'
-                         f'  i=$((i + 1))\ndone')
+            lines.append(
+                f'i=0\nwhile [ $i -lt {draw(st.integers(0, 2))} ]; do\n  {launch(" --i $i")}\n  i=$((i + 1))\ndone'
+            )
         elif kind == 14:  # a prompt from a here-doc
             lines.append(f'SYS=$(cat <<EOF\nsolve {piece(True)}\n  step by step\nEOF\n)\nswift rlhf --system "$SYS"')
         elif kind == 15:  # the process count from the visible GPUs
-            lines.append(f'export CUDA_VISIBLE_DEVICES={draw(st.sampled_from(["0", "0,1", "0,1,2,3"]))}\n'
-                         f'NP=$(nproc)\nNPROC_PER_NODE=$NP swift rlhf --steps $(expr 16 / $NP)')
+            lines.append(
+                f'export CUDA_VISIBLE_DEVICES={draw(st.sampled_from(["0", "0,1", "0,1,2,3"]))}\n'
+                f'NP=$(nproc)\nNPROC_PER_NODE=$NP swift rlhf --steps $(expr 16 / $NP)'
+            )
         elif kind == 16:  # a scheduler's variable: not resolved (compared by program only)
-            lines.append(draw(st.sampled_from(['torchrun --node_rank $RANK --master_port ${MASTER_PORT} t.py',
-                                               'swift rlhf --seed $(nvidia-smi --list-gpus | wc -l)'])))
+            lines.append(
+                draw(
+                    st.sampled_from(
+                        [
+                            'torchrun --node_rank $RANK --master_port ${MASTER_PORT} t.py',
+                            'swift rlhf --seed $(nvidia-smi --list-gpus | wc -l)',
+                        ]
+                    )
+                )
+            )
         elif kind == 17:  # cd in a subshell
-            lines.append('( mkdir -p sub && cd sub && swift rlhf --here "$(pwd)" --base "$(basename "$PWD")" )\n'
-                         'swift rlhf --back "$(pwd)"')
+            lines.append(
+                '( mkdir -p sub && cd sub && swift rlhf --here "$(pwd)" --base "$(basename "$PWD")" )\n'
+                'swift rlhf --back "$(pwd)"'
+            )
         else:
             lines.append(launch())
     lines.append(launch())
@@ -478,8 +598,11 @@ def scratch(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp('generated')
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                                   HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=1000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 @given(case=scripts())
 def test_generated_scripts_read_as_bash_runs_them(case, standins, scratch):
     text, environ = case
@@ -492,11 +615,74 @@ def test_generated_scripts_read_as_bash_runs_them(case, standins, scratch):
     assert_same(script, scratch, standins, environ, text)
 
 
-TOKENS = st.sampled_from(['$A', '${A:-x y}', '${A#', '${', '}', '$((', '))', '$(', ')', '(', '"', "'", '\\', '\n', ' ',
-                          ';', '&', '|', '&&', '`', 'for', 'in', 'do', 'done', 'if', 'then', 'fi', 'case', 'esac',
-                          'f()', '{', 'A=', 'B+=(', '[', ']', '[[', ']]', '-z', '=', 'swift', 'rlhf', '--x', '1',
-                          '#', '<X>', '<<EOF\n', 'EOF\n', '$@', '$1', 'export', 'local', 'bash -c', '${A[@]}', '~',
-                          '$((1/0))', '${A:1:-9}', '${!A}', 'eval', 'source', '.', 'x.sh', 'while', 'true', ':'])
+TOKENS = st.sampled_from(
+    [
+        '$A',
+        '${A:-x y}',
+        '${A#',
+        '${',
+        '}',
+        '$((',
+        '))',
+        '$(',
+        ')',
+        '(',
+        '"',
+        "'",
+        '\\',
+        '\n',
+        ' ',
+        ';',
+        '&',
+        '|',
+        '&&',
+        '`',
+        'for',
+        'in',
+        'do',
+        'done',
+        'if',
+        'then',
+        'fi',
+        'case',
+        'esac',
+        'f()',
+        '{',
+        'A=',
+        'B+=(',
+        '[',
+        ']',
+        '[[',
+        ']]',
+        '-z',
+        '=',
+        'swift',
+        'rlhf',
+        '--x',
+        '1',
+        '#',
+        '<X>',
+        '<<EOF\n',
+        'EOF\n',
+        '$@',
+        '$1',
+        'export',
+        'local',
+        'bash -c',
+        '${A[@]}',
+        '~',
+        '$((1/0))',
+        '${A:1:-9}',
+        '${!A}',
+        'eval',
+        'source',
+        '.',
+        'x.sh',
+        'while',
+        'true',
+        ':',
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)

@@ -2,6 +2,7 @@
 launches are skipped with their reason, --dry-run prints each launch, and a result becomes a calibration case that
 grpo-guard calibrate predicts. The GPU run itself cannot happen here (no GPU): its log parsing is checked on ms-swift's
 log format."""
+
 import importlib.util
 import json
 import sys
@@ -40,6 +41,7 @@ def test_one_launch_per_recipe_and_gptq_skipped(tmp_path):
 @pytest.mark.slow
 def test_every_launch_parses_with_the_real_ms_swift(tmp_path):
     from grpo_recipes.realparse import validate_many
+
     runs = [r for r in _runs(tmp_path) if not r.skip]
     results = validate_many([Launch(argv=r.argv, env={}) for r in runs])
     bad = [(r.name, res.error_type, res.message, res.unknown) for r, res in zip(runs, results) if not res.ok]
@@ -50,13 +52,25 @@ def test_every_launch_parses_with_the_real_ms_swift(tmp_path):
 
 
 def test_dry_run_prints_argv_and_env(tmp_path):
-    out = run_cli('bench.bench_swift_gpu', '--dry-run', '--workdir', str(tmp_path), '--alloc', 'default,expandable',
-                  '--emulate-gib', '40', '--only', 'qwen2.5-7b-instruct/lora-2xa100-40g')
+    out = run_cli(
+        'bench.bench_swift_gpu',
+        '--dry-run',
+        '--workdir',
+        str(tmp_path),
+        '--alloc',
+        'default,expandable',
+        '--emulate-gib',
+        '40',
+        '--only',
+        'qwen2.5-7b-instruct/lora-2xa100-40g',
+    )
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert text.count('== qwen2.5-7b-instruct/lora-2xa100-40g') == 2
-    assert 'env   CUDA_VISIBLE_DEVICES=0 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True GRPO_BENCH_EMULATE_GIB=40.0' \
+    assert (
+        'env   CUDA_VISIBLE_DEVICES=0 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True GRPO_BENCH_EMULATE_GIB=40.0'
         in text
+    )
     assert f'--external_plugins {tmp_path}/emulate_card.py' in text and 'argv  swift rlhf --model' in text
     bad = run_cli('bench.bench_swift_gpu', '--dry-run', '--alloc', 'fast')
     assert bad.returncode == 2 and '--alloc fast' in bad.stderr
@@ -64,13 +78,17 @@ def test_dry_run_prints_argv_and_env(tmp_path):
 
 def test_a_result_is_a_case_calibrate_predicts(tmp_path):
     from grpo_recipes.memory.calibrate import predict
+
     run = next(r for r in _runs(tmp_path, only=['qwen2.5-7b-instruct/lora-2xa100-80g'], allocators=('expandable',)))
-    log = ("{'loss': 0.0, 'memory(GiB)': '21.5', 'global_step/max_steps': '1/2'}\n"
-           "{'loss': 0.1, 'memory(GiB)': '28.38', 'global_step/max_steps': '2/2'}\n")
+    log = (
+        "{'loss': 0.0, 'memory(GiB)': '21.5', 'global_step/max_steps': '1/2'}\n"
+        "{'loss': 0.1, 'memory(GiB)': '28.38', 'global_step/max_steps': '2/2'}\n"
+    )
     res = {**bench.read_log(log), 'rc': 0, 'nvml_peak_mib': 29907.0}
     assert res['memory_gib'] == 28.38 and res['steps_logged'] == 2 and not res['oom']
-    case = bench.to_case(run, res, {'name': 'NVIDIA H100 80GB HBM3', 'total_gib': 79.19}, {'ms-swift': '4.6.0'},
-                         '2026-11-24')
+    case = bench.to_case(
+        run, res, {'name': 'NVIDIA H100 80GB HBM3', 'total_gib': 79.19}, {'ms-swift': '4.6.0'}, '2026-11-24'
+    )
     assert case['outcome']['peak_gib_per_gpu'] == 28.38 and case['outcome']['nvidia_smi_used_mib'] == 29907
     assert case['environ'] == {'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'}
     assert case['config']['per_device_train_batch_size'] == bench.argv_config(run.argv)['per_device_train_batch_size']
@@ -82,6 +100,7 @@ def test_a_result_is_a_case_calibrate_predicts(tmp_path):
 
 def test_the_case_states_its_allocator_for_calibrate(tmp_path):
     from grpo_recipes.allocconf import case_setting
+
     both = _runs(tmp_path, only=['qwen2.5-7b-instruct/lora-2xa100-80g'], allocators=('default', 'expandable'))
     res = {'memory_gib': 20.0, 'steps_logged': 2, 'oom': False, 'rc': 0, 'nvml_peak_mib': 0}
     gpu = {'name': 'NVIDIA H100 80GB HBM3', 'total_gib': 79.19}

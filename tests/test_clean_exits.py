@@ -1,5 +1,6 @@
 """Issue 31 items 4 and 5: bounded and clean on any input (one line, a non-zero exit, nothing half-written), and the
 small lies (wrong exits, wrong numbers, stale paths)."""
+
 import json
 import subprocess
 import sys
@@ -24,6 +25,7 @@ def one_line_error(err: str) -> str:
 
 
 # --- tracebacks -----------------------------------------------------------------------------------------------------
+
 
 def test_cp_onto_an_existing_file_is_one_line(tmp_path, capsys):
     dest = tmp_path / 'existing'
@@ -89,6 +91,7 @@ def test_bounded_yaml_reads_recipes_as_pyyaml_does():
     import yaml
 
     from grpo_recipes.bounded_load import loads_json, safe_load_yaml
+
     for p in sorted((ROOT / 'recipes').glob('*/*.yaml')):
         text = p.read_text(encoding='utf-8')
         assert safe_load_yaml(text) == yaml.safe_load(text), p
@@ -98,6 +101,7 @@ def test_bounded_yaml_reads_recipes_as_pyyaml_does():
 
 
 # --- wrong exits ----------------------------------------------------------------------------------------------------
+
 
 def test_a_swift_launch_without_model_is_an_error():
     _, report = make(drop=('model',))
@@ -135,8 +139,18 @@ def test_prepare_gsm8k_keeps_real_rows(tmp_path, capsys):
 def test_a_closed_pipe_keeps_the_verdicts_exit_status(json_out):
     """`grpo-guard check ... | head -1`: 0 for a launch that passes, 1 for one that does not, never a traceback."""
     for gpus, gpu_type, want in (('2', 'A100-80G', 0), ('1', 'A100-40G', 1)):
-        cmd = [sys.executable, '-m', 'grpo_recipes.cli.guard', 'check', str(RECIPE_YAML), '--gpus', gpus,
-               '--gpu-type', gpu_type, *(['--json'] if json_out else [])]
+        cmd = [
+            sys.executable,
+            '-m',
+            'grpo_recipes.cli.guard',
+            'check',
+            str(RECIPE_YAML),
+            '--gpus',
+            gpus,
+            '--gpu-type',
+            gpu_type,
+            *(['--json'] if json_out else []),
+        ]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
         proc.stdout.readline()
         proc.stdout.close()  # the reader goes away, as `head -1` does
@@ -145,8 +159,9 @@ def test_a_closed_pipe_keeps_the_verdicts_exit_status(json_out):
         assert 'Traceback' not in err and 'BrokenPipe' not in err
 
 
-@pytest.mark.parametrize('argv', [['grpo_recipes.cli.recipes', 'ls'],
-                                  ['data_tools.cli', 'stats', str(SAMPLE), '--quiet']])
+@pytest.mark.parametrize(
+    'argv', [['grpo_recipes.cli.recipes', 'ls'], ['data_tools.cli', 'stats', str(SAMPLE), '--quiet']]
+)
 def test_recipes_and_data_survive_a_closed_pipe(argv):
     proc = subprocess.Popen([sys.executable, '-m', *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
     proc.stdout.close()  # gone before the first write (both spend a second measuring first)
@@ -164,6 +179,7 @@ def test_trace_refuses_what_check_refuses(tmp_path, capsys):
 
 
 # --- small lies -----------------------------------------------------------------------------------------------------
+
 
 def test_kept_share_is_all_rows_or_rounded_down():
     assert data_cli.kept_text(300, 300) == 'all 300 rows (100%)'
@@ -187,6 +203,7 @@ def test_ls_shows_the_multi_node_recipe_as_nodes_and_a_rollout_node():
     assert multi['hardware'] == '2 nodes × 4x A100-80G + a rollout node' and multi['nodes'] == 2
     assert rows[RECIPE]['hardware'] == '2x A100-80G' and rows[RECIPE]['nodes'] == 1
     from grpo_recipes.cli.ls_table import _cells
+
     assert _cells(multi, 'P')[2].splitlines() == ['2 nodes ×', '4xA100-80G', '+ rollout']
 
 
@@ -216,6 +233,7 @@ def test_header_check_hint_names_the_users_file(tmp_path, capsys):
 @pytest.mark.parametrize('main', [guard.main, recipes.main, data_cli.main])
 def test_version(main, capsys):
     from importlib.metadata import version
+
     assert main(['--version']) == 0
     assert version('grpo-recipes') in capsys.readouterr().out
 

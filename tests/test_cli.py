@@ -1,4 +1,5 @@
 """CLI contract: help, exit codes, one clear line for bad input (no traceback)."""
+
 import pytest
 from conftest import run_cli
 
@@ -10,11 +11,14 @@ def test_help_works(module):
     assert 'usage:' in proc.stdout
 
 
-@pytest.mark.parametrize('text, expect', [
-    (None, 'no such file'),
-    ('rlhf_type: grpo\n  bad: [\n', 'invalid YAML'),
-    ('ENV: 3\nrlhf_type: grpo\n', '`ENV:` must be a mapping'),
-])
+@pytest.mark.parametrize(
+    'text, expect',
+    [
+        (None, 'no such file'),
+        ('rlhf_type: grpo\n  bad: [\n', 'invalid YAML'),
+        ('ENV: 3\nrlhf_type: grpo\n', '`ENV:` must be a mapping'),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(tmp_path, text, expect):
     path = tmp_path / 'c.yaml'
     if text is not None:
@@ -47,10 +51,11 @@ def fake_swift_on_path(tmp_path):
     exe.write_text('#!/bin/sh\necho "FAKE-SWIFT $*"\n')
     exe.chmod(0o755)
     import os
+
     return {'PATH': f'{bindir}{os.pathsep}{os.environ["PATH"]}'}
 
 
-CLEAN = '''ENV:
+CLEAN = """ENV:
   CUDA_VISIBLE_DEVICES: "0"
   NPROC_PER_NODE: 1
 rlhf_type: grpo
@@ -64,15 +69,26 @@ max_completion_length: 1024
 per_device_train_batch_size: 8
 num_generations: 8
 reward_funcs: [format]
-'''
+"""
 
 
 def test_run_execs_swift_with_the_same_argv(tmp_path):
     cfg = tmp_path / 'c.yaml'
     cfg.write_text(CLEAN)
     env = fake_swift_on_path(tmp_path)
-    proc = run_cli('grpo_recipes.cli.guard', 'run', str(cfg), '--gpus', '1', '--gpu-type', 'A100-80G', '--',
-                   '--max_steps', '3', env=env)
+    proc = run_cli(
+        'grpo_recipes.cli.guard',
+        'run',
+        str(cfg),
+        '--gpus',
+        '1',
+        '--gpu-type',
+        'A100-80G',
+        '--',
+        '--max_steps',
+        '3',
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f'FAKE-SWIFT rlhf {cfg} --max_steps 3' in proc.stdout
 
@@ -90,8 +106,18 @@ def test_run_refuses_on_errors_unless_forced(tmp_path):
 def test_bare_command_line_is_checked_then_run(tmp_path):
     env = fake_swift_on_path(tmp_path)
     env.update({'NPROC_PER_NODE': '2', 'CUDA_VISIBLE_DEVICES': '0,1'})
-    args = ['--rlhf_type', 'grpo', '--model', 'Qwen/Qwen2.5-7B-Instruct', '--num_generations', '3',
-            '--per_device_train_batch_size', '2', '--reward_funcs', 'format']
+    args = [
+        '--rlhf_type',
+        'grpo',
+        '--model',
+        'Qwen/Qwen2.5-7B-Instruct',
+        '--num_generations',
+        '3',
+        '--per_device_train_batch_size',
+        '2',
+        '--reward_funcs',
+        'format',
+    ]
     hw = ['--gpus', '2', '--gpu-type', 'A100-80G']  # guard options before `--`, no subcommand
     proc = run_cli('grpo_recipes.cli.guard', *hw, '--', 'swift', 'rlhf', *args, env=env)
     assert proc.returncode == 1 and 'evenly divisible by num_generations (3)' in proc.stdout
@@ -106,8 +132,18 @@ def test_unchecked_memory_is_not_a_clean_ok(tmp_path):
     # `run` refuses unless the user accepts that explicitly.
     env = fake_swift_on_path(tmp_path)
     env.update({'NPROC_PER_NODE': '2', 'CUDA_VISIBLE_DEVICES': '0,1'})
-    args = ['--rlhf_type', 'grpo', '--model', 'Qwen/Qwen2.5-7B-Instruct', '--num_generations', '4',
-            '--per_device_train_batch_size', '2', '--reward_funcs', 'format']
+    args = [
+        '--rlhf_type',
+        'grpo',
+        '--model',
+        'Qwen/Qwen2.5-7B-Instruct',
+        '--num_generations',
+        '4',
+        '--per_device_train_batch_size',
+        '2',
+        '--reward_funcs',
+        'format',
+    ]
     proc = run_cli('grpo_recipes.cli.guard', '--', 'swift', 'rlhf', *args, env=env)
     assert proc.returncode == 1 and 'FAKE-SWIFT' not in proc.stdout
     assert 'UNCHECKED: rules OK; memory not checked: GPU model unknown' in ' '.join(proc.stdout.split())
@@ -127,6 +163,7 @@ def test_unknown_model_is_unchecked_until_its_config_is_given(tmp_path):
     import json
 
     from grpo_recipes.models import builtin_config
+
     (model_dir / 'config.json').write_text(json.dumps(builtin_config('Qwen2.5-7B-Instruct.json')))
     ok = run_cli('grpo_recipes.cli.guard', 'check', str(cfg), *hw, '--model-config', str(model_dir))
     assert ok.returncode == 0, ok.stdout
@@ -136,6 +173,7 @@ def test_modelscope_cache_layouts_are_searched(tmp_path, monkeypatch):
     import json
 
     from grpo_recipes.models import builtin_config, load_model_config
+
     cfg = builtin_config('Qwen2.5-7B-Instruct.json')
     monkeypatch.setenv('MODELSCOPE_CACHE', str(tmp_path / 'ms'))
     monkeypatch.setenv('HF_HOME', str(tmp_path / 'hf'))
@@ -151,6 +189,7 @@ def test_modelscope_cache_layouts_are_searched(tmp_path, monkeypatch):
 
 def test_check_json_has_the_contract_fields(tmp_path):
     import json
+
     cfg = tmp_path / 'c.yaml'
     cfg.write_text(CLEAN)
     proc = run_cli('grpo_recipes.cli.guard', 'check', str(cfg), '--gpus', '1', '--gpu-type', 'A100-80G', '--json')

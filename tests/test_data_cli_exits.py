@@ -1,5 +1,6 @@
 """grpo-data's exit statuses (README: 2 for usage and unreadable input, 1 for data that cannot be used), its
 offline line naming only options that exist, and outputs written through a temp file with the umask's mode."""
+
 import os
 import stat
 
@@ -43,6 +44,7 @@ def test_data_that_cannot_be_used_is_exit_1(tmp_path):
 def test_offline_line_names_the_dataset_argument_not_a_missing_option(monkeypatch, tmp_path):
     from data_tools import swift_datasets
     from data_tools.cli import build_parser
+
     # stand-in for an unreachable hub (no network here either way): the probe answers "unreachable" at once
     monkeypatch.setattr(swift_datasets, '_reachable', lambda *a, **k: False)
     monkeypatch.setenv('MODELSCOPE_CACHE', str(tmp_path))

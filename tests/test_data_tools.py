@@ -1,4 +1,5 @@
 """grpo-data: exact lengths, every input format and row format, nothing lost on bad input."""
+
 import csv
 import json
 import signal
@@ -26,8 +27,10 @@ def tok():
 @pytest.fixture(scope='module')
 def hf_tok():
     from transformers import AutoTokenizer
-    return AutoTokenizer.from_pretrained(str(TOKENIZER_DIR if TOKENIZER_DIR.is_dir() else
-                                             ROOT / 'data_tools' / 'tokenizer'))
+
+    return AutoTokenizer.from_pretrained(
+        str(TOKENIZER_DIR if TOKENIZER_DIR.is_dir() else ROOT / 'data_tools' / 'tokenizer')
+    )
 
 
 def sample_rows():
@@ -42,20 +45,38 @@ def lengths_of(tmp_path, tok, path, **kw):
 def test_lengths_match_transformers_apply_chat_template(tmp_path, tok, hf_tok):
     rows = sample_rows()
     ours = lengths_of(tmp_path, tok, SAMPLE)
-    theirs = [len(hf_tok.apply_chat_template([{'role': 'user', 'content': r['question']}],
-                                             add_generation_prompt=True, tokenize=True, return_dict=False))
-              for r in rows]
+    theirs = [
+        len(
+            hf_tok.apply_chat_template(
+                [{'role': 'user', 'content': r['question']}],
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=False,
+            )
+        )
+        for r in rows
+    ]
     assert ours == theirs
 
 
 def test_full_mode_and_system_match_transformers(tmp_path, tok, hf_tok):
     rows = sample_rows()[:50]
     ours = lengths_of(tmp_path, tok, SAMPLE, mode='full', system='Think step by step.')[:50]
-    theirs = [len(hf_tok.apply_chat_template([{'role': 'system', 'content': 'Think step by step.'},
-                                              {'role': 'user', 'content': r['question']},
-                                              {'role': 'assistant', 'content': r['answer']}],
-                                             add_generation_prompt=False, tokenize=True, return_dict=False))
-              for r in rows]
+    theirs = [
+        len(
+            hf_tok.apply_chat_template(
+                [
+                    {'role': 'system', 'content': 'Think step by step.'},
+                    {'role': 'user', 'content': r['question']},
+                    {'role': 'assistant', 'content': r['answer']},
+                ],
+                add_generation_prompt=False,
+                tokenize=True,
+                return_dict=False,
+            )
+        )
+        for r in rows
+    ]
     assert ours == theirs
 
 
@@ -67,10 +88,11 @@ def test_lengths_match_ms_swift_template_encoder(tmp_path, tok):
     for f in TOKENIZER_DIR.iterdir():
         if f.name in ('tokenizer.json', 'tokenizer_config.json', 'vocab.json', 'merges.txt'):
             (model_dir / f.name).write_bytes(f.read_bytes())
-    (model_dir / 'config.json').write_text((ROOT / 'grpo_recipes' / 'model_configs' /
-                                            'Qwen2.5-7B-Instruct.json').read_text())
+    (model_dir / 'config.json').write_text(
+        (ROOT / 'grpo_recipes' / 'model_configs' / 'Qwen2.5-7B-Instruct.json').read_text()
+    )
     rows = sample_rows()[:60]
-    script = '''
+    script = """
 import json, sys
 from swift.model import get_processor
 from swift.template import get_template
@@ -79,9 +101,15 @@ tpl = get_template(proc, template_type='qwen2_5')
 rows = json.loads(sys.stdin.read())
 print(json.dumps([len(tpl.encode({'messages': [{'role': 'user', 'content': r['question']}]})['input_ids'])
                   for r in rows]))
-'''
-    proc = subprocess.run([sys.executable, '-c', script, str(model_dir)], input=json.dumps(rows),
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+"""
+    proc = subprocess.run(
+        [sys.executable, '-c', script, str(model_dir)],
+        input=json.dumps(rows),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     swift_lengths = json.loads(proc.stdout.strip().splitlines()[-1])
     assert lengths_of(tmp_path, tok, SAMPLE)[:60] == swift_lengths
@@ -96,20 +124,35 @@ def test_filter_keeps_exactly_the_short_rows_byte_for_byte(tmp_path, tok, hf_tok
     rejects = [json.loads(ln) for ln in (tmp_path / 'kept.rejects.jsonl').read_text().splitlines()]
     assert [r['line'] for r in rejects] == [i + 1 for i, n in enumerate(lengths) if n > 100]
     assert all(r['reason'] == 'too_long' and r['length'] > 100 for r in rejects)
-    assert (s.kept, s.rejected, s.malformed, s.input_rows) == (sum(n <= 100 for n in lengths),
-                                                              sum(n > 100 for n in lengths), 0, 300)
+    assert (s.kept, s.rejected, s.malformed, s.input_rows) == (
+        sum(n <= 100 for n in lengths),
+        sum(n > 100 for n in lengths),
+        0,
+        300,
+    )
 
 
-@pytest.mark.parametrize('row, expect', [
-    ({'messages': [{'role': 'system', 'content': 'S'}, {'role': 'user', 'content': 'Q'},
-                   {'role': 'assistant', 'content': 'A'}]}, [('system', 'S'), ('user', 'Q')]),
-    ({'query': 'Q', 'response': 'A', 'system': 'S'}, [('system', 'S'), ('user', 'Q')]),
-    ({'prompt': 'Q'}, [('user', 'Q')]),
-    ({'problem': 'Q', 'solution': '42'}, [('user', 'Q')]),
-    ({'instruction': 'Q', 'output': 'A'}, [('user', 'Q')]),
-    ({'input': 'Q'}, [('user', 'Q')]),
-    ({'question': 'Q', 'system_prompt': 'S'}, [('system', 'S'), ('user', 'Q')]),
-])
+@pytest.mark.parametrize(
+    'row, expect',
+    [
+        (
+            {
+                'messages': [
+                    {'role': 'system', 'content': 'S'},
+                    {'role': 'user', 'content': 'Q'},
+                    {'role': 'assistant', 'content': 'A'},
+                ]
+            },
+            [('system', 'S'), ('user', 'Q')],
+        ),
+        ({'query': 'Q', 'response': 'A', 'system': 'S'}, [('system', 'S'), ('user', 'Q')]),
+        ({'prompt': 'Q'}, [('user', 'Q')]),
+        ({'problem': 'Q', 'solution': '42'}, [('user', 'Q')]),
+        ({'instruction': 'Q', 'output': 'A'}, [('user', 'Q')]),
+        ({'input': 'Q'}, [('user', 'Q')]),
+        ({'question': 'Q', 'system_prompt': 'S'}, [('system', 'S'), ('user', 'Q')]),
+    ],
+)
 def test_ms_swift_row_formats(row, expect):
     assert [(m['role'], m['content']) for m in to_messages(row)] == expect
 
@@ -119,9 +162,11 @@ def test_columns_rename_and_full_mode():
     assert [(m['role'], m['content']) for m in msgs] == [('user', 'Q'), ('assistant', 'A')]
 
 
-ROWS = [{'question': 'What is 2+2?', 'answer': '#### 4', 'solution': '4'},
-        {'question': 'x ' * 400, 'answer': '#### 1', 'solution': '1'},
-        {'question': 'Name a prime.', 'answer': '#### 7', 'solution': '7'}]
+ROWS = [
+    {'question': 'What is 2+2?', 'answer': '#### 4', 'solution': '4'},
+    {'question': 'x ' * 400, 'answer': '#### 1', 'solution': '1'},
+    {'question': 'Name a prime.', 'answer': '#### 7', 'solution': '7'},
+]
 
 
 def write_format(tmp_path, fmt):
@@ -140,10 +185,12 @@ def write_format(tmp_path, fmt):
     elif fmt == 'parquet':
         import pyarrow as pa
         import pyarrow.parquet as pq
+
         p = tmp_path / 'd.parquet'
         pq.write_table(pa.Table.from_pylist(ROWS), p)
     else:
         import datasets
+
         p = tmp_path / 'hfdir'
         datasets.Dataset.from_list(ROWS).save_to_disk(str(p))
     return p
@@ -159,8 +206,10 @@ def read_format(p, fmt):
             return list(csv.DictReader(f))
     if fmt == 'parquet':
         import pyarrow.parquet as pq
+
         return pq.read_table(p).to_pylist()
     import datasets
+
     return datasets.load_from_disk(str(p)).to_list()
 
 
@@ -175,28 +224,46 @@ def test_every_input_format_round_trips(tmp_path, tok, fmt):
 
 def run_filter_cli(tmp_path, src, *extra):
     out = tmp_path / 'out.jsonl'
-    proc = run_cli('data_tools.cli', 'filter', str(src), '-o', str(out), '--max-length', '64', '--json', '--quiet',
-                   '--tokenizer', str(ROOT / 'data_tools' / 'tokenizer'), *extra)
+    proc = run_cli(
+        'data_tools.cli',
+        'filter',
+        str(src),
+        '-o',
+        str(out),
+        '--max-length',
+        '64',
+        '--json',
+        '--quiet',
+        '--tokenizer',
+        str(ROOT / 'data_tools' / 'tokenizer'),
+        *extra,
+    )
     return proc, out
 
 
 def test_malformed_rows_go_to_rejects_with_line_numbers(tmp_path):
     src = tmp_path / 'd.jsonl'
-    src.write_bytes(b'{"question": "ok?"}\n'
-                    b'{"question": "broken"\n'
-                    b'[1, 2]\n'
-                    b'{"question": 5}\n'
-                    b'{"question": "bad \xff utf8"}\n'
-                    b'\n'
-                    b'{"question": "fine"}\r\n')
+    src.write_bytes(
+        b'{"question": "ok?"}\n'
+        b'{"question": "broken"\n'
+        b'[1, 2]\n'
+        b'{"question": 5}\n'
+        b'{"question": "bad \xff utf8"}\n'
+        b'\n'
+        b'{"question": "fine"}\r\n'
+    )
     proc, out = run_filter_cli(tmp_path, src)
     assert proc.returncode == 0, proc.stderr
     s = json.loads(proc.stdout)
     assert (s['input_rows'], s['kept'], s['rejected'], s['malformed']) == (6, 2, 0, 4)
     assert out.read_bytes() == b'{"question": "ok?"}\n{"question": "fine"}\r\n'  # CRLF kept as read
     rej = [json.loads(ln) for ln in (tmp_path / 'out.rejects.jsonl').read_text().splitlines()]
-    assert [(r['line'], r['reason']) for r in rej] == [(2, 'malformed'), (3, 'malformed'), (4, 'malformed'),
-                                                       (5, 'malformed')]
+    assert [(r['line'], r['reason']) for r in rej] == [
+        (2, 'malformed'),
+        (3, 'malformed'),
+        (4, 'malformed'),
+        (5, 'malformed'),
+    ]
     assert 'invalid JSON' in rej[0]['error'] and 'not an object' in rej[1]['error']
     assert 'must be a string' in rej[2]['error'] and 'UTF-8' in rej[3]['error']
 
@@ -231,14 +298,29 @@ def test_empty_file_is_an_error_and_writes_nothing(tmp_path):
 
 
 def test_unwritable_output(tmp_path):
-    proc = run_cli('data_tools.cli', 'filter', str(SAMPLE), '-o', str(tmp_path / 'missing' / 'o.jsonl'),
-                   '--max-length', '64', '--quiet')
+    proc = run_cli(
+        'data_tools.cli',
+        'filter',
+        str(SAMPLE),
+        '-o',
+        str(tmp_path / 'missing' / 'o.jsonl'),
+        '--max-length',
+        '64',
+        '--quiet',
+    )
     assert proc.returncode == 1 and 'cannot write' in proc.stderr and 'Traceback' not in proc.stderr
 
 
 def test_missing_tokenizer_hub_id_is_one_line(tmp_path):
-    proc = run_cli('data_tools.cli', 'stats', str(SAMPLE), '--tokenizer', 'nobody/NoSuchModel', '--quiet',
-                   env={'HF_HOME': str(tmp_path), 'MODELSCOPE_CACHE': str(tmp_path)})
+    proc = run_cli(
+        'data_tools.cli',
+        'stats',
+        str(SAMPLE),
+        '--tokenizer',
+        'nobody/NoSuchModel',
+        '--quiet',
+        env={'HF_HOME': str(tmp_path), 'MODELSCOPE_CACHE': str(tmp_path)},
+    )
     assert proc.returncode == 2 and 'not reachable' in proc.stderr  # unreadable input: 2 (issue 21 item 18)
     assert len(proc.stderr.strip().splitlines()) == 1
 
@@ -248,9 +330,14 @@ def test_sigint_leaves_no_output(tmp_path):
     line = (json.dumps({'question': 'How many apples are there if ' * 20}) + '\n').encode()
     src.write_bytes(line * 300_000)
     out = tmp_path / 'out.jsonl'
-    proc = subprocess.Popen([sys.executable, '-m', 'data_tools.cli', 'filter', str(src), '-o', str(out),
-                             '--max-length', '4096', '--quiet'], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
+    proc = subprocess.Popen(
+        [sys.executable, '-m', 'data_tools.cli', 'filter', str(src), '-o', str(out), '--max-length', '4096', '--quiet'],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=sigint_default,
+    )
     deadline = time.time() + 60
     while time.time() < deadline and not any(p.name.startswith('.out.jsonl') for p in tmp_path.iterdir()):
         time.sleep(0.05)
@@ -273,8 +360,16 @@ def test_stats_coverage_and_vllm_len(tmp_path, tok):
 
 def test_stats_cli_json_and_plot(tmp_path):
     png = tmp_path / 'h.png'
-    proc = run_cli('data_tools.cli', 'stats', str(SAMPLE), '--json', '--plot', str(png), '--quiet',
-                   env={'MPLCONFIGDIR': str(tmp_path / 'mpl')})
+    proc = run_cli(
+        'data_tools.cli',
+        'stats',
+        str(SAMPLE),
+        '--json',
+        '--plot',
+        str(png),
+        '--quiet',
+        env={'MPLCONFIGDIR': str(tmp_path / 'mpl')},
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out['count'] == 300 and set(out['percentiles']) == {'p50', 'p90', 'p95', 'p99', 'p99.9'}

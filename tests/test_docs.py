@@ -2,6 +2,7 @@
 every command's --help is in the CLI reference under that command, the GPU cards page lists exactly the catalogue,
 the README stays an overview that links into the site, and no page points outside the repository or at this
 project's issue tracker."""
+
 import argparse
 import re
 import sys
@@ -25,12 +26,19 @@ def _sections(text: str) -> dict[str, str]:
 
 def _help_flags(parser: argparse.ArgumentParser) -> set[str]:
     """The option strings --help prints (the help flag itself aside)."""
-    return {o for a in parser._actions if a.help != argparse.SUPPRESS and not isinstance(a, argparse._HelpAction)
-            for o in a.option_strings}
+    return {
+        o
+        for a in parser._actions
+        if a.help != argparse.SUPPRESS and not isinstance(a, argparse._HelpAction)
+        for o in a.option_strings
+    }
 
 
-COMMANDS = [(prog, name, sp) for prog, parser in gen_docs.parsers()
-            for name, sp in [(None, parser), *gen_docs.subcommands(parser).items()]]
+COMMANDS = [
+    (prog, name, sp)
+    for prog, parser in gen_docs.parsers()
+    for name, sp in [(None, parser), *gen_docs.subcommands(parser).items()]
+]
 
 
 @pytest.mark.parametrize('prog,name,parser', COMMANDS, ids=[f'{p} {n or ""}'.strip() for p, n, _ in COMMANDS])
@@ -40,8 +48,9 @@ def test_every_flag_of_every_command_is_in_the_reference(prog, name, parser):
     help_text = parser.format_help()
     for flag in _help_flags(parser):
         assert flag in help_text  # what --help prints ...
-        assert f'`{flag}`' in section, \
+        assert f'`{flag}`' in section, (
             f'{prog} {name or ""}: {flag} is not in docs/reference.md (python scripts/gen_docs.py)'
+        )
 
 
 def test_the_reference_has_no_command_the_code_lacks():
@@ -51,6 +60,7 @@ def test_the_reference_has_no_command_the_code_lacks():
 
 def test_the_card_list_is_the_catalogue():
     from grpo_recipes.gpus import CATALOGUE
+
     rows = re.findall(r'^\| (\S+) \| ([\d.]+) \| (\d+) \|', (DOCS / 'gpus.md').read_text(encoding='utf-8'), re.M)
     assert [(card, float(cap)) for card, cap, _ in rows] == [(k, round(v[0], 2)) for k, v in CATALOGUE.items()]
     assert {'H200', 'A6000'} <= {card for card, _, _ in rows}

@@ -1,6 +1,7 @@
 """The held-out eval in the guard: ms-swift's eval strategy default (it follows save_strategy when there is a val
 set, SftArguments._init_eval_strategy) and its eval batch check (rlhf_trainers/args_mixin.py), and the eval batch
 in a recipe's plan header."""
+
 from helpers import make
 
 from grpo_recipes.recipes import discover

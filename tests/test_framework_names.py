@@ -3,6 +3,7 @@ TRL and Megatron-SWIFT is a typed fact of the launch's front end (``launch.fw``,
 :class:`grpo_recipes.framework.Framework` each front end's package defines and ``frontends.FRAMEWORKS``
 registers). Read from the source with ast: a comparison (``==``, ``!=``, ``in``, ``not in``) with a framework's
 name as a string (or a tuple of them), or with anything called ``framework``."""
+
 import ast
 import pathlib
 
@@ -17,8 +18,9 @@ def _is_name(node: ast.AST) -> bool:
         return True
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):  # ('swift', 'trl'), not the words ['swift', 'rlhf']
         return bool(node.elts) and all(isinstance(e, ast.Constant) and e.value in NAMES for e in node.elts)
-    return (isinstance(node, ast.Attribute) and node.attr == 'framework') or \
-        (isinstance(node, ast.Name) and node.id == 'framework')
+    return (isinstance(node, ast.Attribute) and node.attr == 'framework') or (
+        isinstance(node, ast.Name) and node.id == 'framework'
+    )
 
 
 def comparisons(root: pathlib.Path = PACKAGE) -> list[str]:

@@ -1,5 +1,6 @@
 """The H200 is a catalogue card of its own (139.81 GiB as torch reports it, from a published OOM message on an
 "NVIDIA H200"): `--gpu-type H200` and the name nvidia-smi prints resolve to it, never to the H20 (95 GiB)."""
+
 import pytest
 from conftest import EXAMPLE, run_cli
 

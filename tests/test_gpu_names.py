@@ -1,5 +1,6 @@
 """--gpu-type resolves names exactly: the catalogue's names and the names nvidia-smi prints
 (`nvidia-smi --query-gpu=name`, as NVIDIA's drivers report them); a name that could be several cards is refused."""
+
 import pytest
 from conftest import EXAMPLE, run_cli
 
@@ -7,20 +8,46 @@ from grpo_recipes.errors import GuardError
 from grpo_recipes.gpu_names import check_hardware_flags, lookup, resolve
 
 
-@pytest.mark.parametrize('name,card', [
-    ('NVIDIA A100-SXM4-40GB', 'A100-40G'), ('NVIDIA A100-SXM4-80GB', 'A100-80G'), ('NVIDIA A100 80GB PCIe', 'A100-80G'),
-    ('NVIDIA A100-PCIE-40GB', 'A100-40G'), ('A100-40G', 'A100-40G'), ('A100-40', 'A100-40G'), ('a100 80gb', 'A100-80G'),
-    ('NVIDIA A800-SXM4-80GB', 'A800-80G'), ('NVIDIA H100 80GB HBM3', 'H100-80G'), ('NVIDIA H100 PCIe', 'H100-80G'),
-    ('H100', 'H100-80G'), ('NVIDIA H800', 'H800-80G'), ('NVIDIA H20', 'H20'), ('NVIDIA L40S', 'L40S'),
-    ('NVIDIA A10', 'A10'), ('NVIDIA GeForce RTX 4090', 'RTX4090'), ('NVIDIA GeForce RTX 3090', 'RTX3090'),
-    ('4090', 'RTX4090'), ('RTX3090', 'RTX3090'),
-])
+@pytest.mark.parametrize(
+    'name,card',
+    [
+        ('NVIDIA A100-SXM4-40GB', 'A100-40G'),
+        ('NVIDIA A100-SXM4-80GB', 'A100-80G'),
+        ('NVIDIA A100 80GB PCIe', 'A100-80G'),
+        ('NVIDIA A100-PCIE-40GB', 'A100-40G'),
+        ('A100-40G', 'A100-40G'),
+        ('A100-40', 'A100-40G'),
+        ('a100 80gb', 'A100-80G'),
+        ('NVIDIA A800-SXM4-80GB', 'A800-80G'),
+        ('NVIDIA H100 80GB HBM3', 'H100-80G'),
+        ('NVIDIA H100 PCIe', 'H100-80G'),
+        ('H100', 'H100-80G'),
+        ('NVIDIA H800', 'H800-80G'),
+        ('NVIDIA H20', 'H20'),
+        ('NVIDIA L40S', 'L40S'),
+        ('NVIDIA A10', 'A10'),
+        ('NVIDIA GeForce RTX 4090', 'RTX4090'),
+        ('NVIDIA GeForce RTX 3090', 'RTX3090'),
+        ('4090', 'RTX4090'),
+        ('RTX3090', 'RTX3090'),
+    ],
+)
 def test_names_resolve_to_one_card(name, card):
     assert resolve(name)[0] == card and lookup(name)[0] == card
 
 
-@pytest.mark.parametrize('name', ['NVIDIA H200 NVL', 'NVIDIA H100 NVL', 'NVIDIA A10G', 'NVIDIA GeForce RTX 4090 D',
-                                  'NVIDIA GeForce RTX 3090 Ti', 'A100-96G', 'V100'])
+@pytest.mark.parametrize(
+    'name',
+    [
+        'NVIDIA H200 NVL',
+        'NVIDIA H100 NVL',
+        'NVIDIA A10G',
+        'NVIDIA GeForce RTX 4090 D',
+        'NVIDIA GeForce RTX 3090 Ti',
+        'A100-96G',
+        'V100',
+    ],
+)
 def test_other_cards_are_not_matched_by_a_part_of_their_name(name):
     assert lookup(name) is None  # H200 is not the H20, the A10G not the A10
     with pytest.raises(GuardError, match='not a card of the catalogue'):

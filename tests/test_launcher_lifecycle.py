@@ -4,6 +4,7 @@
 loopback for `rollout` and plays a trainer for `rlhf`; a real `swift rollout` needs vLLM on a GPU.
 Everything else (data steps, grpo-guard check, the launcher and scripts/launch_lib.sh) is real.
 """
+
 import json
 import os
 import signal
@@ -57,14 +58,28 @@ def setup(tmp_path):
     recipe.write_text(header + yaml.safe_dump(cfg))
     pids = tmp_path / 'pids'
     pids.mkdir()
-    env = {**os.environ, 'RECIPE': str(recipe), 'SWIFT': str(FAKE), 'FAKE_PID_DIR': str(pids),
-           'OUTPUT_DIR': str(tmp_path / 'out'), 'HEALTH_TIMEOUT': '30', 'DEMO': '1'}  # the bundled sample: offline
+    env = {
+        **os.environ,
+        'RECIPE': str(recipe),
+        'SWIFT': str(FAKE),
+        'FAKE_PID_DIR': str(pids),
+        'OUTPUT_DIR': str(tmp_path / 'out'),
+        'HEALTH_TIMEOUT': '30',
+        'DEMO': '1',
+    }  # the bundled sample: offline
     return env, pids, port
 
 
 def launch(env, **extra):
-    return subprocess.Popen(['bash', str(RECIPE.launcher)], env={**env, **extra}, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
+    return subprocess.Popen(
+        ['bash', str(RECIPE.launcher)],
+        env={**env, **extra},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=sigint_default,
+    )
 
 
 def pid_of(pids, name, timeout=60):

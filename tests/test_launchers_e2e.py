@@ -11,6 +11,7 @@ launchers' CPU copies make two distinct runs (LoRA and full), and every other la
 the identical run's output; each launcher's own steps (prepare, filter, model check, guard, its swift command line)
 still run in full.
 """
+
 import json
 import os
 import subprocess
@@ -23,20 +24,69 @@ from grpo_recipes.recipes import discover
 
 pytestmark = pytest.mark.slow
 RECIPES = discover()
-GPU_ONLY = {'ENV', 'use_vllm', 'vllm_mode', 'vllm_gpu_memory_utilization', 'vllm_max_model_len', 'vllm_enable_lora',
-            'vllm_tensor_parallel_size', 'vllm_data_parallel_size', 'vllm_server_host', 'vllm_server_port',
-            'vllm_server_timeout', 'sleep_level', 'offload_model', 'offload_optimizer', 'deepspeed',
-            'move_model_batches', 'quant_method', 'quant_bits', 'template', 'torch_dtype'}
+GPU_ONLY = {
+    'ENV',
+    'use_vllm',
+    'vllm_mode',
+    'vllm_gpu_memory_utilization',
+    'vllm_max_model_len',
+    'vllm_enable_lora',
+    'vllm_tensor_parallel_size',
+    'vllm_data_parallel_size',
+    'vllm_server_host',
+    'vllm_server_port',
+    'vllm_server_timeout',
+    'sleep_level',
+    'offload_model',
+    'offload_optimizer',
+    'deepspeed',
+    'move_model_batches',
+    'quant_method',
+    'quant_bits',
+    'template',
+    'torch_dtype',
+}
 # not GPU settings, but the CPU run's 16-token cap truncates every completion of the random model, and
 # overlong_filter would then leave nothing in the loss (no gradient to check)
 CPU_DROP = {'overlong_filter'}
-CPU_ARGS = ['--model_type', 'qwen2', '--template', 'qwen2_5', '--max_steps', '2', '--per_device_train_batch_size', '2',
-            '--gradient_accumulation_steps', '1', '--num_generations', '2', '--max_completion_length', '16',
-            '--external_plugins', str(ROOT / 'tests' / 'standins' / 'toy_reward.py'),
-            '--reward_funcs', 'accuracy', 'toy_distinct', '--check_model', 'false', '--report_to', 'none',
-            '--logging_steps', '1', '--save_steps', '2', '--dataloader_num_workers', '0',
-            # the recipe's held-out eval, once, at the last step, on the CPU run's batch shape
-            '--eval_steps', '2', '--num_generations_eval', '2', '--per_device_eval_batch_size', '2']
+CPU_ARGS = [
+    '--model_type',
+    'qwen2',
+    '--template',
+    'qwen2_5',
+    '--max_steps',
+    '2',
+    '--per_device_train_batch_size',
+    '2',
+    '--gradient_accumulation_steps',
+    '1',
+    '--num_generations',
+    '2',
+    '--max_completion_length',
+    '16',
+    '--external_plugins',
+    str(ROOT / 'tests' / 'standins' / 'toy_reward.py'),
+    '--reward_funcs',
+    'accuracy',
+    'toy_distinct',
+    '--check_model',
+    'false',
+    '--report_to',
+    'none',
+    '--logging_steps',
+    '1',
+    '--save_steps',
+    '2',
+    '--dataloader_num_workers',
+    '0',
+    # the recipe's held-out eval, once, at the last step, on the CPU run's batch shape
+    '--eval_steps',
+    '2',
+    '--num_generations_eval',
+    '2',
+    '--per_device_eval_batch_size',
+    '2',
+]
 
 
 @pytest.fixture(scope='module')
@@ -49,15 +99,20 @@ def swift_once(tmp_path_factory):
     """PATH and cache for tests/standins/swift_once/swift: the real swift runs each distinct training command once per
     session; a launcher whose command is the same gets that run's output (its own launcher steps all run)."""
     from conftest import shared_tmp
-    return {'PATH': os.pathsep.join([str(ROOT / 'tests' / 'standins' / 'swift_once'), os.environ.get('PATH', '')]),
-            'SWIFT_ONCE_CACHE': str(shared_tmp(tmp_path_factory) / 'swift-once')}
+
+    return {
+        'PATH': os.pathsep.join([str(ROOT / 'tests' / 'standins' / 'swift_once'), os.environ.get('PATH', '')]),
+        'SWIFT_ONCE_CACHE': str(shared_tmp(tmp_path_factory) / 'swift-once'),
+    }
 
 
 @pytest.fixture(scope='module')
 def gsm8k_like(tmp_path_factory):
     p = tmp_path_factory.mktemp('data') / 'gsm8k.jsonl'
-    rows = [{'question': f'What is {a} + {b}?', 'answer': f'{a} + {b} = <<{a}+{b}={a + b}>>{a + b}\n#### {a + b}'}
-            for a, b in [(1, 2), (3, 4), (5, 6), (7, 8), (9, 10), (11, 12), (13, 14), (15, 16)]]
+    rows = [
+        {'question': f'What is {a} + {b}?', 'answer': f'{a} + {b} = <<{a}+{b}={a + b}>>{a + b}\n#### {a + b}'}
+        for a, b in [(1, 2), (3, 4), (5, 6), (7, 8), (9, 10), (11, 12), (13, 14), (15, 16)]
+    ]
     p.write_text(''.join(json.dumps(r) + '\n' for r in rows))
     return p
 
@@ -76,18 +131,32 @@ def cpu_copy(recipe, dest):
 @pytest.mark.parametrize('recipe', RECIPES, ids=[r.name for r in RECIPES])
 def test_launcher_trains_two_steps_on_cpu(recipe, tiny, gsm8k_like, swift_once, tmp_path):
     out = tmp_path / 'run'
-    env = {**os.environ, 'RECIPE': str(cpu_copy(recipe, tmp_path / 'recipes')), 'MODEL': str(tiny),
-           'DATASET': str(gsm8k_like), 'VAL_DATASET': str(gsm8k_like), 'OUTPUT_DIR': str(out), 'HF_HUB_OFFLINE': '1',
-           **swift_once}
+    env = {
+        **os.environ,
+        'RECIPE': str(cpu_copy(recipe, tmp_path / 'recipes')),
+        'MODEL': str(tiny),
+        'DATASET': str(gsm8k_like),
+        'VAL_DATASET': str(gsm8k_like),
+        'OUTPUT_DIR': str(out),
+        'HF_HUB_OFFLINE': '1',
+        **swift_once,
+    }
     for k in ('NNODES', 'NODE_RANK', 'MASTER_ADDR', 'NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES'):
         env.pop(k, None)
-    proc = subprocess.run(['bash', str(recipe.launcher), *CPU_ARGS], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=900)
+    proc = subprocess.run(
+        ['bash', str(recipe.launcher), *CPU_ARGS], capture_output=True, text=True, env=env, cwd=ROOT, timeout=900
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert 'swift_once: ' in proc.stderr  # the launcher ran this `swift`, found on PATH as a user's would be
     steps = [ln[2:].split()[:2] for ln in proc.stderr.splitlines() if ln.startswith('+ ')]
-    assert steps == [['grpo-data', 'prepare-gsm8k'], ['grpo-data', 'filter'], ['grpo-data', 'prepare-gsm8k'],
-                     ['grpo-data', 'filter'], ['grpo-guard', 'check'], ['swift', 'rlhf']]
+    assert steps == [
+        ['grpo-data', 'prepare-gsm8k'],
+        ['grpo-data', 'filter'],
+        ['grpo-data', 'prepare-gsm8k'],
+        ['grpo-data', 'filter'],
+        ['grpo-guard', 'check'],
+        ['swift', 'rlhf'],
+    ]
     assert sum(1 for _ in (out / 'data' / 'train.jsonl').open()) == 8
     assert sum(1 for _ in (out / 'data' / 'val.jsonl').open()) == 8
     runs = sorted(out.glob('v*-*'))
@@ -98,9 +167,24 @@ def test_launcher_trains_two_steps_on_cpu(recipe, tiny, gsm8k_like, swift_once, 
     assert any(float(row['grad_norm']) > 0 for row in logs if 'grad_norm' in row)
     assert any('eval_reward' in row for row in logs), 'the held-out eval did not run'
     # the run's completions.jsonl, read back by grpo-data: every logged training prompt is a row of the data
-    stats = subprocess.run(['grpo-data', 'stats', str(out / 'data' / 'train.jsonl'), '--tokenizer', str(tiny),
-                            '--completions', str(runs[-1] / 'completions.jsonl'), '--json', '--quiet'],
-                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    stats = subprocess.run(
+        [
+            'grpo-data',
+            'stats',
+            str(out / 'data' / 'train.jsonl'),
+            '--tokenizer',
+            str(tiny),
+            '--completions',
+            str(runs[-1] / 'completions.jsonl'),
+            '--json',
+            '--quiet',
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert stats.returncode == 0, stats.stderr
     comp = json.loads(stats.stdout)['completions']
     assert comp['rows_seen'] >= 2 and comp['unmatched_prompts'] == 0 and comp['logged_tables'] == 2

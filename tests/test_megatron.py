@@ -1,6 +1,7 @@
 """Megatron-SWIFT GRPO (`megatron rlhf --rlhf_type grpo`): the reader, the plan, every rule id, and the memory model's
 behaviour. Launch shapes follow ms-swift's examples/megatron/grpo/dense_colocate.sh and moe_colocate_full.sh
 (written here as our own variants)."""
+
 import json
 
 import pytest
@@ -18,13 +19,53 @@ ENV8 = {'NPROC_PER_NODE': '8', 'CUDA_VISIBLE_DEVICES': '0,1,2,3,4,5,6,7'}
 
 # the shape of examples/megatron/grpo/dense_colocate.sh (its header works the batch out in a comment), on a text
 # model we bundle: 8 ranks, TP 1, global 128 completions, micro 4, 4 steps per generation, 8 generations
-DENSE = ['megatron', 'rlhf', '--rlhf_type', 'grpo', '--model', QWEN7, '--tensor_model_parallel_size', '1',
-         '--global_batch_size', '128', '--micro_batch_size', '4', '--steps_per_generation', '4',
-         '--num_generations', '8', '--reward_funcs', 'accuracy', 'format', '--use_vllm', 'true',
-         '--vllm_mode', 'colocate', '--vllm_gpu_memory_utilization', '0.5', '--vllm_max_model_len', '10240',
-         '--max_length', '8192', '--max_completion_length', '2048', '--tuner_type', 'full', '--beta', '0.001',
-         '--sleep_level', '2', '--offload_model', 'true', '--offload_optimizer', 'true',
-         '--recompute_granularity', 'selective', '--padding_free', 'true']
+DENSE = [
+    'megatron',
+    'rlhf',
+    '--rlhf_type',
+    'grpo',
+    '--model',
+    QWEN7,
+    '--tensor_model_parallel_size',
+    '1',
+    '--global_batch_size',
+    '128',
+    '--micro_batch_size',
+    '4',
+    '--steps_per_generation',
+    '4',
+    '--num_generations',
+    '8',
+    '--reward_funcs',
+    'accuracy',
+    'format',
+    '--use_vllm',
+    'true',
+    '--vllm_mode',
+    'colocate',
+    '--vllm_gpu_memory_utilization',
+    '0.5',
+    '--vllm_max_model_len',
+    '10240',
+    '--max_length',
+    '8192',
+    '--max_completion_length',
+    '2048',
+    '--tuner_type',
+    'full',
+    '--beta',
+    '0.001',
+    '--sleep_level',
+    '2',
+    '--offload_model',
+    'true',
+    '--offload_optimizer',
+    'true',
+    '--recompute_granularity',
+    'selective',
+    '--padding_free',
+    'true',
+]
 
 
 def launch(*extra, env=None, base=DENSE, release=None):
@@ -43,9 +84,17 @@ def ids(result):
 
 # ---- reader ----
 
+
 def test_flags_parse_as_hf_argparser_does():
-    la = launch('--no_save_optim', '--finetune', '--micro_batch', '2', '--recompute-granularity', 'full',
-                '--no_gradient_accumulation_fusion')
+    la = launch(
+        '--no_save_optim',
+        '--finetune',
+        '--micro_batch',
+        '2',
+        '--recompute-granularity',
+        'full',
+        '--no_gradient_accumulation_fusion',
+    )
     a = la.args
     assert a['no_save_optim'] is True and a['finetune'] is True  # a bare bool flag is true
     assert a['micro_batch_size'] == 2 and la.abbreviated == [('--micro_batch', '--micro_batch_size')]
@@ -65,9 +114,11 @@ def test_defaults_come_from_the_release_snapshot():
 
 def test_yaml_config_with_env_block(tmp_path):
     cfg = tmp_path / 'grpo.yaml'
-    cfg.write_text('ENV:\n  NPROC_PER_NODE: 4\n  NNODES: 2\n  MASTER_PORT: 29600\nrlhf_type: grpo\n'
-                   f'model: {QWEN7}\nreward_funcs: [accuracy, format]\nmicro_batch_size: 2\n'
-                   'vllm_engine_kwargs: {"max_num_batched_tokens": 8192}\n')
+    cfg.write_text(
+        'ENV:\n  NPROC_PER_NODE: 4\n  NNODES: 2\n  MASTER_PORT: 29600\nrlhf_type: grpo\n'
+        f'model: {QWEN7}\nreward_funcs: [accuracy, format]\nmicro_batch_size: 2\n'
+        'vllm_engine_kwargs: {"max_num_batched_tokens": 8192}\n'
+    )
     la = mg.read(['megatron', 'rlhf', str(cfg), '--global_batch_size', '64'], env={'NNODES': '1'})
     assert la.config_file == str(cfg)
     assert la.nproc_per_node == 4 and la.nnodes == 1  # the environment wins over the file's ENV block
@@ -83,8 +134,14 @@ def test_json_config(tmp_path):
     assert la.args['tensor_model_parallel_size'] == 2 and la.args['sequence_parallel'] is True
 
 
-@pytest.mark.parametrize('text, words', [('rlhf_type: [grpo\n', 'not valid YAML'), ('- a\n- b\n', 'mapping'),
-                                         ('ENV: 3\nrlhf_type: grpo\n', 'ENV must be a mapping')])
+@pytest.mark.parametrize(
+    'text, words',
+    [
+        ('rlhf_type: [grpo\n', 'not valid YAML'),
+        ('- a\n- b\n', 'mapping'),
+        ('ENV: 3\nrlhf_type: grpo\n', 'ENV must be a mapping'),
+    ],
+)
 def test_bad_config_is_one_guard_error_line(tmp_path, text, words):
     cfg = tmp_path / 'bad.yaml'
     cfg.write_text(text)
@@ -130,11 +187,11 @@ def test_3x_names_become_4x_fixes():
 
 def test_a_3x_release_keeps_its_own_names():
     i = DENSE.index('--tuner_type')
-    la = launch('--max_epochs', '1', '--train_type', 'full', release='3.12.6', base=DENSE[:i] + DENSE[i + 2:])
+    la = launch('--max_epochs', '1', '--train_type', 'full', release='3.12.6', base=DENSE[:i] + DENSE[i + 2 :])
     assert la.snapshot == '3.12.6' and la.renamed == [] and la.unknown == []
     assert la.args['max_epochs'] == 1 and la.args['train_type'] == 'full'
     # 4.x's name is unknown to 3.12
-    la = launch('--num_train_epochs', '1', release='3.12.6', base=DENSE[:i] + DENSE[i + 2:])
+    la = launch('--num_train_epochs', '1', release='3.12.6', base=DENSE[:i] + DENSE[i + 2 :])
     assert la.unknown == ['--num_train_epochs', '1']
 
 
@@ -148,6 +205,7 @@ def test_a_release_without_its_own_snapshot_says_which_one_read_it():
 
 # ---- plan ----
 
+
 def test_plan_of_the_dense_colocate_example():
     _, plan, _ = run()
     assert plan['parallel'] == {'tp': 1, 'pp': 1, 'cp': 1, 'ep': 1, 'etp': 1, 'dp': 8, 'vpp': None}
@@ -160,9 +218,22 @@ def test_plan_of_the_dense_colocate_example():
 
 
 def test_plan_moe_layout_ep_does_not_reduce_dp():
-    la = launch('--tensor_model_parallel_size', '4', '--pipeline_model_parallel_size', '2',
-                '--expert_model_parallel_size', '4', '--global_batch_size', '8', '--micro_batch_size', '1',
-                '--steps_per_generation', '1', '--vllm_tensor_parallel_size', '8')
+    la = launch(
+        '--tensor_model_parallel_size',
+        '4',
+        '--pipeline_model_parallel_size',
+        '2',
+        '--expert_model_parallel_size',
+        '4',
+        '--global_batch_size',
+        '8',
+        '--micro_batch_size',
+        '1',
+        '--steps_per_generation',
+        '1',
+        '--vllm_tensor_parallel_size',
+        '8',
+    )
     plan = mg.check(la, A100_80)[1]
     assert plan['parallel']['dp'] == 1 and plan['expert_dp'] == 1 and plan['num_microbatches'] == 8
     assert plan['generation_batch'] == 8 and plan['prompts_per_rollout'] == 1
@@ -170,23 +241,41 @@ def test_plan_moe_layout_ep_does_not_reduce_dp():
 
 
 def test_steps_per_generation_defaults_to_one():
-    la = mg.read([a for a in DENSE if a not in ('--steps_per_generation',)][:0] + [
-        'megatron', 'rlhf', '--rlhf_type', 'grpo', '--global_batch_size', '32', '--num_generations', '8'],
-        env={'NPROC_PER_NODE': '4'})
+    la = mg.read(
+        [a for a in DENSE if a not in ('--steps_per_generation',)][:0]
+        + ['megatron', 'rlhf', '--rlhf_type', 'grpo', '--global_batch_size', '32', '--num_generations', '8'],
+        env={'NPROC_PER_NODE': '4'},
+    )
     plan = mg.check(la, A100_80, model=load_model_config(QWEN7))[1]
     assert plan['steps_per_generation'] == 1 and plan['generation_batch'] == 32
-    la = mg.read(['megatron', 'rlhf', '--rlhf_type', 'grpo', '--global_batch_size', '32',
-                  '--generation_batch_size', '96'], env={'NPROC_PER_NODE': '4'})
+    la = mg.read(
+        ['megatron', 'rlhf', '--rlhf_type', 'grpo', '--global_batch_size', '32', '--generation_batch_size', '96'],
+        env={'NPROC_PER_NODE': '4'},
+    )
     assert mg.check(la, A100_80, model=load_model_config(QWEN7))[1]['steps_per_generation'] == 3
 
 
 # ---- rules: every id, from a launch that makes it ----
 
-LLAMA_SHAPE = {'model_type': 'llama', 'hidden_size': 4096, 'num_attention_heads': 32, 'num_key_value_heads': 8,
-               'num_hidden_layers': 30, 'intermediate_size': 11008, 'vocab_size': 32000,
-               'max_position_embeddings': 4096, 'torch_dtype': 'bfloat16'}
-MOE_SHAPE = {**LLAMA_SHAPE, 'model_type': 'qwen3_moe', 'num_experts': 6, 'num_experts_per_tok': 2,
-             'moe_intermediate_size': 768, 'num_hidden_layers': 32}
+LLAMA_SHAPE = {
+    'model_type': 'llama',
+    'hidden_size': 4096,
+    'num_attention_heads': 32,
+    'num_key_value_heads': 8,
+    'num_hidden_layers': 30,
+    'intermediate_size': 11008,
+    'vocab_size': 32000,
+    'max_position_embeddings': 4096,
+    'torch_dtype': 'bfloat16',
+}
+MOE_SHAPE = {
+    **LLAMA_SHAPE,
+    'model_type': 'qwen3_moe',
+    'num_experts': 6,
+    'num_experts_per_tok': 2,
+    'moe_intermediate_size': 768,
+    'num_hidden_layers': 32,
+}
 
 CASES = {
     'megatron.rlhf-type': lambda: run('--rlhf_type', 'dpo'),
@@ -198,45 +287,72 @@ CASES = {
     'megatron.vllm-required': lambda: run('--use_vllm', 'false'),
     'megatron.vllm-mode-unset': lambda: run(base=[a for a in DENSE if a not in ('--vllm_mode', 'colocate')]),
     'megatron.vllm-tp-world': lambda: run('--vllm_tensor_parallel_size', '3'),
-    'megatron.reward-funcs': lambda: run(base=[a for a in DENSE if a not in ('--reward_funcs', 'accuracy',
-                                                                              'format')]),
+    'megatron.reward-funcs': lambda: run(base=[a for a in DENSE if a not in ('--reward_funcs', 'accuracy', 'format')]),
     'megatron.server-address': lambda: run('--vllm_mode', 'server'),
     'megatron.world-divisible': lambda: run('--tensor_model_parallel_size', '3'),
     'megatron.expert-world-divisible': lambda: run('--expert_model_parallel_size', '3', model=MOE_SHAPE),
     'megatron.gpus': lambda: run(env={'NPROC_PER_NODE': '16'}),
     'megatron.generation-batch': lambda: run('--generation_batch_size', '100'),
-    'megatron.dp-alignment': lambda: run('--global_batch_size', '64', '--steps_per_generation', '1',
-                                         '--micro_batch_size', '1', '--num_generations', '16'),
-    'megatron.num-microbatches': lambda: run('--global_batch_size', '64', '--steps_per_generation', '3',
-                                             '--num_generations', '8', '--micro_batch_size', '3'),
+    'megatron.dp-alignment': lambda: run(
+        '--global_batch_size', '64', '--steps_per_generation', '1', '--micro_batch_size', '1', '--num_generations', '16'
+    ),
+    'megatron.num-microbatches': lambda: run(
+        '--global_batch_size', '64', '--steps_per_generation', '3', '--num_generations', '8', '--micro_batch_size', '3'
+    ),
     'megatron.recompute': lambda: run('--recompute_method', 'uniform'),
     'megatron.sequence-parallel-off': lambda: run('--sequence_parallel', 'true'),
     'megatron.tp-comm-overlap': lambda: run('--tp_comm_overlap', 'true', '--tensor_model_parallel_size', '2'),
     'megatron.pp-layers': lambda: run('--decoder_first_pipeline_num_layers', '10'),
     'megatron.group-by-length': lambda: run('--group_by_length', 'true'),
-    'megatron.ep-tp-sequence-parallel': lambda: run('--expert_model_parallel_size', '2',
-                                                    '--tensor_model_parallel_size', '2', model=MOE_SHAPE),
-    'megatron.vpp-beta': lambda: run('--pipeline_model_parallel_size', '2',
-                                     '--virtual_pipeline_model_parallel_size', '2', '--global_batch_size', '64'),
+    'megatron.ep-tp-sequence-parallel': lambda: run(
+        '--expert_model_parallel_size', '2', '--tensor_model_parallel_size', '2', model=MOE_SHAPE
+    ),
+    'megatron.vpp-beta': lambda: run(
+        '--pipeline_model_parallel_size',
+        '2',
+        '--virtual_pipeline_model_parallel_size',
+        '2',
+        '--global_batch_size',
+        '64',
+    ),
     'megatron.ref-model': lambda: run('--beta', '0'),
     'megatron.tuner-switched': lambda: run('--adapters', 'output/checkpoint-100'),
-    'megatron.heads-tp': lambda: run('--tensor_model_parallel_size', '8', '--global_batch_size', '16',
-                                     '--steps_per_generation', '8', '--micro_batch_size', '1'),
-    'megatron.layers-pp': lambda: run('--pipeline_model_parallel_size', '8', '--global_batch_size', '16',
-                                      '--steps_per_generation', '8', '--micro_batch_size', '1'),
+    'megatron.heads-tp': lambda: run(
+        '--tensor_model_parallel_size',
+        '8',
+        '--global_batch_size',
+        '16',
+        '--steps_per_generation',
+        '8',
+        '--micro_batch_size',
+        '1',
+    ),
+    'megatron.layers-pp': lambda: run(
+        '--pipeline_model_parallel_size',
+        '8',
+        '--global_batch_size',
+        '16',
+        '--steps_per_generation',
+        '8',
+        '--micro_batch_size',
+        '1',
+    ),
     'megatron.experts-ep': lambda: run('--expert_model_parallel_size', '4', model=MOE_SHAPE),
-    'megatron.vllm-heads': lambda: run('--vllm_tensor_parallel_size', '8', model={**LLAMA_SHAPE,
-                                                                                 'num_attention_heads': 28,
-                                                                                 'hidden_size': 3584}),
+    'megatron.vllm-heads': lambda: run(
+        '--vllm_tensor_parallel_size', '8', model={**LLAMA_SHAPE, 'num_attention_heads': 28, 'hidden_size': 3584}
+    ),
     'megatron.memory': lambda: run(base=[QWEN32 if a == QWEN7 else a for a in DENSE]),
-    'megatron.vllm-startup-memory': lambda: run('--offload_model', 'false', '--offload_optimizer', 'false',
-                                                '--vllm_gpu_memory_utilization', '0.8'),
+    'megatron.vllm-startup-memory': lambda: run(
+        '--offload_model', 'false', '--offload_optimizer', 'false', '--vllm_gpu_memory_utilization', '0.8'
+    ),
     'megatron.vllm-no-kv': lambda: run('--vllm_gpu_memory_utilization', '0.1'),
-    'megatron.vllm-kv-one-sequence': lambda: run('--vllm_gpu_memory_utilization', '0.205', '--vllm_max_model_len',
-                                                 '32768'),
+    'megatron.vllm-kv-one-sequence': lambda: run(
+        '--vllm_gpu_memory_utilization', '0.205', '--vllm_max_model_len', '32768'
+    ),
     'megatron.vllm-kv-concurrency': lambda: run(),
-    'megatron.model-unavailable': lambda: run(model=None, base=[a if a != QWEN7 else 'no-such/model-xyz'
-                                                                for a in DENSE]),
+    'megatron.model-unavailable': lambda: run(
+        model=None, base=[a if a != QWEN7 else 'no-such/model-xyz' for a in DENSE]
+    ),
 }
 
 
@@ -252,8 +368,9 @@ def test_every_megatron_rule_id_has_a_case():
 
 def test_the_example_shape_is_clean():
     # TP 2 with sequence parallelism, 2 completions per micro-batch, prompts of at most 512 tokens (the data's)
-    result = run('--tensor_model_parallel_size', '2', '--sequence_parallel', 'true', '--micro_batch_size', '2',
-                 prompt_len=512)
+    result = run(
+        '--tensor_model_parallel_size', '2', '--sequence_parallel', 'true', '--micro_batch_size', '2', prompt_len=512
+    )
     assert [f for f in result[0] if f.severity != 'info'] == []
     assert result[2]['sequence_tokens'] == 512 + 2048 and result[2]['peak_gib'] < 80
 
@@ -275,8 +392,20 @@ def test_findings_quote_ms_swift_with_a_fix():
     f = next(f for f in run('--vllm_tensor_parallel_size', '3')[0] if f.rule == 'megatron.vllm-tp-world')
     assert 'vllm_tensor_parallel_size (3) must divide world size (8) evenly.' in f.message
     assert f.fix == '--vllm_tensor_parallel_size 2' and f.source.endswith('rollout_mixin.py')
-    f = next(f for f in run('--global_batch_size', '64', '--steps_per_generation', '1', '--micro_batch_size', '3',
-                            '--num_generations', '8')[0] if f.rule == 'megatron.dp-alignment')
+    f = next(
+        f
+        for f in run(
+            '--global_batch_size',
+            '64',
+            '--steps_per_generation',
+            '1',
+            '--micro_batch_size',
+            '3',
+            '--num_generations',
+            '8',
+        )[0]
+        if f.rule == 'megatron.dp-alignment'
+    )
     assert 'must be divisible by micro_batch_size (3)' in f.message and f.fix == '--micro_batch_size 1'
     f = next(f for f in run('--vllm_gpu_memory_utilisation', '0.5')[0] if f.rule == 'megatron.unknown-args')
     assert "remaining_argv: ['--vllm_gpu_memory_utilisation', '0.5']" in f.message
@@ -285,10 +414,12 @@ def test_findings_quote_ms_swift_with_a_fix():
 
 def test_release_specific_checks():
     no_mode = [a for a in DENSE if a not in ('--vllm_mode', 'colocate')]
-    early = next(f for f in mg.check(launch(base=no_mode, release='4.0.4'), A100_80)[0]
-                 if f.rule == 'megatron.vllm-mode-unset')
-    late = next(f for f in mg.check(launch(base=no_mode, release='4.6.0'), A100_80)[0]
-                if f.rule == 'megatron.vllm-mode-unset')
+    early = next(
+        f for f in mg.check(launch(base=no_mode, release='4.0.4'), A100_80)[0] if f.rule == 'megatron.vllm-mode-unset'
+    )
+    late = next(
+        f for f in mg.check(launch(base=no_mode, release='4.6.0'), A100_80)[0] if f.rule == 'megatron.vllm-mode-unset'
+    )
     assert early.message.startswith('vllm_mode is required for Megatron GRPO')  # 3.12-4.0: at parsing
     assert late.message.startswith('Invalid vllm_mode: None') and 'after the Megatron model' in late.message
     both = ('--generation_batch_size', '512')  # with steps_per_generation 4: 128 x 4, consistent
@@ -299,8 +430,20 @@ def test_release_specific_checks():
 
 
 def test_layers_by_virtual_stages():
-    f = [f for f in run('--pipeline_model_parallel_size', '2', '--virtual_pipeline_model_parallel_size', '4',
-                        '--beta', '0', '--global_batch_size', '64')[0] if f.rule == 'megatron.layers-pp']
+    f = [
+        f
+        for f in run(
+            '--pipeline_model_parallel_size',
+            '2',
+            '--virtual_pipeline_model_parallel_size',
+            '4',
+            '--beta',
+            '0',
+            '--global_batch_size',
+            '64',
+        )[0]
+        if f.rule == 'megatron.layers-pp'
+    ]
     assert 'num_layers_per_pipeline_rank should be divisible by vp_size' in f[0].message  # 28 layers: 14 per rank
     assert f[0].fix == '--virtual_pipeline_model_parallel_size 2'
 
@@ -317,8 +460,11 @@ def test_nproc_beyond_visible_devices():
 
 def test_server_mode_addresses():
     assert 'megatron.server-address' not in ids(run('--vllm_mode', 'server', '--vllm_server_host', '127.0.0.1'))
-    f = next(f for f in run('--vllm_mode', 'server', '--vllm_server_host', 'a', 'b')[0]
-             if f.rule == 'megatron.server-address')
+    f = next(
+        f
+        for f in run('--vllm_mode', 'server', '--vllm_server_host', 'a', 'b')[0]
+        if f.rule == 'megatron.server-address'
+    )
     assert f.message == 'host and server_port must have same length when lists are provided'
     assert f.fix == '--vllm_server_port 8000 8001'
     m = run('--vllm_mode', 'server', '--vllm_server_host', '127.0.0.1')[2]
@@ -326,12 +472,22 @@ def test_server_mode_addresses():
 
 
 def test_vpp_with_beta_zero_is_allowed():
-    assert 'megatron.vpp-beta' not in ids(run('--pipeline_model_parallel_size', '2', '--beta', '0',
-                                              '--virtual_pipeline_model_parallel_size', '2',
-                                              '--global_batch_size', '64'))
+    assert 'megatron.vpp-beta' not in ids(
+        run(
+            '--pipeline_model_parallel_size',
+            '2',
+            '--beta',
+            '0',
+            '--virtual_pipeline_model_parallel_size',
+            '2',
+            '--global_batch_size',
+            '64',
+        )
+    )
 
 
 # ---- memory ----
+
 
 def mem(*extra, **kw):
     return run(*extra, **kw)[2]
@@ -372,8 +528,16 @@ def test_offload_and_sleep_shape_the_phases():
 def test_recompute_and_sequence_parallel_shrink_activations():
     sel = mem('--tensor_model_parallel_size', '2')['terms']['train']['activations']
     sp = mem('--tensor_model_parallel_size', '2', '--sequence_parallel', 'true')['terms']['train']['activations']
-    full = mem('--tensor_model_parallel_size', '2', '--recompute_granularity', 'full', '--recompute_method',
-               'uniform', '--recompute_num_layers', '1')['terms']['train']['activations']
+    full = mem(
+        '--tensor_model_parallel_size',
+        '2',
+        '--recompute_granularity',
+        'full',
+        '--recompute_method',
+        'uniform',
+        '--recompute_num_layers',
+        '1',
+    )['terms']['train']['activations']
     # Korthikanti Table 2: selective sbh(10 + 24/t) -> with SP 34sbh/t; full: 2sbh per layer
     assert sp / sel == pytest.approx((34 / 2) / (10 + 24 / 2), rel=0.01)
     assert full < sp
@@ -392,11 +556,33 @@ def test_no_memory_without_a_capacity():
 
 # ---- the module's own command and the adapters for check.py ----
 
+
 def test_command_line_exit_codes(capsys):
     from grpo_recipes.frontends.megatron.__main__ import main
-    assert main(['--gpus', '8', '--gpu-type', 'A100-80G', '--prompt-len', '512', '--json', '--', 'NPROC_PER_NODE=8',
-                 *DENSE, '--tensor_model_parallel_size', '2', '--sequence_parallel', 'true', '--micro_batch_size',
-                 '2']) == 0
+
+    assert (
+        main(
+            [
+                '--gpus',
+                '8',
+                '--gpu-type',
+                'A100-80G',
+                '--prompt-len',
+                '512',
+                '--json',
+                '--',
+                'NPROC_PER_NODE=8',
+                *DENSE,
+                '--tensor_model_parallel_size',
+                '2',
+                '--sequence_parallel',
+                'true',
+                '--micro_batch_size',
+                '2',
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out['ok'] and out['plan']['parallel']['dp'] == 4 and out['memory']['peak_gib'] < 80
     assert main(['--', 'NPROC_PER_NODE=8', *DENSE, '--max_epochs', '1']) == 1
@@ -406,8 +592,9 @@ def test_command_line_exit_codes(capsys):
 
 
 def test_memory_as_the_guards_gpu_memory():
-    m = run('--tensor_model_parallel_size', '2', '--sequence_parallel', 'true', '--micro_batch_size', '2',
-            prompt_len=512)[2]
+    m = run(
+        '--tensor_model_parallel_size', '2', '--sequence_parallel', 'true', '--micro_batch_size', '2', prompt_len=512
+    )[2]
     g = mg.as_gpu_memory(m)
     assert g.role == 'train+vllm' and g.phase == m['peak_phase'] and g.fits
     assert g.total_gib == pytest.approx(sum(g.components.values()), abs=0.1)
@@ -418,11 +605,21 @@ def test_a_launcher_script_through_the_shell_reader():
     import pathlib
 
     from grpo_recipes.frontends.shell import read_script
+
     path = pathlib.Path(__file__).parent / 'data' / 'megatron' / 'moe_colocate_full_variant.sh'
     cmd = next(c for c in read_script(path.read_text(), {}, source=str(path)) if c.argv[:2] == ['megatron', 'rlhf'])
     la = mg.read(cmd.argv, {**cmd.env}, f'{path}:{cmd.line}')
-    moe = {**MOE_SHAPE, 'num_experts': 128, 'num_experts_per_tok': 8, 'num_hidden_layers': 48, 'hidden_size': 2048,
-           'num_key_value_heads': 4, 'head_dim': 128, 'vocab_size': 151936, 'max_position_embeddings': 262144}
+    moe = {
+        **MOE_SHAPE,
+        'num_experts': 128,
+        'num_experts_per_tok': 8,
+        'num_hidden_layers': 48,
+        'hidden_size': 2048,
+        'num_key_value_heads': 4,
+        'head_dim': 128,
+        'vocab_size': 151936,
+        'max_position_embeddings': 262144,
+    }
     findings, plan, mem = mg.check(la, Hardware(gpus=8, gpu_type='H100', source='flags'), model=moe)
     assert la.world_size == 8 and la.env['PYTORCH_CUDA_ALLOC_CONF'] == 'expandable_segments:True'
     assert plan['parallel']['dp'] == 1 and plan['num_microbatches'] == 8 and plan['vllm_max_num_seqs'] == 8
@@ -439,6 +636,7 @@ def test_the_engine_starts_before_the_optimizer_exists():
 
 def test_the_32b_two_node_recipe_candidate():
     import pathlib
+
     path = pathlib.Path(__file__).parent / 'data' / 'megatron' / 'qwen2.5-32b-instruct-full-2x8xa100-80g-megatron.yaml'
     la = mg.read([str(path)], {})
     # Qwen2.5-32B-Instruct has the architecture of the bundled DeepSeek-R1-Distill-Qwen-32B (Qwen2, 64 layers,
@@ -453,6 +651,7 @@ def test_the_32b_two_node_recipe_candidate():
 def test_the_dispatchers_allocator_reading_accepts_a_megatron_launch(tmp_path):
     """frontends/__init__.py sets launch.alloc from the environment and the config's ENV block on every launch."""
     from grpo_recipes.frontends import _alloc
+
     cfg = tmp_path / 'grpo.yaml'
     cfg.write_text('ENV:\n  PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True\nrlhf_type: grpo\n')
     la = mg.read(['megatron', 'rlhf', str(cfg)], env={})
@@ -464,6 +663,7 @@ def test_the_dispatchers_allocator_reading_accepts_a_megatron_launch(tmp_path):
 def test_pipeline_stages_first_holds_micro_batches_last_holds_logits():
     from grpo_recipes.frontends.megatron.memory import activations
     from grpo_recipes.memory.arch import Arch
+
     a = Arch.from_config(load_model_config(QWEN7))
     args = {'micro_batch_size': 1, 'recompute_granularity': 'selective'}
     par = {'tp': 1, 'pp': 1, 'cp': 1, 'sequence_parallel': False}
@@ -479,10 +679,36 @@ def test_pipeline_stages_first_holds_micro_batches_last_holds_logits():
 def test_any_token_soup_reads_or_fails_with_one_line():
     """Seeded fuzz: flags, prefixes, values and junk in any order never raise anything but GuardError."""
     import random
+
     rng = random.Random(29)
-    pool = ['--micro_batch_size', '--micro', '--vllm_mode', '--sleep_level', '--reward_funcs', '--use_vllm', '--no_',
-            '--', '-', '--=', '--tensor_model_parallel_size', '--max_epochs', '--no_use_vllm', '--beta', 'colocate',
-            '2', '-1', '0', 'true', 'maybe', '', '1e-3', '{"a": 1}', '--vllm_engine_kwargs', 'x.yaml', '--save']
+    pool = [
+        '--micro_batch_size',
+        '--micro',
+        '--vllm_mode',
+        '--sleep_level',
+        '--reward_funcs',
+        '--use_vllm',
+        '--no_',
+        '--',
+        '-',
+        '--=',
+        '--tensor_model_parallel_size',
+        '--max_epochs',
+        '--no_use_vllm',
+        '--beta',
+        'colocate',
+        '2',
+        '-1',
+        '0',
+        'true',
+        'maybe',
+        '',
+        '1e-3',
+        '{"a": 1}',
+        '--vllm_engine_kwargs',
+        'x.yaml',
+        '--save',
+    ]
     for _ in range(300):
         argv = ['megatron', 'rlhf', *rng.choices(pool, k=rng.randint(0, 8))]
         if argv[2:3] == ['x.yaml']:
@@ -501,6 +727,7 @@ def test_server_mode_without_reward_funcs_takes_the_gym_reward_of_a_gym_rollout_
     The server unknown: a warning; a server known to run no gym: the trainer's assertion, an error."""
     from grpo_recipes.findings import ERROR, WARNING
     from grpo_recipes.launch import Rollout
+
     base = [a for a in DENSE if a not in ('--reward_funcs', 'accuracy', 'format')]
     server = ['--vllm_mode', 'server', '--vllm_server_host', '127.0.0.1', '--vllm_server_port', '8000']
 

@@ -1,6 +1,7 @@
 """The Megatron argument snapshots: the installed ms-swift's is what ast reads from its source today, and (slow)
 holds every field of the real ``MegatronRLHFArguments`` that ``dataclasses.fields`` lists when the class is
 imported (megatron-core replaced by stand-in modules: tests/standins/megatron_fields.py)."""
+
 import importlib.metadata
 import importlib.util
 import json
@@ -45,8 +46,14 @@ def test_snapshot_holds_the_grpo_defaults_ms_swift_documents():
 
 @pytest.mark.slow
 def test_snapshot_matches_the_real_dataclass_fields():
-    out = subprocess.run([sys.executable, str(HERE / 'standins' / 'megatron_fields.py')], capture_output=True,
-                         text=True, timeout=300, cwd=HERE.parent, check=False)
+    out = subprocess.run(
+        [sys.executable, str(HERE / 'standins' / 'megatron_fields.py')],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=HERE.parent,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     real = json.loads(out.stdout.strip().splitlines()[-1])
     stored = snap.load(INSTALLED)['fields']

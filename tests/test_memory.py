@@ -1,4 +1,5 @@
 """The memory model: exact parameter counts, the reported OOM case and its fix, monotonicity."""
+
 import json
 import re
 from dataclasses import replace
@@ -17,8 +18,15 @@ from grpo_recipes.memory.inputs import Inputs
 from grpo_recipes.models import builtin_config
 from grpo_recipes.plan import build_plan
 
-SMALL = {'hidden_size': 256, 'intermediate_size': 704, 'num_hidden_layers': 3, 'num_attention_heads': 8,
-         'num_key_value_heads': 2, 'vocab_size': 1000, 'max_position_embeddings': 4096}
+SMALL = {
+    'hidden_size': 256,
+    'intermediate_size': 704,
+    'num_hidden_layers': 3,
+    'num_attention_heads': 8,
+    'num_key_value_heads': 2,
+    'vocab_size': 1000,
+    'max_position_embeddings': 4096,
+}
 CONFIGS = {
     'qwen2.5-7b': builtin_config('Qwen2.5-7B-Instruct.json'),
     'qwen2.5-32b': {k: v for k, v in builtin_config('DeepSeek-R1-Distill-Qwen-32B.json').items()},
@@ -26,11 +34,26 @@ CONFIGS = {
     'llama-gqa': {**SMALL, 'model_type': 'llama', 'tie_word_embeddings': False},
     'mistral': {**SMALL, 'model_type': 'mistral', 'head_dim': 48},
     'qwen3-headdim': {**SMALL, 'model_type': 'qwen3', 'head_dim': 64, 'tie_word_embeddings': True},
-    'qwen2-moe': {**SMALL, 'model_type': 'qwen2_moe', 'num_experts': 4, 'num_experts_per_tok': 2,
-                  'moe_intermediate_size': 128, 'shared_expert_intermediate_size': 512, 'decoder_sparse_step': 1,
-                  'mlp_only_layers': []},
-    'qwen3-moe': {**SMALL, 'model_type': 'qwen3_moe', 'num_experts': 4, 'num_experts_per_tok': 2,
-                  'moe_intermediate_size': 128, 'head_dim': 32, 'decoder_sparse_step': 1, 'mlp_only_layers': []},
+    'qwen2-moe': {
+        **SMALL,
+        'model_type': 'qwen2_moe',
+        'num_experts': 4,
+        'num_experts_per_tok': 2,
+        'moe_intermediate_size': 128,
+        'shared_expert_intermediate_size': 512,
+        'decoder_sparse_step': 1,
+        'mlp_only_layers': [],
+    },
+    'qwen3-moe': {
+        **SMALL,
+        'model_type': 'qwen3_moe',
+        'num_experts': 4,
+        'num_experts_per_tok': 2,
+        'moe_intermediate_size': 128,
+        'head_dim': 32,
+        'decoder_sparse_step': 1,
+        'mlp_only_layers': [],
+    },
     'mixtral': {**SMALL, 'model_type': 'mixtral', 'num_local_experts': 4, 'num_experts_per_tok': 2},
 }
 
@@ -39,6 +62,7 @@ CONFIGS = {
 def test_param_count_matches_transformers_meta_instantiation(name):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
+
     cfg = dict(CONFIGS[name])
     cfg.pop('quantization_config', None)
     hf_cfg = AutoConfig.for_model(**cfg)
@@ -63,10 +87,19 @@ def test_gptq_int4_weights():
     assert embed * 2 / 2**30 == pytest.approx(2.90, abs=0.01)  # embed_tokens + lm_head stay fp16
 
 
-REPORTED = {'model': 'Qwen/Qwen2.5-7B-Instruct', 'tuner_type': 'full', 'deepspeed': 'zero3',
-            'per_device_train_batch_size': 8, 'gradient_accumulation_steps': 8, 'num_generations': 8,
-            'vllm_mode': 'colocate', 'vllm_gpu_memory_utilization': 0.6, 'vllm_max_model_len': 2048,
-            'max_length': 512, 'max_completion_length': 1536}
+REPORTED = {
+    'model': 'Qwen/Qwen2.5-7B-Instruct',
+    'tuner_type': 'full',
+    'deepspeed': 'zero3',
+    'per_device_train_batch_size': 8,
+    'gradient_accumulation_steps': 8,
+    'num_generations': 8,
+    'vllm_mode': 'colocate',
+    'vllm_gpu_memory_utilization': 0.6,
+    'vllm_max_model_len': 2048,
+    'max_length': 512,
+    'max_completion_length': 1536,
+}
 ENV4 = {'CUDA_VISIBLE_DEVICES': '0,1,2,3', 'NPROC_PER_NODE': 4}
 A100_80 = Hardware(gpus=4, gpu_type='A100-80G', source='flags')
 
@@ -90,6 +123,7 @@ def test_reported_case_does_not_fit_and_fix_keeps_semantics():
 def test_reported_fix_passes_ms_swift_parser():
     from grpo_recipes.launch import Launch
     from grpo_recipes.realparse import validate
+
     launch, report = make(REPORTED, env=ENV4, hw=A100_80)
     fixed = Launch(argv=launch.argv + report.fixes[0].argv(), env=launch.env, file_env=launch.file_env)
     result = validate(fixed)
@@ -98,11 +132,18 @@ def test_reported_fix_passes_ms_swift_parser():
 
 def test_split_micro_batch_fix_when_logits_dominate():
     # LoRA on 40 GB cards with long completions: logits scale with per_device_train_batch_size
-    over = {'per_device_train_batch_size': 16, 'max_completion_length': 4096, 'vllm_max_model_len': 4608,
-            'gradient_accumulation_steps': 1, 'num_generations': 16, 'sleep_level': 1,
-            'vllm_gpu_memory_utilization': 0.5}
-    _, report = make(over, env={'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1},
-                     hw=Hardware(gpus=1, gpu_type='A100-40G'))
+    over = {
+        'per_device_train_batch_size': 16,
+        'max_completion_length': 4096,
+        'vllm_max_model_len': 4608,
+        'gradient_accumulation_steps': 1,
+        'num_generations': 16,
+        'sleep_level': 1,
+        'vllm_gpu_memory_utilization': 0.5,
+    }
+    _, report = make(
+        over, env={'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1}, hw=Hardware(gpus=1, gpu_type='A100-40G')
+    )
     assert report.fits is False
     assert any('per_device_train_batch_size' in f.changes for f in report.fixes)
     for fix in report.fixes:
@@ -113,14 +154,17 @@ def test_split_micro_batch_fix_when_logits_dominate():
 
 
 def test_vllm_startup_free_memory_check():
-    _, report = make({'tuner_type': 'full', 'vllm_gpu_memory_utilization': 0.9},
-                     hw=Hardware(gpus=1, gpu_type='A100-80G'))
+    _, report = make(
+        {'tuner_type': 'full', 'vllm_gpu_memory_utilization': 0.9}, hw=Hardware(gpus=1, gpu_type='A100-80G')
+    )
     assert 'vllm.startup-free-memory' in rules_of(report)
 
 
 def test_kv_must_hold_one_sequence():
-    _, report = make({'vllm_gpu_memory_utilization': 0.215, 'vllm_max_model_len': 32768, 'max_length': 1024},
-                     hw=Hardware(gpus=1, gpu_type='A100-80G'))
+    _, report = make(
+        {'vllm_gpu_memory_utilization': 0.215, 'vllm_max_model_len': 32768, 'max_length': 1024},
+        hw=Hardware(gpus=1, gpu_type='A100-80G'),
+    )
     assert 'vllm.kv-one-sequence' in rules_of(report)
 
 
@@ -129,24 +173,31 @@ def test_kv_one_sequence_speaks_the_v0_engines_words_and_numbers():
     import re
 
     from helpers import PACKAGES_OK
+
     # V0 profiles max(max_model_len, 2048) tokens and 256 sequences, so a larger share than V1 needs
     over = {'vllm_gpu_memory_utilization': 0.25, 'vllm_max_model_len': 32768, 'max_length': 1024}
     _, report = make(over, hw=Hardware(gpus=1, gpu_type='A100-80G'), packages={**PACKAGES_OK, 'vllm': '0.6.3'})
     f = next(f for f in report.findings if f.rule == 'vllm.kv-one-sequence')
-    m = re.search(r"The model's max seq len \(32768\) is larger than the maximum number of tokens that can be stored "
-                  r'in KV cache \((\d+)\)', f.message)
+    m = re.search(
+        r"The model's max seq len \(32768\) is larger than the maximum number of tokens that can be stored "
+        r'in KV cache \((\d+)\)',
+        f.message,
+    )
     assert m, f.message
     kv_gib = next(x for x in report.memory if x.role == 'train+vllm').components['vllm_kv_cache']
     per_token = 2 * 28 * 4 * 128 * 2  # Qwen2.5-7B: K and V, 28 layers, 4 KV heads of 128, bf16
     held = int(m.group(1))
     # the components are rounded to 0.01 GiB
-    assert held % 16 == 0 and abs(held - kv_gib * 2 ** 30 / per_token) <= 16 + 0.005 * 2 ** 30 / per_token
+    assert held % 16 == 0 and abs(held - kv_gib * 2**30 / per_token) <= 16 + 0.005 * 2**30 / per_token
 
 
 def test_server_mode_plans_rollout_gpus_alone():
     over = {'vllm_mode': 'server', 'vllm_server_host': ['127.0.0.1'], 'vllm_server_port': [8000]}
-    _, report = make(over, env={'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1},
-                     hw=Hardware(gpus=2, gpu_type='A100-40G', rollout_gpus=(1,)))
+    _, report = make(
+        over,
+        env={'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1},
+        hw=Hardware(gpus=2, gpu_type='A100-40G', rollout_gpus=(1,)),
+    )
     roles = {m.gpu: m.role for m in report.memory}
     assert roles == {'0': 'train', '1': 'rollout'}
     rollout = next(m for m in report.memory if m.role == 'rollout')
@@ -160,8 +211,19 @@ def test_memory_json_carries_every_component():
     m = d['memory'][0]
     for key in ('gpu', 'role', 'components', 'total_gib', 'capacity_gib', 'peak_fraction', 'phase', 'fits'):
         assert key in m
-    for term in ('weights', 'grads+optimizer', 'ref_model', 'activations', 'logits', 'cuda_context', 'nccl',
-                 'zero3_sync_gather', 'vllm_weights', 'vllm_kv_cache', 'vllm_activation'):
+    for term in (
+        'weights',
+        'grads+optimizer',
+        'ref_model',
+        'activations',
+        'logits',
+        'cuda_context',
+        'nccl',
+        'zero3_sync_gather',
+        'vllm_weights',
+        'vllm_kv_cache',
+        'vllm_activation',
+    ):
         assert term in m['components']
 
 
@@ -171,6 +233,7 @@ def test_table_fits_100_columns():
     from rich.console import Console
 
     from grpo_recipes.cli.render import memory_table
+
     _, report = make(REPORTED, env=ENV4, hw=A100_80)
     buf = StringIO()
     Console(file=buf, width=100).print(memory_table(report))
@@ -195,18 +258,27 @@ def peak(over, arch=ARCH7, cap=79.15, world=2):
     return max(m.total_gib for m in mems), max(max(m.phases.values()) for m in mems)
 
 
-knob = st.fixed_dictionaries({
-    'per_device_train_batch_size': st.integers(1, 16), 'max_completion_length': st.integers(64, 8192),
-    'max_length': st.integers(64, 8192), 'vllm_gpu_memory_utilization': st.sampled_from([0.3, 0.5, 0.7]),
-    'tuner_type': st.sampled_from(['lora', 'full']), 'deepspeed': st.sampled_from(['zero2', 'zero3']),
-    'sleep_level': st.sampled_from([0, 1, 2]), 'gradient_checkpointing': st.booleans(),
-    'beta': st.sampled_from([0.0, 0.04]),
-})
+knob = st.fixed_dictionaries(
+    {
+        'per_device_train_batch_size': st.integers(1, 16),
+        'max_completion_length': st.integers(64, 8192),
+        'max_length': st.integers(64, 8192),
+        'vllm_gpu_memory_utilization': st.sampled_from([0.3, 0.5, 0.7]),
+        'tuner_type': st.sampled_from(['lora', 'full']),
+        'deepspeed': st.sampled_from(['zero2', 'zero3']),
+        'sleep_level': st.sampled_from([0, 1, 2]),
+        'gradient_checkpointing': st.booleans(),
+        'beta': st.sampled_from([0.0, 0.04]),
+    }
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(base=knob, which=st.sampled_from(['per_device_train_batch_size', 'max_completion_length', 'max_length',
-                                         'num_generations']), step=st.integers(1, 8))
+@given(
+    base=knob,
+    which=st.sampled_from(['per_device_train_batch_size', 'max_completion_length', 'max_length', 'num_generations']),
+    step=st.integers(1, 8),
+)
 def test_memory_never_decreases_as_work_grows(base, which, step):
     bigger = dict(base)
     bigger[which] = base.get(which, 4) + step
@@ -236,6 +308,7 @@ def test_offload_or_lower_util_never_increases_memory(base, change):
 def test_calibration_scores_on_the_published_cases():
     from grpo_recipes.memory.cases import load_cases
     from grpo_recipes.memory.scoring import score
+
     result = score(load_cases(SHARED / 'calibration' / 'memory_cases.jsonl'))
     assert result['fit_accuracy'] >= 0.9 and result['fit_cases'] >= 5
     assert result['vllm_weights_max_rel_error'] <= 0.03
@@ -248,9 +321,21 @@ def test_calibration_scores_on_the_published_cases():
 def test_calibration_names_the_missing_field(tmp_path):
     from grpo_recipes.memory.cases import load_cases
     from grpo_recipes.memory.scoring import score
+
     p = tmp_path / 'c.jsonl'
-    p.write_text(json.dumps({'id': 'x', 'kind': 'grpo_train', 'framework': 'ms-swift', 'model_config': None,
-                             'config': {}, 'outcome': {'oom': True}}) + '\n')
+    p.write_text(
+        json.dumps(
+            {
+                'id': 'x',
+                'kind': 'grpo_train',
+                'framework': 'ms-swift',
+                'model_config': None,
+                'config': {},
+                'outcome': {'oom': True},
+            }
+        )
+        + '\n'
+    )
     result = score(load_cases(p))
     assert result['cannot_predict'] == [{'id': 'x', 'missing': 'model_config'}]
     assert result['fit_cases'] == 0
@@ -261,16 +346,50 @@ def test_calibration_names_the_missing_field(tmp_path):
 # NOT in the calibration file: llm-d-benchmark config_explorer/empirical-vllm-memory-results.md
 # (commit b89b21c). Architectures from each model's public config.json.
 LLMD_HELD_OUT = [
-    ('meta-llama/Llama-3.1-8B-Instruct', 1, 4.76,
-     {'model_type': 'llama', 'hidden_size': 4096, 'intermediate_size': 14336, 'num_hidden_layers': 32,
-      'num_attention_heads': 32, 'num_key_value_heads': 8, 'vocab_size': 128256}),
-    ('Qwen/Qwen3-0.6B', 1, 5.56,
-     {'model_type': 'qwen3', 'hidden_size': 1024, 'intermediate_size': 3072, 'num_hidden_layers': 28,
-      'num_attention_heads': 16, 'num_key_value_heads': 8, 'head_dim': 128, 'vocab_size': 151936,
-      'tie_word_embeddings': True}),
-    ('RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic', 2, 4.84,
-     {'model_type': 'llama', 'hidden_size': 8192, 'intermediate_size': 28672, 'num_hidden_layers': 80,
-      'num_attention_heads': 64, 'num_key_value_heads': 8, 'vocab_size': 128256}),
+    (
+        'meta-llama/Llama-3.1-8B-Instruct',
+        1,
+        4.76,
+        {
+            'model_type': 'llama',
+            'hidden_size': 4096,
+            'intermediate_size': 14336,
+            'num_hidden_layers': 32,
+            'num_attention_heads': 32,
+            'num_key_value_heads': 8,
+            'vocab_size': 128256,
+        },
+    ),
+    (
+        'Qwen/Qwen3-0.6B',
+        1,
+        5.56,
+        {
+            'model_type': 'qwen3',
+            'hidden_size': 1024,
+            'intermediate_size': 3072,
+            'num_hidden_layers': 28,
+            'num_attention_heads': 16,
+            'num_key_value_heads': 8,
+            'head_dim': 128,
+            'vocab_size': 151936,
+            'tie_word_embeddings': True,
+        },
+    ),
+    (
+        'RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic',
+        2,
+        4.84,
+        {
+            'model_type': 'llama',
+            'hidden_size': 8192,
+            'intermediate_size': 28672,
+            'num_hidden_layers': 80,
+            'num_attention_heads': 64,
+            'num_key_value_heads': 8,
+            'vocab_size': 128256,
+        },
+    ),
 ]
 
 
@@ -278,6 +397,7 @@ LLMD_HELD_OUT = [
 def test_vllm_profile_peak_matches_logs_of_models_outside_the_calibration_file(name, tp, logged_gib, config):
     from grpo_recipes.memory.inputs import GiB
     from grpo_recipes.memory.vllm import vllm_default_batched_tokens, vllm_profile_peak
+
     arch = Arch.from_config(config)
     tokens = vllm_default_batched_tokens(79.18, 'H100', offline=False)
     assert tokens == 8192  # vllm serve on a >= 70 GiB non-A100 card
@@ -290,28 +410,34 @@ def test_flashinfer_sampler_reserves_less_and_matches_a_log_that_used_it():
     logs "Using FlashInfer for top-p & top-k sampling" and "GPU KV cache size: 93,872 tokens"."""
     from grpo_recipes.memory.calibrate import predict
     from grpo_recipes.memory.cases import load_cases
-    case = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')
-                if c['id'].startswith('vllm-dennislee'))
+
+    case = next(
+        c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl') if c['id'].startswith('vllm-dennislee')
+    )
     native = predict(case)
     case['config'] = {**case['config'], 'VLLM_USE_FLASHINFER_SAMPLER': '1'}
     flash = predict(case)
     assert native['sampler'] == 'native' and flash['sampler'] == 'flashinfer'
     assert flash['activation_gib'] < native['activation_gib']
-    logged = 93872 * flash['kv_bytes_per_token'] / 2 ** 30
+    logged = 93872 * flash['kv_bytes_per_token'] / 2**30
     assert abs(flash['kv_cache_gib'] - logged) / logged <= 0.05
 
 
-@pytest.mark.parametrize('env,version,installed,expected', [
-    ('0', '0.10.1', True, 'native'),
-    ('1', None, None, 'flashinfer'),
-    (None, '0.10.1.1', True, 'flashinfer'),   # V1 default while FlashInfer is installed (vllm PR #11394)
-    (None, '0.10.1.1', False, 'native'),
-    (None, '0.11.1', True, 'native'),         # default turned off (vllm PR #26859)
-    (None, '0.7.3', True, 'native'),          # V0 engine
-    (None, None, None, 'native'),             # unknown: the larger reservation
-])
+@pytest.mark.parametrize(
+    'env,version,installed,expected',
+    [
+        ('0', '0.10.1', True, 'native'),
+        ('1', None, None, 'flashinfer'),
+        (None, '0.10.1.1', True, 'flashinfer'),  # V1 default while FlashInfer is installed (vllm PR #11394)
+        (None, '0.10.1.1', False, 'native'),
+        (None, '0.11.1', True, 'native'),  # default turned off (vllm PR #26859)
+        (None, '0.7.3', True, 'native'),  # V0 engine
+        (None, None, None, 'native'),  # unknown: the larger reservation
+    ],
+)
 def test_sampler_resolution(env, version, installed, expected):
     from grpo_recipes.memory.vllm import resolve_sampler
+
     assert resolve_sampler(env, version, installed)[0] == expected
 
 
@@ -320,8 +446,14 @@ def test_env_block_and_installed_packages_pick_the_sampler(monkeypatch):
     env = {'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1}
     _, plain = make(env=env)
     _, pinned = make(env={**env, 'VLLM_USE_FLASHINFER_SAMPLER': '1'})
-    old = {'ms-swift': '4.6.0', 'trl': '0.29.1', 'math-verify': '0.9.0', 'msgspec': '0.22.0',
-           'vllm': '0.10.1.1', 'flashinfer-python': '0.2.14'}
+    old = {
+        'ms-swift': '4.6.0',
+        'trl': '0.29.1',
+        'math-verify': '0.9.0',
+        'msgspec': '0.22.0',
+        'vllm': '0.10.1.1',
+        'flashinfer-python': '0.2.14',
+    }
     _, detected = make(env=env, packages=old)
     assert plain.memory[0].vllm['sampler'] == 'native'
     assert pinned.memory[0].vllm['sampler'] == detected.memory[0].vllm['sampler'] == 'flashinfer'
@@ -337,6 +469,7 @@ def test_calibration_survives_malformed_cases():
 
     from grpo_recipes.memory.cases import load_cases
     from grpo_recipes.memory.scoring import score
+
     variants = []
     for case in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl'):
         paths = [(k,) for k in case if k not in ('id', 'kind')]
@@ -375,12 +508,13 @@ DENNIS_HELD_OUT = [
 def test_vllm_kv_on_logs_outside_the_calibration_file(config, gpus, kv_tokens):
     from grpo_recipes.memory.calibrate import predict
     from grpo_recipes.memory.cases import load_cases
-    base = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')
-                if c['id'].startswith('vllm-dennislee'))
-    case = {**base, 'num_gpus': gpus,
-            'config': {**base['config'], **config, 'VLLM_USE_FLASHINFER_SAMPLER': '1'}}
+
+    base = next(
+        c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl') if c['id'].startswith('vllm-dennislee')
+    )
+    case = {**base, 'num_gpus': gpus, 'config': {**base['config'], **config, 'VLLM_USE_FLASHINFER_SAMPLER': '1'}}
     pred = predict(case)
-    logged = kv_tokens * pred['kv_bytes_per_token'] / 2 ** 30
+    logged = kv_tokens * pred['kv_bytes_per_token'] / 2**30
     assert abs(pred['kv_cache_gib'] - logged) / logged <= 0.05, (pred['kv_cache_gib'], logged)
 
 
@@ -397,31 +531,40 @@ def test_engine_kwargs_reach_the_vllm_accounting():
     assert w['activation_gib'] > p['activation_gib'] and w['kv_cache_gib'] < p['kv_cache_gib']
 
 
-@pytest.mark.parametrize('name,expected', [
-    ('A100 (memory size not stated)', {'A100-40G', 'A100-80G'}),
-    ('A100 80GB', {'A100-80G'}),
-    ('24GB GPUs (model not stated)', {'A10', 'RTX3090', 'RTX4090'}),
-    ('NVIDIA A800-SXM4-40GB', {'A800-40G'}),
-    ("'90G' GPUs per title (model not stated)", set()),
-    ('not stated', set()),
-])
+@pytest.mark.parametrize(
+    'name,expected',
+    [
+        ('A100 (memory size not stated)', {'A100-40G', 'A100-80G'}),
+        ('A100 80GB', {'A100-80G'}),
+        ('24GB GPUs (model not stated)', {'A10', 'RTX3090', 'RTX4090'}),
+        ('NVIDIA A800-SXM4-40GB', {'A800-40G'}),
+        ("'90G' GPUs per title (model not stated)", set()),
+        ('not stated', set()),
+    ],
+)
 def test_loosely_named_gpus_map_to_every_card_they_could_be(name, expected):
     from grpo_recipes.gpus import candidates
+
     assert {c for c, _ in candidates(name)} == expected
 
 
 def test_a_verdict_over_unstated_card_sizes_counts_only_when_unanimous():
     from grpo_recipes.memory.calibrate import predict
     from grpo_recipes.memory.cases import CannotPredict, load_cases
-    case = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')
-                if c['id'].startswith('grpo-msswift-4594'))  # "A100 (memory size not stated)", OOM
+
+    case = next(
+        c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl') if c['id'].startswith('grpo-msswift-4594')
+    )  # "A100 (memory size not stated)", OOM
     pred = predict(case)
     assert pred['fits'] is False and 'A100-40G' in pred['capacity_candidates']
     assert 'peak_gib' not in pred  # vLLM reserves a share of the card, so the peak depends on which
 
     def variant(util):
-        return {**case, 'config': {**case['config'], 'per_device_train_batch_size': 1,
-                                   'vllm_gpu_memory_utilization': util}}
+        return {
+            **case,
+            'config': {**case['config'], 'per_device_train_batch_size': 1, 'vllm_gpu_memory_utilization': util},
+        }
+
     assert predict(variant(0.4))['fits'] is True  # fits on both A100 sizes
     with pytest.raises(CannotPredict, match='depends on which card'):
         predict(variant(0.2))  # vLLM's KV cache is too small on the 40 GB card only
@@ -433,6 +576,7 @@ def test_scorer_reads_per_gpu_lists_negative_kv_and_auto_dtype():
 
     from grpo_recipes.memory.cases import load_cases
     from grpo_recipes.memory.scoring import score
+
     cases = {c['id']: c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')}
     tp2 = copy.deepcopy(cases['vllm-llmd-qwen3-32b-h100-tp2'])
     tp2['outcome']['kv_cache_gib_per_gpu'] = [34.49, 34.9]  # two workers' logs: vLLM keeps the smaller
@@ -457,16 +601,22 @@ def test_trl_case_is_read_by_the_trl_front_end_with_trl_defaults():
 
     from grpo_recipes.memory.calibrate import _trl_config
     from grpo_recipes.memory.cases import load_cases
+
     case = next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl') if c['id'].startswith('grpo-trl'))
     cfg, env = _trl_config(case)
     assert (cfg.tuner_type, cfg.torch_dtype, cfg.use_vllm, cfg.max_length) == ('full', 'float32', False, 256)
     assert env['NPROC_PER_NODE'] == '4'
     lora = copy.deepcopy(case)
-    lora['config'].update(train_type='lora', deepspeed='zero3', torch_dtype='bfloat16', use_vllm=True,
-                          vllm_mode='colocate')
+    lora['config'].update(
+        train_type='lora', deepspeed='zero3', torch_dtype='bfloat16', use_vllm=True, vllm_mode='colocate'
+    )
     cfg, _ = _trl_config(lora)
-    assert (cfg.tuner_type, cfg.deepspeed, cfg.torch_dtype, cfg.vllm_gpu_memory_utilization) == \
-        ('lora', 'zero3', 'bfloat16', 0.5)
+    assert (cfg.tuner_type, cfg.deepspeed, cfg.torch_dtype, cfg.vllm_gpu_memory_utilization) == (
+        'lora',
+        'zero3',
+        'bfloat16',
+        0.5,
+    )
 
 
 def test_v0_engine_profiles_a_whole_max_model_len_batch():
@@ -476,26 +626,44 @@ def test_v0_engine_profiles_a_whole_max_model_len_batch():
     from conftest import ROOT
 
     from grpo_recipes.memory.vllm import vllm_terms
+
     arch = Arch.from_config(json.loads((ROOT / 'grpo_recipes/model_configs/Qwen2.5-7B-Instruct.json').read_text()))
 
     def terms(max_len, version):
-        cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--use_vllm', 'true', '--vllm_mode', 'colocate',
-                                       '--vllm_max_model_len', str(max_len), '--vllm_max_num_seqs', '256'])
-        return vllm_terms(cfg, Inputs(arch=arch, capacity_gib=79.2, gpu_name='A100-80G', vllm_entry='server',
-                                      vllm_version=version))
+        cfg, _ = GRPOConfig.from_argv(
+            [
+                '--rlhf_type',
+                'grpo',
+                '--use_vllm',
+                'true',
+                '--vllm_mode',
+                'colocate',
+                '--vllm_max_model_len',
+                str(max_len),
+                '--vllm_max_num_seqs',
+                '256',
+            ]
+        )
+        return vllm_terms(
+            cfg, Inputs(arch=arch, capacity_gib=79.2, gpu_name='A100-80G', vllm_entry='server', vllm_version=version)
+        )
+
     v0, v1 = terms(16384, '0.6.3'), terms(16384, '0.10.1')
     assert v0['activation'] > v1['activation'] and v0['kv_cache'] < v1['kv_cache']
     s0, s1 = terms(1024, '0.6.3'), terms(1024, '0.10.1')
     assert s0['activation'] == s1['activation']  # V0: max(1024, 2048) tokens; V1 API server: 2048 on an A100
 
 
-@pytest.mark.parametrize('model_type,vision', [('qwen2_5_vl', {'hidden_size': 1280, 'out_hidden_size': 2048}),
-                                               ('qwen2_vl', {'hidden_size': 1536})])
+@pytest.mark.parametrize(
+    'model_type,vision',
+    [('qwen2_5_vl', {'hidden_size': 1280, 'out_hidden_size': 2048}), ('qwen2_vl', {'hidden_size': 1536})],
+)
 def test_vision_tower_count_matches_transformers(model_type, vision):
     """The vision tower and merger, counted from vision_config, against transformers' own classes on meta."""
     import torch
 
     from grpo_recipes.memory.arch import vision_params
+
     if model_type == 'qwen2_5_vl':
         from transformers import Qwen2_5_VLConfig as Config
         from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionTransformerPretrainedModel as Tower
@@ -512,8 +680,15 @@ def test_foreach_adamw_on_older_torch_is_planned_and_fixed_with_the_fused_step()
     """transformers picks adamw_torch (foreach on CUDA) below torch 2.8; its step copies the second moments. A full
     7B step that fits with the fused AdamW then does not, and the fix is the fused optimizer, nothing else."""
     from helpers import PACKAGES_OK
-    over = {'tuner_type': 'full', 'use_vllm': False, 'per_device_train_batch_size': 2, 'num_generations': 2,
-            'max_completion_length': 512, 'beta': 0}
+
+    over = {
+        'tuner_type': 'full',
+        'use_vllm': False,
+        'per_device_train_batch_size': 2,
+        'num_generations': 2,
+        'max_completion_length': 512,
+        'beta': 0,
+    }
     drop = ('vllm_mode', 'vllm_max_model_len', 'vllm_gpu_memory_utilization')
     hw = Hardware(gpus=1, gpu_type='A100-80G', gpu_mem_gib=70)
     _, new = make(over, drop=drop, hw=hw, packages={**PACKAGES_OK, 'torch': '2.9.0', 'transformers': '5.19.0'})
@@ -522,8 +697,12 @@ def test_foreach_adamw_on_older_torch_is_planned_and_fixed_with_the_fused_step()
     assert 'memory.oom' in rules_of(old)
     assert old.fixes[0].changes == {'optim': (None, 'adamw_torch_fused')}
     assert any('torch 2.6.0 < 2.8' in a for a in old.assumptions)
-    _, explicit = make({**over, 'optim': 'adamw_torch'}, drop=drop, hw=hw,
-                       packages={**PACKAGES_OK, 'torch': '2.9.0', 'transformers': '5.19.0'})
+    _, explicit = make(
+        {**over, 'optim': 'adamw_torch'},
+        drop=drop,
+        hw=hw,
+        packages={**PACKAGES_OK, 'torch': '2.9.0', 'transformers': '5.19.0'},
+    )
     assert 'memory.oom' in rules_of(explicit)
 
 
@@ -534,6 +713,7 @@ def test_cuda_graphs_move_inside_the_reservation_from_vllm_0_21():
     import os
 
     from helpers import PACKAGES_OK
+
     hw = Hardware(gpus=1, gpu_type='A100-80G')
 
     def engine(version, env=None):
@@ -563,15 +743,22 @@ def test_eight_bit_adamw_keeps_one_byte_per_moment():
     per 256 values, so a full bf16 7B step holds (2 x 2 - 2 - 8/256) bytes per parameter less than AdamW's bf16
     moments; Qwen2.5-7B has 7,615,616,512 parameters."""
     from helpers import PACKAGES_OK
-    over = {'tuner_type': 'full', 'use_vllm': False, 'per_device_train_batch_size': 2, 'num_generations': 2,
-            'max_completion_length': 512, 'beta': 0}
+
+    over = {
+        'tuner_type': 'full',
+        'use_vllm': False,
+        'per_device_train_batch_size': 2,
+        'num_generations': 2,
+        'max_completion_length': 512,
+        'beta': 0,
+    }
     drop = ('vllm_mode', 'vllm_max_model_len', 'vllm_gpu_memory_utilization')
     pk = {**PACKAGES_OK, 'torch': '2.9.0', 'transformers': '5.19.0'}
     _, plain = make(over, drop=drop, packages=pk)
     for name in ('adamw_bnb_8bit', 'adamw_8bit', 'paged_adamw_8bit'):
         _, eight = make({**over, 'optim': name}, drop=drop, packages=pk)
         saved = plain.memory[0].components['grads+optimizer'] - eight.memory[0].components['grads+optimizer']
-        assert abs(saved - (4 - 2 - 8 / 256) * 7_615_616_512 / 2 ** 30) <= 0.02, (name, saved)
+        assert abs(saved - (4 - 2 - 8 / 256) * 7_615_616_512 / 2**30) <= 0.02, (name, saved)
         assert any('8-bit AdamW' in a for a in eight.assumptions)
 
 
@@ -581,10 +768,21 @@ def test_unbounded_prompts_refuse_only_what_fails_with_the_shortest_prompts():
     # with short prompts it is over by under 1% only when a micro-batch holds a full-length completion. (The script's
     # completions are 2048; under DeepSpeed the logits stay 16-bit, accelerate adding no fp32 copy, which halves
     # their term, so at 2048 it now fits: the same borderline needs 4096-token completions.)
-    over = {'model': 'deepseek-ai/DeepSeek-R1-Distill-Qwen-32B', 'tuner_type': 'full', 'deepspeed': 'zero3',
-            'vllm_mode': 'server', 'vllm_server_host': ['10.0.0.2'], 'vllm_tensor_parallel_size': 2,
-            'vllm_gpu_memory_utilization': 0.9, 'vllm_max_model_len': None, 'max_length': None,
-            'max_completion_length': 4096, 'per_device_train_batch_size': 1, 'num_generations': 8, 'beta': 0.0}
+    over = {
+        'model': 'deepseek-ai/DeepSeek-R1-Distill-Qwen-32B',
+        'tuner_type': 'full',
+        'deepspeed': 'zero3',
+        'vllm_mode': 'server',
+        'vllm_server_host': ['10.0.0.2'],
+        'vllm_tensor_parallel_size': 2,
+        'vllm_gpu_memory_utilization': 0.9,
+        'vllm_max_model_len': None,
+        'max_length': None,
+        'max_completion_length': 4096,
+        'per_device_train_batch_size': 1,
+        'num_generations': 8,
+        'beta': 0.0,
+    }
     env = {'CUDA_VISIBLE_DEVICES': '0,1,2,3,4,5,6,7', 'NPROC_PER_NODE': 8}
     hw = Hardware(gpus=8, gpu_type='A100-80G', rollout_gpus=(0, 1))
     # R1-Distill is a reasoning model: its completions are planned at the limit unless a mean is stated (the next
@@ -606,18 +804,31 @@ def test_calibration_scores_unstated_versions_as_a_range_and_packed_rows_as_a_bo
     # With padding_free and no sample lengths, planning at max_length is an upper bound, checked as one.
     from grpo_recipes.memory.cases import load_cases
     from grpo_recipes.memory.scoring import score
+
     qwen7b = builtin_config('Qwen2.5-7B-Instruct.json')
-    base = {'kind': 'sft_train', 'framework': 'ms-swift', 'model_config': qwen7b, 'num_gpus': 1,
-            'config': {'train_type': 'full', 'torch_dtype': 'bfloat16', 'per_device_train_batch_size': 1,
-                       'max_length': 2048}, 'outcome': {'peak_gib_per_gpu': 70.0, 'measure': 'maintainer header'}}
+    base = {
+        'kind': 'sft_train',
+        'framework': 'ms-swift',
+        'model_config': qwen7b,
+        'num_gpus': 1,
+        'config': {
+            'train_type': 'full',
+            'torch_dtype': 'bfloat16',
+            'per_device_train_batch_size': 1,
+            'max_length': 2048,
+        },
+        'outcome': {'peak_gib_per_gpu': 70.0, 'measure': 'maintainer header'},
+    }
     stated = json.loads(json.dumps(base))
     stated['config']['env'] = 'torch 2.9.0, transformers 4.57.1'  # fused: a point
     packed = json.loads(json.dumps(base))
     packed['config'].update(padding_free=True, env='torch 2.9.0, transformers 4.57.1')
     packed['outcome']['peak_gib_per_gpu'] = 30.0
     p = tmp_path / 'c.jsonl'
-    p.write_text('\n'.join(json.dumps({**c, 'id': i}) for i, c in
-                           (('unstated', base), ('stated', stated), ('packed', packed))) + '\n')
+    p.write_text(
+        '\n'.join(json.dumps({**c, 'id': i}) for i, c in (('unstated', base), ('stated', stated), ('packed', packed)))
+        + '\n'
+    )
     rows = {r['id']: r['peak'] for r in score(load_cases(p))['per_case']}
     lo, hi = rows['unstated']['range']
     assert hi > 1.15 * lo and lo <= 70.0 <= hi and rows['unstated']['range_error'] == 0.0
@@ -631,6 +842,7 @@ def test_hybrid_models_keep_kv_only_in_their_attention_layers():
     # Qwen3.5 / Qwen3-Next: linear-attention layers keep a fixed state per sequence, not K and V per token;
     # the layer types come from transformers' own configs
     from transformers import Qwen3_5Config, Qwen3NextConfig
+
     for config in (Qwen3_5Config().to_dict(), Qwen3NextConfig(num_hidden_layers=48).to_dict()):
         text = config.get('text_config') or config
         types = text['layer_types']
@@ -650,6 +862,7 @@ def test_hybrid_parameter_counts_match_transformers():
     # own classes built on the meta device
     import torch
     from transformers import AutoModelForCausalLM, Qwen3_5Config, Qwen3NextConfig
+
     for config in (Qwen3_5Config(), Qwen3NextConfig(num_hidden_layers=8)):
         with torch.device('meta'):
             model = AutoModelForCausalLM.from_config(config.get_text_config())

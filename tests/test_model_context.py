@@ -1,10 +1,19 @@
 """One owner of the model's context: memory.arch.model_max_len (max_position_embeddings times a YaRN/dynamic RoPE
 factor, as vLLM derives it), which Arch.context_len (the memory model's vLLM length, prompt bound and rotary
 cache) and the length rules both use. Deliberately new: the memory model used to ignore RoPE scaling."""
+
 from grpo_recipes.memory.arch import Arch, model_max_len
 
-BASE = {'model_type': 'qwen2', 'hidden_size': 1024, 'num_hidden_layers': 2, 'num_attention_heads': 8,
-        'num_key_value_heads': 2, 'intermediate_size': 2048, 'vocab_size': 1000, 'max_position_embeddings': 32768}
+BASE = {
+    'model_type': 'qwen2',
+    'hidden_size': 1024,
+    'num_hidden_layers': 2,
+    'num_attention_heads': 8,
+    'num_key_value_heads': 2,
+    'intermediate_size': 2048,
+    'vocab_size': 1000,
+    'max_position_embeddings': 32768,
+}
 
 
 def test_yarn_scaling_is_the_context_for_memory_and_rules_alike():

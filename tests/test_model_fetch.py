@@ -7,6 +7,7 @@ reads them); the client reaches it through ``HF_ENDPOINT``. The fetch runs in a 
 environment at import, so each test sets HF_HUB_OFFLINE (CI sets it to 1 globally, .ci/run), HF_ENDPOINT and
 HF_HOME itself. ModelScope's client is not exercised here (its download asks its API for the revision first);
 only which hub a launch uses is."""
+
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -86,13 +87,46 @@ def hub(tmp_path, monkeypatch):
 
 
 def swift(model, *more):
-    return read_launch(['--', 'swift', 'rlhf', '--rlhf_type', 'grpo', '--model', model, '--reward_funcs', 'format',
-                        '--dataset', 'AI-MO/NuminaMath-TIR', '--per_device_train_batch_size', '8', *more], environ={})
+    return read_launch(
+        [
+            '--',
+            'swift',
+            'rlhf',
+            '--rlhf_type',
+            'grpo',
+            '--model',
+            model,
+            '--reward_funcs',
+            'format',
+            '--dataset',
+            'AI-MO/NuminaMath-TIR',
+            '--per_device_train_batch_size',
+            '8',
+            *more,
+        ],
+        environ={},
+    )
 
 
 def trl(model, *more):
-    return read_launch(['--', 'accelerate', 'launch', '--num_processes', '1', 'train_grpo.py', '--model_name_or_path',
-                        model, '--per_device_train_batch_size', '8', '--num_generations', '8', *more], environ={})
+    return read_launch(
+        [
+            '--',
+            'accelerate',
+            'launch',
+            '--num_processes',
+            '1',
+            'train_grpo.py',
+            '--model_name_or_path',
+            model,
+            '--per_device_train_batch_size',
+            '8',
+            '--num_generations',
+            '8',
+            *more,
+        ],
+        environ={},
+    )
 
 
 def test_the_hub_a_launch_downloads_from():
@@ -138,6 +172,7 @@ def test_hf_hub_offline_says_so_in_one_line(hub, monkeypatch):
 
 def test_an_unreachable_hub_says_so_in_one_line(hub, monkeypatch):
     import socket
+
     s = socket.socket()
     s.bind(('127.0.0.1', 0))
     port = s.getsockname()[1]
@@ -158,11 +193,33 @@ def test_a_repo_the_hub_does_not_have(hub, monkeypatch):
 def test_the_cli_plans_a_fetched_config(hub, tmp_path):
     """The whole command, in a fresh process: the environment is all it gets."""
     import os
+
     env = {k: os.environ[k] for k in ('HF_ENDPOINT', 'HF_HOME', 'MODELSCOPE_CACHE')}
     env.update(USE_HF='1', HF_HUB_OFFLINE='0')
-    p = run_cli('grpo_recipes.cli.guard', 'check', '--gpus', '1', '--gpu-type', 'A100-80G', '--json', '--', 'swift',
-                'rlhf', '--rlhf_type', 'grpo', '--model', MODEL, '--reward_funcs', 'format', '--dataset',
-                'AI-MO/NuminaMath-TIR', '--per_device_train_batch_size', '8', env=env, timeout=120)
+    p = run_cli(
+        'grpo_recipes.cli.guard',
+        'check',
+        '--gpus',
+        '1',
+        '--gpu-type',
+        'A100-80G',
+        '--json',
+        '--',
+        'swift',
+        'rlhf',
+        '--rlhf_type',
+        'grpo',
+        '--model',
+        MODEL,
+        '--reward_funcs',
+        'format',
+        '--dataset',
+        'AI-MO/NuminaMath-TIR',
+        '--per_device_train_batch_size',
+        '8',
+        env=env,
+        timeout=120,
+    )
     out = json.loads(p.stdout)
     assert out['memory_unchecked'] is None and out['memory'], p.stderr
     assert all(path.endswith('/config.json') for _, path, _ in hub.requests)
@@ -172,30 +229,53 @@ def test_the_cli_plans_a_fetched_config(hub, tmp_path):
 # the public presets cite them; Llama 3.2 1B/3B: torchtitan's counts 1,235,746,816 and 3,212,574,720). The catalogue's
 # fields must give the same count: a wrong layer count or width shows here.
 CARD_PARAMS = {
-    'Qwen/Qwen2.5-3B': 3.09e9, 'Qwen/Qwen2.5-7B': 7.61e9, 'Qwen/Qwen2.5-14B': 14.7e9, 'Qwen/Qwen2.5-32B': 32.5e9,
-    'Qwen/Qwen3-4B': 4.0e9, 'Qwen/Qwen3-8B': 8.2e9, 'Qwen/Qwen3-14B': 14.8e9, 'Qwen/Qwen3-32B': 32.8e9,
-    'Qwen/Qwen3-30B-A3B': 30.5e9, 'meta-llama/Llama-3.1-8B': 8.03e9, 'meta-llama/Llama-3.1-70B': 70.6e9,
-    'meta-llama/Llama-3.2-1B': 1.2357e9, 'meta-llama/Llama-3.2-3B': 3.2126e9,
+    'Qwen/Qwen2.5-3B': 3.09e9,
+    'Qwen/Qwen2.5-7B': 7.61e9,
+    'Qwen/Qwen2.5-14B': 14.7e9,
+    'Qwen/Qwen2.5-32B': 32.5e9,
+    'Qwen/Qwen3-4B': 4.0e9,
+    'Qwen/Qwen3-8B': 8.2e9,
+    'Qwen/Qwen3-14B': 14.8e9,
+    'Qwen/Qwen3-32B': 32.8e9,
+    'Qwen/Qwen3-30B-A3B': 30.5e9,
+    'meta-llama/Llama-3.1-8B': 8.03e9,
+    'meta-llama/Llama-3.1-70B': 70.6e9,
+    'meta-llama/Llama-3.2-1B': 1.2357e9,
+    'meta-llama/Llama-3.2-3B': 3.2126e9,
     'deepseek-ai/DeepSeek-R1-Distill-Qwen-7B': 7.61e9,
     'deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B': None,
     'Qwen/Qwen2.5-72B-Instruct': 72.7e9,  # no published count found here: its three sources agree instead
-    'Qwen/Qwen2.5-0.5B-Instruct': 0.49e9, 'Qwen/Qwen2.5-1.5B-Instruct': 1.54e9, 'Qwen/Qwen2.5-3B-Instruct': 3.09e9,
-    'Qwen/Qwen2.5-14B-Instruct': 14.7e9, 'Qwen/Qwen2.5-32B-Instruct': 32.5e9, 'Qwen/Qwen2.5-0.5B': 0.49e9,
-    'Qwen/Qwen2.5-Math-1.5B': None, 'Qwen/Qwen2.5-Math-7B': None,  # the Math cards state no parameter count
-    'Qwen/Qwen2.5-Math-1.5B-Instruct': None, 'Qwen/Qwen2.5-Math-7B-Instruct': None, 'Qwen/QwQ-32B': 32.5e9,
-    'Qwen/Qwen3-0.6B': 0.6e9, 'Qwen/Qwen2.5-1.5B': 1.54e9, 'Qwen/Qwen3-1.7B': 1.7e9,
+    'Qwen/Qwen2.5-0.5B-Instruct': 0.49e9,
+    'Qwen/Qwen2.5-1.5B-Instruct': 1.54e9,
+    'Qwen/Qwen2.5-3B-Instruct': 3.09e9,
+    'Qwen/Qwen2.5-14B-Instruct': 14.7e9,
+    'Qwen/Qwen2.5-32B-Instruct': 32.5e9,
+    'Qwen/Qwen2.5-0.5B': 0.49e9,
+    'Qwen/Qwen2.5-Math-1.5B': None,
+    'Qwen/Qwen2.5-Math-7B': None,  # the Math cards state no parameter count
+    'Qwen/Qwen2.5-Math-1.5B-Instruct': None,
+    'Qwen/Qwen2.5-Math-7B-Instruct': None,
+    'Qwen/QwQ-32B': 32.5e9,
+    'Qwen/Qwen3-0.6B': 0.6e9,
+    'Qwen/Qwen2.5-1.5B': 1.54e9,
+    'Qwen/Qwen3-1.7B': 1.7e9,
     # the distills' cards state no count; Llama 3.1 8B Instruct and Llama 3.2 Instruct are their base models' shapes
-    'deepseek-ai/DeepSeek-R1-Distill-Qwen-14B': None, 'deepseek-ai/DeepSeek-R1-Distill-Llama-8B': None,
-    'meta-llama/Llama-3.1-8B-Instruct': 8.03e9, 'meta-llama/Llama-3.2-1B-Instruct': 1.2357e9,
-    'meta-llama/Llama-3.2-3B-Instruct': 3.2126e9, 'meta-llama/Llama-3.3-70B-Instruct': 70.6e9,
+    'deepseek-ai/DeepSeek-R1-Distill-Qwen-14B': None,
+    'deepseek-ai/DeepSeek-R1-Distill-Llama-8B': None,
+    'meta-llama/Llama-3.1-8B-Instruct': 8.03e9,
+    'meta-llama/Llama-3.2-1B-Instruct': 1.2357e9,
+    'meta-llama/Llama-3.2-3B-Instruct': 3.2126e9,
+    'meta-llama/Llama-3.3-70B-Instruct': 70.6e9,
     # the VL cards state no count (the LLM plus the vision tower the config's vision_config gives)
-    'Qwen/Qwen2.5-VL-3B-Instruct': None, 'Qwen/Qwen2.5-VL-7B-Instruct': None,
+    'Qwen/Qwen2.5-VL-3B-Instruct': None,
+    'Qwen/Qwen2.5-VL-7B-Instruct': None,
 }
 
 
 def test_the_catalogue_entries_are_sourced_and_match_their_model_cards():
     from grpo_recipes.memory.arch import Arch
     from grpo_recipes.models import catalogue
+
     cat = catalogue()
     assert set(cat) == set(CARD_PARAMS)
     for hub_id, e in cat.items():

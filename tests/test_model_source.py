@@ -1,6 +1,7 @@
 """A local model path that is not there is an error (never a bundled config matched by its name); the config.json
 the plan used is named; a missing local dataset is reported. What counts as local is ms-swift 4.6's rule, checked
 against ms-swift itself (its safe_snapshot_download and DatasetSyntax/loader), offline."""
+
 import json
 
 import pytest
@@ -16,20 +17,42 @@ HW = Hardware(gpus=1, gpu_type='A100-80G', source='flags')
 
 
 def swift(model, *dataset):
-    return read_launch(['--', 'swift', 'rlhf', '--rlhf_type', 'grpo', '--model', model, '--reward_funcs', 'format',
-                        '--dataset', *(dataset or ['AI-MO/NuminaMath-TIR'])], environ={})
+    return read_launch(
+        [
+            '--',
+            'swift',
+            'rlhf',
+            '--rlhf_type',
+            'grpo',
+            '--model',
+            model,
+            '--reward_funcs',
+            'format',
+            '--dataset',
+            *(dataset or ['AI-MO/NuminaMath-TIR']),
+        ],
+        environ={},
+    )
 
 
 @pytest.mark.slow  # imports ms-swift
 def test_ms_swift_itself_stops_on_a_missing_absolute_model_path():
     from swift.utils.hub_utils import safe_snapshot_download
+
     with pytest.raises(ValueError, match='not found'):
         safe_snapshot_download('/nonexistent/models/Qwen2.5-7B-Instruct', download_model=False)
 
 
-@pytest.mark.parametrize('model', ['/nonexistent/Qwen2.5-7B-Instruct', './ckpt/Qwen2.5-7B-Instruct',
-                                   '../Qwen2.5-7B-Instruct', '~/no-such-dir/Qwen2.5-7B-Instruct',
-                                   'output/run1/checkpoint-100/Qwen2.5-7B-Instruct'])
+@pytest.mark.parametrize(
+    'model',
+    [
+        '/nonexistent/Qwen2.5-7B-Instruct',
+        './ckpt/Qwen2.5-7B-Instruct',
+        '../Qwen2.5-7B-Instruct',
+        '~/no-such-dir/Qwen2.5-7B-Instruct',
+        'output/run1/checkpoint-100/Qwen2.5-7B-Instruct',
+    ],
+)
 def test_missing_local_model_is_an_error_not_the_bundled_config(model):
     assert looks_local(model)
     with pytest.raises(MissingLocalPath) as e:
@@ -43,6 +66,7 @@ def test_the_config_json_used_is_named(tmp_path):
     d = tmp_path / 'my-model'
     d.mkdir()
     from grpo_recipes.models import builtin_config
+
     (d / 'config.json').write_text(json.dumps(builtin_config('Qwen2.5-7B-Instruct.json')))
     r = check_launch(swift(str(d)), HW, packages=PKGS)
     assert any(str(d / 'config.json') in a for a in r.assumptions)
@@ -51,8 +75,17 @@ def test_the_config_json_used_is_named(tmp_path):
 def test_missing_local_dataset_is_reported(tmp_path):
     here = tmp_path / 'train.jsonl'
     here.write_text('{"messages": []}\n')
-    r = check_launch(swift('Qwen/Qwen2.5-7B-Instruct', '/nonexistent/train.jsonl', str(here),
-                           'AI-MO/NuminaMath-TIR#500', 'missing.jsonl#100'), HW, packages=PKGS)
+    r = check_launch(
+        swift(
+            'Qwen/Qwen2.5-7B-Instruct',
+            '/nonexistent/train.jsonl',
+            str(here),
+            'AI-MO/NuminaMath-TIR#500',
+            'missing.jsonl#100',
+        ),
+        HW,
+        packages=PKGS,
+    )
     found = {f.message.split(':')[0]: f.severity for f in r.findings if f.rule == 'data.missing-local'}
     assert found == {'dataset /nonexistent/train.jsonl': 'warning', 'dataset missing.jsonl': 'info'}
 
@@ -61,13 +94,30 @@ def test_missing_local_dataset_is_reported(tmp_path):
 def test_ms_swift_reads_those_datasets_as_local_paths():
     # the same names as above, through ms-swift's own syntax parser: a hub id stays a repo id with its sample
     from swift.dataset.dataset_syntax import DatasetSyntax
+
     s = DatasetSyntax.parse('AI-MO/NuminaMath-TIR#500')
     assert (s.dataset, s.dataset_sample) == ('AI-MO/NuminaMath-TIR', 500) and not looks_local(s.dataset)
     assert DatasetSyntax.parse('missing.jsonl#100').dataset == 'missing.jsonl'
 
 
 def test_cli_missing_model_is_one_line_exit_2():
-    p = run_cli('grpo_recipes.cli.guard', 'check', '--gpus', '1', '--gpu-type', 'A100-80G', '--', 'swift', 'rlhf',
-                '--rlhf_type', 'grpo', '--model', '/nonexistent/Qwen2.5-7B-Instruct', '--reward_funcs', 'format',
-                '--dataset', 'AI-MO/NuminaMath-TIR')
+    p = run_cli(
+        'grpo_recipes.cli.guard',
+        'check',
+        '--gpus',
+        '1',
+        '--gpu-type',
+        'A100-80G',
+        '--',
+        'swift',
+        'rlhf',
+        '--rlhf_type',
+        'grpo',
+        '--model',
+        '/nonexistent/Qwen2.5-7B-Instruct',
+        '--reward_funcs',
+        'format',
+        '--dataset',
+        'AI-MO/NuminaMath-TIR',
+    )
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and 'Traceback' not in p.stderr

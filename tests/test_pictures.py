@@ -1,6 +1,7 @@
 """Pictures of the plan: `check`'s bars (each GPU's memory by phase against its capacity), `check --plot` (the same
 as a figure) and `trace --snapshot` (the traced step as a PyTorch memory snapshot, read back by torch's own
 torch.cuda._memory_viz)."""
+
 import io
 import pickle
 
@@ -41,12 +42,15 @@ def test_each_phase_bar_adds_up_to_the_phase_figure():
 
 def test_overlap_comes_off_the_activations_then_the_logits():
     assert categories({'activations': 1.0, 'logits': 3.0, 'overlap': -2.5}) == pytest.approx(
-        {'weights': 0, 'optimizer': 0, 'activations': 0, 'logits': 1.5, 'vLLM': 0, 'reserve': 0, 'context': 0})
+        {'weights': 0, 'optimizer': 0, 'activations': 0, 'logits': 1.5, 'vLLM': 0, 'reserve': 0, 'context': 0}
+    )
 
 
 def test_an_oom_bar_runs_past_the_capacity_mark():
-    _, report = make({'per_device_train_batch_size': 64, 'vllm_gpu_memory_utilization': 0.7},
-                     env={'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1})
+    _, report = make(
+        {'per_device_train_batch_size': 64, 'vllm_gpu_memory_utilization': 0.7},
+        env={'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1},
+    )
     m = report.memory[0]
     assert not m.fits
     line = next(ln for ln in _bars(report, 100).splitlines() if f' {m.phase} ' in ln)
@@ -78,17 +82,33 @@ def test_check_plot_to_a_file_it_cannot_write_is_one_line(tmp_path, capsys):
     assert code == 2 and '--plot' in err and 'Traceback' not in err and len(err.strip().splitlines()) == 1
 
 
-TINY = {'architectures': ['Qwen2ForCausalLM'], 'model_type': 'qwen2', 'hidden_size': 64, 'intermediate_size': 160,
-        'num_hidden_layers': 2, 'num_attention_heads': 4, 'num_key_value_heads': 2, 'vocab_size': 512,
-        'tie_word_embeddings': False, 'max_position_embeddings': 2048, 'torch_dtype': 'float32'}
+TINY = {
+    'architectures': ['Qwen2ForCausalLM'],
+    'model_type': 'qwen2',
+    'hidden_size': 64,
+    'intermediate_size': 160,
+    'num_hidden_layers': 2,
+    'num_attention_heads': 4,
+    'num_key_value_heads': 2,
+    'vocab_size': 512,
+    'tie_word_embeddings': False,
+    'max_position_embeddings': 2048,
+    'torch_dtype': 'float32',
+}
 
 
 def _replayed(data):
     """Walk the snapshot's trace as memory_viz does: the largest reserved (segments) and allocated totals."""
     reserved = allocated = peak_r = peak_a = 0
     for e in data['device_traces'][0]:
-        sign = {'alloc': 1, 'free_completed': -1, 'segment_alloc': 2, 'segment_map': 2, 'segment_free': -2,
-                'segment_unmap': -2}.get(e['action'], 0)
+        sign = {
+            'alloc': 1,
+            'free_completed': -1,
+            'segment_alloc': 2,
+            'segment_map': 2,
+            'segment_free': -2,
+            'segment_unmap': -2,
+        }.get(e['action'], 0)
         if abs(sign) == 1:
             allocated += sign * e['size']
         elif sign:
@@ -107,9 +127,22 @@ def test_snapshot_of_a_traced_step_opens_in_torchs_memory_viz(tmp_path, alloc):
     from grpo_recipes.memory.allocator import replay
     from grpo_recipes.memory.snapshot import write_snapshot
     from grpo_recipes.memory.trace import trace_step
+
     assert snapshot.RELEASED == trace.RELEASED
-    cfg = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--tuner_type', 'lora', '--per_device_train_batch_size', '2',
-                                '--max_completion_length', '48', '--torch_dtype', 'float32'])[0]
+    cfg = GRPOConfig.from_argv(
+        [
+            '--rlhf_type',
+            'grpo',
+            '--tuner_type',
+            'lora',
+            '--per_device_train_batch_size',
+            '2',
+            '--max_completion_length',
+            '48',
+            '--torch_dtype',
+            'float32',
+        ]
+    )[0]
     counter, _, _ = trace_step(cfg, TINY, 16)
     assert len(counter.event_stages) == len(counter.events)
     path = tmp_path / 'step.pickle'
@@ -134,14 +167,18 @@ def test_snapshot_of_a_traced_step_opens_in_torchs_memory_viz(tmp_path, alloc):
 
 def test_trace_cli_writes_the_snapshot(tmp_path, capsys, write_yaml):
     import json
+
     (tmp_path / 'tiny').mkdir()
     (tmp_path / 'tiny' / 'config.json').write_text(json.dumps(TINY))
-    cfg = write_yaml('rlhf_type: grpo\nmodel: Qwen/Qwen2.5-0.5B-Instruct\ntuner_type: lora\ntorch_dtype: float32\n'
-                     'per_device_train_batch_size: 2\nnum_generations: 2\nmax_length: 16\nmax_completion_length: 32\n'
-                     'reward_funcs: [format]\ndataset: [data.jsonl]\n')
+    cfg = write_yaml(
+        'rlhf_type: grpo\nmodel: Qwen/Qwen2.5-0.5B-Instruct\ntuner_type: lora\ntorch_dtype: float32\n'
+        'per_device_train_batch_size: 2\nnum_generations: 2\nmax_length: 16\nmax_completion_length: 32\n'
+        'reward_funcs: [format]\ndataset: [data.jsonl]\n'
+    )
     out = tmp_path / 'snap.pickle'
-    code = main(['trace', str(cfg), '--model-config', str(tmp_path / 'tiny'), '--snapshot', str(out), '--json',
-                 '--force'])
+    code = main(
+        ['trace', str(cfg), '--model-config', str(tmp_path / 'tiny'), '--snapshot', str(out), '--json', '--force']
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert 'memory_viz' in captured.err

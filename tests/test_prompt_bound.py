@@ -1,13 +1,20 @@
 """plan.prompt_bound: the one place the longest prompt is worked out (the memory verdict, the estimate's default,
 the fix search and the length rules all call it). Expected values are worked out by hand from the rule in its
 docstring."""
+
 from dataclasses import replace
 
 from grpo_recipes.config import GRPOConfig
 from grpo_recipes.plan import prompt_bound
 
-BASE = replace(GRPOConfig(), max_completion_length=1000, max_length=None, use_vllm=True, vllm_mode='colocate',
-               vllm_max_model_len=None)
+BASE = replace(
+    GRPOConfig(),
+    max_completion_length=1000,
+    max_length=None,
+    use_vllm=True,
+    vllm_mode='colocate',
+    vllm_max_model_len=None,
+)
 
 
 def test_max_length_bounds_and_is_capped_at_the_context():
@@ -50,8 +57,12 @@ def test_the_estimates_default_is_max_length_and_leaves_the_inputs_as_given():
     from grpo_recipes.memory.estimate import estimate
     from grpo_recipes.memory.inputs import Inputs
     from grpo_recipes.plan import build_plan
-    arch = Arch.from_config(json.loads((Path(__file__).resolve().parents[1] /
-                                        'grpo_recipes/model_configs/Qwen2.5-7B-Instruct.json').read_text()))
+
+    arch = Arch.from_config(
+        json.loads(
+            (Path(__file__).resolve().parents[1] / 'grpo_recipes/model_configs/Qwen2.5-7B-Instruct.json').read_text()
+        )
+    )
     cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--max_length', '3000', '--max_completion_length', '1000'])
     plan = build_plan(cfg, {}, Hardware(gpus=1))
     inp = Inputs(arch=arch, capacity_gib=79.15, gpu_name='A100-80G')

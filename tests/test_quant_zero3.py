@@ -5,6 +5,7 @@ parameters (runtime/zero/parameter_offload.py _convert_to_zero_parameters), whil
 The checkpoint's unquantised embeddings and norms are parameters: those are partitioned as before, and so is a
 bitsandbytes base (its packed weights are parameters). Checked here against the installed transformers' and
 DeepSpeed's source, then on the memory plan."""
+
 import importlib.util
 from pathlib import Path
 
@@ -18,8 +19,15 @@ from grpo_recipes.models import load_model_config
 GPTQ = 'Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4'
 HW4 = Hardware(gpus=4, gpu_type='A100-80G', source='flags')
 FOUR = {'CUDA_VISIBLE_DEVICES': '0,1,2,3', 'NPROC_PER_NODE': 4}
-BASE = {'model': GPTQ, 'use_vllm': False, 'vllm_mode': None, 'vllm_max_model_len': None,
-        'vllm_gpu_memory_utilization': None, 'per_device_train_batch_size': 2, 'num_generations': 8}
+BASE = {
+    'model': GPTQ,
+    'use_vllm': False,
+    'vllm_mode': None,
+    'vllm_max_model_len': None,
+    'vllm_gpu_memory_utilization': None,
+    'per_device_train_batch_size': 2,
+    'num_generations': 8,
+}
 
 
 def test_transformers_skips_zero3_init_for_quantised_models():
@@ -47,8 +55,9 @@ def test_gptq_base_stays_resident_under_zero3_and_its_offload():
 def test_a_bnb_base_is_partitioned_like_an_unquantised_one():
     # bitsandbytes' packed weights are parameters (Params4bit subclasses torch.nn.Parameter): DeepSpeed's engine
     # partitions them whatever their dtype (partition_parameters.py _zero_init_param), unlike GPTQ's buffers
-    src = (Path(importlib.util.find_spec('deepspeed').origin).parent / 'runtime' / 'zero' /
-           'partition_parameters.py').read_text(encoding='utf-8')
+    src = (
+        Path(importlib.util.find_spec('deepspeed').origin).parent / 'runtime' / 'zero' / 'partition_parameters.py'
+    ).read_text(encoding='utf-8')
     assert 'dist.broadcast(param.data.view(torch.uint8)' in src
     a = Arch.from_config(load_model_config('Qwen/Qwen2.5-7B-Instruct'))
     seven = {'model': 'Qwen/Qwen2.5-7B-Instruct'}

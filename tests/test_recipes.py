@@ -1,4 +1,5 @@
 """Recipes: parsed by ms-swift's real parser, inside the 75-90% band on their hardware, headers in sync."""
+
 import json
 import shutil
 import subprocess
@@ -58,6 +59,7 @@ def test_headers_are_in_sync_with_the_guard():
 @pytest.mark.slow
 def test_every_recipe_parses_with_ms_swift():
     from grpo_recipes.realparse import validate_many
+
     results = validate_many([load_launch([str(r.path)], environ={}) for r in RECIPES])
     assert [(r.name, res.message) for r, res in zip(RECIPES, results) if not res.ok] == []
 
@@ -79,7 +81,8 @@ def test_cp_copies_the_pair_and_refuses_to_overwrite(tmp_path):
     assert proc.returncode == 0, proc.stderr
     copy = (tmp_path / 'lora-2xa100-40g.yaml').read_text()  # the original, but its launch line names the copy
     assert copy == (ROOT / 'recipes' / f'{name}.yaml').read_text().replace(
-        f'bash recipes/{name}.sh', f'bash {tmp_path / "lora-2xa100-40g.sh"}')
+        f'bash recipes/{name}.sh', f'bash {tmp_path / "lora-2xa100-40g.sh"}'
+    )
     assert 'launch_lib.sh' in (tmp_path / 'lora-2xa100-40g.sh').read_text()
     again = run_cli('grpo_recipes.cli.recipes', 'cp', name, str(tmp_path))
     assert again.returncode == 2 and 'already exist' in again.stderr
@@ -92,10 +95,12 @@ def test_unknown_recipe_is_a_clear_error():
 
 def dry_run(recipe, env=None, *args):
     import os
+
     inherited = {k: v for k, v in os.environ.items() if k not in ('DATASET', 'DEMO', 'TOKENIZER', 'USE_HF', 'PREPARE')}
     full = {**inherited, 'DRY_RUN': '1', **(env or {})}
-    return subprocess.run(['bash', str(recipe.launcher), *args], capture_output=True, text=True, env=full,
-                          cwd=ROOT, timeout=120)
+    return subprocess.run(
+        ['bash', str(recipe.launcher), *args], capture_output=True, text=True, env=full, cwd=ROOT, timeout=120
+    )
 
 
 def test_dry_run_prints_every_step_in_order_and_runs_nothing(tmp_path):
@@ -103,10 +108,15 @@ def test_dry_run_prints_every_step_in_order_and_runs_nothing(tmp_path):
     proc = dry_run(recipe, {'OUTPUT_DIR': str(tmp_path / 'out'), 'TRAIN_GPUS': '0'}, '--max_steps', '5')
     assert proc.returncode == 0, proc.stderr
     cmds = [ln[2:] for ln in proc.stderr.splitlines() if ln.startswith('+ ')]
-    assert [c.split()[0:2] for c in cmds] == [['grpo-data', 'prepare-gsm8k'], ['grpo-data', 'filter'],
-                                              ['grpo-data', 'prepare-gsm8k'], ['grpo-data', 'filter'],
-                                              ['grpo-guard', 'check'], ['env', 'CUDA_VISIBLE_DEVICES=1'],
-                                              ['swift', 'rlhf']]
+    assert [c.split()[0:2] for c in cmds] == [
+        ['grpo-data', 'prepare-gsm8k'],
+        ['grpo-data', 'filter'],
+        ['grpo-data', 'prepare-gsm8k'],
+        ['grpo-data', 'filter'],
+        ['grpo-guard', 'check'],
+        ['env', 'CUDA_VISIBLE_DEVICES=1'],
+        ['swift', 'rlhf'],
+    ]
     assert '--max-length 256' in cmds[1] and '--max-length 256' in cmds[3]
     # the held-out eval set: the bundled GSM8K test sample, prepared and filtered like the train rows, passed on
     assert 'data_tools/sample/gsm8k_test_200.jsonl' in cmds[2]
@@ -123,8 +133,9 @@ def test_multinode_launcher_requires_rank_and_master(tmp_path):
     recipe = next(r for r in RECIPES if 'multinode' in r.name)
     proc = dry_run(recipe, {'OUTPUT_DIR': str(tmp_path)})
     assert proc.returncode == 1 and 'export NODE_RANK' in proc.stderr
-    ok = dry_run(recipe, {'OUTPUT_DIR': str(tmp_path), 'NODE_RANK': '1', 'MASTER_ADDR': '10.0.0.1',
-                          'ROLLOUT_HOST': '10.0.0.3'})
+    ok = dry_run(
+        recipe, {'OUTPUT_DIR': str(tmp_path), 'NODE_RANK': '1', 'MASTER_ADDR': '10.0.0.1', 'ROLLOUT_HOST': '10.0.0.3'}
+    )
     assert ok.returncode == 0, ok.stderr
     assert '--vllm_server_host 10.0.0.3' in ok.stderr
     role = dry_run(recipe, {'ROLE': 'rollout'})

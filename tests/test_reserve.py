@@ -1,6 +1,7 @@
 """The fast path's reserve term (reserve.py) hooked into memory.estimate, and calibrate comparing like with like.
 The two real `swift rlhf` runs on an H100 (../shared/calibration/gpu-h100-2026-11-24/swift_runs.jsonl) are the
 measurement; the reserve constants come from the allocator simulator, not from them."""
+
 import json
 from pathlib import Path
 
@@ -18,13 +19,30 @@ from grpo_recipes.plan import build_plan
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT.parent / 'shared' / 'calibration' / 'gpu-h100-2026-11-24' / 'swift_runs.jsonl'
 CFG7B = json.loads((ROOT / 'grpo_recipes' / 'model_configs' / 'Qwen2.5-7B-Instruct.json').read_text())
-GiB = 2 ** 30
+GiB = 2**30
 
 
 def _peak(allocator):
-    cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--tuner_type', 'lora', '--per_device_train_batch_size', '16',
-                                   '--num_generations', '16', '--max_completion_length', '1024', '--max_length', '512',
-                                   '--use_vllm', 'false', '--gradient_checkpointing', 'true'])
+    cfg, _ = GRPOConfig.from_argv(
+        [
+            '--rlhf_type',
+            'grpo',
+            '--tuner_type',
+            'lora',
+            '--per_device_train_batch_size',
+            '16',
+            '--num_generations',
+            '16',
+            '--max_completion_length',
+            '1024',
+            '--max_length',
+            '512',
+            '--use_vllm',
+            'false',
+            '--gradient_checkpointing',
+            'true',
+        ]
+    )
     arch = Arch.from_config(CFG7B)
     alloc = None if allocator is None else conf_of(allocator)
     m = estimate(cfg, build_plan(cfg, {}, Hardware(gpus=1)), Inputs(arch=arch, capacity_gib=79.19, alloc=alloc))
@@ -54,6 +72,7 @@ def test_expandable_segments_plan_lower():
 def test_the_real_h100_runs_are_predicted_at_the_device_level():
     from grpo_recipes.memory.cases import load_cases
     from grpo_recipes.memory.scoring import score
+
     result = score(load_cases(RUNS))
     rows = [r for r in result['per_case'] if 'device' in r]
     assert len(rows) == 2

@@ -1,5 +1,6 @@
 """Every rule id the code can emit is exercised: each id the rules declare (``@rule(...)``, ``declare``) is either
 asserted by another test or triggered here, through the public check API on a small launch."""
+
 import pathlib
 
 import pytest
@@ -12,8 +13,12 @@ from grpo_recipes.hardware import Hardware
 
 A100_80 = Hardware(gpus=8, gpu_type='A100-80G', source='flags')
 A100_40 = Hardware(gpus=8, gpu_type='A100-40G', source='flags')
-SERVER = {'vllm_mode': 'server', 'vllm_server_host': ['127.0.0.1'], 'vllm_server_port': [8000],
-          'vllm_max_model_len': None}
+SERVER = {
+    'vllm_mode': 'server',
+    'vllm_server_host': ['127.0.0.1'],
+    'vllm_server_port': [8000],
+    'vllm_max_model_len': None,
+}
 QWEN32 = 'deepseek-ai/DeepSeek-R1-Distill-Qwen-32B'
 
 
@@ -23,8 +28,9 @@ def swift(overrides=None, env=None, drop=(), hw=None, packages=None):
 
 def rollout_server(*args, visible='0', hw=A100_80):
     """A `swift rollout` server checked on its own."""
-    launch = read_launch(['swift', 'rollout', '--model', 'Qwen/Qwen2.5-7B-Instruct', *args],
-                         environ={'CUDA_VISIBLE_DEVICES': visible})
+    launch = read_launch(
+        ['swift', 'rollout', '--model', 'Qwen/Qwen2.5-7B-Instruct', *args], environ={'CUDA_VISIBLE_DEVICES': visible}
+    )
     return check_launch(launch, hw, packages=PACKAGES_OK)
 
 
@@ -39,15 +45,17 @@ CASES = {
     'batch.accumulation': lambda: swift({'gradient_accumulation_steps': -1}),
     'batch.clipping-inert': lambda: swift({'epsilon': 0.2}),
     'batch.rollout-misaligned': lambda: swift({'gradient_accumulation_steps': 2, 'steps_per_generation': 3}),
-    'device.bad-ids': lambda: swift(env={'CUDA_VISIBLE_DEVICES': 'gpu0', 'NPROC_PER_NODE': 1},
-                                    hw=Hardware(gpu_type='A100-80G')),
+    'device.bad-ids': lambda: swift(
+        env={'CUDA_VISIBLE_DEVICES': 'gpu0', 'NPROC_PER_NODE': 1}, hw=Hardware(gpu_type='A100-80G')
+    ),
     'device.duplicate-ids': lambda: swift(env={'CUDA_VISIBLE_DEVICES': '0,0', 'NPROC_PER_NODE': 2}),
     'device.missing': lambda: swift(env={'CUDA_VISIBLE_DEVICES': '9', 'NPROC_PER_NODE': 1}),
     'device.none-visible': lambda: swift(env={'CUDA_VISIBLE_DEVICES': '', 'NPROC_PER_NODE': 1}),
     'device.nproc-exceeds-visible': lambda: swift(env={'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 2}),
     'device.rollout-gpus-unknown': lambda: swift(SERVER),
-    'device.rollout-gpus-unused': lambda: swift(hw=Hardware(gpus=8, gpu_type='A100-80G', source='flags',
-                                                            rollout_gpus=(1,))),
+    'device.rollout-gpus-unused': lambda: swift(
+        hw=Hardware(gpus=8, gpu_type='A100-80G', source='flags', rollout_gpus=(1,))
+    ),
     'launch.env-int': lambda: swift(env={'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1, 'NNODES': 'two'}),
     'launch.nproc': lambda: swift(env={'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 0}),
     'length.completion': lambda: swift({'max_completion_length': 0}),
@@ -55,9 +63,10 @@ CASES = {
     'length.max-length-unset': lambda: swift(drop=('max_length',)),
     'length.max-model-len': lambda: swift({'max_model_len': 4096}, drop=('vllm_max_model_len',)),
     'memory.no-fix': lambda: swift({'model': QWEN32, 'tuner_type': 'full'}, hw=A100_40),
-    'memory.oom-if-long-prompts': lambda: swift({'use_vllm': False, 'per_device_train_batch_size': 16,
-                                                 'num_generations': 16}, drop=('max_length', 'vllm_mode',
-                                                                               'vllm_max_model_len')),
+    'memory.oom-if-long-prompts': lambda: swift(
+        {'use_vllm': False, 'per_device_train_batch_size': 16, 'num_generations': 16},
+        drop=('max_length', 'vllm_mode', 'vllm_max_model_len'),
+    ),
     'reward.plugin': lambda: swift({'reward_funcs': ['my_reward'], 'external_plugins': ['plugin.py']}),
     'reward.weights': lambda: swift({'reward_weights': [1.0, 2.0]}),
     'rollout.gpu-count': lambda: rollout_server('--vllm_tensor_parallel_size', '2'),
@@ -65,20 +74,40 @@ CASES = {
     'rollout.max-model-len': lambda: rollout_server('--vllm_max_model_len', '100000'),
     'rollout.tp-heads': lambda: rollout_server('--vllm_tensor_parallel_size', '3', visible='0,1,2'),
     'server.host': lambda: swift({**SERVER, 'vllm_server_host': ['not a host!']}),
-    'server.url': lambda: swift({**SERVER, 'vllm_server_host': None, 'vllm_server_port': None,
-                                 'vllm_server_base_url': ['ftp://10.0.0.1']}),
-    'trl.ds3-gather': lambda: trl('accelerate', 'launch', '--use_deepspeed', '--zero_stage', '3', '--num_processes',
-                                  '4', 'train.py', '--model_name_or_path', QWEN32),
+    'server.url': lambda: swift(
+        {**SERVER, 'vllm_server_host': None, 'vllm_server_port': None, 'vllm_server_base_url': ['ftp://10.0.0.1']}
+    ),
+    'trl.ds3-gather': lambda: trl(
+        'accelerate',
+        'launch',
+        '--use_deepspeed',
+        '--zero_stage',
+        '3',
+        '--num_processes',
+        '4',
+        'train.py',
+        '--model_name_or_path',
+        QWEN32,
+    ),
     'tuner.ref-model-loaded': lambda: swift({'tuner_type': 'full'}),
     'version.deepspeed': lambda: swift({'deepspeed': 'zero2'}, packages={**PACKAGES_OK, 'deepspeed': None}),
     'version.swift-3x': lambda: swift(packages={**PACKAGES_OK, 'ms-swift': '3.9.0'}),
     'version.swift-missing': lambda: swift(packages={**PACKAGES_OK, 'ms-swift': None}),
     # ms-swift before 4.6: nothing turns expandable segments off around its engine
-    'vllm.expandable-segments': lambda: swift({'sleep_level': 1}, packages={**PACKAGES_OK, 'ms-swift': '4.5.0'}, env={
-        'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1, 'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'}),
-    'vllm.kv-concurrency': lambda: swift({'vllm_gpu_memory_utilization': 0.3, 'per_device_train_batch_size': 64,
-                                          'num_generations': 16, 'max_completion_length': 2048,
-                                          'vllm_max_model_len': 4096}),
+    'vllm.expandable-segments': lambda: swift(
+        {'sleep_level': 1},
+        packages={**PACKAGES_OK, 'ms-swift': '4.5.0'},
+        env={'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1, 'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'},
+    ),
+    'vllm.kv-concurrency': lambda: swift(
+        {
+            'vllm_gpu_memory_utilization': 0.3,
+            'per_device_train_batch_size': 64,
+            'num_generations': 16,
+            'max_completion_length': 2048,
+            'vllm_max_model_len': 4096,
+        }
+    ),
     'vllm.no-kv-memory': lambda: swift({'vllm_gpu_memory_utilization': 0.1}),
     'vllm.off': lambda: swift({'use_vllm': False}, drop=('vllm_mode',)),
     'vllm.parallel-size': lambda: swift({'vllm_data_parallel_size': 0}),
@@ -94,6 +123,7 @@ def test_rule_id_is_emitted(rule_id):
 
 def test_every_declared_rule_id_is_exercised():
     import grpo_recipes.check  # noqa: F401  (registers every rule)
+
     here = pathlib.Path(__file__)
     others = ''.join(p.read_text(encoding='utf-8') for p in here.parent.glob('test_*.py') if p != here)
     untested = sorted(i for i in RULE_IDS if i not in CASES and f"'{i}'" not in others and f'"{i}"' not in others)
@@ -103,6 +133,7 @@ def test_every_declared_rule_id_is_exercised():
 
 def test_every_rule_declares_ids_and_says_what_fails():
     from grpo_recipes.rules import RULES
+
     for fn in RULES:
         assert fn.ids, fn.__name__
         assert fn.__doc__ and len(fn.__doc__.split()) >= 8, f'{fn.__module__}.{fn.__name__} has no docstring'

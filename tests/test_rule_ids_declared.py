@@ -2,6 +2,7 @@
 (``{'check': 'id', ...}``) is declared (``@rule(...)`` or ``findings.declare``), so tests/test_rule_ids.py, which
 requires every declared id to be exercised, sees them all. Read from the source: an id built at run time (an
 f-string) is not seen here and must be declared by hand."""
+
 import pathlib
 import re
 
@@ -12,8 +13,10 @@ from grpo_recipes.findings import RULE_IDS
 
 PACKAGE = pathlib.Path(grpo_recipes.check.__file__).parent
 # the first dotted lower-case string after `Finding(` (its severity may be an expression), or a problem's 'check'
-LITERAL_IDS = (re.compile(r"Finding\((?:(?!Finding\().){0,160}?'([a-z]+\.[a-z0-9-]+)'", re.S),
-               re.compile(r"'check':\s*'([a-z]+\.[a-z0-9-]+)'"))
+LITERAL_IDS = (
+    re.compile(r"Finding\((?:(?!Finding\().){0,160}?'([a-z]+\.[a-z0-9-]+)'", re.S),
+    re.compile(r"'check':\s*'([a-z]+\.[a-z0-9-]+)'"),
+)
 
 
 def test_every_literal_rule_id_is_declared():

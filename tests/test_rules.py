@@ -1,4 +1,5 @@
 """The guard's rules on the reported failure cases, each with its fix (pure; no ms-swift import)."""
+
 import pytest
 from helpers import make, rules_of
 
@@ -12,15 +13,15 @@ def test_base_config_is_clean():
 
 def test_two_visible_gpus_nproc_unset_32b_int4():
     # Reported: 32B int4 on 2×A100-40G; one process saw both GPUs and wrapped the model across them.
-    over = {'model': 'Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4', 'per_device_train_batch_size': 4,
-            'num_generations': 4}
+    over = {'model': 'Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4', 'per_device_train_batch_size': 4, 'num_generations': 4}
     # device rules only; memory: tests/test_memory.py
     _, report = make(over, env={'CUDA_VISIBLE_DEVICES': '0,1'}, hw=Hardware(gpus=2))
     assert 'device.single-process-multi-gpu' in rules_of(report)
     finding = next(f for f in report.findings if f.rule == 'device.single-process-multi-gpu')
     assert 'NPROC_PER_NODE: 2' in finding.fix and 'device_map' in finding.message
-    _, fixed = make(over, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2},
-                    hw=Hardware(gpus=2))  # device rules only; memory: tests/test_memory.py
+    _, fixed = make(
+        over, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2}, hw=Hardware(gpus=2)
+    )  # device rules only; memory: tests/test_memory.py
     assert fixed.ok, [f.message for f in fixed.findings if f.severity == 'error']
 
 
@@ -40,12 +41,14 @@ SERVER = {'vllm_mode': 'server', 'vllm_server_host': ['127.0.0.1'], 'vllm_server
 
 
 def test_rollout_gpu_overlapping_training():
-    _, report = make(SERVER, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2},
-                     hw=Hardware(gpus=3, rollout_gpus=(1,)))
+    _, report = make(
+        SERVER, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2}, hw=Hardware(gpus=3, rollout_gpus=(1,))
+    )
     f = next(f for f in report.findings if f.rule == 'device.rollout-overlap')
     assert '1' in f.message and 'CUDA_VISIBLE_DEVICES: "0"' in f.fix
-    _, fixed = make(SERVER, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2},
-                    hw=Hardware(gpus=3, rollout_gpus=(2,)))
+    _, fixed = make(
+        SERVER, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2}, hw=Hardware(gpus=3, rollout_gpus=(2,))
+    )
     assert fixed.ok
 
 
@@ -60,48 +63,60 @@ def test_rollout_server_at_another_address_runs_on_another_machine():
     assert any('vllm_server_host 10.0.0.2 is not this machine' in a for a in there.assumptions)
     assert there.plan.rollout_remote
     # the server's own GPU count is still its start-up check
-    _, short = make({**SERVER, 'vllm_server_host': ['10.0.0.2'], 'vllm_tensor_parallel_size': 4}, env=env,
-                    hw=Hardware(gpus=2, rollout_gpus=(0, 1)))
+    _, short = make(
+        {**SERVER, 'vllm_server_host': ['10.0.0.2'], 'vllm_tensor_parallel_size': 4},
+        env=env,
+        hw=Hardware(gpus=2, rollout_gpus=(0, 1)),
+    )
     assert 'device.rollout-count' in rules_of(short)
 
 
 @pytest.mark.parametrize('gpus, rollout', [(6, (5,)), (5, (1,))])
 def test_non_contiguous_training_ids_pass(gpus, rollout):
-    _, report = make(SERVER, env={'CUDA_VISIBLE_DEVICES': '0,2,3,4', 'NPROC_PER_NODE': 4},
-                     hw=Hardware(gpus=gpus, rollout_gpus=rollout))
+    _, report = make(
+        SERVER,
+        env={'CUDA_VISIBLE_DEVICES': '0,2,3,4', 'NPROC_PER_NODE': 4},
+        hw=Hardware(gpus=gpus, rollout_gpus=rollout),
+    )
     assert report.ok, [f.message for f in report.findings if f.severity == 'error']
     assert [p['gpu'] for p in report.plan.processes] == [0, 2, 3, 4]
 
 
 def test_rollout_gpu_that_does_not_exist():
-    _, report = make(SERVER, env={'CUDA_VISIBLE_DEVICES': '0,1,2,3', 'NPROC_PER_NODE': 4},
-                     hw=Hardware(gpus=4, rollout_gpus=(4,)))
+    _, report = make(
+        SERVER, env={'CUDA_VISIBLE_DEVICES': '0,1,2,3', 'NPROC_PER_NODE': 4}, hw=Hardware(gpus=4, rollout_gpus=(4,))
+    )
     assert 'device.total' in rules_of(report)
 
 
 def test_too_few_gpus_for_rollout_tp():
     over = {**SERVER, 'vllm_tensor_parallel_size': 2}
-    _, report = make(over, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2},
-                     hw=Hardware(gpus=3, rollout_gpus=(2,)))
+    _, report = make(
+        over, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2}, hw=Hardware(gpus=3, rollout_gpus=(2,))
+    )
     f = next(f for f in report.findings if f.rule == 'device.rollout-count')
     assert 'local_device_count (1) must be greater than or equal to' in f.message
-    _, fixed = make(over, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2},
-                    hw=Hardware(gpus=4, rollout_gpus=(2, 3)))
+    _, fixed = make(
+        over, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2}, hw=Hardware(gpus=4, rollout_gpus=(2, 3))
+    )
     assert fixed.ok
 
 
 def test_indivisible_num_generations_lists_valid_values():
     _, report = make({'num_generations': 7})
     f = next(f for f in report.findings if f.rule == 'batch.num-generations-divides')
-    assert f.message == ('generation_batch_size (8) must be evenly divisible by num_generations (7). '
-                         'Valid values: [2, 4, 8].')
+    assert f.message == (
+        'generation_batch_size (8) must be evenly divisible by num_generations (7). Valid values: [2, 4, 8].'
+    )
 
 
 def test_a_batch_of_one_completion_is_fixed_by_the_batch_alone():
     # generation_batch_size 1: no num_generations >= 2 divides it, so the fix names the micro-batch only (not an
     # empty list of valid values)
-    _, report = make({'per_device_train_batch_size': 1, 'gradient_accumulation_steps': 1}, env={
-        'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1})
+    _, report = make(
+        {'per_device_train_batch_size': 1, 'gradient_accumulation_steps': 1},
+        env={'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1},
+    )
     f = next(f for f in report.findings if f.rule == 'batch.num-generations-divides')
     assert 'Valid values: [].' in f.message and f.fix == 'per_device_train_batch_size: 8'
 
@@ -134,8 +149,9 @@ def test_tp_not_dividing_heads():
     _, report = make(over, env={'CUDA_VISIBLE_DEVICES': '0,1,2,3,4,5,6,7', 'NPROC_PER_NODE': 8})
     f = next(f for f in report.findings if f.rule == 'vllm.tp-heads')
     assert 'Total number of attention heads (28) must be divisible by tensor parallel size (8).' in f.message
-    _, fixed = make({'vllm_tensor_parallel_size': 4},
-                    env={'CUDA_VISIBLE_DEVICES': '0,1,2,3,4,5,6,7', 'NPROC_PER_NODE': 8})
+    _, fixed = make(
+        {'vllm_tensor_parallel_size': 4}, env={'CUDA_VISIBLE_DEVICES': '0,1,2,3,4,5,6,7', 'NPROC_PER_NODE': 8}
+    )
     assert fixed.ok
 
 
@@ -153,14 +169,18 @@ def test_unset_vllm_len_warns_with_cost():
 def test_unset_vllm_len_counts_the_kv_cache_as_the_vllm_model_does():
     """One owner of KV bytes per token (memory.vllm.vllm_kv_bytes_per_token): an fp8 cache holds half, and each of
     TP ranks holds 1/TP of a token's KV (deliberately new: the rule used to count 16-bit on one GPU)."""
+
     def per_token(over, env=None):
         _, report = make(over, drop=('vllm_max_model_len',), env=env)
         f = next(f for f in report.findings if f.rule == 'length.vllm-unset')
         return int(f.message.split(' KiB/token')[0].rsplit(' at ', 1)[1])
+
     full = per_token({})
     assert per_token({'vllm_engine_kwargs': '{"kv_cache_dtype": "fp8"}'}) == full // 2
-    assert per_token({'vllm_tensor_parallel_size': 2},
-                     env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2}) == full // 2
+    assert (
+        per_token({'vllm_tensor_parallel_size': 2}, env={'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 2})
+        == full // 2
+    )
 
 
 def test_colocate_tp_must_divide_world():
@@ -178,20 +198,24 @@ def test_multi_node_needs_rank_and_master():
 
 
 def test_server_ports_one_per_host():
-    _, report = make({**SERVER, 'vllm_server_host': ['10.0.0.2', '10.0.0.3']},
-                     env={'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1})
+    _, report = make(
+        {**SERVER, 'vllm_server_host': ['10.0.0.2', '10.0.0.3']}, env={'CUDA_VISIBLE_DEVICES': '0', 'NPROC_PER_NODE': 1}
+    )
     assert 'server.ports' in rules_of(report)
 
 
-@pytest.mark.parametrize('over, rule', [
-    ({'truncation_strategy': 'right'}, 'length.truncation'),
-    ({'ref_model': 'Qwen/Qwen2.5-7B-Instruct'}, 'tuner.ref-model'),
-    ({'async_generate': True}, 'vllm.async-generate'),
-    ({'ds3_gather_for_generation': False}, 'vllm.ds3-gather'),
-    ({'reward_funcs': ['acuracy']}, 'reward.unknown'),
-    ({**SERVER, 'quant_method': 'bnb', 'quant_bits': 4}, 'quant.qlora-server'),
-    ({'vllm_gpu_memory_utilization': 1.5}, 'vllm.utilization'),
-])
+@pytest.mark.parametrize(
+    'over, rule',
+    [
+        ({'truncation_strategy': 'right'}, 'length.truncation'),
+        ({'ref_model': 'Qwen/Qwen2.5-7B-Instruct'}, 'tuner.ref-model'),
+        ({'async_generate': True}, 'vllm.async-generate'),
+        ({'ds3_gather_for_generation': False}, 'vllm.ds3-gather'),
+        ({'reward_funcs': ['acuracy']}, 'reward.unknown'),
+        ({**SERVER, 'quant_method': 'bnb', 'quant_bits': 4}, 'quant.qlora-server'),
+        ({'vllm_gpu_memory_utilization': 1.5}, 'vllm.utilization'),
+    ],
+)
 def test_known_problem_rules(over, rule):
     _, report = make(over)
     assert rule in rules_of(report)
@@ -208,12 +232,15 @@ def test_use_vllm_without_mode():
     assert f.message == 'vllm_mode is required when use_vllm is true'
 
 
-@pytest.mark.parametrize('packages, rule', [
-    ({'ms-swift': '4.6.0', 'trl': '0.29.1', 'math-verify': None, 'msgspec': '0.22'}, 'reward.math-verify'),
-    ({'ms-swift': '4.6.0', 'trl': '0.29.1', 'math-verify': '0.9', 'msgspec': None}, 'version.msgspec'),
-    ({'ms-swift': '4.6.0', 'trl': '0.24.0', 'math-verify': '0.9', 'msgspec': '0.22'}, 'version.trl'),
-    ({'ms-swift': '3.12.3', 'trl': '0.24.0', 'math-verify': '0.9', 'msgspec': '0.22'}, 'known.zero3-sync-3.12'),
-])
+@pytest.mark.parametrize(
+    'packages, rule',
+    [
+        ({'ms-swift': '4.6.0', 'trl': '0.29.1', 'math-verify': None, 'msgspec': '0.22'}, 'reward.math-verify'),
+        ({'ms-swift': '4.6.0', 'trl': '0.29.1', 'math-verify': '0.9', 'msgspec': None}, 'version.msgspec'),
+        ({'ms-swift': '4.6.0', 'trl': '0.24.0', 'math-verify': '0.9', 'msgspec': '0.22'}, 'version.trl'),
+        ({'ms-swift': '3.12.3', 'trl': '0.24.0', 'math-verify': '0.9', 'msgspec': '0.22'}, 'known.zero3-sync-3.12'),
+    ],
+)
 def test_version_rules(packages, rule):
     _, report = make({'reward_funcs': ['accuracy'], 'deepspeed': 'zero3'}, packages=packages)
     assert rule in rules_of(report)
@@ -229,8 +256,10 @@ def test_accuracy_needs_solution_column(tmp_path):
 
 
 def test_plan_batch_arithmetic():
-    _, report = make({'per_device_train_batch_size': 4, 'gradient_accumulation_steps': 4, 'num_generations': 8},
-                     env={'CUDA_VISIBLE_DEVICES': '0,1,2,3', 'NPROC_PER_NODE': 4})
+    _, report = make(
+        {'per_device_train_batch_size': 4, 'gradient_accumulation_steps': 4, 'num_generations': 8},
+        env={'CUDA_VISIBLE_DEVICES': '0,1,2,3', 'NPROC_PER_NODE': 4},
+    )
     p = report.plan
     assert (p.world_size, p.optimizer_batch, p.generation_batch, p.steps_per_generation) == (4, 64, 64, 4)
     assert p.prompts_per_rollout == 8 and p.prompts_per_optimizer_step == 8
@@ -244,6 +273,7 @@ def test_data_stats_drive_length_findings_and_memory(tmp_path):
     from data_tools.pipeline import run_stats
     from data_tools.tokenize import ChatTokenizer
     from grpo_recipes.check import check_launch
+
     st, lengths = run_stats(ROOT / 'data_tools' / 'sample' / 'gsm8k_train_300.jsonl', ChatTokenizer(None))
     stats = json.loads(json.dumps(st.to_dict()))  # what `grpo-data stats --json` writes
     launch, plain = make({'max_length': 4096, 'vllm_max_model_len': 8192}, hw=Hardware(gpus=1, gpu_type='A100-80G'))
@@ -254,6 +284,7 @@ def test_data_stats_drive_length_findings_and_memory(tmp_path):
     short = check_launch(launch, Hardware(gpus=1, gpu_type='A100-80G'), packages=plain_packages(), data_stats=stats)
     f = next(f for f in short.findings if f.rule == 'length.data-over-max-length')
     import re
+
     exact = sum(1 for n in lengths if n > 100)
     reported = int(re.search(r'up to ([\d,]+) of 300', f.message).group(1).replace(',', ''))
     edges, counts = stats['histogram']['edges'], stats['histogram']['counts']
@@ -264,18 +295,22 @@ def test_data_stats_drive_length_findings_and_memory(tmp_path):
 
 def plain_packages():
     from helpers import PACKAGES_OK
+
     return PACKAGES_OK
 
 
-@pytest.mark.parametrize('over, rollout_argv, severity', [
-    ({}, None, 'error'),                                            # colocate, no reward at all
-    ({'teacher_model': 'Qwen/Qwen2.5-7B-Instruct'}, None, None),    # OPD-RL: the teacher is the signal
-    ({'use_gym_env': True}, None, None),                            # the trainer says its rewards come from a gym
-    ({**SERVER}, None, 'warning'),                                  # server mode, server unknown: it may run a gym
-    ({**SERVER}, ['--model', 'm', '--use_gym_env', 'true'], None),  # ms-swift's external/vllm_gym.sh
-    ({**SERVER}, ['--model', 'm', '--use_gym_env', 'false'], 'error'),
-    ({**SERVER, 'use_gym_env': False}, ['--model', 'm', '--use_gym_env', 'true'], 'error'),  # the trainer's wins
-])
+@pytest.mark.parametrize(
+    'over, rollout_argv, severity',
+    [
+        ({}, None, 'error'),  # colocate, no reward at all
+        ({'teacher_model': 'Qwen/Qwen2.5-7B-Instruct'}, None, None),  # OPD-RL: the teacher is the signal
+        ({'use_gym_env': True}, None, None),  # the trainer says its rewards come from a gym
+        ({**SERVER}, None, 'warning'),  # server mode, server unknown: it may run a gym
+        ({**SERVER}, ['--model', 'm', '--use_gym_env', 'true'], None),  # ms-swift's external/vllm_gym.sh
+        ({**SERVER}, ['--model', 'm', '--use_gym_env', 'false'], 'error'),
+        ({**SERVER, 'use_gym_env': False}, ['--model', 'm', '--use_gym_env', 'true'], 'error'),  # the trainer's wins
+    ],
+)
 def test_no_reward_function(over, rollout_argv, severity):
     # grpo_trainer.py: `if not self.reward_funcs and not self.use_gym_env and not self._has_teacher: raise
     # ValueError('You must specify reward_funcs or reward_model')`; in server mode use_gym_env is the rollout
@@ -286,8 +321,12 @@ def test_no_reward_function(over, rollout_argv, severity):
 
     from grpo_recipes.check import check_launch
     from grpo_recipes.frontends.swift.reader import launch_from_mapping, read_rollout
-    cfg = {**{k: v for k, v in BASE.items() if k != 'reward_funcs'}, **over,
-           'ENV': {'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 1 if 'vllm_server_host' in over else 2}}
+
+    cfg = {
+        **{k: v for k, v in BASE.items() if k != 'reward_funcs'},
+        **over,
+        'ENV': {'CUDA_VISIBLE_DEVICES': '0,1', 'NPROC_PER_NODE': 1 if 'vllm_server_host' in over else 2},
+    }
     launch = launch_from_mapping(cfg, [], environ={}, source='test.yaml')
     if rollout_argv is not None:
         launch = _replace(launch, rollout=read_rollout(rollout_argv, {'CUDA_VISIBLE_DEVICES': '1'}, 'test'))
@@ -302,8 +341,23 @@ def test_opd_rl_with_a_teacher_takes_one_generation():
     from grpo_recipes.check import check_launch
     from grpo_recipes.frontends import read_launch
     from grpo_recipes.hardware import Hardware
-    base = ['swift', 'rlhf', '--rlhf_type', 'grpo', '--model', 'Qwen/Qwen2.5-7B-Instruct', '--tuner_type', 'lora',
-            '--dataset', 'AI-MO/NuminaMath-TIR', '--num_generations', '1', '--per_device_train_batch_size', '2']
+
+    base = [
+        'swift',
+        'rlhf',
+        '--rlhf_type',
+        'grpo',
+        '--model',
+        'Qwen/Qwen2.5-7B-Instruct',
+        '--tuner_type',
+        'lora',
+        '--dataset',
+        'AI-MO/NuminaMath-TIR',
+        '--num_generations',
+        '1',
+        '--per_device_train_batch_size',
+        '2',
+    ]
     hw = Hardware(gpus=4, gpu_type='A100-80G', source='flags')
     with_teacher = check_launch(read_launch(base + ['--teacher_model', 'Qwen/Qwen2.5-14B-Instruct'], environ={}), hw)
     alone = check_launch(read_launch(base + ['--reward_funcs', 'accuracy'], environ={}), hw)

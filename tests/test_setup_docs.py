@@ -2,6 +2,7 @@
 commands get on PATH, and that the `gpu` extra and constraints.txt agree (a resolver that sees both could not
 install it otherwise: `pip install --dry-run -c constraints.txt -e '.[gpu]'` was run to check the transitive
 pins, which need the index; this test checks the direct ones offline)."""
+
 import argparse
 import re
 
@@ -21,9 +22,13 @@ def test_readme_json_claim_matches_every_command():
     from data_tools.cli import build_parser as data_parser
     from grpo_recipes.cli.guard import build_parser as guard_parser
     from grpo_recipes.cli.recipes import build_parser as recipes_parser
+
     actual = {}
-    for prog, parser in (('grpo-guard', guard_parser()), ('grpo-recipes', recipes_parser()),
-                         ('grpo-data', data_parser())):
+    for prog, parser in (
+        ('grpo-guard', guard_parser()),
+        ('grpo-recipes', recipes_parser()),
+        ('grpo-data', data_parser()),
+    ):
         actual.update({(prog, k): v for k, v in _subcommands_with_json(parser).items()})
     para = re.search(r'`--json` \(one JSON object.*?print plain text only', README, re.S).group(0)
     taken, plain = para.split('; ', 1)
@@ -37,6 +42,7 @@ def test_readme_json_claim_matches_every_command():
                 prog, tok = tok.split(' ', 1)
             out.add((prog, tok))
         return out
+
     assert listed(taken) == {k for k, v in actual.items() if v}
     assert listed(plain) == {k for k, v in actual.items() if not v}
     assert 'Every command takes `--json`' not in README

@@ -5,6 +5,7 @@ Expected values come from the real programs: bash itself expands the words and r
 shell function standing in for `accelerate`, which prints the argv bash hands it), and accelerate's own
 launch_command_parser is asked what it does without a script. No GPU is used or needed: the guard reads the
 launch; the GPU count is given as --gpus / CUDA_VISIBLE_DEVICES."""
+
 import os
 import shutil
 import subprocess
@@ -19,24 +20,43 @@ from grpo_recipes.hardware import Hardware
 
 BASH = shutil.which('bash')
 PKGS = {'ms-swift': '4.6.0', 'trl': '0.29.1', 'math-verify': '0.9.0', 'msgspec': '0.22.0'}
-TRL_ARGS = ['train_grpo.py', '--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct', '--use_vllm', '--vllm_mode',
-            'colocate', '--per_device_train_batch_size', '8', '--num_generations', '8']
-SWIFT = ('swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct --tuner_type lora --reward_funcs accuracy '
-         '--dataset d.jsonl --num_generations {ng} --per_device_train_batch_size 8')
+TRL_ARGS = [
+    'train_grpo.py',
+    '--model_name_or_path',
+    'Qwen/Qwen2.5-7B-Instruct',
+    '--use_vllm',
+    '--vllm_mode',
+    'colocate',
+    '--per_device_train_batch_size',
+    '8',
+    '--num_generations',
+    '8',
+]
+SWIFT = (
+    'swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct --tuner_type lora --reward_funcs accuracy '
+    '--dataset d.jsonl --num_generations {ng} --per_device_train_batch_size 8'
+)
 
 
 def bash_value(setup: str, word: str) -> tuple[str, str]:
     """(the expanded word, $A afterwards) as bash computes them."""
-    out = subprocess.run([BASH, '--norc', '-c', f'{setup}\nprintf "%s\\0%s" "{word}" "${{A-<unset>}}"'],
-                         capture_output=True, text=True, env={'PATH': os.environ['PATH']}, check=True).stdout
+    out = subprocess.run(
+        [BASH, '--norc', '-c', f'{setup}\nprintf "%s\\0%s" "{word}" "${{A-<unset>}}"'],
+        capture_output=True,
+        text=True,
+        env={'PATH': os.environ['PATH']},
+        check=True,
+    ).stdout
     value, a = out.split('\0')
     return value, a
 
 
 @pytest.mark.skipif(BASH is None, reason='needs bash')
 @pytest.mark.parametrize('setup,scope', [('', {}), ('A=', {'A': ''}), ('A=x', {'A': 'x'})])
-@pytest.mark.parametrize('word', ['${A:-d}', '${A-d}', '${A:=d}', '${A=d}', '${A:+alt}', '${A+alt}', '${A}',
-                                  'pre-${A:-${B:-inner}}-post', '$A/x'])
+@pytest.mark.parametrize(
+    'word',
+    ['${A:-d}', '${A-d}', '${A:=d}', '${A=d}', '${A:+alt}', '${A+alt}', '${A}', 'pre-${A:-${B:-inner}}-post', '$A/x'],
+)
 def test_parameter_expansion_matches_bash(setup, scope, word):
     want_value, want_a = bash_value(setup, word)
     scope = dict(scope)
@@ -51,8 +71,11 @@ def test_parameter_expansion_matches_bash(setup, scope, word):
 
 def test_default_and_assignment_carry_to_later_lines(tmp_path):
     script = tmp_path / 'run.sh'
-    script.write_text('MODEL=${MODEL:-Qwen/Qwen2.5-7B-Instruct}\n: ${NG:=4}\nexport CUDA_VISIBLE_DEVICES=${GPUS-0,1}\n'
-                      'NPROC_PER_NODE=2 ' + SWIFT.format(ng='$NG') + ' --model $MODEL\n', encoding='utf-8')
+    script.write_text(
+        'MODEL=${MODEL:-Qwen/Qwen2.5-7B-Instruct}\n: ${NG:=4}\nexport CUDA_VISIBLE_DEVICES=${GPUS-0,1}\n'
+        'NPROC_PER_NODE=2 ' + SWIFT.format(ng='$NG') + ' --model $MODEL\n',
+        encoding='utf-8',
+    )
     launch = read_launch([str(script)], environ={})
     assert launch.argv[launch.argv.index('--num_generations') + 1] == '4'
     assert launch.argv[-1] == 'Qwen/Qwen2.5-7B-Instruct'
@@ -92,9 +115,11 @@ def test_wrapped_commands_are_read_as_the_inner_command(tmp_path, line):
     script = tmp_path / 'run.sh'
     script.write_text(text + '\n', encoding='utf-8')
     import shlex
-    for launch in (read_launch([str(script)], environ={}), read_launch(['--', *shlex.split(text)[:-1]]
-                                                                        if text.endswith('&') else
-                                                                        ['--', *shlex.split(text)], environ={})):
+
+    for launch in (
+        read_launch([str(script)], environ={}),
+        read_launch(['--', *shlex.split(text)[:-1]] if text.endswith('&') else ['--', *shlex.split(text)], environ={}),
+    ):
         assert launch.framework == 'trl' and launch.trl['script'] == 'train_grpo.py'
         assert launch.env['NPROC_PER_NODE'] == '2'
         assert '--model_name_or_path' in launch.argv
@@ -104,6 +129,7 @@ def test_wrapped_commands_are_read_as_the_inner_command(tmp_path, line):
 
 def test_accelerate_really_stops_without_a_training_script():
     from accelerate.commands.launch import launch_command_parser
+
     with pytest.raises(SystemExit) as e:
         launch_command_parser().parse_args(['--num_processes', '4'])
     assert e.value.code == 2
@@ -111,8 +137,10 @@ def test_accelerate_really_stops_without_a_training_script():
 
 def test_lost_backslash_names_the_file_and_line(tmp_path):
     script = tmp_path / 'run.sh'
-    script.write_text('export CUDA_VISIBLE_DEVICES=0,1\naccelerate launch --num_processes 2\n  '
-                      + ' '.join(TRL_ARGS) + '\n', encoding='utf-8')
+    script.write_text(
+        'export CUDA_VISIBLE_DEVICES=0,1\naccelerate launch --num_processes 2\n  ' + ' '.join(TRL_ARGS) + '\n',
+        encoding='utf-8',
+    )
     with pytest.raises(GuardError) as e:
         read_launch([str(script)], environ={})
     msg = str(e.value)
@@ -127,15 +155,16 @@ def test_crlf_continuation_is_read_as_bash_reads_it(tmp_path):
     script = tmp_path / 'run.sh'
     script.write_bytes(b'accelerate launch --num_processes 2 \\\r\n  ' + ' '.join(TRL_ARGS).encode() + b'\r\n')
     # bash: the `\` quotes the CR, the command ends at line 1, line 2 runs on its own
-    shim = "accelerate() { printf '%q|' \"$@\"; echo; }; train_grpo.py() { echo SEPARATE; }; "
+    shim = 'accelerate() { printf \'%q|\' "$@"; echo; }; train_grpo.py() { echo SEPARATE; }; '
     out = subprocess.run([BASH, '--norc', '-c', shim + f'source {script}'], capture_output=True, text=True).stdout
     assert out.splitlines()[0] == "launch|--num_processes|2|$'\\r'|" and 'SEPARATE' in out
     with pytest.raises(GuardError) as e:
         read_launch([str(script)], environ={})
     assert f'{script}:1:' in str(e.value) and 'CR' in str(e.value)
     # CRLF without a broken continuation: read, with a note
-    script.write_bytes(b'CUDA_VISIBLE_DEVICES=0 accelerate launch --num_processes 1 '
-                       + ' '.join(TRL_ARGS).encode() + b'\r\n')
+    script.write_bytes(
+        b'CUDA_VISIBLE_DEVICES=0 accelerate launch --num_processes 1 ' + ' '.join(TRL_ARGS).encode() + b'\r\n'
+    )
     launch = read_launch([str(script)], environ={})
     assert launch.trl['script'] == 'train_grpo.py' and any('CRLF' in n for n in launch.notes)
 
@@ -143,8 +172,7 @@ def test_crlf_continuation_is_read_as_bash_reads_it(tmp_path):
 def _trl_report(argv, env, gpus=None, tmp_path=None):
     environ = {'HF_HOME': str(tmp_path), **env}  # no accelerate default config file there
     launch = read_launch(['--', *argv], environ=environ)
-    return check_launch(launch, Hardware(gpus=gpus, gpu_type='A100-80G', source='flags'), packages=PKGS,
-                        memory=False)
+    return check_launch(launch, Hardware(gpus=gpus, gpu_type='A100-80G', source='flags'), packages=PKGS, memory=False)
 
 
 @pytest.mark.parametrize('head', [['accelerate', 'launch'], ['trl', 'grpo']])
@@ -162,12 +190,18 @@ def test_bare_accelerate_starts_one_process_per_visible_gpu(tmp_path, head):
     assert r.plan.world_size == 1
 
 
-@pytest.mark.parametrize('argv,name,prefix', [
-    (['accelerate', 'launch', '--num_processes', '1', *TRL_ARGS], '`accelerate launch train_grpo.py`',
-     'CUDA_VISIBLE_DEVICES=0 accelerate launch ...'),
-    (['trl', 'grpo', '--num_processes', '1', *TRL_ARGS[1:]], '`trl grpo`', 'CUDA_VISIBLE_DEVICES=0 trl grpo ...'),
-    (['python', *TRL_ARGS], '`python train_grpo.py`', 'CUDA_VISIBLE_DEVICES=0 python ...'),
-])
+@pytest.mark.parametrize(
+    'argv,name,prefix',
+    [
+        (
+            ['accelerate', 'launch', '--num_processes', '1', *TRL_ARGS],
+            '`accelerate launch train_grpo.py`',
+            'CUDA_VISIBLE_DEVICES=0 accelerate launch ...',
+        ),
+        (['trl', 'grpo', '--num_processes', '1', *TRL_ARGS[1:]], '`trl grpo`', 'CUDA_VISIBLE_DEVICES=0 trl grpo ...'),
+        (['python', *TRL_ARGS], '`python train_grpo.py`', 'CUDA_VISIBLE_DEVICES=0 python ...'),
+    ],
+)
 def test_messages_name_the_command_as_typed(tmp_path, argv, name, prefix):
     r = _trl_report(argv, {'CUDA_VISIBLE_DEVICES': '0,1'}, gpus=2, tmp_path=tmp_path)
     f = next(f for f in r.findings if f.rule == 'device.data-parallel')
@@ -176,23 +210,44 @@ def test_messages_name_the_command_as_typed(tmp_path, argv, name, prefix):
 
 
 def test_unresolved_model_and_dataset_are_said_as_such(tmp_path):
-    launch = read_launch(['--', 'swift', 'rlhf', '--rlhf_type', 'grpo', '--model', '$MODEL_DIR', '--reward_funcs',
-                          'format', '--dataset', '$DATA/train.jsonl'], environ={})
+    launch = read_launch(
+        [
+            '--',
+            'swift',
+            'rlhf',
+            '--rlhf_type',
+            'grpo',
+            '--model',
+            '$MODEL_DIR',
+            '--reward_funcs',
+            'format',
+            '--dataset',
+            '$DATA/train.jsonl',
+        ],
+        environ={},
+    )
     r = check_launch(launch, Hardware(gpus=1, gpu_type='A100-80G', source='flags'), packages=PKGS)
     assert '$MODEL_DIR could not be resolved' in r.memory_unchecked
     assert not [f for f in r.findings if f.rule == 'data.missing-local']
 
 
 def test_rollout_flag_with_bash_c_reads_the_server_command():
-    launch = read_launch(['--', *SWIFT.format(ng='8').split(), '--use_vllm', 'true', '--vllm_mode', 'server'],
-                         environ={}, rollout="nohup bash -c 'cd /srv && CUDA_VISIBLE_DEVICES=1 swift rollout --model "
-                                             "Qwen/Qwen2.5-7B-Instruct' > rollout.log 2>&1 &")
+    launch = read_launch(
+        ['--', *SWIFT.format(ng='8').split(), '--use_vllm', 'true', '--vllm_mode', 'server'],
+        environ={},
+        rollout="nohup bash -c 'cd /srv && CUDA_VISIBLE_DEVICES=1 swift rollout --model "
+        "Qwen/Qwen2.5-7B-Instruct' > rollout.log 2>&1 &",
+    )
     assert launch.rollout is not None and launch.rollout.gpus == [1]
 
 
 def test_a_commented_assignment_expansion_assigns_nothing(tmp_path):
     script = tmp_path / 'run.sh'
-    script.write_text('# CUDA_VISIBLE_DEVICES=${NG:=2} swift rollout --model Qwen/Qwen2.5-7B-Instruct\n'
-                      + SWIFT.format(ng='${NG:-8}') + '\n', encoding='utf-8')
+    script.write_text(
+        '# CUDA_VISIBLE_DEVICES=${NG:=2} swift rollout --model Qwen/Qwen2.5-7B-Instruct\n'
+        + SWIFT.format(ng='${NG:-8}')
+        + '\n',
+        encoding='utf-8',
+    )
     launch = read_launch([str(script)], environ={})
     assert launch.argv[launch.argv.index('--num_generations') + 1] == '8'

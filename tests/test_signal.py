@@ -1,5 +1,6 @@
 """rules/signal.py: the predicted share of all-equal reward groups and informative prompts per optimizer step,
 held to hand calculations."""
+
 import json
 
 import pytest
@@ -74,8 +75,18 @@ def test_guard_reads_the_pass_rates_grpo_data_stats_writes(tmp_path):
     assert stats.returncode == 0, stats.stderr
     (tmp_path / 'stats.json').write_text(stats.stdout)
     recipe = ROOT / 'recipes' / 'qwen2.5-7b-instruct' / 'lora-2xa100-80g.yaml'
-    proc = run_cli('grpo_recipes.cli.guard', 'check', str(recipe), '--gpus', '2', '--gpu-type', 'A100-80G',
-                   '--data-stats', str(tmp_path / 'stats.json'), '--json')
+    proc = run_cli(
+        'grpo_recipes.cli.guard',
+        'check',
+        str(recipe),
+        '--gpus',
+        '2',
+        '--gpu-type',
+        'A100-80G',
+        '--data-stats',
+        str(tmp_path / 'stats.json'),
+        '--json',
+    )
     findings = {f['rule']: f for f in json.loads(proc.stdout)['findings']}
     # two prompts, both at pass rate 0: every group all wrong -> share 100%, no informative prompt even after
     # dynamic sampling's 6 rollouts
@@ -86,6 +97,7 @@ def test_guard_reads_the_pass_rates_grpo_data_stats_writes(tmp_path):
 
 def test_pass_rate_flag_is_range_checked():
     recipe = ROOT / 'recipes' / 'qwen2.5-7b-instruct' / 'lora-2xa100-80g.yaml'
-    proc = run_cli('grpo_recipes.cli.guard', 'check', str(recipe), '--gpus', '2', '--gpu-type', 'A100-80G',
-                   '--pass-rate', '92')
+    proc = run_cli(
+        'grpo_recipes.cli.guard', 'check', str(recipe), '--gpus', '2', '--gpu-type', 'A100-80G', '--pass-rate', '92'
+    )
     assert proc.returncode == 2 and 'between 0 and 1' in proc.stderr

@@ -1,4 +1,5 @@
 """The fast path's argument snapshot must be exactly what the installed ms-swift accepts."""
+
 import importlib.metadata as md
 import subprocess
 import sys
@@ -14,14 +15,35 @@ def test_installed_swift_is_the_pinned_line():
 
 
 def test_snapshot_has_no_drift():
-    proc = subprocess.run([sys.executable, str(ROOT / 'scripts' / 'gen_swift_snapshot.py'), '--check'],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / 'scripts' / 'gen_swift_snapshot.py'), '--check'],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 ARGVS = [
-    ['--rlhf_type', 'grpo', '--use_vllm', 'true', '--vllm_mode', 'colocate', '--reward_funcs', 'accuracy', 'format',
-     '--num_generations', '8', '--per_device_train_batch_size', '4', '--beta=0', '--vllm_server_port', '8000', '8001'],
+    [
+        '--rlhf_type',
+        'grpo',
+        '--use_vllm',
+        'true',
+        '--vllm_mode',
+        'colocate',
+        '--reward_funcs',
+        'accuracy',
+        'format',
+        '--num_generations',
+        '8',
+        '--per_device_train_batch_size',
+        '4',
+        '--beta=0',
+        '--vllm_server_port',
+        '8000',
+        '8001',
+    ],
     ['--rlhf_type', 'grpo', '--use_vllm', '--sleep_level', '1', '--no_remove_unused_columns', '--tuner_ty', 'full'],
     ['--rlhf_type', 'grpo', '--train_type', 'lora', '--gpu_memory_utilization', '0.5', '--torch_dtype', 'bfloat16'],
     ['--truncation_strategy', 'left', '--max-completion-length', '2048', '--deepspeed', 'zero3', '--report_to', 'none'],
@@ -33,6 +55,7 @@ def hf_parser():
     from swift.arguments import RLHFArguments
     from swift.utils.utils import _patch_get_type_hints
     from transformers import HfArgumentParser
+
     with _patch_get_type_hints():
         return HfArgumentParser([RLHFArguments])
 

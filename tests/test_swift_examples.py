@@ -4,6 +4,7 @@ nobody here wrote: the guard must accept them, unless it can name a concrete, so
 
 Each script is read as a launcher (its env prefixes, exports and its commented `swift rollout` command);
 models the project does not ship come from the corpus's config.json files."""
+
 import shlex
 from pathlib import Path
 
@@ -51,9 +52,17 @@ def model_flags(script_text: str) -> list[str]:
 @pytest.mark.parametrize('script, flags', cases())
 def test_official_example_is_accepted_on_its_hardware(script, flags):
     path = CORPUS / script
-    proc = run_cli('grpo_recipes.cli.guard', 'check', str(path), *shlex.split(flags),
-                   *model_flags(path.read_text()), '--json', env={'COLUMNS': '80'})
+    proc = run_cli(
+        'grpo_recipes.cli.guard',
+        'check',
+        str(path),
+        *shlex.split(flags),
+        *model_flags(path.read_text()),
+        '--json',
+        env={'COLUMNS': '80'},
+    )
     import json
+
     report = json.loads(proc.stdout)
     errors = [(f['rule'], f['message']) for f in report['findings'] if f['severity'] == 'error']
     stem = Path(script).stem
@@ -71,6 +80,7 @@ def test_server_example_reads_its_rollout_command():
     path = CORPUS / 'scripts' / 'external__grpo_7b.sh'
     proc = run_cli('grpo_recipes.cli.guard', 'check', str(path), '--gpus', '8', '--gpu-type', 'A100-80G', '--json')
     import json
+
     report = json.loads(proc.stdout)
     r = report['launch']['rollout']
     assert r['gpus'] == [6, 7] and r['data_parallel_size'] == 2 and r['source'].endswith(':2 (comment)')
@@ -81,14 +91,46 @@ def test_server_example_reads_its_rollout_command():
 
 
 def test_rollout_server_checked_on_its_own():
-    proc = run_cli('grpo_recipes.cli.guard', 'check', '--gpus', '8', '--gpu-type', 'A100-80G', '--', 'env',
-                   'CUDA_VISIBLE_DEVICES=6', 'swift', 'rollout', '--model', 'Qwen/Qwen2.5-7B-Instruct',
-                   '--vllm_data_parallel_size', '2', '--vllm_max_model_len', '16384', env={'COLUMNS': '80'})
+    proc = run_cli(
+        'grpo_recipes.cli.guard',
+        'check',
+        '--gpus',
+        '8',
+        '--gpu-type',
+        'A100-80G',
+        '--',
+        'env',
+        'CUDA_VISIBLE_DEVICES=6',
+        'swift',
+        'rollout',
+        '--model',
+        'Qwen/Qwen2.5-7B-Instruct',
+        '--vllm_data_parallel_size',
+        '2',
+        '--vllm_max_model_len',
+        '16384',
+        env={'COLUMNS': '80'},
+    )
     assert proc.returncode == 1
     assert 'local_device_count (1) must be greater than or equal to the product of' in ' '.join(proc.stdout.split())
-    ok = run_cli('grpo_recipes.cli.guard', 'check', '--gpus', '8', '--gpu-type', 'A100-80G', '--',
-                 'CUDA_VISIBLE_DEVICES=6,7', 'swift', 'rollout', '--model', 'Qwen/Qwen2.5-7B-Instruct',
-                 '--vllm_data_parallel_size', '2', '--vllm_max_model_len', '16384')
+    ok = run_cli(
+        'grpo_recipes.cli.guard',
+        'check',
+        '--gpus',
+        '8',
+        '--gpu-type',
+        'A100-80G',
+        '--',
+        'CUDA_VISIBLE_DEVICES=6,7',
+        'swift',
+        'rollout',
+        '--model',
+        'Qwen/Qwen2.5-7B-Instruct',
+        '--vllm_data_parallel_size',
+        '2',
+        '--vllm_max_model_len',
+        '16384',
+    )
     assert ok.returncode == 0, ok.stdout
 
 
@@ -96,15 +138,35 @@ def test_text_output_reads_whole_at_80_columns_when_piped():
     path = CORPUS / 'scripts' / 'multi_node__colocate_multi_node1.sh'
     if not path.is_file():
         pytest.skip('../shared/swift-examples not present')
-    proc = run_cli('grpo_recipes.cli.guard', 'check', str(path), '--gpus', '4', '--gpu-type', 'A100-80G',
-                   '--model-config', str(CORPUS / 'models' / 'Qwen2.5-Math-7B'), env={'COLUMNS': '80'})
+    proc = run_cli(
+        'grpo_recipes.cli.guard',
+        'check',
+        str(path),
+        '--gpus',
+        '4',
+        '--gpu-type',
+        'A100-80G',
+        '--model-config',
+        str(CORPUS / 'models' / 'Qwen2.5-Math-7B'),
+        env={'COLUMNS': '80'},
+    )
     lines = proc.stdout.splitlines()
     assert max(len(ln) for ln in lines) <= 80
     assert '…' not in proc.stdout, [ln for ln in lines if '…' in ln]
     row = next(ln for ln in lines if ln.strip().startswith('0-3'))
     assert 'train+vllm' in row and 'OOM' in row
-    wide = run_cli('grpo_recipes.cli.guard', 'check', str(path), '--gpus', '4', '--gpu-type', 'A100-80G',
-                   '--model-config', str(CORPUS / 'models' / 'Qwen2.5-Math-7B'), env={'COLUMNS': '132'})
+    wide = run_cli(
+        'grpo_recipes.cli.guard',
+        'check',
+        str(path),
+        '--gpus',
+        '4',
+        '--gpu-type',
+        'A100-80G',
+        '--model-config',
+        str(CORPUS / 'models' / 'Qwen2.5-Math-7B'),
+        env={'COLUMNS': '132'},
+    )
     assert max(len(ln) for ln in wide.stdout.splitlines()) > 100  # COLUMNS is honoured when piped too
 
 
@@ -112,11 +174,14 @@ def test_near_the_limit_is_a_tight_warning_not_a_plain_fit():
     from helpers import make
 
     from grpo_recipes.hardware import Hardware
+
     # grow the micro-batch until the single training GPU is just under its capacity
     last = None
     for bs in range(2, 128, 2):
-        _, report = make({'per_device_train_batch_size': bs, 'num_generations': 2},
-                         hw=Hardware(gpus=8, gpu_type='A100-80G', source='flags'))
+        _, report = make(
+            {'per_device_train_batch_size': bs, 'num_generations': 2},
+            hw=Hardware(gpus=8, gpu_type='A100-80G', source='flags'),
+        )
         assert report.memory, report.memory_unchecked
         m = report.memory[0]
         if not m.fits:
@@ -135,13 +200,27 @@ def test_long_completion_warning_quotes_both_prompt_bounds():
     # with short ones (the decision is taken with short prompts). On A100-40G: the script runs ZeRO-2, under which the
     # logits stay 16-bit (accelerate adds no fp32 copy), so on A100-80G even full-length completions now fit (62%)
     import json
+
     path = CORPUS / 'scripts' / 'internal__qlora.sh'
-    proc = run_cli('grpo_recipes.cli.guard', 'check', str(path), '--gpus', '4', '--gpu-type', 'A100-40G',
-                   *model_flags(path.read_text()), '--json')
+    proc = run_cli(
+        'grpo_recipes.cli.guard',
+        'check',
+        str(path),
+        '--gpus',
+        '4',
+        '--gpu-type',
+        'A100-40G',
+        *model_flags(path.read_text()),
+        '--json',
+    )
     f = next(f for f in json.loads(proc.stdout)['findings'] if f['rule'] == 'memory.oom-if-long-completions')
     import re
-    m = re.search(r'under ([\d,]+) tokens \(\d+% of the limit\) with prompts of 2,048 tokens \(max_length\), '
-                  r'([\d,]+) with short prompts', f['message'])
+
+    m = re.search(
+        r'under ([\d,]+) tokens \(\d+% of the limit\) with prompts of 2,048 tokens \(max_length\), '
+        r'([\d,]+) with short prompts',
+        f['message'],
+    )
     assert m, f['message']
     at_long, at_short = (int(x.replace(',', '')) for x in m.groups())
     assert 4096 <= at_long <= at_short < 8192

@@ -5,6 +5,7 @@ The differential tests hold the ast extraction to the real parsers: run on the i
 exactly the argparse options ms-swift's own HfArgumentParser builds (swift_args_snapshot.json, itself checked against
 the installed parser by test_snapshot.py), and releases.json's 4.6.0 and 3.10.3 entries must give those of 4.6 and of
 ms-swift 3.10.3's real parser (swift_args_snapshot_3.10.json, generated under 3.10.3)."""
+
 import importlib.util
 import json
 
@@ -16,8 +17,9 @@ from grpo_recipes.frontends.swift import versions
 
 
 def _gen():
-    spec = importlib.util.spec_from_file_location('gen_swift_release_snapshots',
-                                                  ROOT / 'scripts' / 'gen_swift_release_snapshots.py')
+    spec = importlib.util.spec_from_file_location(
+        'gen_swift_release_snapshots', ROOT / 'scripts' / 'gen_swift_release_snapshots.py'
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -44,8 +46,9 @@ def test_ast_extraction_of_the_installed_ms_swift_equals_its_own_parser():
     assert _differences(ours, real) == []
 
 
-@pytest.mark.parametrize('release,snapshot', [('4.6.0', swift_args.SNAPSHOT_FILE),
-                                              ('3.10.3', 'swift_args_snapshot_3.10.json')])
+@pytest.mark.parametrize(
+    'release,snapshot', [('4.6.0', swift_args.SNAPSHOT_FILE), ('3.10.3', 'swift_args_snapshot_3.10.json')]
+)
 def test_release_entries_equal_the_real_parsers(release, snapshot):
     ours = swift_args.snapshot(swift_args.RELEASE_PREFIX + release)['arguments']
     real = swift_args.snapshot(snapshot)['arguments']
@@ -59,11 +62,38 @@ def test_every_minor_release_is_covered():
     assert versions.known_releases()[-1] == swift_args.snapshot()['ms_swift_version']
 
 
-LAUNCH = ['--', 'CUDA_VISIBLE_DEVICES=0,1,2,3', 'NPROC_PER_NODE=4', 'swift', 'rlhf', '--rlhf_type', 'grpo',
-          '--model', 'Qwen/Qwen2.5-7B-Instruct', '--use_vllm', 'true', '--vllm_mode', 'colocate',
-          '--vllm_gpu_memory_utilization', '0.5', '--vllm_max_model_len', '2048', '--max_length', '512',
-          '--max_completion_length', '1024', '--num_generations', '8', '--per_device_train_batch_size', '4',
-          '--reward_funcs', 'accuracy', 'format', '--sleep_level', '1']
+LAUNCH = [
+    '--',
+    'CUDA_VISIBLE_DEVICES=0,1,2,3',
+    'NPROC_PER_NODE=4',
+    'swift',
+    'rlhf',
+    '--rlhf_type',
+    'grpo',
+    '--model',
+    'Qwen/Qwen2.5-7B-Instruct',
+    '--use_vllm',
+    'true',
+    '--vllm_mode',
+    'colocate',
+    '--vllm_gpu_memory_utilization',
+    '0.5',
+    '--vllm_max_model_len',
+    '2048',
+    '--max_length',
+    '512',
+    '--max_completion_length',
+    '1024',
+    '--num_generations',
+    '8',
+    '--per_device_train_batch_size',
+    '4',
+    '--reward_funcs',
+    'accuracy',
+    'format',
+    '--sleep_level',
+    '1',
+]
 HW = ['--gpus', '4', '--gpu-type', 'A100-80G']
 
 
@@ -86,7 +116,8 @@ def test_an_argument_of_3_3_is_known_to_3_3_and_quoted_by_release_on_3_10():
     rc, out = check('--swift-version', '3.10.3', *argv)
     assert errors(out)['args.unknown']['message'].startswith(
         '--gc_collect_after_offload: ms-swift 3.10.3 has no argument --gc_collect_after_offload (removed in ms-swift '
-        '3.10)')
+        '3.10)'
+    )
 
 
 def test_an_argument_a_release_does_not_have_yet():
@@ -100,8 +131,9 @@ def test_an_argument_a_release_does_not_have_yet():
 def test_a_release_newer_than_the_newest_known_is_read_as_4_6(version):
     rc, out = check('--swift-version', version, *LAUNCH)
     assert rc == 0, errors(out)
-    assert (f"ms-swift {version} is newer than the newest release the guard knows (4.6.x); its arguments are read as "
-            "4.6's") in out['launch']['notes']
+    assert (
+        f"ms-swift {version} is newer than the newest release the guard knows (4.6.x); its arguments are read as 4.6's"
+    ) in out['launch']['notes']
     assert out['config']['vllm_max_num_seqs'] is None  # 4.x semantics, not 3.10's 256
     rc, out = check('--swift-version', version, *LAUNCH, '--train_type', 'lora')
     assert 'use --tuner_type' in errors(out)['args.unknown']['message']  # never read as a 3.x release
@@ -138,8 +170,10 @@ def test_an_ambiguous_yaml_key_is_a_finding_and_the_check_goes_on(tmp_path):
     assert rc == 1
     f = {x['arguments'][0]: x for x in out['findings'] if x['rule'] == 'args.unknown'}
     msg = f['num_generation']['message']
-    assert msg.startswith('--num_generation: ambiguous to ms-swift 4.6; use --num_generations (it abbreviates '
-                          '--num_generations and --num_generations_eval)')
+    assert msg.startswith(
+        '--num_generation: ambiguous to ms-swift 4.6; use --num_generations (it abbreviates '
+        '--num_generations and --num_generations_eval)'
+    )
     assert 'ambiguous option: --num_generation could match' in msg and f['num_generation']['severity'] == 'error'
     assert 'lora_rnak' in f  # the other findings are still there, and the plan
     assert out['plan']['world_size'] == 1 and out['config']['per_device_train_batch_size'] == 4
@@ -160,29 +194,48 @@ def test_an_abbreviation_is_read_by_the_release_that_has_one_match():
     assert 'ambiguous to ms-swift 4.6' in errors(out)['args.unknown']['message']
 
 
-@pytest.mark.parametrize('given,judged,note', [
-    ('3', '3.0.3', None), ('3.5', '3.5.3', None), ('3.4.1', '3.4.1.post1', None), ('4.6.0', '4.6.0', None),
-    ('3.5.2', '3.5.3', "ms-swift 3.5.2: its arguments are checked against ms-swift 3.5.3's"),
-    ('3.13.1', '3.12.6', "ms-swift 3.13.1: not a release the guard knows; its arguments are read as ms-swift 3.12.6's"),
-    ('4.7.0', '4.6.0', 'ms-swift 4.7.0 is newer than the newest release the guard knows (4.6.x)')])
+@pytest.mark.parametrize(
+    'given,judged,note',
+    [
+        ('3', '3.0.3', None),
+        ('3.5', '3.5.3', None),
+        ('3.4.1', '3.4.1.post1', None),
+        ('4.6.0', '4.6.0', None),
+        ('3.5.2', '3.5.3', "ms-swift 3.5.2: its arguments are checked against ms-swift 3.5.3's"),
+        (
+            '3.13.1',
+            '3.12.6',
+            "ms-swift 3.13.1: not a release the guard knows; its arguments are read as ms-swift 3.12.6's",
+        ),
+        ('4.7.0', '4.6.0', 'ms-swift 4.7.0 is newer than the newest release the guard knows (4.6.x)'),
+    ],
+)
 def test_which_release_judges_a_version(given, judged, note):
     release, said = versions.judged_release(given)
     assert release == judged and (said is None if note is None else said.startswith(note))
 
 
-@pytest.mark.parametrize('version,source', [
-    ('4.6.0', 'swift/rlhf_trainers/args_mixin.py::_init_generation_batch_params'),
-    ('4.1.3', 'swift/rlhf_trainers/arguments.py::GRPOConfig.check_num_generations'),
-    ('3.10.3', 'swift/trainers/rlhf_arguments.py::GRPOConfig.check_num_generations')])
+@pytest.mark.parametrize(
+    'version,source',
+    [
+        ('4.6.0', 'swift/rlhf_trainers/args_mixin.py::_init_generation_batch_params'),
+        ('4.1.3', 'swift/rlhf_trainers/arguments.py::GRPOConfig.check_num_generations'),
+        ('3.10.3', 'swift/trainers/rlhf_arguments.py::GRPOConfig.check_num_generations'),
+    ],
+)
 def test_the_batch_message_is_the_judged_release_s_own(version, source):
     i = LAUNCH.index('--num_generations')
-    argv = LAUNCH[:i + 1] + ['5'] + LAUNCH[i + 2:]
+    argv = LAUNCH[: i + 1] + ['5'] + LAUNCH[i + 2 :]
     rc, out = check('--swift-version', version, *argv)
     f = errors(out)['batch.num-generations-divides']
     assert f['source'] == source
     if version == '4.6.0':
-        assert f['message'] == 'generation_batch_size (16) must be evenly divisible by num_generations (5). Valid ' \
-                               'values: [2, 4, 8, 16].'
+        assert (
+            f['message'] == 'generation_batch_size (16) must be evenly divisible by num_generations (5). Valid '
+            'values: [2, 4, 8, 16].'
+        )
     else:  # check_num_generations (3.5 to 4.1): the effective batch, world x per-device x steps_per_generation
-        assert f['message'].startswith('The effective train batch size (4 x 4 x 1) must be evenly divisible by the '
-                                       'number of generations per prompt (5).')
+        assert f['message'].startswith(
+            'The effective train batch size (4 x 4 x 1) must be evenly divisible by the '
+            'number of generations per prompt (5).'
+        )

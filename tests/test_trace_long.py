@@ -1,6 +1,7 @@
 """Where `grpo-guard trace` and the analytic model disagreed (issue 20, item 8): long prompts, small tied-embedding
 models, GPTQ's categories, DeepSpeed's 16-bit logits. The grid points themselves (tests/data/trace_grid.json, long
 prompts and the small tied models included) are held within 5% by tests/test_trace.py."""
+
 import json
 import os
 import subprocess
@@ -15,13 +16,29 @@ from grpo_recipes.memory.arch import Arch
 from grpo_recipes.plan import build_plan
 
 GRID = json.loads((ROOT / 'tests' / 'data' / 'trace_grid.json').read_text())
-GiB = 2 ** 30
+GiB = 2**30
 
 
 def _cfg(tuner, bs, completion, gc, *extra):
-    return GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--tuner_type', tuner, '--per_device_train_batch_size',
-                                 str(bs), '--max_completion_length', str(completion), '--gradient_checkpointing',
-                                 str(gc).lower(), '--torch_dtype', 'bfloat16', '--beta', '0', *extra])[0]
+    return GRPOConfig.from_argv(
+        [
+            '--rlhf_type',
+            'grpo',
+            '--tuner_type',
+            tuner,
+            '--per_device_train_batch_size',
+            str(bs),
+            '--max_completion_length',
+            str(completion),
+            '--gradient_checkpointing',
+            str(gc).lower(),
+            '--torch_dtype',
+            'bfloat16',
+            '--beta',
+            '0',
+            *extra,
+        ]
+    )[0]
 
 
 def test_the_grid_reaches_32k_tokens_and_small_tied_models():
@@ -35,14 +52,27 @@ def test_the_grid_reaches_32k_tokens_and_small_tied_models():
     assert longest[('lora', True)] >= 32768 and longest[('full', True)] >= 32768
     tied = [p for p in pts if GRID['models'][p['model']].get('tie_word_embeddings') and not p['gradient_checkpointing']]
     assert {p['tuner'] for p in tied} == {'full', 'lora'}
-    wide = [p for p in tied
-            if Arch.from_config(GRID['models'][p['model']]).q_dim > GRID['models'][p['model']]['hidden_size']]
+    wide = [
+        p
+        for p in tied
+        if Arch.from_config(GRID['models'][p['model']]).q_dim > GRID['models'][p['model']]['hidden_size']
+    ]
     assert wide
 
 
-TINY_GQA = {'architectures': ['Qwen2ForCausalLM'], 'model_type': 'qwen2', 'hidden_size': 64, 'intermediate_size': 128,
-            'num_hidden_layers': 2, 'num_attention_heads': 4, 'num_key_value_heads': 2, 'vocab_size': 256,
-            'tie_word_embeddings': False, 'max_position_embeddings': 4096, 'torch_dtype': 'float32'}
+TINY_GQA = {
+    'architectures': ['Qwen2ForCausalLM'],
+    'model_type': 'qwen2',
+    'hidden_size': 64,
+    'intermediate_size': 128,
+    'num_hidden_layers': 2,
+    'num_attention_heads': 4,
+    'num_key_value_heads': 2,
+    'vocab_size': 256,
+    'tie_word_embeddings': False,
+    'max_position_embeddings': 4096,
+    'torch_dtype': 'float32',
+}
 
 
 def test_fake_trace_runs_attention_as_real_unpadded_tensors_do():
@@ -51,6 +81,7 @@ def test_fake_trace_runs_attention_as_real_unpadded_tensors_do():
     At 1,024 tokens on a tiny model the mask alone would be several times the activations. (On real tensors the patch
     changes nothing: transformers reads the all-ones mask itself.)"""
     from grpo_recipes.memory.trace import trace_step
+
     cfg = _cfg('full', 1, 64, False)
     cfg.torch_dtype = 'float32'
     fake, _, _ = trace_step(cfg, TINY_GQA, 960, fake=True, unpadded=True)
@@ -58,17 +89,27 @@ def test_fake_trace_runs_attention_as_real_unpadded_tensors_do():
     assert abs(fake.peak / real.peak - 1) <= 0.05, (fake.peak, real.peak)
 
 
-TINY_GPTQ = {'architectures': ['Qwen2ForCausalLM'], 'model_type': 'qwen2', 'hidden_size': 512,
-             'intermediate_size': 1024, 'num_hidden_layers': 2, 'num_attention_heads': 8, 'num_key_value_heads': 2,
-             'vocab_size': 4096, 'tie_word_embeddings': False, 'max_position_embeddings': 4096,
-             'torch_dtype': 'float16',
-             'quantization_config': {'quant_method': 'gptq', 'bits': 4, 'group_size': 128, 'desc_act': False}}
+TINY_GPTQ = {
+    'architectures': ['Qwen2ForCausalLM'],
+    'model_type': 'qwen2',
+    'hidden_size': 512,
+    'intermediate_size': 1024,
+    'num_hidden_layers': 2,
+    'num_attention_heads': 8,
+    'num_key_value_heads': 2,
+    'vocab_size': 4096,
+    'tie_word_embeddings': False,
+    'max_position_embeddings': 4096,
+    'torch_dtype': 'float16',
+    'quantization_config': {'quant_method': 'gptq', 'bits': 4, 'group_size': 128, 'desc_act': False},
+}
 
 
 def test_gptq_trace_categories_add_up_to_its_peak():
     """The trace swaps the 16-bit base for the packed checkpoint: the parameters category must hold the packed bytes
     (not the 16-bit ones), and the categories must add up to the traced peak."""
     from grpo_recipes.memory.trace import trace_launch
+
     cfg = _cfg('lora', 2, 256, True)
     r = trace_launch(cfg, build_plan(cfg, {}, Hardware(gpus=1)), TINY_GPTQ, 128, 'tiny-gptq')
     cats = r.categories_gib
@@ -92,10 +133,17 @@ def test_deepspeed_leaves_the_logits_16_bit_as_accelerate_really_runs_it():
     script = ROOT / 'tests' / 'standins' / 'accelerate_logits_dtype.py'
     out = {}
     for mode in ('plain', 'deepspeed'):
-        env = {**os.environ, 'MASTER_ADDR': '127.0.0.1', 'MASTER_PORT': '29571', 'RANK': '0', 'WORLD_SIZE': '1',
-               'LOCAL_RANK': '0', 'DS_ACCELERATOR': 'cpu', 'CUDA_VISIBLE_DEVICES': ''}
-        proc = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, env=env,
-                              timeout=600)
+        env = {
+            **os.environ,
+            'MASTER_ADDR': '127.0.0.1',
+            'MASTER_PORT': '29571',
+            'RANK': '0',
+            'WORLD_SIZE': '1',
+            'LOCAL_RANK': '0',
+            'DS_ACCELERATOR': 'cpu',
+            'CUDA_VISIBLE_DEVICES': '',
+        }
+        proc = subprocess.run([sys.executable, str(script), mode], capture_output=True, text=True, env=env, timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
         out[mode] = proc.stdout.strip().splitlines()[-1]
     assert out == {'plain': 'torch.float32', 'deepspeed': 'torch.bfloat16'}
@@ -105,6 +153,7 @@ def test_deepspeed_logits_term_matches_the_16_bit_trace():
     """A ZeRO-2 launch whose peak is the logits' backward: the analytic model (8 B per 16-bit logit) within 5% of the
     trace, which runs the step without accelerate's upcast; and the plain launch's logits cost twice as much."""
     from grpo_recipes.memory.trace import analytic_peak, trace_launch
+
     mc = {**TINY_GQA, 'vocab_size': 65536, 'torch_dtype': 'bfloat16', 'hidden_size': 128, 'intermediate_size': 256}
     ds = _cfg('lora', 4, 512, True, '--deepspeed', 'zero2')
     plain = _cfg('lora', 4, 512, True)

@@ -2,16 +2,27 @@
 No GPU here: the check is that the replay sees the trace's own allocations (its allocated peak equals the trace's,
 up to the 512-byte rounding) and that what torch would reserve is at least what it allocates, for the default
 allocator and for expandable segments."""
+
 import pytest
 
 from grpo_recipes.config import GRPOConfig
 from grpo_recipes.hardware import Hardware
 from grpo_recipes.plan import build_plan
 
-GiB = 2 ** 30
-TINY = {'architectures': ['Qwen2ForCausalLM'], 'model_type': 'qwen2', 'hidden_size': 64, 'intermediate_size': 160,
-        'num_hidden_layers': 2, 'num_attention_heads': 4, 'num_key_value_heads': 2, 'vocab_size': 4096,
-        'tie_word_embeddings': False, 'max_position_embeddings': 2048, 'torch_dtype': 'bfloat16'}
+GiB = 2**30
+TINY = {
+    'architectures': ['Qwen2ForCausalLM'],
+    'model_type': 'qwen2',
+    'hidden_size': 64,
+    'intermediate_size': 160,
+    'num_hidden_layers': 2,
+    'num_attention_heads': 4,
+    'num_key_value_heads': 2,
+    'vocab_size': 4096,
+    'tie_word_embeddings': False,
+    'max_position_embeddings': 2048,
+    'torch_dtype': 'bfloat16',
+}
 
 
 @pytest.mark.parametrize('conf', [None, 'expandable_segments:True'])
@@ -20,9 +31,25 @@ def test_trace_reports_reserved_at_least_allocated(conf):
     from grpo_recipes.allocconf import conf_of as parse_alloc_conf
     from grpo_recipes.memory.allocator import replay
     from grpo_recipes.memory.trace import trace_launch, trace_step
-    cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--tuner_type', 'lora', '--per_device_train_batch_size',
-                                   '4', '--max_completion_length', '256', '--gradient_checkpointing', 'true',
-                                   '--torch_dtype', 'bfloat16', '--beta', '0'])
+
+    cfg, _ = GRPOConfig.from_argv(
+        [
+            '--rlhf_type',
+            'grpo',
+            '--tuner_type',
+            'lora',
+            '--per_device_train_batch_size',
+            '4',
+            '--max_completion_length',
+            '256',
+            '--gradient_checkpointing',
+            'true',
+            '--torch_dtype',
+            'bfloat16',
+            '--beta',
+            '0',
+        ]
+    )
     r = trace_launch(cfg, build_plan(cfg, {}, Hardware(gpus=1)), TINY, 64, 'tiny', alloc_conf=conf)
     assert r.reserved_peak_gib is not None and r.reserved_peak_gib >= r.traced_peak_gib > 0
     assert r.allocator == (conf or '')

@@ -1,6 +1,7 @@
 """Keys of a TRL --config file that TRL's dataclasses lack: TRL >= 0.19's TrlParser stops ("Unknown arguments from
 config file", trl/scripts/utils.py, PR #3543), TRL <= 0.18 drops them silently. `check` and `validate` (TRL's own
 parser, run here on the installed TRL) must say the same (one decision: frontends/trl_config.py)."""
+
 import json
 
 import pytest
@@ -9,15 +10,21 @@ from conftest import run_cli
 from grpo_recipes.frontends.trl.config_keys import parser_classes
 
 HW = ['--gpus', '4', '--gpu-type', 'A100-80G']
-BASE_YAML = ('model_name_or_path: Qwen/Qwen2.5-7B-Instruct\ndtype: bfloat16\nper_device_train_batch_size: 8\n'
-             'num_generations: 8\nuse_vllm: true\nvllm_mode: colocate\nvllm_max_model_length: 2048\n')
-OWN = ('from dataclasses import dataclass, field\nfrom trl import ModelConfig, TrlParser\n'
-       'from open_r1.configs import GRPOConfig, GRPOScriptArguments\n'
-       'parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))\n'
-       'script_args, training_args, model_args = parser.parse_args_and_config()\n')
-TRLS = ('from trl import GRPOConfig, ModelConfig, ScriptArguments, TrlParser\n'
-        'parser = TrlParser((ScriptArguments, GRPOConfig, ModelConfig))\n'
-        'script_args, training_args, model_args = parser.parse_args_and_config()\n')
+BASE_YAML = (
+    'model_name_or_path: Qwen/Qwen2.5-7B-Instruct\ndtype: bfloat16\nper_device_train_batch_size: 8\n'
+    'num_generations: 8\nuse_vllm: true\nvllm_mode: colocate\nvllm_max_model_length: 2048\n'
+)
+OWN = (
+    'from dataclasses import dataclass, field\nfrom trl import ModelConfig, TrlParser\n'
+    'from open_r1.configs import GRPOConfig, GRPOScriptArguments\n'
+    'parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))\n'
+    'script_args, training_args, model_args = parser.parse_args_and_config()\n'
+)
+TRLS = (
+    'from trl import GRPOConfig, ModelConfig, ScriptArguments, TrlParser\n'
+    'parser = TrlParser((ScriptArguments, GRPOConfig, ModelConfig))\n'
+    'script_args, training_args, model_args = parser.parse_args_and_config()\n'
+)
 
 
 def test_whose_dataclasses_parse_the_flags():
@@ -68,8 +75,14 @@ def test_check_and_validate_agree_on_config_keys(tmp_path, monkeypatch, capsys):
     from grpo_recipes.frontends import read_launch
     from grpo_recipes.frontends.launcher_count import apply_default_processes
     from grpo_recipes.realparse import validate_trl_many
-    cases = [('warmup_ratio: 0.1\n', None), ('torch_dtype: bfloat16\n', None), ('warmup_steps: 10\n', None),
-             ('system_prompt: hi\n', OWN), ('system_prompt: hi\n', TRLS)]
+
+    cases = [
+        ('warmup_ratio: 0.1\n', None),
+        ('torch_dtype: bfloat16\n', None),
+        ('warmup_steps: 10\n', None),
+        ('system_prompt: hi\n', OWN),
+        ('system_prompt: hi\n', TRLS),
+    ]
     monkeypatch.chdir(tmp_path)  # the launches name their files relative to where they are typed, as a user would
     refused, launches = [], []
     for i, (extra, script) in enumerate(cases):
@@ -83,5 +96,6 @@ def test_check_and_validate_agree_on_config_keys(tmp_path, monkeypatch, capsys):
     for (extra, script), was_refused, real in zip(cases, refused, validate_trl_many(launches)):
         assert was_refused == (not real.ok), (extra, script, real.message)
         if not real.ok:  # `trl grpo` (TRL 0.29's CLI) hands the key to accelerate launch, which refuses it
-            assert ('unrecognized arguments' if script is None else 'Unknown arguments from config file') in \
-                real.message, real.message
+            assert (
+                'unrecognized arguments' if script is None else 'Unknown arguments from config file'
+            ) in real.message, real.message

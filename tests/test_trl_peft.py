@@ -1,6 +1,7 @@
 """`peft_config=get_peft_config(model_args)` (open-r1's grpo.py, TRL's examples/scripts/grpo.py): TRL's helper
 returns None unless --use_peft (trl/trainer/utils.py get_peft_config, v0.14.0 to v0.29.1), so the script trains
 the full model unless the command line or its --config file sets use_peft."""
+
 import json
 
 from conftest import run_cli
@@ -8,7 +9,7 @@ from conftest import run_cli
 from grpo_recipes.frontends.trl.script import read_script_settings
 
 # the shape of open-r1's src/open_r1/grpo.py: TrlParser, then the trainer with get_peft_config
-OPEN_R1 = '''
+OPEN_R1 = """
 from trl import GRPOTrainer, ModelConfig, TrlParser, get_peft_config
 from open_r1.configs import GRPOConfig, GRPOScriptArguments
 
@@ -27,10 +28,11 @@ if __name__ == "__main__":
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
     script_args, training_args, model_args = parser.parse_args_and_config()
     main(script_args, training_args, model_args)
-'''
+"""
 
 BOUND = OPEN_R1.replace('peft_config=get_peft_config(model_args),', 'peft_config=peft,').replace(
-    '    model = get_model', '    peft = get_peft_config(model_args)\n    model = get_model')
+    '    model = get_model', '    peft = get_peft_config(model_args)\n    model = get_model'
+)
 
 
 def test_get_peft_config_is_not_a_lora_setting():
@@ -45,12 +47,33 @@ def test_get_peft_config_is_not_a_lora_setting():
 
 def _check(tmp_path, *script_args):
     (tmp_path / 'grpo.py').write_text(OPEN_R1)
-    (tmp_path / 'recipe.yaml').write_text('model_name_or_path: Qwen/Qwen2.5-7B-Instruct\ndtype: bfloat16\n'
-                                          'use_vllm: true\nvllm_mode: colocate\nvllm_max_model_length: 2048\n'
-                                          'per_device_train_batch_size: 8\nnum_generations: 8\n')
-    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', '--gpus', '8', '--gpu-type', 'A100-80G', '--',
-                   'accelerate', 'launch', '--use_deepspeed', '--zero_stage', '3', '--num_processes', '8', 'grpo.py',
-                   '--config', 'recipe.yaml', *script_args, cwd=tmp_path)
+    (tmp_path / 'recipe.yaml').write_text(
+        'model_name_or_path: Qwen/Qwen2.5-7B-Instruct\ndtype: bfloat16\n'
+        'use_vllm: true\nvllm_mode: colocate\nvllm_max_model_length: 2048\n'
+        'per_device_train_batch_size: 8\nnum_generations: 8\n'
+    )
+    proc = run_cli(
+        'grpo_recipes.cli.guard',
+        'check',
+        '--json',
+        '--gpus',
+        '8',
+        '--gpu-type',
+        'A100-80G',
+        '--',
+        'accelerate',
+        'launch',
+        '--use_deepspeed',
+        '--zero_stage',
+        '3',
+        '--num_processes',
+        '8',
+        'grpo.py',
+        '--config',
+        'recipe.yaml',
+        *script_args,
+        cwd=tmp_path,
+    )
     return json.loads(proc.stdout)
 
 

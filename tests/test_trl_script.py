@@ -1,12 +1,13 @@
 """TRL training scripts that write their settings in code (GRPOConfig(...) in train_grpo.py, started with a bare
 `accelerate launch train_grpo.py`): the guard reads the literal keywords without running the script."""
+
 import json
 
 from conftest import run_cli
 
 from grpo_recipes.frontends.trl.script import read_script_settings
 
-SCRIPT = '''
+SCRIPT = """
 import torch
 from datasets import load_dataset
 from peft import LoraConfig
@@ -35,7 +36,7 @@ args = GRPOConfig(
 trainer = GRPOTrainer(model=model, reward_funcs=reward_len, args=args, peft_config=lora,
                       train_dataset=load_dataset("trl-lib/tldr", split="train"))
 trainer.train()
-'''
+"""
 
 
 def flags_of(settings):
@@ -62,10 +63,12 @@ def test_literal_keywords_become_trl_flags():
 
 def test_a_script_that_parses_its_flags_gives_no_settings():
     # TRL's own examples/scripts/grpo.py builds its config with TrlParser: the flags are on the command line
-    text = ('from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser\n'
-            'parser = TrlParser((ScriptArguments, GRPOConfig, ModelConfig))\n'
-            'script_args, training_args, model_args = parser.parse_args_and_config()\n'
-            'trainer = GRPOTrainer(model=model_args.model_name_or_path, args=training_args)\n')
+    text = (
+        'from trl import GRPOConfig, GRPOTrainer, ModelConfig, ScriptArguments, TrlParser\n'
+        'parser = TrlParser((ScriptArguments, GRPOConfig, ModelConfig))\n'
+        'script_args, training_args, model_args = parser.parse_args_and_config()\n'
+        'trainer = GRPOTrainer(model=model_args.model_name_or_path, args=training_args)\n'
+    )
     s = read_script_settings(text)
     assert not s.flags and s.unread == ['model (line 4)']
     assert read_script_settings('def broken(:\n').flags == []
@@ -73,9 +76,25 @@ def test_a_script_that_parses_its_flags_gives_no_settings():
 
 def test_bare_accelerate_launch_reads_the_script(tmp_path):
     (tmp_path / 'train_grpo.py').write_text(SCRIPT)
-    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', '--gpus', '4', '--gpu-type', 'A100-80G', '--',
-                   'accelerate', 'launch', '--multi_gpu', '--num_processes', '4', 'train_grpo.py',
-                   '--per_device_train_batch_size', '4', cwd=tmp_path)
+    proc = run_cli(
+        'grpo_recipes.cli.guard',
+        'check',
+        '--json',
+        '--gpus',
+        '4',
+        '--gpu-type',
+        'A100-80G',
+        '--',
+        'accelerate',
+        'launch',
+        '--multi_gpu',
+        '--num_processes',
+        '4',
+        'train_grpo.py',
+        '--per_device_train_batch_size',
+        '4',
+        cwd=tmp_path,
+    )
     out = json.loads(proc.stdout)
     cfg = out['config']
     assert cfg['model'] == 'Qwen/Qwen2.5-7B-Instruct' and cfg['tuner_type'] == 'lora' and cfg['lora_rank'] == 16

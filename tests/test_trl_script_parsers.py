@@ -2,6 +2,7 @@
 into its own GRPOConfig class, `trl grpo --config` keys TRL's CLI hands to accelerate, the script's own dataclasses
 (read in its repository), its own argparse, the TrainingArguments fields of an older TRL's transformers, and a bare
 `--bf16`. The scripts are written here in the shapes of the public sources named at each; none is run."""
+
 import json
 
 import pytest
@@ -29,7 +30,7 @@ def findings(report, rule):
 # --- 1. a PeftModel passed as model= --------------------------------------------------------------------------------
 # the shape of PEFT's quicktour (huggingface/peft docs/source/quicktour.md: get_peft_model(model, LoraConfig(...)))
 # fed to GRPOTrainer as TRL's docs allow (trl docs/source/grpo_trainer.md: `model` may be a PeftModel)
-PEFT_SCRIPT = '''import torch
+PEFT_SCRIPT = """import torch
 from datasets import load_dataset
 from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import AutoModelForCausalLM
@@ -54,7 +55,7 @@ def main():
 
 
 main()
-'''
+"""
 
 
 def test_a_peft_model_passed_to_grpotrainer_is_planned_as_lora(tmp_path, monkeypatch):
@@ -75,8 +76,17 @@ def test_a_peft_model_passed_to_grpotrainer_is_planned_as_lora(tmp_path, monkeyp
     assert 'PeftModel.from_pretrained reads it from the adapter' in resumed.launch.trl.script_settings
     # the adapter is here: its adapter_config.json (peft's save_pretrained) is the LoraConfig
     (tmp_path / 'ckpt' / 'lora').mkdir(parents=True)
-    (tmp_path / 'ckpt' / 'lora' / 'adapter_config.json').write_text(json.dumps(
-        {'peft_type': 'LORA', 'r': 8, 'lora_alpha': 16, 'target_modules': ['q_proj', 'v_proj'], 'lora_dropout': 0.05}))
+    (tmp_path / 'ckpt' / 'lora' / 'adapter_config.json').write_text(
+        json.dumps(
+            {
+                'peft_type': 'LORA',
+                'r': 8,
+                'lora_alpha': 16,
+                'target_modules': ['q_proj', 'v_proj'],
+                'lora_dropout': 0.05,
+            }
+        )
+    )
     resumed, _ = check(tmp_path, monkeypatch, 'accelerate', 'launch', '--num_processes', '8', 'resume.py')
     assert resumed.cfg.lora_rank == 8 and resumed.cfg.target_modules == ['q_proj', 'v_proj']
     assert 'adapter_config.json r' in resumed.launch.trl.script_settings
@@ -85,7 +95,7 @@ def test_a_peft_model_passed_to_grpotrainer_is_planned_as_lora(tmp_path, monkeyp
 # --- 2. a YAML the script loads into its own GRPOConfig class --------------------------------------------------------
 # the argparse `--config` + yaml.safe_load + dataclass(**cfg) shape (PyYAML docs: yaml.safe_load; Python docs:
 # dataclasses' generated __init__), with TRL's GRPOConfig as the base (trl docs/source/grpo_trainer.md)
-SELF_LOADED = '''import argparse
+SELF_LOADED = """import argparse
 from dataclasses import dataclass, field
 
 import yaml
@@ -106,9 +116,11 @@ with open(args.config) as f:
 training_args = MyConfig(**cfg)
 trainer = GRPOTrainer(model="Qwen/Qwen2.5-7B-Instruct", reward_funcs=[], args=training_args)
 trainer.train()
-'''
-SELF_YAML = ('output_dir: out\nper_device_train_batch_size: 4\nnum_generations: 8\nmax_completion_length: 1024\n'
-             'use_vllm: true\nvllm_mode: colocate\nvllm_max_model_length: 1536\nlength_weight: 0.5\n')
+"""
+SELF_YAML = (
+    'output_dir: out\nper_device_train_batch_size: 4\nnum_generations: 8\nmax_completion_length: 1024\n'
+    'use_vllm: true\nvllm_mode: colocate\nvllm_max_model_length: 1536\nlength_weight: 0.5\n'
+)
 
 
 def test_a_yaml_the_script_loads_itself_is_its_config_classes_keywords(tmp_path, monkeypatch):
@@ -120,8 +132,9 @@ def test_a_yaml_the_script_loads_itself_is_its_config_classes_keywords(tmp_path,
     assert 'args.config-key' not in rules and 'args.unknown' not in rules  # length_weight: MyConfig's own field
     # a key MyConfig lacks stops its __init__ whatever the TRL release; `env:` is no TrlParser block here, and
     # ModelConfig's model_name_or_path is not GRPOConfig's
-    (tmp_path / 'cfg.yaml').write_text(SELF_YAML + 'lenght_weight: 0.5\nenv:\n  WANDB_MODE: offline\n'
-                                       'model_name_or_path: Qwen/Qwen2.5-7B-Instruct\n')
+    (tmp_path / 'cfg.yaml').write_text(
+        SELF_YAML + 'lenght_weight: 0.5\nenv:\n  WANDB_MODE: offline\nmodel_name_or_path: Qwen/Qwen2.5-7B-Instruct\n'
+    )
     for trl in ('0.29.1', '0.18.2'):
         report, _ = check(tmp_path, monkeypatch, *argv, trl=trl)
         bad = {f.arguments[0]: f for f in findings(report, 'args.config-key')}
@@ -135,10 +148,12 @@ def test_a_yaml_the_script_loads_itself_is_its_config_classes_keywords(tmp_path,
 # --- 3. trl grpo --config with reward_funcs and accelerate_config ---------------------------------------------------
 # TRL's CLI docs (trl docs/source/clis.md, v0.29.1): a GRPO config file with reward_funcs, and `accelerate_config:
 # zero2` in the config file
-TRL_CLI_YAML = ('model_name_or_path: Qwen/Qwen2.5-7B-Instruct\ndataset_name: HuggingFaceH4/Polaris-Dataset-53K\n'
-                'reward_funcs:\n  - accuracy_reward\naccelerate_config: zero2\nnum_processes: 4\n'
-                'dtype: bfloat16\nper_device_train_batch_size: 8\nnum_generations: 8\nuse_vllm: true\n'
-                'vllm_mode: colocate\nvllm_max_model_length: 2048\n')
+TRL_CLI_YAML = (
+    'model_name_or_path: Qwen/Qwen2.5-7B-Instruct\ndataset_name: HuggingFaceH4/Polaris-Dataset-53K\n'
+    'reward_funcs:\n  - accuracy_reward\naccelerate_config: zero2\nnum_processes: 4\n'
+    'dtype: bfloat16\nper_device_train_batch_size: 8\nnum_generations: 8\nuse_vllm: true\n'
+    'vllm_mode: colocate\nvllm_max_model_length: 2048\n'
+)
 
 
 def test_trl_grpo_config_file_is_read_as_trls_cli_reads_it(tmp_path, monkeypatch):
@@ -169,7 +184,7 @@ def test_trl_grpo_config_file_is_read_as_trls_cli_reads_it(tmp_path, monkeypatch
 # --- 4. a TrlParser over the script's own dataclasses, read in its repository ---------------------------------------
 # open-r1's layout (huggingface/open-r1: src/open_r1/grpo.py parses TrlParser((GRPOScriptArguments, GRPOConfig,
 # ModelConfig)) with the classes from src/open_r1/configs.py, subclasses of trl's; recipes/*.yaml as --config)
-OPEN_R1_GRPO = '''import sys
+OPEN_R1_GRPO = """import sys
 
 from trl import GRPOTrainer, ModelConfig, TrlParser, get_peft_config
 
@@ -186,8 +201,8 @@ if __name__ == "__main__":
     parser = TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))
     script_args, training_args, model_args = parser.parse_args_and_config()
     main(script_args, training_args, model_args)
-'''
-OPEN_R1_CONFIGS = '''from dataclasses import dataclass, field
+"""
+OPEN_R1_CONFIGS = """from dataclasses import dataclass, field
 from typing import Optional
 
 import trl
@@ -210,11 +225,13 @@ class GRPOConfig(trl.GRPOConfig):
 class GRPOScriptArguments(ScriptArguments):
     reward_funcs: list[str] = field(default_factory=lambda: ["accuracy", "format", "tag_count"])
     cosine_min_value_wrong: float = field(default=0.0)
-'''
-R1_YAML = ('model_name_or_path: Qwen/Qwen2.5-7B-Instruct\ndtype: bfloat16\nper_device_train_batch_size: 8\n'
-           'num_generations: 8\nuse_vllm: true\nvllm_mode: colocate\nvllm_max_model_length: 2048\n'
-           'reward_funcs:\n- accuracy\n- format\nsystem_prompt: "think first"\nhub_model_revision: main\n'
-           'dataset_prompt_column: problem\n')
+"""
+R1_YAML = (
+    'model_name_or_path: Qwen/Qwen2.5-7B-Instruct\ndtype: bfloat16\nper_device_train_batch_size: 8\n'
+    'num_generations: 8\nuse_vllm: true\nvllm_mode: colocate\nvllm_max_model_length: 2048\n'
+    'reward_funcs:\n- accuracy\n- format\nsystem_prompt: "think first"\nhub_model_revision: main\n'
+    'dataset_prompt_column: problem\n'
+)
 
 
 def _open_r1(tmp_path, extra=''):
@@ -252,7 +269,7 @@ def test_the_scripts_own_dataclasses_decide_its_config_keys(tmp_path, monkeypatc
 # --- 5. the script's own argparse ----------------------------------------------------------------------------------
 # the argparse shape of Python's argparse tutorial (docs.python.org/3/howto/argparse.html) around TRL's GRPOTrainer
 # quickstart (trl docs/source/grpo_trainer.md)
-ARGPARSE_SCRIPT = '''import argparse
+ARGPARSE_SCRIPT = """import argparse
 
 from trl import GRPOConfig, GRPOTrainer
 
@@ -267,7 +284,7 @@ training_args = GRPOConfig(output_dir="out", learning_rate=args.lr, per_device_t
                            vllm_mode="colocate", vllm_max_model_length=1536)
 trainer = GRPOTrainer(model=args.model, reward_funcs=[], args=training_args)
 trainer.train()
-'''
+"""
 
 
 def test_the_scripts_own_argparse_judges_its_flags(tmp_path, monkeypatch):
@@ -280,21 +297,44 @@ def test_the_scripts_own_argparse_judges_its_flags(tmp_path, monkeypatch):
     report, rules = check(tmp_path, monkeypatch, *launch, '--batch_size', '4', '--per_device_train_batch_size', '2')
     f = rules['args.unknown']
     assert f.severity == 'error'
-    assert "argparse would exit 2: unrecognized arguments: --per_device_train_batch_size 2" in f.message
+    assert 'argparse would exit 2: unrecognized arguments: --per_device_train_batch_size 2' in f.message
     assert report.cfg.per_device_train_batch_size == 4  # the TRL flag never reaches TRL: the script's value
     # a fix is written in the script's own options (--batch_size), or at its lines, never as a TRL flag it refuses
-    report, rules = check(tmp_path, monkeypatch, *launch, '--batch_size', '64', '--use_vllm',
-                          hw=Hardware(gpus=8, gpu_type='A100-40G', source='flags'))
+    report, rules = check(
+        tmp_path,
+        monkeypatch,
+        *launch,
+        '--batch_size',
+        '64',
+        '--use_vllm',
+        hw=Hardware(gpus=8, gpu_type='A100-40G', source='flags'),
+    )
     fix = rules['memory.fix'].fix
     assert '--batch_size ' in fix and '--per_device_train_batch_size' not in fix and 'train.py:11: ' in fix, fix
     report, rules = check(tmp_path, monkeypatch, *launch, '--batch_size')
-    assert rules['args.unknown'].severity == 'error' and 'argument --batch_size: expected one argument' in \
-        rules['args.unknown'].message
+    assert (
+        rules['args.unknown'].severity == 'error'
+        and 'argument --batch_size: expected one argument' in rules['args.unknown'].message
+    )
     # parse_known_args: what argparse leaves goes on; here nothing reads it (a warning, no effect)
-    (tmp_path / 'known.py').write_text(ARGPARSE_SCRIPT.replace('{parse}', 'parse_known_args').replace(
-        'args = parser.parse_known_args()', 'args, rest = parser.parse_known_args()'))
-    report, rules = check(tmp_path, monkeypatch, 'accelerate', 'launch', '--num_processes', '8', 'known.py',
-                          '--batch_size', '4', '--bogus', '1')
+    (tmp_path / 'known.py').write_text(
+        ARGPARSE_SCRIPT.replace('{parse}', 'parse_known_args').replace(
+            'args = parser.parse_known_args()', 'args, rest = parser.parse_known_args()'
+        )
+    )
+    report, rules = check(
+        tmp_path,
+        monkeypatch,
+        'accelerate',
+        'launch',
+        '--num_processes',
+        '8',
+        'known.py',
+        '--batch_size',
+        '4',
+        '--bogus',
+        '1',
+    )
     f = rules['args.unknown']
     assert f.severity == 'warning' and '--bogus 1' in f.message and 'no effect' in f.message
     assert report.cfg.per_device_train_batch_size == 4
@@ -303,27 +343,60 @@ def test_the_scripts_own_argparse_judges_its_flags(tmp_path, monkeypatch):
 def test_parse_known_args_hands_the_rest_to_trls_parser(tmp_path, monkeypatch):
     # argparse for the script's own options, the rest to TRL's parser (as TRL's examples/scripts do with
     # HfArgumentParser(...).parse_args_into_dataclasses(args=...))
-    text = ('import argparse\nfrom trl import GRPOConfig, GRPOTrainer, TrlParser\n'
-            'p = argparse.ArgumentParser()\np.add_argument("--run_tag", default="x")\n'
-            'opts, rest = p.parse_known_args()\n'
-            'training_args, = TrlParser((GRPOConfig,)).parse_args_into_dataclasses(args=rest)\n'
-            'GRPOTrainer(model="Qwen/Qwen2.5-7B-Instruct", reward_funcs=[], args=training_args).train()\n')
+    text = (
+        'import argparse\nfrom trl import GRPOConfig, GRPOTrainer, TrlParser\n'
+        'p = argparse.ArgumentParser()\np.add_argument("--run_tag", default="x")\n'
+        'opts, rest = p.parse_known_args()\n'
+        'training_args, = TrlParser((GRPOConfig,)).parse_args_into_dataclasses(args=rest)\n'
+        'GRPOTrainer(model="Qwen/Qwen2.5-7B-Instruct", reward_funcs=[], args=training_args).train()\n'
+    )
     (tmp_path / 'train.py').write_text(text)
-    report, rules = check(tmp_path, monkeypatch, 'accelerate', 'launch', '--num_processes', '8', 'train.py',
-                          '--run_tag', 'a', '--per_device_train_batch_size', '2', '--num_generations', '8',
-                          '--max_completion_length', '256', '--bogus', '1')
+    report, rules = check(
+        tmp_path,
+        monkeypatch,
+        'accelerate',
+        'launch',
+        '--num_processes',
+        '8',
+        'train.py',
+        '--run_tag',
+        'a',
+        '--per_device_train_batch_size',
+        '2',
+        '--num_generations',
+        '8',
+        '--max_completion_length',
+        '256',
+        '--bogus',
+        '1',
+    )
     assert report.cfg.per_device_train_batch_size == 2
     f = rules['args.unknown']
     assert f.arguments == ['bogus'] and f.severity == 'error' and 'not used by the HfArgumentParser' in f.message
     # TrlParser reading sys.argv itself (not handed `rest`) sees argparse's own options too, and refuses them
-    (tmp_path / 'argv.py').write_text(text.replace('parse_args_into_dataclasses(args=rest)',
-                                                   'parse_args_into_dataclasses()'))
-    report, rules = check(tmp_path, monkeypatch, 'accelerate', 'launch', '--num_processes', '8', 'argv.py',
-                          '--run_tag', 'a', '--per_device_train_batch_size', '2', '--num_generations', '8')
+    (tmp_path / 'argv.py').write_text(
+        text.replace('parse_args_into_dataclasses(args=rest)', 'parse_args_into_dataclasses()')
+    )
+    report, rules = check(
+        tmp_path,
+        monkeypatch,
+        'accelerate',
+        'launch',
+        '--num_processes',
+        '8',
+        'argv.py',
+        '--run_tag',
+        'a',
+        '--per_device_train_batch_size',
+        '2',
+        '--num_generations',
+        '8',
+    )
     assert rules['args.unknown'].arguments == ['run_tag'] and rules['args.unknown'].severity == 'error'
 
 
 # --- 6. an older TRL: the TrainingArguments fields of the transformers it required ----------------------------------
+
 
 def test_an_older_trl_knows_its_transformers_fields_and_the_scripts_own(tmp_path, monkeypatch):
     # open-r1's recipes set warmup_ratio (a TrainingArguments field up to transformers 4.x; TRL 0.18 required
@@ -335,12 +408,27 @@ def test_an_older_trl_knows_its_transformers_fields_and_the_scripts_own(tmp_path
     report, rules = check(tmp_path, monkeypatch, *argv)
     assert rules['args.config-key'].severity == 'error' and rules['args.config-key'].arguments == ['warmup_ratio']
     # a TRL-classes script on the command line, too
-    (tmp_path / 'plain.py').write_text('from trl import GRPOConfig, ModelConfig, ScriptArguments, TrlParser\n'
-                                       'p = TrlParser((ScriptArguments, GRPOConfig, ModelConfig))\n'
-                                       'a = p.parse_args_and_config()\n')
-    report, rules = check(tmp_path, monkeypatch, 'accelerate', 'launch', 'plain.py', '--model_name_or_path', M,
-                          '--warmup_ratio', '0.1', '--per_device_train_batch_size', '8', '--num_generations', '8',
-                          trl='0.18.2')
+    (tmp_path / 'plain.py').write_text(
+        'from trl import GRPOConfig, ModelConfig, ScriptArguments, TrlParser\n'
+        'p = TrlParser((ScriptArguments, GRPOConfig, ModelConfig))\n'
+        'a = p.parse_args_and_config()\n'
+    )
+    report, rules = check(
+        tmp_path,
+        monkeypatch,
+        'accelerate',
+        'launch',
+        'plain.py',
+        '--model_name_or_path',
+        M,
+        '--warmup_ratio',
+        '0.1',
+        '--per_device_train_batch_size',
+        '8',
+        '--num_generations',
+        '8',
+        trl='0.18.2',
+    )
     assert 'args.unknown' not in rules
 
 
@@ -352,20 +440,35 @@ def test_transformers_fields_file_matches_the_installed_release_reading():
     import sys
 
     import transformers
+
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / 'scripts'))
     from gen_trl_transformers_fields import training_arguments_fields
+
     src = pathlib.Path(importlib.util.find_spec('transformers.training_args').origin).read_text()
-    assert training_arguments_fields(src) == [f.name for f in dataclasses.fields(transformers.TrainingArguments)
-                                              if f.init]
+    assert training_arguments_fields(src) == [
+        f.name for f in dataclasses.fields(transformers.TrainingArguments) if f.init
+    ]
 
 
 # --- 7. a bare --bf16 ----------------------------------------------------------------------------------------------
 
+
 def test_bare_bf16_is_argparses_error(tmp_path, monkeypatch):
     # GRPOConfig's `bf16: bool | None = None` (TRL >= 0.19): HfArgumentParser gives nargs="?" only to a bool without
     # a None default (transformers/hf_argparser.py _parse_dataclass_field), so argparse wants a value
-    base = ['accelerate', 'launch', '--num_processes', '8', 'train.py', '--model_name_or_path', M,
-            '--per_device_train_batch_size', '8', '--num_generations', '8']
+    base = [
+        'accelerate',
+        'launch',
+        '--num_processes',
+        '8',
+        'train.py',
+        '--model_name_or_path',
+        M,
+        '--per_device_train_batch_size',
+        '8',
+        '--num_generations',
+        '8',
+    ]
     report, rules = check(tmp_path, monkeypatch, *base, '--bf16', '--dtype', 'bfloat16')
     f = rules['args.value']
     assert f.severity == 'error' and '"argument --bf16: expected one argument"' in f.message and f.fix == '--bf16 true'
@@ -380,15 +483,46 @@ def test_bare_bf16_is_argparses_error(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_validate_prints_argparses_message(tmp_path):
-    proc = run_cli('grpo_recipes.cli.guard', 'validate', '--', 'accelerate', 'launch', '--num_processes', '2',
-                   'train_grpo.py', '--model_name_or_path', M, '--bf16', '--per_device_train_batch_size', '4',
-                   cwd=tmp_path)
+    proc = run_cli(
+        'grpo_recipes.cli.guard',
+        'validate',
+        '--',
+        'accelerate',
+        'launch',
+        '--num_processes',
+        '2',
+        'train_grpo.py',
+        '--model_name_or_path',
+        M,
+        '--bf16',
+        '--per_device_train_batch_size',
+        '4',
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1
     assert 'argument --bf16: expected one argument' in proc.stdout and 'SystemExit at' in proc.stdout
     assert 'SystemExit 2' not in proc.stdout and '\n         2\n' not in proc.stdout
-    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', '--gpus', '2', '--gpu-type', 'H100', '--',
-                   'accelerate', 'launch', '--num_processes', '2', 'train_grpo.py', '--model_name_or_path', M,
-                   '--bf16', '--per_device_train_batch_size', '4', cwd=tmp_path)
+    proc = run_cli(
+        'grpo_recipes.cli.guard',
+        'check',
+        '--json',
+        '--gpus',
+        '2',
+        '--gpu-type',
+        'H100',
+        '--',
+        'accelerate',
+        'launch',
+        '--num_processes',
+        '2',
+        'train_grpo.py',
+        '--model_name_or_path',
+        M,
+        '--bf16',
+        '--per_device_train_batch_size',
+        '4',
+        cwd=tmp_path,
+    )
     assert proc.returncode == 1 and 'argument --bf16: expected one argument' in proc.stdout
 
 
@@ -398,6 +532,7 @@ def test_check_and_validate_agree_on_the_scripts_own_parsers(tmp_path, monkeypat
     # the dataclass __init__ of a self-loaded config, Python's argparse on the script's add_argument calls) and the
     # fields read from the script's own files; check must refuse exactly what they refuse
     from grpo_recipes.realparse import validate_trl_many
+
     monkeypatch.chdir(tmp_path)
     _open_r1(tmp_path, 'sytem_prompt: typo\n')
     (tmp_path / 'r1_ok.yaml').write_text(R1_YAML)
@@ -407,9 +542,11 @@ def test_check_and_validate_agree_on_the_scripts_own_parsers(tmp_path, monkeypat
     (tmp_path / 'self_ok.yaml').write_text(SELF_YAML)
     (tmp_path / 'self_bad.yaml').write_text(SELF_YAML + 'lenght_weight: 0.5\n')
     (tmp_path / 'ap.py').write_text(ARGPARSE_SCRIPT.replace('{parse}', 'parse_args'))
-    (tmp_path / 'two.py').write_text('from trl import GRPOConfig, ScriptArguments, TrlParser\n'
-                                     'p = TrlParser((ScriptArguments, GRPOConfig))\n'
-                                     'script_args, training_args = p.parse_args_and_config()\n')
+    (tmp_path / 'two.py').write_text(
+        'from trl import GRPOConfig, ScriptArguments, TrlParser\n'
+        'p = TrlParser((ScriptArguments, GRPOConfig))\n'
+        'script_args, training_args = p.parse_args_and_config()\n'
+    )
     acc = ['accelerate', 'launch', '--num_processes', '2']
     cases = [
         (['trl', 'grpo', '--config', 'grpo_config.yaml'], None),
@@ -421,8 +558,10 @@ def test_check_and_validate_agree_on_the_scripts_own_parsers(tmp_path, monkeypat
         (acc + ['ap.py', '--batch_size', '4'], None),
         (acc + ['two.py', '--num_generations', '4'], None),
         (acc + ['two.py', '--model_name_or_path', M], 'not used by the HfArgumentParser'),
-        (acc + ['ap.py', '--per_device_train_batch_size', '2'],
-         'unrecognized arguments: --per_device_train_batch_size'),
+        (
+            acc + ['ap.py', '--per_device_train_batch_size', '2'],
+            'unrecognized arguments: --per_device_train_batch_size',
+        ),
     ]
     launches = [read_launch(argv, environ={}) for argv, _ in cases]
     results = validate_trl_many(launches)
@@ -435,23 +574,36 @@ def test_check_and_validate_agree_on_the_scripts_own_parsers(tmp_path, monkeypat
             assert refusal in real.message, (argv, real.message)
 
 
-@pytest.mark.parametrize('code, words, verdict', [
-    # rebuilt and run by Python's argparse: its own messages
-    ('p.add_argument("--n", type=int, required=True)\na = p.parse_args()', ['--n', 'x'],
-     "argument --n: invalid int value: 'x'"),
-    ('p.add_argument("--n", type=int, required=True)\na = p.parse_args()', [],
-     'the following arguments are required: --n'),
-    ('p.add_argument("--flag", action=argparse.BooleanOptionalAction)\na = p.parse_args()', ['--no-flag'], None),
-    ('p.add_argument("--x", action=MyAction)\na = p.parse_args()', ['--x'], None),  # a custom action: lenient
-    ('g = p.add_argument_group("g")\ng.add_argument("--lr", type=float)\na = p.parse_args(sys.argv[1:])',
-     ['--lr', '1e-5', '--zz'], 'unrecognized arguments: --zz'),
-    # not rebuilt (the parser is not whole here, or parses a list of its own): no verdict of its own
-    ('def add(q):\n    q.add_argument("--z")\nadd(p)\na = p.parse_args()', ['--z', '1'], 'not read'),
-    ('p.add_argument("--z")\na = p.parse_args([])', ['--zz'], 'not read'),
-    ('for n in ["a", "b"]:\n    p.add_argument(f"--{n}")\na = p.parse_args()', ['--a', '1'], 'not read'),
-])
+@pytest.mark.parametrize(
+    'code, words, verdict',
+    [
+        # rebuilt and run by Python's argparse: its own messages
+        (
+            'p.add_argument("--n", type=int, required=True)\na = p.parse_args()',
+            ['--n', 'x'],
+            "argument --n: invalid int value: 'x'",
+        ),
+        (
+            'p.add_argument("--n", type=int, required=True)\na = p.parse_args()',
+            [],
+            'the following arguments are required: --n',
+        ),
+        ('p.add_argument("--flag", action=argparse.BooleanOptionalAction)\na = p.parse_args()', ['--no-flag'], None),
+        ('p.add_argument("--x", action=MyAction)\na = p.parse_args()', ['--x'], None),  # a custom action: lenient
+        (
+            'g = p.add_argument_group("g")\ng.add_argument("--lr", type=float)\na = p.parse_args(sys.argv[1:])',
+            ['--lr', '1e-5', '--zz'],
+            'unrecognized arguments: --zz',
+        ),
+        # not rebuilt (the parser is not whole here, or parses a list of its own): no verdict of its own
+        ('def add(q):\n    q.add_argument("--z")\nadd(p)\na = p.parse_args()', ['--z', '1'], 'not read'),
+        ('p.add_argument("--z")\na = p.parse_args([])', ['--zz'], 'not read'),
+        ('for n in ["a", "b"]:\n    p.add_argument(f"--{n}")\na = p.parse_args()', ['--a', '1'], 'not read'),
+    ],
+)
 def test_the_scripts_argparse_is_rebuilt_only_when_whole(code, words, verdict):
     from grpo_recipes.frontends.trl.script_parsers import script_argparse
+
     got = script_argparse(f'import argparse, sys\np = argparse.ArgumentParser()\n{code}\n', words, prog='t.py')
     if verdict == 'not read':
         assert got is None
@@ -462,23 +614,43 @@ def test_the_scripts_argparse_is_rebuilt_only_when_whole(code, words, verdict):
 def test_dataclass_fields_follow_imports_and_bases(tmp_path):
     # open-r1's own classes through `from open_r1.configs import ...` in a src/ layout, bases up to trl's
     from grpo_recipes.frontends.trl.script_parsers import parser_dataclasses
+
     _open_r1(tmp_path)
     script = tmp_path / 'src' / 'open_r1' / 'grpo.py'
     own = parser_dataclasses(script.read_text(), str(script))
     assert own.classes == ['GRPOScriptArguments', 'GRPOConfig', 'ModelConfig'] and own.unread == []
-    assert {'reward_funcs', 'dataset_prompt_column', 'dataset_name', 'system_prompt', 'num_generations',
-            'lora_r'} <= own.fields
+    assert {
+        'reward_funcs',
+        'dataset_prompt_column',
+        'dataset_name',
+        'system_prompt',
+        'num_generations',
+        'lora_r',
+    } <= own.fields
     assert own.method == 'parse_args_and_config' and not own.remaining_ok
 
 
 def test_a_trl_field_the_scripts_classes_lack_is_refused(tmp_path, monkeypatch):
     # TRL's own examples parse with the classes they need only (e.g. TrlParser((ScriptArguments, GRPOConfig)));
     # a ModelConfig flag on such a script stops HfArgumentParser even though TRL's usual classes have it
-    (tmp_path / 'two.py').write_text('from trl import GRPOConfig, ScriptArguments, TrlParser\n'
-                                     'p = TrlParser((ScriptArguments, GRPOConfig))\n'
-                                     'script_args, training_args = p.parse_args_and_config()\n')
-    report, rules = check(tmp_path, monkeypatch, 'accelerate', 'launch', 'two.py', '--model_name_or_path', M,
-                          '--per_device_train_batch_size', '8', '--num_generations', '8')
+    (tmp_path / 'two.py').write_text(
+        'from trl import GRPOConfig, ScriptArguments, TrlParser\n'
+        'p = TrlParser((ScriptArguments, GRPOConfig))\n'
+        'script_args, training_args = p.parse_args_and_config()\n'
+    )
+    report, rules = check(
+        tmp_path,
+        monkeypatch,
+        'accelerate',
+        'launch',
+        'two.py',
+        '--model_name_or_path',
+        M,
+        '--per_device_train_batch_size',
+        '8',
+        '--num_generations',
+        '8',
+    )
     f = rules['args.unknown']
     assert f.arguments == ['model_name_or_path'] and 'not used by the HfArgumentParser' in f.message
     # a name an older TRL had keeps its own explanation on a script with its own classes

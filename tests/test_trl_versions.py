@@ -1,18 +1,34 @@
 """--trl-version: an older TRL's defaults and semantics (read in TRL's source at each tag; see
 grpo_recipes/frontends/trl_versions.py for the file and line of each)."""
+
 import json
 
 from conftest import run_cli
 
 M = 'Qwen/Qwen2.5-7B-Instruct'
-LAUNCH = ['accelerate', 'launch', '--num_processes', '8', '--use_deepspeed', '--zero_stage', '3', 'train.py',
-          '--model_name_or_path', M, '--max_completion_length', '1024', '--num_generations', '8']
+LAUNCH = [
+    'accelerate',
+    'launch',
+    '--num_processes',
+    '8',
+    '--use_deepspeed',
+    '--zero_stage',
+    '3',
+    'train.py',
+    '--model_name_or_path',
+    M,
+    '--max_completion_length',
+    '1024',
+    '--num_generations',
+    '8',
+]
 
 
 def check(version, *args):
     v = ['--trl-version', version] if version else []
-    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', '--gpus', '8', '--gpu-type', 'A100-80G', *v, '--',
-                   *LAUNCH, *args)
+    proc = run_cli(
+        'grpo_recipes.cli.guard', 'check', '--json', '--gpus', '8', '--gpu-type', 'A100-80G', *v, '--', *LAUNCH, *args
+    )
     return json.loads(proc.stdout)
 
 
@@ -55,8 +71,10 @@ def test_trl_0_14_counts_prompts_per_device():
     c15 = check('0.15.2', '--per_device_train_batch_size', '2', '--torch_dtype', 'bfloat16')['config']
     assert c15['per_device_train_batch_size'] == 2 and c15['steps_per_generation'] == 1
     peak14 = max(m['total_gib'] for m in out['memory'])
-    peak15 = max(m['total_gib'] for m in check('0.15.2', '--per_device_train_batch_size', '2',
-                                               '--torch_dtype', 'bfloat16')['memory'])
+    peak15 = max(
+        m['total_gib']
+        for m in check('0.15.2', '--per_device_train_batch_size', '2', '--torch_dtype', 'bfloat16')['memory']
+    )
     assert peak14 > peak15  # 16 completions per micro-batch against 2
 
 

@@ -1,6 +1,7 @@
 """What a front end cannot name on the command line is a typed, documented field, never a placeholder string in a
 field that holds names: GRPOConfig.reward_funcs_in_script (a TRL script passes its rewards in code) and
 GRPOConfig.vllm_in_trainer (TRL 0.14-0.15's vllm_device: vLLM inside a training process, on this machine)."""
+
 import pytest
 
 from grpo_recipes.check import check_launch
@@ -8,9 +9,27 @@ from grpo_recipes.frontends import read_launch
 from grpo_recipes.frontends.trl.reader import to_config
 from grpo_recipes.hardware import Hardware
 
-TRAIN = ['accelerate', 'launch', '--num_processes', '3', '--use_deepspeed', '--zero_stage', '3', 'train_grpo.py',
-         '--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct', '--use_vllm', '--vllm_device', 'auto', '--dtype',
-         'bfloat16', '--per_device_train_batch_size', '4', '--num_generations', '6']
+TRAIN = [
+    'accelerate',
+    'launch',
+    '--num_processes',
+    '3',
+    '--use_deepspeed',
+    '--zero_stage',
+    '3',
+    'train_grpo.py',
+    '--model_name_or_path',
+    'Qwen/Qwen2.5-7B-Instruct',
+    '--use_vllm',
+    '--vllm_device',
+    'auto',
+    '--dtype',
+    'bfloat16',
+    '--per_device_train_batch_size',
+    '4',
+    '--num_generations',
+    '6',
+]
 
 
 def test_a_trl_script_names_no_reward_function():
@@ -31,8 +50,14 @@ def test_trl_0_15_vllm_device_runs_here_not_on_another_machine():
 def test_an_older_trls_batch_semantics_make_a_new_config():
     # TRL 0.14 GRPOConfig: per_device_train_batch_size counts prompts (v0.14.0 trl/trainer/grpo_trainer.py)
     from grpo_recipes.frontends.trl.versions import apply_semantics
-    cfg, _ = to_config(read_launch(TRAIN[:10] + ['--per_device_train_batch_size', '2', '--num_generations', '4',
-                                                  '--generation_batch_size', '16'], environ={}))
+
+    cfg, _ = to_config(
+        read_launch(
+            TRAIN[:10]
+            + ['--per_device_train_batch_size', '2', '--num_generations', '4', '--generation_batch_size', '16'],
+            environ={},
+        )
+    )
     old, notes = apply_semantics(cfg, '0.14.0')
     assert (old.per_device_train_batch_size, old.steps_per_generation, old.generation_batch_size) == (8, 1, None)
     assert (cfg.per_device_train_batch_size, cfg.generation_batch_size) == (2, 16) and notes
@@ -41,18 +66,22 @@ def test_an_older_trls_batch_semantics_make_a_new_config():
 
 def test_trls_listening_address_is_the_clients_default_host():
     # trl vllm-serve listens on 0.0.0.0; the trainer's client reaches it at 127.0.0.1 (TRL's VLLMClient default)
-    cfg, _ = to_config(read_launch(TRAIN[:10] + ['--vllm_mode', 'server', '--vllm_server_host', '0.0.0.0'],
-                                   environ={}))
+    cfg, _ = to_config(read_launch(TRAIN[:10] + ['--vllm_mode', 'server', '--vllm_server_host', '0.0.0.0'], environ={}))
     assert cfg.vllm_server_host == ['127.0.0.1']
 
 
 def test_a_trl_launchs_specifics_are_typed_fields():
     from grpo_recipes.launch import TrlSpecifics
+
     launch = read_launch(['CUDA_VISIBLE_DEVICES=0,1,2,3', *TRAIN], environ={})
     t = launch.trl
     assert isinstance(t, TrlSpecifics)
-    assert (t.launcher, t.script, t.accelerate['num_processes'], t.accelerate['zero_stage']) == \
-        ('accelerate', 'train_grpo.py', 3, 3)
+    assert (t.launcher, t.script, t.accelerate['num_processes'], t.accelerate['zero_stage']) == (
+        'accelerate',
+        'train_grpo.py',
+        3,
+        3,
+    )
     assert t.script_args[:2] == ['--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct'] and t.vllm_device is None
     assert launch.to_dict()['trl']['launcher'] == 'accelerate' and 'vllm_device' not in launch.to_dict()['trl']
     report = check_launch(launch, Hardware(gpus=4, gpu_type='A100-80G'), packages={'trl': '0.15.2'}, fixes=False)

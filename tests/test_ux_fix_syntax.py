@@ -1,19 +1,61 @@
 """Fixes in the launch's own syntax, and --verify for TRL launches (issue 21, 14)."""
+
 import json
 
 import pytest
 
 from grpo_recipes.cli import guard
 
-TRL_OOM = ['--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct', '--dtype', 'bfloat16', '--use_vllm', '--vllm_mode',
-           'colocate', '--per_device_train_batch_size', '8', '--gradient_accumulation_steps', '8', '--num_generations',
-           '8', '--max_completion_length', '2048', '--vllm_gpu_memory_utilization', '0.6',
-           '--vllm_max_model_length', '2304']
+TRL_OOM = [
+    '--model_name_or_path',
+    'Qwen/Qwen2.5-7B-Instruct',
+    '--dtype',
+    'bfloat16',
+    '--use_vllm',
+    '--vllm_mode',
+    'colocate',
+    '--per_device_train_batch_size',
+    '8',
+    '--gradient_accumulation_steps',
+    '8',
+    '--num_generations',
+    '8',
+    '--max_completion_length',
+    '2048',
+    '--vllm_gpu_memory_utilization',
+    '0.6',
+    '--vllm_max_model_length',
+    '2304',
+]
 ACCEL = ['accelerate', 'launch', '--num_processes', '4', '--use_deepspeed', '--zero_stage', '3', 'train_grpo.py']
-SWIFT_OOM = ['--rlhf_type', 'grpo', '--model', 'Qwen/Qwen2.5-7B-Instruct', '--tuner_type', 'lora', '--use_vllm', 'true',
-             '--vllm_mode', 'colocate', '--vllm_gpu_memory_utilization', '0.7', '--vllm_max_model_len', '2048',
-             '--max_length', '512', '--max_completion_length', '1536', '--per_device_train_batch_size', '16',
-             '--num_generations', '8', '--reward_funcs', 'accuracy', '--dataset', 'data.jsonl']
+SWIFT_OOM = [
+    '--rlhf_type',
+    'grpo',
+    '--model',
+    'Qwen/Qwen2.5-7B-Instruct',
+    '--tuner_type',
+    'lora',
+    '--use_vllm',
+    'true',
+    '--vllm_mode',
+    'colocate',
+    '--vllm_gpu_memory_utilization',
+    '0.7',
+    '--vllm_max_model_len',
+    '2048',
+    '--max_length',
+    '512',
+    '--max_completion_length',
+    '1536',
+    '--per_device_train_batch_size',
+    '16',
+    '--num_generations',
+    '8',
+    '--reward_funcs',
+    'accuracy',
+    '--dataset',
+    'data.jsonl',
+]
 
 
 def _json(args, capsys):
@@ -26,8 +68,21 @@ def _memory_fix(out):
 
 
 def test_swift_command_line_gets_flags(capsys):
-    rc, out = _json(['--gpus', '2', '--gpu-type', 'A100-80G', '--', 'CUDA_VISIBLE_DEVICES=0,1', 'NPROC_PER_NODE=2',
-                     'swift', 'rlhf', *SWIFT_OOM], capsys)
+    rc, out = _json(
+        [
+            '--gpus',
+            '2',
+            '--gpu-type',
+            'A100-80G',
+            '--',
+            'CUDA_VISIBLE_DEVICES=0,1',
+            'NPROC_PER_NODE=2',
+            'swift',
+            'rlhf',
+            *SWIFT_OOM,
+        ],
+        capsys,
+    )
     assert rc == 1
     fix = _memory_fix(out)
     assert '--per_device_train_batch_size ' in fix and 'per_device_train_batch_size:' not in fix
@@ -36,8 +91,10 @@ def test_swift_command_line_gets_flags(capsys):
 def test_swift_yaml_gets_yaml_keys(tmp_path, capsys):
     cfg = tmp_path / 'c.yaml'
     pairs = dict(zip(SWIFT_OOM[::2], SWIFT_OOM[1::2]))
-    cfg.write_text('ENV:\n  CUDA_VISIBLE_DEVICES: "0,1"\n  NPROC_PER_NODE: 2\n' +
-                   ''.join(f'{k[2:]}: {v}\n' for k, v in pairs.items()))
+    cfg.write_text(
+        'ENV:\n  CUDA_VISIBLE_DEVICES: "0,1"\n  NPROC_PER_NODE: 2\n'
+        + ''.join(f'{k[2:]}: {v}\n' for k, v in pairs.items())
+    )
     rc, out = _json([str(cfg), '--gpus', '2', '--gpu-type', 'A100-80G'], capsys)
     fix = _memory_fix(out)
     assert rc == 1 and '+ per_device_train_batch_size:' in fix and '--per_device_train_batch_size' not in fix

@@ -1,5 +1,6 @@
 """`grpo-recipes header` (issue 21, 17): --check fails on a header planned from other inputs, even when every
 figure is the same; --write never drops a line it did not write."""
+
 import shutil
 
 import pytest
@@ -28,12 +29,15 @@ def _edit(path, old, new):
     path.write_text(text.replace(old, new), encoding='utf-8')
 
 
-@pytest.mark.parametrize('old, new', [
-    # a model with the same config.json (the bundled one is matched by its name): every figure is the same
-    ('model: Qwen/Qwen2.5-7B-Instruct', 'model: my-org/Qwen2.5-7B-Instruct'),
-    ('learning_rate: 1.0e-5', 'learning_rate: 2.0e-5'),  # a field no figure shows
-    ('# @gpu_type: A100-80G', '# @gpu_type: H100'),
-])
+@pytest.mark.parametrize(
+    'old, new',
+    [
+        # a model with the same config.json (the bundled one is matched by its name): every figure is the same
+        ('model: Qwen/Qwen2.5-7B-Instruct', 'model: my-org/Qwen2.5-7B-Instruct'),
+        ('learning_rate: 1.0e-5', 'learning_rate: 2.0e-5'),  # a field no figure shows
+        ('# @gpu_type: A100-80G', '# @gpu_type: H100'),
+    ],
+)
 def test_check_fails_on_a_header_planned_from_other_inputs(recipe, old, new, capsys):
     _edit(recipe, old, new)
     assert recipes_cli.main(['header', '--check']) == 1

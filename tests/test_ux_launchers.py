@@ -1,4 +1,5 @@
 """`grpo-guard check recipes/.../X.sh`: the recipe a launcher wraps, with the launcher's environment (issue 21, 16)."""
+
 import json
 
 import pytest
@@ -9,8 +10,18 @@ from grpo_recipes.recipes import discover
 
 
 def _check_json(args, capsys, monkeypatch, env=None):
-    for k in ('MODEL', 'TRAIN_GPUS', 'GPUS', 'GPU_TYPE', 'ROLLOUT_GPUS', 'ROLLOUT_HOST', 'NNODES', 'RECIPE',
-              'CUDA_VISIBLE_DEVICES', 'NPROC_PER_NODE'):
+    for k in (
+        'MODEL',
+        'TRAIN_GPUS',
+        'GPUS',
+        'GPU_TYPE',
+        'ROLLOUT_GPUS',
+        'ROLLOUT_HOST',
+        'NNODES',
+        'RECIPE',
+        'CUDA_VISIBLE_DEVICES',
+        'NPROC_PER_NODE',
+    ):
         monkeypatch.delenv(k, raising=False)
     for k, v in (env or {}).items():
         monkeypatch.setenv(k, v)

@@ -1,5 +1,6 @@
 """DEMO=1 launchers offline (issue 21, 21): a model swift would have to download from an unreachable hub is
 refused before launch in one line, not by ms-swift's download traceback."""
+
 import os
 import subprocess
 
@@ -45,12 +46,19 @@ def test_local_dir_and_cached_weights_need_no_hub(tmp_path, monkeypatch):
 
 def test_demo_launcher_offline_stops_in_one_line(tmp_path):
     # this machine cannot reach the hubs (the tests run offline); the cache dirs are empty temp dirs
-    env = {**os.environ, 'DEMO': '1', 'OUTPUT_DIR': str(tmp_path / 'out'), 'HF_HOME': str(tmp_path / 'hf'),
-           'MODELSCOPE_CACHE': str(tmp_path / 'ms'), 'PYTHONPATH': str(ROOT)}
+    env = {
+        **os.environ,
+        'DEMO': '1',
+        'OUTPUT_DIR': str(tmp_path / 'out'),
+        'HF_HOME': str(tmp_path / 'hf'),
+        'MODELSCOPE_CACHE': str(tmp_path / 'ms'),
+        'PYTHONPATH': str(ROOT),
+    }
     env.pop('MODEL', None)
     env.pop('SWIFT', None)
     if unreachable('Qwen/Qwen2.5-7B-Instruct', env) is None:
         import pytest
+
         pytest.skip('a hub is reachable from here')
     proc = subprocess.run(['bash', str(LAUNCHER)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 1

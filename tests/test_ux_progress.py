@@ -1,5 +1,6 @@
 """Progress on stderr for the slow verbs when stderr is a terminal, nothing when it is not (issue 21, 22).
 A pseudo-terminal (pty) stands in for the user's terminal."""
+
 import os
 import pty
 import subprocess
@@ -8,7 +9,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-SNIPPET = '''
+SNIPPET = """
 import threading
 from grpo_recipes.cli.progress import progress
 done = threading.Event()
@@ -17,7 +18,7 @@ with progress("work: step one") as p:
     p.set("work: step two")
     done.wait(0.7)
 print("RESULT")
-'''
+"""
 
 
 def _run(args, tty: bool, env=None):
@@ -58,9 +59,20 @@ def test_progress_is_silent_when_stderr_is_not_a_terminal():
 
 @pytest.mark.slow
 def test_validate_shows_progress_only_on_a_terminal():
-    cmd = [sys.executable, '-m', 'grpo_recipes.cli.guard', 'validate', '--', 'trl', 'vllm-serve', '--model',
-           'Qwen/Qwen2.5-7B-Instruct', '--tensor_parallel_size', '1']
+    cmd = [
+        sys.executable,
+        '-m',
+        'grpo_recipes.cli.guard',
+        'validate',
+        '--',
+        'trl',
+        'vllm-serve',
+        '--model',
+        'Qwen/Qwen2.5-7B-Instruct',
+        '--tensor_parallel_size',
+        '1',
+    ]
     out, err = _run(cmd, tty=True)
     assert "validate: running TRL's own parser" in err
     piped_out, piped_err = _run(cmd, tty=False)
-    assert "validate:" not in piped_err and 'VALID' in piped_out
+    assert 'validate:' not in piped_err and 'VALID' in piped_out

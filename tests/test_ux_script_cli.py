@@ -1,5 +1,6 @@
 """A TRL script that never parses its command line (issue 21, 6): its flags are ignored, so they are neither
 applied nor validated, and fixes point at the script's own lines."""
+
 import json
 
 import pytest
@@ -7,7 +8,7 @@ import pytest
 from grpo_recipes.cli import guard
 from grpo_recipes.frontends.trl.script_cli import parses_command_line
 
-SCRIPT = '''from datasets import load_dataset
+SCRIPT = """from datasets import load_dataset
 from trl import GRPOConfig, GRPOTrainer
 
 dataset = load_dataset("trl-lib/tldr", split="train")
@@ -32,13 +33,28 @@ training_args = GRPOConfig(
 trainer = GRPOTrainer(model="Qwen/Qwen2.5-7B-Instruct", reward_funcs=reward_len, args=training_args,
                       train_dataset=dataset)
 trainer.train()
-'''
+"""
 ACCEL = ['accelerate', 'launch', '--num_processes', '4', '--use_deepspeed', '--zero_stage', '3']
 
 
 def _check(script, capsys):
-    rc = guard.main(['check', '--json', '--gpus', '4', '--gpu-type', 'A100-80G', '--', *ACCEL, str(script),
-                     '--per_device_train_batch_size', '2', '--bogus_flag', '1'])
+    rc = guard.main(
+        [
+            'check',
+            '--json',
+            '--gpus',
+            '4',
+            '--gpu-type',
+            'A100-80G',
+            '--',
+            *ACCEL,
+            str(script),
+            '--per_device_train_batch_size',
+            '2',
+            '--bogus_flag',
+            '1',
+        ]
+    )
     return rc, json.loads(capsys.readouterr().out)
 
 
@@ -59,20 +75,24 @@ def test_flags_of_a_script_that_never_parses_them_are_ignored(tmp_path, capsys):
 
 def test_a_script_that_parses_its_flags_gets_them(tmp_path, capsys):
     script = tmp_path / 'train.py'
-    script.write_text(SCRIPT.replace('{parser}',
-                                     'from trl import TrlParser\nargs = TrlParser(GRPOConfig).parse_args()'))
+    script.write_text(
+        SCRIPT.replace('{parser}', 'from trl import TrlParser\nargs = TrlParser(GRPOConfig).parse_args()')
+    )
     rc, out = _check(script, capsys)
     assert out['config']['per_device_train_batch_size'] == 2
     assert 'trl.script-ignores-command-line' not in {f['rule'] for f in out['findings']}
     assert any('--bogus_flag' in f['message'] for f in out['findings'])
 
 
-@pytest.mark.parametrize('code, parses', [
-    ('import sys\nlr = float(sys.argv[1])', True),
-    ('import argparse\np = argparse.ArgumentParser()', True),
-    ('from transformers import HfArgumentParser', True),
-    ('import fire\nfire.Fire(main)', True),
-    ('from trl import GRPOConfig\nargs = GRPOConfig(output_dir="o")', False),
-])
+@pytest.mark.parametrize(
+    'code, parses',
+    [
+        ('import sys\nlr = float(sys.argv[1])', True),
+        ('import argparse\np = argparse.ArgumentParser()', True),
+        ('from transformers import HfArgumentParser', True),
+        ('import fire\nfire.Fire(main)', True),
+        ('from trl import GRPOConfig\nargs = GRPOConfig(output_dir="o")', False),
+    ],
+)
 def test_parses_command_line(code, parses):
     assert parses_command_line(code) is parses

@@ -1,4 +1,5 @@
 """UNCHECKED is one verdict everywhere: check --json, grpo-recipes plan's exit status, run's refusal line."""
+
 import json
 import shutil
 
@@ -13,6 +14,7 @@ UNKNOWN_MODEL = CLEAN.replace('model: Qwen/Qwen2.5-7B-Instruct', 'model: acme/ne
 
 def _qwen_config_dir(tmp_path):
     from grpo_recipes.models import builtin_config
+
     d = tmp_path / 'qwen-config'
     d.mkdir()
     (d / 'config.json').write_text(json.dumps(builtin_config('Qwen2.5-7B-Instruct.json')))

@@ -1,5 +1,6 @@
 """Narrow terminals (issue 21, 19): `grpo-recipes ls` at 80 columns keeps every name whole and its peak column;
 `grpo-guard calibrate` at 100 columns cuts no value."""
+
 import json
 import re
 

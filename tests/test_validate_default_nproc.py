@@ -2,6 +2,7 @@
 count `check` plans: one per visible GPU (CUDA_VISIBLE_DEVICES, else --gpus), as accelerate 1.x starts them. The
 verdict is TRL's own TrlParser's (GRPOConfig checks the generation batch against num_generations); the GPUs are
 simulated (this machine has none)."""
+
 import json
 
 import pytest
@@ -12,13 +13,24 @@ from grpo_recipes.frontends import read_launch
 from grpo_recipes.hardware import Hardware
 
 pytestmark = pytest.mark.slow
-ARGV = ['accelerate', 'launch', 'train_grpo.py', '--model_name_or_path', 'Qwen/Qwen2.5-7B-Instruct',
-        '--per_device_train_batch_size', '2', '--num_generations', '8']
+ARGV = [
+    'accelerate',
+    'launch',
+    'train_grpo.py',
+    '--model_name_or_path',
+    'Qwen/Qwen2.5-7B-Instruct',
+    '--per_device_train_batch_size',
+    '2',
+    '--num_generations',
+    '8',
+]
 PKGS = {'ms-swift': '4.6.0', 'trl': '0.29.1', 'math-verify': '0.9.0', 'msgspec': '0.22.0'}
 
 
-@pytest.mark.parametrize('env,flags,world', [({'CUDA_VISIBLE_DEVICES': '0,1,2,3'}, [], 4),
-                                             ({}, ['--gpus', '4'], 4), ({'CUDA_VISIBLE_DEVICES': '0'}, [], 1)])
+@pytest.mark.parametrize(
+    'env,flags,world',
+    [({'CUDA_VISIBLE_DEVICES': '0,1,2,3'}, [], 4), ({}, ['--gpus', '4'], 4), ({'CUDA_VISIBLE_DEVICES': '0'}, [], 1)],
+)
 def test_validate_uses_checks_process_count(tmp_path, monkeypatch, env, flags, world):
     environ = {'HF_HOME': str(tmp_path), **env}  # no accelerate default config there
     monkeypatch.delenv('CUDA_VISIBLE_DEVICES', raising=False)  # only the case's own

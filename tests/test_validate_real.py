@@ -4,6 +4,7 @@ Nothing is mocked except what a CPU machine cannot have: the worker hides GPUs, 
 ``--use_cpu true``, and patches the trainer world size to NNODES × NPROC_PER_NODE (see
 grpo_recipes/frontends/swift/worker.py). Each case costs one ms-swift import (about 10 s).
 """
+
 import json
 
 import pytest
@@ -11,7 +12,7 @@ from conftest import EXAMPLE, run_cli
 
 pytestmark = pytest.mark.slow
 
-BASE = '''
+BASE = """
 ENV:
   CUDA_VISIBLE_DEVICES: "0"
   NPROC_PER_NODE: 1
@@ -26,7 +27,7 @@ gradient_accumulation_steps: 1
 num_generations: 8
 reward_funcs: [accuracy, format]
 dataset: data.jsonl
-'''
+"""
 
 
 def validate(path, *extra):
@@ -54,8 +55,9 @@ def test_train_type_fails_naming_tuner_type(write_yaml):
 def test_indivisible_num_generations_gives_swift_message(write_yaml):
     rc, out = validate(write_yaml(BASE.replace('num_generations: 8', 'num_generations: 7')))
     assert rc == 1
-    assert out['parser']['message'] == ('generation_batch_size (8) must be evenly divisible by num_generations (7). '
-                                        'Valid values: [2, 4, 8].')
+    assert out['parser']['message'] == (
+        'generation_batch_size (8) must be evenly divisible by num_generations (7). Valid values: [2, 4, 8].'
+    )
 
 
 def test_use_vllm_without_mode(write_yaml):
@@ -71,8 +73,10 @@ def test_world_size_comes_from_env(write_yaml):
     rc, out = validate(write_yaml(text))
     assert rc == 0, out
     rc, out = validate(write_yaml(text), '--num_generations', '16')
-    assert rc == 1 and 'generation_batch_size (8) must be evenly divisible by num_generations (16)' \
-        in out['parser']['message']
+    assert (
+        rc == 1
+        and 'generation_batch_size (8) must be evenly divisible by num_generations (16)' in out['parser']['message']
+    )
 
 
 def test_shipped_example_is_valid():
@@ -84,11 +88,17 @@ def test_a_port_held_by_another_job_does_not_stop_validate():
     # a training job on this machine holds the launch's MASTER_PORT (here: the caller's): the parse-only worker
     # runs its simulated world on a port of its own (realparse._free_port), not on the held one
     import socket
+
     with socket.socket() as held:
         held.bind(('127.0.0.1', 0))
         held.listen()
         port = str(held.getsockname()[1])
-        proc = run_cli('grpo_recipes.cli.guard', 'validate', '--json', str(EXAMPLE),
-                       env={'MASTER_ADDR': '127.0.0.1', 'MASTER_PORT': port})
+        proc = run_cli(
+            'grpo_recipes.cli.guard',
+            'validate',
+            '--json',
+            str(EXAMPLE),
+            env={'MASTER_ADDR': '127.0.0.1', 'MASTER_PORT': port},
+        )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert json.loads(proc.stdout)['parser']['ok']

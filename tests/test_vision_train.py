@@ -1,5 +1,6 @@
 """The vision tower in the trainer (grpo_recipes/vision_train.py): ms-swift's freeze_vit default, image tokens, and the
 tower's activations, against hand-derived figures."""
+
 import dataclasses
 
 from test_vllm_startup import QWEN25_VL_3B
@@ -18,6 +19,7 @@ def test_freeze_vit_is_ms_swift_default():
     import dataclasses as dc
 
     from swift.arguments.tuner_args import TunerArguments
+
     field = {f.name: f for f in dc.fields(TunerArguments)}['freeze_vit']
     assert field.default is True
     assert GRPOConfig.from_argv(['--rlhf_type', 'grpo'])[0].freeze_vit is True
@@ -46,8 +48,20 @@ def test_trainer_terms_hold_the_tower_where_it_lives():
     """A frozen tower's forward is a transient before the language model's (trainer_terms' late terms); a trained one
     adds its saved tensors to the activations."""
     a = Arch.from_config(QWEN25_VL_3B)
-    base = ['--rlhf_type', 'grpo', '--tuner_type', 'full', '--per_device_train_batch_size', '2',
-            '--num_generations', '2', '--max_length', '1024', '--max_completion_length', '256']
+    base = [
+        '--rlhf_type',
+        'grpo',
+        '--tuner_type',
+        'full',
+        '--per_device_train_batch_size',
+        '2',
+        '--num_generations',
+        '2',
+        '--max_length',
+        '1024',
+        '--max_completion_length',
+        '256',
+    ]
     frozen, _ = GRPOConfig.from_argv(base)
     trained, _ = GRPOConfig.from_argv(base + ['--freeze_vit', 'false'])
     plan = build_plan(frozen, {'NPROC_PER_NODE': '1', 'CUDA_VISIBLE_DEVICES': '0'}, Hardware(gpus=1))

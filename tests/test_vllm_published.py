@@ -9,6 +9,7 @@ Two published failures are not predicted yet and are listed in KNOWN_MISSES with
 another case is missed, and also when a listed one starts to be predicted (then take it off the list), so the list is
 always the model's real gap.
 """
+
 import json
 from pathlib import Path
 
@@ -63,8 +64,11 @@ def test_cases_it_cannot_predict_are_bounded(result):
 
 
 def test_start_up_failures_predicted_except_the_documented_gap(result):
-    missed = {r['id'] for r in result['per_case'] if r.get('fit') and r['fit']['observed'] == 'OOM'
-              and r['fit']['predicted'] == 'fits'}
+    missed = {
+        r['id']
+        for r in result['per_case']
+        if r.get('fit') and r['fit']['observed'] == 'OOM' and r['fit']['predicted'] == 'fits'
+    }
     assert missed == KNOWN_MISSES
     assert result['startup_failures'] - result['startup_failures_predicted'] == len(KNOWN_MISSES)
 
@@ -94,12 +98,20 @@ def test_rope_cache_and_processor_bounds():
     """rotary_embedding.py (0.9.0.1): one cos_sin_cache of max_position x rotary_dim in the model dtype. Llama-3.1-8B
     (131072 x 128 x 2 B = 32 MiB) is what separates its 16,060,522,496 B of parameters (14.957 GiB) from the 14.9888
     GiB vLLM logs loading it (vllm#10517). qwen2_vl.py: mm_processor_kwargs' max_pixels bounds the largest image."""
-    llama = {'model_type': 'llama', 'hidden_size': 4096, 'num_hidden_layers': 32, 'num_attention_heads': 32,
-             'num_key_value_heads': 8, 'intermediate_size': 14336, 'vocab_size': 128256,
-             'max_position_embeddings': 131072, 'torch_dtype': 'bfloat16'}
+    llama = {
+        'model_type': 'llama',
+        'hidden_size': 4096,
+        'num_hidden_layers': 32,
+        'num_attention_heads': 32,
+        'num_key_value_heads': 8,
+        'intermediate_size': 14336,
+        'vocab_size': 128256,
+        'max_position_embeddings': 131072,
+        'torch_dtype': 'bfloat16',
+    }
     a = Arch.from_config(llama)
     assert rope_cache_bytes(a) == 131072 * 128 * 2
-    assert abs((16_060_522_496 + rope_cache_bytes(a)) / 2 ** 30 - 14.9888) < 0.001
+    assert abs((16_060_522_496 + rope_cache_bytes(a)) / 2**30 - 14.9888) < 0.001
     assert rope_cache_bytes(Arch.from_config(dict(llama, partial_rotary_factor=0.25))) == 131072 * 32 * 2
     pp = {'min_pixels': 3136, 'max_pixels': 12845056, 'patch_size': 14, 'temporal_patch_size': 2, 'merge_size': 2}
     assert processor_bounds(pp, '{"max_pixels": 1048576}')['max_pixels'] == 1048576
@@ -112,10 +124,19 @@ def test_v0_multimodal_profile_runs_the_llm_over_every_placeholder_token():
     V0's one image and one video: 16384 + 16384 placeholder tokens on max(1, min(256, 8192 // 32768)) = 1 row, so the
     LLM forward runs over 32768 tokens, not 8192."""
     from grpo_recipes.memory import vllm_startup as vs
-    vl7b = {'model_type': 'qwen2_5_vl', 'hidden_size': 3584, 'intermediate_size': 18944, 'num_hidden_layers': 28,
-            'num_attention_heads': 28, 'num_key_value_heads': 4, 'vocab_size': 152064,
-            'max_position_embeddings': 128000, 'torch_dtype': 'bfloat16',
-            'vision_config': {'hidden_size': 1280, 'out_hidden_size': 3584}}
+
+    vl7b = {
+        'model_type': 'qwen2_5_vl',
+        'hidden_size': 3584,
+        'intermediate_size': 18944,
+        'num_hidden_layers': 28,
+        'num_attention_heads': 28,
+        'num_key_value_heads': 4,
+        'vocab_size': 152064,
+        'max_position_embeddings': 128000,
+        'torch_dtype': 'bfloat16',
+        'vision_config': {'hidden_size': 1280, 'out_hidden_size': 3584},
+    }
     mm = vs.mm_profile_v0(Arch.from_config(vl7b), 1, 8192, 256, 8192, {})
     assert (mm['rows'], mm['llm_tokens']) == (1, 32768)
     # a prompt that fits is unchanged: at 32768 the row holds its 32768 placeholder tokens
@@ -127,12 +148,14 @@ def test_v0_tp_gather_holds_the_list_and_its_concatenation():
     into a new 3e tensor while the block input, its normed copy and the rank's qkv (3e/tp) are live: at TP 4 and
     e = 1280, 2e + 3e/4 + 6e = 11200 values per patch, above the 2e + 8e/4 + 3e = 8960 after the split."""
     from grpo_recipes.memory import vllm_startup as vs
+
     vision = {'hidden_size': 1280, 'intermediate_size': 3420, 'patch_size': 14, 'temporal_patch_size': 2}
     pixels = 3 * 2 * 14 * 14 * vs.PIXEL_INPUT_BYTES
     assert vs.encoder_peak_per_patch('qwen2_5_vl', vision, 4, 2, gather_list=True) == pixels + 2 * 11200
     assert vs.encoder_peak_per_patch('qwen2_5_vl', vision, 4, 2) == pixels + 2 * 8960
-    assert vs.encoder_peak_per_patch('qwen2_5_vl', vision, 1, 2, gather_list=True) == \
-        vs.encoder_peak_per_patch('qwen2_5_vl', vision, 1, 2)
+    assert vs.encoder_peak_per_patch('qwen2_5_vl', vision, 1, 2, gather_list=True) == vs.encoder_peak_per_patch(
+        'qwen2_5_vl', vision, 1, 2
+    )
 
 
 def test_v1_0_8_captures_67_sizes_whatever_max_num_seqs():
@@ -141,6 +164,7 @@ def test_v1_0_8_captures_67_sizes_whatever_max_num_seqs():
     per-graph byte figure (capture_model only logs what free memory lost), so the graph term stays the logged
     allowance."""
     from grpo_recipes.memory import vllm_startup as vs
+
     sizes = vs.capture_sizes('0.8.4', 2, 2048, False)
     assert len(sizes) == 67 and sizes[:4] == [1, 2, 4, 8] and sizes[-1] == 512
     assert vs.capture_sizes('0.8.3', 2, 100, False)[-1] == 96

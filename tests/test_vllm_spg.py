@@ -2,6 +2,7 @@
 rollout_mixin), with the steps_per_generation ms-swift derives from generation_batch_size (args_mixin
 _init_generation_batch_params): memory.vllm.vllm_terms takes it from the Plan, so the two spellings of one rollout
 size give one vLLM profiling peak."""
+
 import json
 from pathlib import Path
 
@@ -20,8 +21,21 @@ ENV = {'NPROC_PER_NODE': '2', 'CUDA_VISIBLE_DEVICES': '0,1'}
 
 
 def _terms(*extra):
-    argv = ['--rlhf_type', 'grpo', '--use_vllm', 'true', '--vllm_mode', 'colocate', '--num_generations', '4',
-            '--per_device_train_batch_size', '4', '--gradient_accumulation_steps', '1', *extra]
+    argv = [
+        '--rlhf_type',
+        'grpo',
+        '--use_vllm',
+        'true',
+        '--vllm_mode',
+        'colocate',
+        '--num_generations',
+        '4',
+        '--per_device_train_batch_size',
+        '4',
+        '--gradient_accumulation_steps',
+        '1',
+        *extra,
+    ]
     cfg, _ = GRPOConfig.from_argv(argv)
     plan = build_plan(cfg, ENV, Hardware(gpus=2))
     return vllm_terms(cfg, Inputs(arch=ARCH, capacity_gib=79.15, gpu_name='A100-80G'), plan), plan

@@ -3,6 +3,7 @@
 Versions read: vLLM 0.10.1.1 and 0.23.0 (PyPI wheels); the file and function each test models are named in it.
 No GPU is involved: these are vLLM's own size rules, evaluated on the published configs.
 """
+
 import json
 
 import pytest
@@ -15,18 +16,43 @@ from grpo_recipes.memory.vllm import vllm_profile_peak, vllm_terms
 from grpo_recipes.models import builtin_config
 
 # Qwen2.5-VL-3B-Instruct config.json (huggingface.co/Qwen/Qwen2.5-VL-3B-Instruct), the fields the model reads
-QWEN25_VL_3B = {'architectures': ['Qwen2_5_VLForConditionalGeneration'], 'model_type': 'qwen2_5_vl',
-                'hidden_size': 2048, 'intermediate_size': 11008, 'num_hidden_layers': 36, 'num_attention_heads': 16,
-                'num_key_value_heads': 2, 'vocab_size': 151936, 'tie_word_embeddings': True,
-                'max_position_embeddings': 128000, 'torch_dtype': 'bfloat16',
-                'vision_config': {'hidden_size': 1280, 'out_hidden_size': 2048}}
+QWEN25_VL_3B = {
+    'architectures': ['Qwen2_5_VLForConditionalGeneration'],
+    'model_type': 'qwen2_5_vl',
+    'hidden_size': 2048,
+    'intermediate_size': 11008,
+    'num_hidden_layers': 36,
+    'num_attention_heads': 16,
+    'num_key_value_heads': 2,
+    'vocab_size': 151936,
+    'tie_word_embeddings': True,
+    'max_position_embeddings': 128000,
+    'torch_dtype': 'bfloat16',
+    'vision_config': {'hidden_size': 1280, 'out_hidden_size': 2048},
+}
 # Qwen3-Next-80B-A3B-Instruct config.json (huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct)
-QWEN3_NEXT = {'model_type': 'qwen3_next', 'hidden_size': 2048, 'num_hidden_layers': 48, 'num_attention_heads': 16,
-              'num_key_value_heads': 2, 'head_dim': 256, 'vocab_size': 151936, 'intermediate_size': 5120,
-              'num_experts': 512, 'num_experts_per_tok': 10, 'moe_intermediate_size': 512,
-              'shared_expert_intermediate_size': 512, 'full_attention_interval': 4, 'linear_num_key_heads': 16,
-              'linear_key_head_dim': 128, 'linear_num_value_heads': 32, 'linear_value_head_dim': 128,
-              'linear_conv_kernel_dim': 4, 'max_position_embeddings': 262144, 'torch_dtype': 'bfloat16'}
+QWEN3_NEXT = {
+    'model_type': 'qwen3_next',
+    'hidden_size': 2048,
+    'num_hidden_layers': 48,
+    'num_attention_heads': 16,
+    'num_key_value_heads': 2,
+    'head_dim': 256,
+    'vocab_size': 151936,
+    'intermediate_size': 5120,
+    'num_experts': 512,
+    'num_experts_per_tok': 10,
+    'moe_intermediate_size': 512,
+    'shared_expert_intermediate_size': 512,
+    'full_attention_interval': 4,
+    'linear_num_key_heads': 16,
+    'linear_key_head_dim': 128,
+    'linear_num_value_heads': 32,
+    'linear_value_head_dim': 128,
+    'linear_conv_kernel_dim': 4,
+    'max_position_embeddings': 262144,
+    'torch_dtype': 'bfloat16',
+}
 QWEN25_PP = {'min_pixels': 3136, 'max_pixels': 12845056, 'patch_size': 14, 'temporal_patch_size': 2, 'merge_size': 2}
 
 
@@ -70,8 +96,9 @@ def test_encoder_profile_of_qwen25_vl_3b_on_the_largest_image():
     65536 patches. Per patch: 1176 pixel values in fp32 and bf16 (7056 B) and the MLP's live tensors
     (4 x 1280 + 3 x 3420) x 2 B = 30760 B: 65536 x 37816 = 2,478,309,376 B. Cached outputs: 16384 x 2048 x 2 B."""
     a = Arch.from_config(QWEN25_VL_3B)
-    mm = vs.mm_profile(a, tp=1, batched_tokens=8192, max_num_seqs=256, max_model_len=32768, limits={},
-                       vllm_version='0.10.1.1')
+    mm = vs.mm_profile(
+        a, tp=1, batched_tokens=8192, max_num_seqs=256, max_model_len=32768, limits={}, vllm_version='0.10.1.1'
+    )
     assert (mm['items'], mm['tokens_per_item'], mm['modality']) == (1, 16384, 'image')
     assert mm['encoder_peak'] == 2_478_309_376
     assert mm['cached'] == 16384 * 2048 * 2
@@ -96,16 +123,28 @@ def test_encoder_attention_dominates_at_high_tp():
 
 def test_vllm_terms_take_the_encoder_pass_for_a_vl_model():
     a = Arch.from_config(QWEN25_VL_3B)
-    cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--use_vllm', 'true', '--vllm_mode', 'server',
-                                   '--vllm_max_model_len', '32768'])
+    cfg, _ = GRPOConfig.from_argv(
+        ['--rlhf_type', 'grpo', '--use_vllm', 'true', '--vllm_mode', 'server', '--vllm_max_model_len', '32768']
+    )
     inp = Inputs(arch=a, capacity_gib=23.58, gpu_name='RTX3090', vllm_entry='server', vllm_version='0.10.1.1')
     v = vllm_terms(cfg, inp)
     text = vllm_profile_peak(a, 1, 2048, 256)  # API server on a < 70 GiB card: 2048 tokens, 256 sequences
     assert v['activation'] == max(2_478_309_376, text + 16384 * 2048 * 2 + 2048 * 2048 * 2)
     assert v['activation'] == 2_478_309_376
-    off, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--use_vllm', 'true', '--vllm_mode', 'server',
-                                   '--vllm_max_model_len', '32768', '--vllm_limit_mm_per_prompt',
-                                   '{"image": 0, "video": 0}'])
+    off, _ = GRPOConfig.from_argv(
+        [
+            '--rlhf_type',
+            'grpo',
+            '--use_vllm',
+            'true',
+            '--vllm_mode',
+            'server',
+            '--vllm_max_model_len',
+            '32768',
+            '--vllm_limit_mm_per_prompt',
+            '{"image": 0, "video": 0}',
+        ]
+    )
     assert vllm_terms(off, inp)['activation'] == text
 
 
@@ -133,8 +172,10 @@ def test_prequantized_bnb_8bit_and_fp8():
     """A bnb 8-bit checkpoint (_quantized_8bit_generator): int8 weights and an fp32 SCB per output row, per layer
     q (3584x3584), k, v (3584x512), o, gate, up (3584x18944), down: 8,711,506,944 B with the 16-bit rest.
     --quantization fp8 (fp8.py): one byte per linear weight."""
-    cfg8 = dict(builtin_config('Qwen2.5-7B-Instruct.json'), quantization_config={
-        'quant_method': 'bitsandbytes', 'load_in_8bit': True})
+    cfg8 = dict(
+        builtin_config('Qwen2.5-7B-Instruct.json'),
+        quantization_config={'quant_method': 'bitsandbytes', 'load_in_8bit': True},
+    )
     cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo'])
     assert vs.vllm_weight_bytes(cfg, Arch.from_config(cfg8), {}) == 8_711_506_944
     a = Arch.from_config(builtin_config('Qwen2.5-7B-Instruct.json'))
@@ -186,9 +227,17 @@ def test_calibrate_reads_the_card_quantization_and_eager():
     """A vLLM case that names only its card is predicted at the catalogue's capacity; --quantization bitsandbytes is
     read; enforce_eager is honoured."""
     from grpo_recipes.memory.calibrate import predict
-    case = {'id': 'x', 'kind': 'vllm_startup', 'framework': 'vllm', 'gpu': 'RTX 4090', 'num_gpus': 1,
-            'config': {'quantization': 'bitsandbytes', 'vllm_max_model_len': 4096, 'enforce_eager': True},
-            'model_config': builtin_config('Qwen2.5-7B-Instruct.json'), 'outcome': {'ran_ok': True}}
+
+    case = {
+        'id': 'x',
+        'kind': 'vllm_startup',
+        'framework': 'vllm',
+        'gpu': 'RTX 4090',
+        'num_gpus': 1,
+        'config': {'quantization': 'bitsandbytes', 'vllm_max_model_len': 4096, 'enforce_eager': True},
+        'model_config': builtin_config('Qwen2.5-7B-Instruct.json'),
+        'outcome': {'ran_ok': True},
+    }
     out = predict(json.loads(json.dumps(case)))
     assert out['capacity_candidates'] == 'RTX4090 23.64 GiB'
     assert out['weights_gib'] == pytest.approx(5_546_851_072 / GiB, abs=0.001)
@@ -205,12 +254,12 @@ def test_v0_profiles_every_modality_at_its_limit_on_fewer_sequences():
     assert mm['rows'] == 1
     assert mm['encoder_peak'] == 2_478_309_376 + 67_108_864
     assert mm['cached'] == 2 * 16384 * 2048 * 2
-    cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--use_vllm', 'true', '--vllm_mode', 'server',
-                                   '--vllm_max_model_len', '32768'])
+    cfg, _ = GRPOConfig.from_argv(
+        ['--rlhf_type', 'grpo', '--use_vllm', 'true', '--vllm_mode', 'server', '--vllm_max_model_len', '32768']
+    )
     inp = Inputs(arch=a, capacity_gib=79.15, gpu_name='A100-80G', vllm_entry='server', vllm_version='0.7.3')
     text_one_row = vllm_profile_peak(a, 1, 32768, 1)
-    assert vllm_terms(cfg, inp)['activation'] == max(mm['encoder_peak'],
-                                                     text_one_row + mm['cached'] + 32768 * 2048 * 2)
+    assert vllm_terms(cfg, inp)['activation'] == max(mm['encoder_peak'], text_one_row + mm['cached'] + 32768 * 2048 * 2)
 
 
 def test_limits_in_vllm_s_json_and_older_cli_forms():
@@ -225,12 +274,20 @@ def test_calibrate_reads_limit_mm_per_prompt_and_vllm_cli_spellings():
     text peak; --max-model-len and --dtype in vLLM's own spelling are read."""
     from grpo_recipes.memory.calibrate import predict
     from grpo_recipes.memory.cases import normalise
-    base = {'id': 'vl', 'kind': 'vllm_startup', 'framework': 'vllm', 'framework_version': '0.10.1.1',
-            'gpu': 'RTX 3090', 'num_gpus': 1, 'model_config': QWEN25_VL_3B, 'outcome': {'ran_ok': True},
-            'config': {'max-model-len': 32768, 'dtype': 'bf16'}}
+
+    base = {
+        'id': 'vl',
+        'kind': 'vllm_startup',
+        'framework': 'vllm',
+        'framework_version': '0.10.1.1',
+        'gpu': 'RTX 3090',
+        'num_gpus': 1,
+        'model_config': QWEN25_VL_3B,
+        'outcome': {'ran_ok': True},
+        'config': {'max-model-len': 32768, 'dtype': 'bf16'},
+    }
     on = predict(normalise(base)[0])
-    off = predict(normalise({**base, 'config': {**base['config'],
-                                                'limit_mm_per_prompt': {'image': 0, 'video': 0}}})[0])
+    off = predict(normalise({**base, 'config': {**base['config'], 'limit_mm_per_prompt': {'image': 0, 'video': 0}}})[0])
     assert on['activation_gib'] == round(2_478_309_376 / GiB, 3)
     assert off['activation_gib'] < on['activation_gib']
     eager = predict(normalise({**base, 'config': {**base['config'], 'enforce_eager': True}})[0])
@@ -246,6 +303,7 @@ def test_consumer_and_workstation_cards_are_in_the_catalogue():
     """Capacities as torch reports them (gpus.py sources): RTX 3090 23.58, RTX 4090 23.64, RTX A6000 47.54 GiB."""
     from grpo_recipes.gpu_names import lookup
     from grpo_recipes.gpus import candidates
+
     assert lookup('NVIDIA GeForce RTX 3090') == ('RTX3090', 23.58)
     assert lookup('RTX 4090') == ('RTX4090', 23.64)
     assert lookup('NVIDIA RTX A6000') == ('A6000', 47.54)
@@ -259,12 +317,17 @@ def test_a_rollout_server_with_vllm_quantization_holds_bnb_weights():
 
     from grpo_recipes.check import rollout_config
     from grpo_recipes.frontends.swift.reader import read_rollout
-    r = read_rollout(['--model', 'Qwen/Qwen2.5-7B-Instruct', '--vllm_quantization', 'bitsandbytes',
-                      '--vllm_max_model_len', '4096'], {'CUDA_VISIBLE_DEVICES': '0'}, '--rollout')
+
+    r = read_rollout(
+        ['--model', 'Qwen/Qwen2.5-7B-Instruct', '--vllm_quantization', 'bitsandbytes', '--vllm_max_model_len', '4096'],
+        {'CUDA_VISIBLE_DEVICES': '0'},
+        '--rollout',
+    )
     assert r.quantization == 'bitsandbytes'
     cfg = rollout_config(SimpleNamespace(rollout=r))
-    assert vs.vllm_weight_bytes(cfg, Arch.from_config(builtin_config('Qwen2.5-7B-Instruct.json')),
-                                {}) == pytest.approx(5_546_851_072, abs=1)
+    assert vs.vllm_weight_bytes(cfg, Arch.from_config(builtin_config('Qwen2.5-7B-Instruct.json')), {}) == pytest.approx(
+        5_546_851_072, abs=1
+    )
 
 
 def test_tp_encoder_without_the_qkv_gather_from_0_14():
@@ -272,8 +335,9 @@ def test_tp_encoder_without_the_qkv_gather_from_0_14():
     TP 4 attention holds 2e + 8e/4 = 5120 values per patch, under the MLP's 7685: 65536 x (7056 + 2 x 7685) B."""
     a = Arch.from_config(QWEN25_VL_3B)
     limits = {'video': 0}
-    assert vs.mm_profile(a, 4, 8192, 256, 32768, limits, vllm_version='0.23.0')['encoder_peak'] == \
-        65536 * (7056 + 2 * 7685)
+    assert vs.mm_profile(a, 4, 8192, 256, 32768, limits, vllm_version='0.23.0')['encoder_peak'] == 65536 * (
+        7056 + 2 * 7685
+    )
 
 
 def test_hybrid_token_capacity_counts_each_request_s_state():

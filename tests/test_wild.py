@@ -2,6 +2,7 @@
 hardware, version, expected verdict and why). Each expected verdict comes from what its source says happened or
 from the real library at the version it was written for, never from the guard. A case the guard is known to get
 wrong says why in `known_miss` and is a strict xfail, so fixing it shows up."""
+
 import json
 from pathlib import Path
 
@@ -13,8 +14,12 @@ CASES = json.loads((WILD / 'index.json').read_text())
 
 
 def _params():
-    return [pytest.param(c, id=c['id'], marks=[pytest.mark.xfail(strict=True, reason=c['known_miss'])]
-                         if c.get('known_miss') else []) for c in CASES]
+    return [
+        pytest.param(
+            c, id=c['id'], marks=[pytest.mark.xfail(strict=True, reason=c['known_miss'])] if c.get('known_miss') else []
+        )
+        for c in CASES
+    ]
 
 
 def test_index_is_complete():
@@ -29,8 +34,16 @@ def test_wild_launch_verdict(case):
     cwd = WILD / case.get('cwd', '.')
     # a model path on the author's machine: its config.json given as the guard's message asks (--model-config)
     mc = ['--model-config', str((WILD / case['model_config']).resolve())] if case.get('model_config') else []
-    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', *case['hardware'], *case['version'], *mc,
-                   str((WILD / case['launch']).relative_to(cwd)), cwd=cwd)
+    proc = run_cli(
+        'grpo_recipes.cli.guard',
+        'check',
+        '--json',
+        *case['hardware'],
+        *case['version'],
+        *mc,
+        str((WILD / case['launch']).relative_to(cwd)),
+        cwd=cwd,
+    )
     assert 'Traceback' not in proc.stderr, proc.stderr[-2000:]
     out = json.loads(proc.stdout)
     errors = [(f['rule'], f['message']) for f in out['findings'] if f['severity'] == 'error']

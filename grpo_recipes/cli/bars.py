@@ -4,6 +4,7 @@ under ``check``'s memory table) and as a figure (matplotlib, ``write_plot``, ``c
 The bars draw the estimate's own terms (``GPUMemory.phase_parts``), summed into the categories below; a bar's
 total is the phase's figure in the memory table. Each category has its own character as well as its colour, so
 the bars still read without colour (piped output)."""
+
 from __future__ import annotations
 
 from rich.console import Console
@@ -20,8 +21,14 @@ CATEGORIES = (
     ('context', '▪', 'cyan', '#64b5cd'),
 )
 _TERMS = {
-    'weights': ('weights', 'ref_model', 'lora_params', 'zero3_live_params', 'zero3_sync_gather',
-                'zero3_generation_gather'),
+    'weights': (
+        'weights',
+        'ref_model',
+        'lora_params',
+        'zero3_live_params',
+        'zero3_sync_gather',
+        'zero3_generation_gather',
+    ),
     'optimizer': ('grads+optimizer', 'adamw_foreach_temp'),
     'activations': ('activations', 'overlap', 'hf_generate_kv', 'tied_embedding_grad_temp'),
     'logits': ('logits',),
@@ -91,6 +98,7 @@ def print_bars(report, out: Console) -> None:
     rows = []
     for ids, m in groups(memory):
         from .render import _id_ranges
+
         label = f'GPU {_id_ranges(ids)}'
         for i, (phase, cats) in enumerate(gpu_phases(m)):
             total = sum(cats.values())
@@ -100,7 +108,7 @@ def print_bars(report, out: Console) -> None:
     pw = max(len(r[1]) for r in rows)
     width = max(10, out.width - lw - pw - 15)
     out.print()
-    out.print(Text('Memory by phase (GiB; │ = the card\'s capacity)', style='bold'))
+    out.print(Text("Memory by phase (GiB; │ = the card's capacity)", style='bold'))
     for label, phase, cats, total, cap in rows:
         line = Text(f'{label:<{lw}} {phase:<{pw}} ')
         line.append_text(_bar(cats, scale, width, cap))
@@ -117,19 +125,23 @@ def write_plot(report, path: str) -> None:
     """The same bars as a figure: one panel per group of identical GPUs, a horizontal bar per phase, the capacity as
     a vertical line. The format follows the file's extension (svg, png, pdf: whatever matplotlib writes)."""
     from ..errors import GuardError
+
     memory = [m for m in report.memory if m.capacity_gib]
     if not memory:
         raise GuardError(f'--plot {path}: no memory plan to draw ({report.unchecked or "no GPU memory was predicted"})')
     try:
         import matplotlib
+
         matplotlib.use('Agg')
         import matplotlib.pyplot as plt
     except ImportError as e:
         raise GuardError(f'--plot needs matplotlib ({e}); pip install matplotlib') from None
     from .render import _id_ranges
+
     panels = groups(memory)
-    fig, axes = plt.subplots(len(panels), 1, figsize=(9, 1.2 + 0.5 * sum(len(gpu_phases(m)) for _, m in panels)),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(9, 1.2 + 0.5 * sum(len(gpu_phases(m)) for _, m in panels)), squeeze=False
+    )
     for ax, (ids, m) in zip(axes[:, 0], panels):
         phases = gpu_phases(m)
         names = [p for p, _ in phases][::-1]

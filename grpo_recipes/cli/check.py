@@ -1,5 +1,6 @@
 """``grpo-guard check`` and ``grpo-guard run``: the plan, the rules and the memory verdicts (and, for ``run``, exec
 ``swift rlhf`` when they pass)."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,10 @@ def _check(opts, extra):
     if opts.gpus is not None and opts.gpus < 1:
         raise GuardError(f'--gpus {opts.gpus}: must be >= 1')
     from ..gpu_names import check_hardware_flags
+
     check_hardware_flags(opts.gpu_type, opts.gpu_mem)  # exact card names, --gpu-mem > 0
     from ..recipe_launcher import recipe_launcher
+
     environ = environ_with(getattr(opts, 'env', None))  # --env NAME=VALUE: what the cluster sets
     rl = recipe_launcher(opts.config, environ)
     if rl is not None:  # this project's own launcher: the recipe it runs, as its guard step checks it
@@ -33,12 +36,14 @@ def _check(opts, extra):
         hw = detect(a['gpus'], a['gpu_type'], opts.rollout_gpus, opts.gpu_mem)
         if hw.source == 'flags':
             from dataclasses import replace
+
             hw = replace(hw, source=a['hw_source'])
     else:
         launch = read_launch(launch_args(opts.config, extra), environ=environ, rollout=opts.rollout)
         hw = detect(opts.gpus, opts.gpu_type, opts.rollout_gpus, opts.gpu_mem)
         if hw.gpus is None and getattr(launch, 'node_gpus', None):  # a Slurm batch script's --gres=gpu:N
             from dataclasses import replace
+
             hw = replace(hw, gpus=launch.node_gpus, source='sbatch')
     stats = load_data_stats(opts.data_stats) if opts.data_stats else None
     packages = None
@@ -48,28 +53,53 @@ def _check(opts, extra):
         packages = {**installed_packages(), 'trl': opts.trl_version}
     if getattr(opts, 'swift_version', None):
         from ..frontends.swift.versions import checked_packages
+
         packages = checked_packages(opts.swift_version, packages or installed_packages())
     mean = getattr(opts, 'completion_mean', None)
     pass_rate = getattr(opts, 'pass_rate', None)
     if pass_rate is not None and not 0 <= pass_rate <= 1:  # NaN fails both comparisons
         raise GuardError(f'--pass-rate {pass_rate:g}: a pass rate lies between 0 and 1')
     try:
-        report = check_launch(launch, hw, packages=packages, data_stats=stats,
-                              model_config=model_config_arg(opts.model_config), completion_mean=mean,
-                              fastest=getattr(opts, 'fastest', False), pass_rate=pass_rate)
+        report = check_launch(
+            launch,
+            hw,
+            packages=packages,
+            data_stats=stats,
+            model_config=model_config_arg(opts.model_config),
+            completion_mean=mean,
+            fastest=getattr(opts, 'fastest', False),
+            pass_rate=pass_rate,
+        )
     except OverflowError:  # a number no GPU holds (10**30 completions): the memory arithmetic leaves float range
         raise GuardError(_too_large(launch.argv)) from None
     if getattr(opts, 'verify', False) and report.fixes and report.fixes[0].env:
         from ..memory.envfix import verify  # an environment line: re-plan the launch with it (and parse any arguments)
-        report.fix_verified = verify(launch, report, lambda fixed: check_launch(
-            fixed, hw, packages=packages, data_stats=stats, model_config=model_config_arg(opts.model_config),
-            completion_mean=mean))
+
+        report.fix_verified = verify(
+            launch,
+            report,
+            lambda fixed: check_launch(
+                fixed,
+                hw,
+                packages=packages,
+                data_stats=stats,
+                model_config=model_config_arg(opts.model_config),
+                completion_mean=mean,
+            ),
+        )
         if report.fixes[0].changes:
-            parsed = validate(Launch(argv=launch.argv + report.fixes[0].argv(), env=launch.env,
-                                     file_env=launch.file_env, config_file=launch.config_file)).to_dict()
+            parsed = validate(
+                Launch(
+                    argv=launch.argv + report.fixes[0].argv(),
+                    env=launch.env,
+                    file_env=launch.file_env,
+                    config_file=launch.config_file,
+                )
+            ).to_dict()
             report.fix_verified = {**parsed, **report.fix_verified, 'ok': report.fix_verified['ok'] and parsed['ok']}
     elif getattr(opts, 'verify', False) and report.fixes:
         from ..fix_syntax import fixed_launch
+
         fixed, outside = fixed_launch(launch, report.fixes[0])  # as the launch's own framework reads it
         result = validate(fixed)
         report.fix_verified = {**result.to_dict(), 'not_parsed': outside}
@@ -98,11 +128,13 @@ def _checked(opts, extra: list[str]):
     report = _check(opts, extra)
     if opts.json:
         from .verdict import report_json
+
         print_json(report_json(report, opts.allow_unchecked))
     else:
         print_report(report, allow_unchecked=opts.allow_unchecked)
     if getattr(opts, 'plot', None):
         from .bars import write_plot  # matplotlib is imported only here
+
         write_plot(report, opts.plot)
     return report
 
@@ -115,12 +147,14 @@ def run_run(opts, extra: list[str]) -> int:
     report = _checked(opts, extra)
     if report.exit_code(opts.allow_unchecked) and not opts.force:
         from .verdict import not_launching
+
         print(not_launching(report), file=sys.stderr)
         return 1
     launch = report.launch
     if launch.kind != 'train' or not launch.fw.runnable or (opts.config or '').endswith('.sh'):
-        raise GuardError('`run` launches `swift rlhf` configs and command lines; start this one yourself '
-                         '(the check above passed)')
+        raise GuardError(
+            '`run` launches `swift rlhf` configs and command lines; start this one yourself (the check above passed)'
+        )
     swift = shutil.which('swift')
     if swift is None:
         raise GuardError('`swift` is not on PATH; install ms-swift 4.6 (pip install grpo-recipes)')

@@ -1,5 +1,6 @@
 """Shared CLI plumbing: split ``[options] CONFIG [-- extra swift args]``, read ``--model-config``, print errors as
 one line."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,7 +16,7 @@ def split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
     """(our own args, args after the first ``--`` that belong to ``swift rlhf``)."""
     if '--' in argv:
         i = argv.index('--')
-        return argv[:i], argv[i + 1:]
+        return argv[:i], argv[i + 1 :]
     return argv, []
 
 
@@ -31,7 +32,7 @@ MAX_ERROR_CHARS = 1000
 def fail(message: str, code: int = 2) -> int:
     message = ' '.join(message.splitlines())  # one line, whatever the input quoted
     if len(message) > MAX_ERROR_CHARS:
-        message = f'{message[:MAX_ERROR_CHARS * 2 // 3]} … {message[-MAX_ERROR_CHARS // 3:]}'
+        message = f'{message[: MAX_ERROR_CHARS * 2 // 3]} … {message[-MAX_ERROR_CHARS // 3 :]}'
     print(f'error: {message}', file=sys.stderr)
     return code
 
@@ -52,8 +53,10 @@ def parse_command(parser: argparse.ArgumentParser, argv: list[str] | None) -> ar
 def launch_args(config: str | None, extra: list[str]) -> list[str]:
     """What the user typed: the config or script (if any) and what follows `--`."""
     if config is None and not extra:
-        raise GuardError('give a CONFIG file or launcher script, or a command line after `--` '
-                         '(e.g. -- swift rlhf --rlhf_type grpo ...)')
+        raise GuardError(
+            'give a CONFIG file or launcher script, or a command line after `--` '
+            '(e.g. -- swift rlhf --rlhf_type grpo ...)'
+        )
     if config is not None and extra[:2] == ['swift', 'rlhf']:
         extra = extra[2:]
     return ([config] if config else []) + extra
@@ -63,6 +66,7 @@ def environ_with(pairs: list[str] | None) -> dict[str, str]:
     """This process's environment plus ``--env NAME=VALUE`` (values a cluster would set: ``--env RANK=0``)."""
     import os
     import re
+
     env = dict(os.environ)
     for pair in pairs or []:
         m = re.match(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$', pair, re.S)
@@ -80,8 +84,9 @@ def model_config_arg(path: str | None) -> dict | None:
     try:
         return json.loads(f.read_text(encoding='utf-8'))
     except FileNotFoundError:
-        raise GuardError(f'--model-config {path}: no config.json there; pass the model dir or its '
-                         f'config.json') from None
+        raise GuardError(
+            f'--model-config {path}: no config.json there; pass the model dir or its config.json'
+        ) from None
     except (OSError, ValueError) as e:
         raise GuardError(f'--model-config {path}: not a readable config.json ({e})') from None
 
@@ -89,6 +94,7 @@ def model_config_arg(path: str | None) -> dict | None:
 def package_version() -> str:
     """The installed distribution's version (``--version`` of grpo-guard, grpo-recipes and grpo-data)."""
     from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version('grpo-recipes')
     except PackageNotFoundError:
@@ -121,6 +127,7 @@ class _PipeSafe:
 
     def _to_devnull(self):
         import os
+
         self.broken = True
         try:  # what is left in the stream's buffer is flushed again at exit: let it go nowhere, quietly
             devnull = os.open(os.devnull, os.O_WRONLY)

@@ -1,6 +1,7 @@
 """``grpo-recipes ls``'s table, laid out for the terminal's width: the recipe name and the predicted peak are
 never cut or dropped. When the one-line layout does not fit, each name is written on two lines (``model/`` and the
 variant under it), which is what makes a 46-character name fit 80 columns beside the other columns."""
+
 from __future__ import annotations
 
 from rich import box
@@ -22,8 +23,7 @@ def _cells(r: dict, codes: str) -> list[str]:
 
 
 def _width(rows: list[list[str]]) -> int:
-    widths = [max(len(h), *(len(line) for row in rows for line in row[i].splitlines())) for i, h in
-              enumerate(COLUMNS)]
+    widths = [max(len(h), *(len(line) for row in rows for line in row[i].splitlines())) for i, h in enumerate(COLUMNS)]
     return sum(widths) + _GAP * (len(widths) - 1)
 
 
@@ -33,8 +33,15 @@ def recipes_table(rows: list[dict], codes: list[str], width: int, title: str) ->
         for row in cells:
             model, _, variant = row[0].partition('/')
             row[0] = f'{model}/\n  {variant}' if variant else model
-    t = Table(title=title, title_justify='left', title_style='bold', box=box.SIMPLE_HEAD, pad_edge=False,
-              padding=(0, 1), collapse_padding=True)
+    t = Table(
+        title=title,
+        title_justify='left',
+        title_style='bold',
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
+    )
     for col in COLUMNS:
         t.add_column(col, no_wrap=True, overflow='fold', justify='right' if col == 'peak' else 'left')
     for row in cells:

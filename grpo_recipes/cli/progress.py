@@ -5,6 +5,7 @@ only when stderr is a terminal: piped or redirected output stays exactly as befo
         ...
         p.set('trace: one training step on fake tensors')
 """
+
 from __future__ import annotations
 
 import sys

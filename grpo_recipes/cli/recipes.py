@@ -8,6 +8,7 @@
 
 Exit status: 0 ok, 1 a recipe failed, 2 usage.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,9 +21,12 @@ from .common import fail, package_version, parse_command, pipe_safe_stdout, prin
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog='grpo-recipes', description='List, copy and validate the GRPO recipes '
-                                'shipped with grpo-recipes.', epilog=__doc__.split('\n\n')[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog='grpo-recipes',
+        description='List, copy and validate the GRPO recipes shipped with grpo-recipes.',
+        epilog=__doc__.split('\n\n')[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument('--version', action='version', version=f'grpo-recipes {package_version()}')
     sub = p.add_subparsers(dest='cmd', metavar='COMMAND')
     ls = sub.add_parser('ls', help='table of recipes with their predicted peak and validation levels')
@@ -37,22 +41,37 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser('plan', help="print the guard's plan for a recipe on its hardware")
     pl.add_argument('name')
     pl.add_argument('--json', action='store_true')
-    pl.add_argument('--model-config', metavar='DIR', help='a dir holding the model\'s config.json (or the file) '
-                    'when the model is neither local nor in the HF/ModelScope cache')
-    pl.add_argument('--allow-unchecked', action='store_true', help='exit 0 when the rules pass but memory could '
-                    'not be checked (as grpo-guard check)')
+    pl.add_argument(
+        '--model-config',
+        metavar='DIR',
+        help="a dir holding the model's config.json (or the file) "
+        'when the model is neither local nor in the HF/ModelScope cache',
+    )
+    pl.add_argument(
+        '--allow-unchecked',
+        action='store_true',
+        help='exit 0 when the rules pass but memory could not be checked (as grpo-guard check)',
+    )
     hd = sub.add_parser('header', help='regenerate or check the plan summary in recipe headers')
     hd.add_argument('names', nargs='*')
     mode = hd.add_mutually_exclusive_group(required=True)
     mode.add_argument('--write', action='store_true')
     mode.add_argument('--check', action='store_true', help='exit 1 if a header is stale')
-    ar = sub.add_parser('arg', help='print arguments of a recipe as swift would read them, one per line '
-                                    '(for launchers)')
+    ar = sub.add_parser(
+        'arg', help='print arguments of a recipe as swift would read them, one per line (for launchers)'
+    )
     ar.add_argument('recipe')
-    ar.add_argument('keys', nargs='+', metavar='key',
-                    help='an argument name, ENV.<VAR> from its ENV block, or @gpus/@gpu_type/@rollout_gpus')
-    mc = sub.add_parser('model-check', help='exit 1 with one line when swift cannot get the model here (not local, '
-                        'not cached, hub unreachable or HF_HUB_OFFLINE); launchers run it before training')
+    ar.add_argument(
+        'keys',
+        nargs='+',
+        metavar='key',
+        help='an argument name, ENV.<VAR> from its ENV block, or @gpus/@gpu_type/@rollout_gpus',
+    )
+    mc = sub.add_parser(
+        'model-check',
+        help='exit 1 with one line when swift cannot get the model here (not local, '
+        'not cached, hub unreachable or HF_HUB_OFFLINE); launchers run it before training',
+    )
     mc.add_argument('model')
     ra = sub.add_parser('rollout-args', help='the `swift rollout` arguments of a server-mode recipe, one per line')
     ra.add_argument('recipe')
@@ -65,10 +84,12 @@ def recipe_report(recipe, environ: dict | None = None, extra: list[str] | None =
     from ..frontends import read_launch as load_launch
     from ..frontends.swift.reader import read_rollout
     from ..hardware import Hardware, parse_gpu_ids
+
     launch = load_launch([str(recipe.path), *(extra or [])], environ=environ if environ is not None else {})
     rollout = parse_gpu_ids(recipe.rollout_gpus, '@rollout_gpus') if recipe.rollout_gpus else None
     hw = Hardware(gpus=recipe.gpus or None, gpu_type=recipe.gpu_type, source='recipe header', rollout_gpus=rollout)
     from ..config import GRPOConfig
+
     cfg, _ = GRPOConfig.from_argv(launch.argv)
     args = rollout_argv(cfg)
     if args is not None:  # server mode: the `swift rollout` command the launcher runs, as the guard reads it
@@ -88,18 +109,30 @@ def _summary(recipe) -> dict:
         hw = f'{nodes} nodes × {hw}'
     if rollout_node:
         hw += ' + a rollout node'
-    return {'name': recipe.name, 'path': str(recipe.path), 'launcher': str(recipe.launcher), 'model': cfg.model,
-            'hardware': hw, 'gpus': recipe.gpus, 'gpu_type': recipe.gpu_type, 'nodes': nodes,
-            'rollout_node': rollout_node,
-            'mode': cfg.vllm_mode if cfg.use_vllm else 'hf-generate', 'tuner': cfg.tuner_type +
-            (f'+{cfg.quant_method}{cfg.quant_bits}' if cfg.quant_method else ''),
-            'peak_fraction': peak, 'peak_gib': max((m.total_gib for m in report.memory), default=None),
-            'fits': report.fits, 'guard_ok': report.ok, 'validation': recipe.validation,
-            'errors': [f.message for f in report.findings if f.severity == 'error']}
+    return {
+        'name': recipe.name,
+        'path': str(recipe.path),
+        'launcher': str(recipe.launcher),
+        'model': cfg.model,
+        'hardware': hw,
+        'gpus': recipe.gpus,
+        'gpu_type': recipe.gpu_type,
+        'nodes': nodes,
+        'rollout_node': rollout_node,
+        'mode': cfg.vllm_mode if cfg.use_vllm else 'hf-generate',
+        'tuner': cfg.tuner_type + (f'+{cfg.quant_method}{cfg.quant_bits}' if cfg.quant_method else ''),
+        'peak_fraction': peak,
+        'peak_gib': max((m.total_gib for m in report.memory), default=None),
+        'fits': report.fits,
+        'guard_ok': report.ok,
+        'validation': recipe.validation,
+        'errors': [f.message for f in report.findings if f.severity == 'error'],
+    }
 
 
 def cmd_ls(opts) -> int:
     from ..recipes import discover
+
     rows = [_summary(r) for r in discover()]
     if opts.json:
         print_json(rows)
@@ -107,23 +140,31 @@ def cmd_ls(opts) -> int:
     from ..recipes import LEVEL_CODE, LEVEL_TEXT
     from .ls_table import recipes_table
     from .render import make_console
+
     con = make_console()
     codes = [' '.join(LEVEL_CODE[v] for v in r['validation'] if v in LEVEL_CODE) or '-' for r in rows]
-    con.print(recipes_table(rows, codes, con.width, 'GRPO recipes for ms-swift 4.6 (grpo-recipes plan NAME: the '
-                            'full plan)'))
-    con.print('peak: largest predicted peak / capacity over the recipe\'s GPUs. valid.: '
-              + '; '.join(f'{LEVEL_CODE[k]} = {v}' for k, v in LEVEL_TEXT.items()) + '.')
+    con.print(
+        recipes_table(rows, codes, con.width, 'GRPO recipes for ms-swift 4.6 (grpo-recipes plan NAME: the full plan)')
+    )
+    con.print(
+        "peak: largest predicted peak / capacity over the recipe's GPUs. valid.: "
+        + '; '.join(f'{LEVEL_CODE[k]} = {v}' for k, v in LEVEL_TEXT.items())
+        + '.'
+    )
     con.print('No recipe has had a GPU run yet.')
     return 0
 
 
 def cmd_cp(opts) -> int:
     from ..recipes import find
+
     recipe = find(opts.name)
     dest = opts.dest
     if dest.exists() and not dest.is_dir():
-        raise GuardError(f'{dest}: exists and is not a directory; DEST is the directory the recipe is copied into '
-                         f'(e.g. grpo-recipes cp {opts.name} my-recipes/)')
+        raise GuardError(
+            f'{dest}: exists and is not a directory; DEST is the directory the recipe is copied into '
+            f'(e.g. grpo-recipes cp {opts.name} my-recipes/)'
+        )
     files = [recipe.path, recipe.launcher]
     rollout = recipe.path.with_name(recipe.path.stem + '.rollout.yaml')
     if rollout.exists():
@@ -141,20 +182,22 @@ def cmd_cp(opts) -> int:
             print(f'copied {f} -> {t}')
     except OSError as e:
         where = e.filename or dest
-        raise GuardError(f'{where}: cannot write the copy ({e.strerror or e}); pick a DEST directory you can '
-                         f'write') from None
+        raise GuardError(
+            f'{where}: cannot write the copy ({e.strerror or e}); pick a DEST directory you can write'
+        ) from None
     return 0
 
 
 def _copied_text(src: Path, target: Path, recipe) -> str:
     """A recipe file as its copy says it: its launch line and library paths point at the copy, not the original."""
     import shlex
+
     text = src.read_text(encoding='utf-8')
     original = f'recipes/{recipe.path.parent.name}/{recipe.launcher.name}'
     copy_launcher = shlex.quote(str(target.with_name(recipe.launcher.name)))
     text = text.replace(f'# Launch: bash {original}', f'# Launch: bash {copy_launcher}')
     if src.suffix == '.sh':  # keep the copy pointing at the shared launcher library
-        lib = (Path(__file__).resolve().parents[2] / 'scripts' / 'launch_lib.sh')
+        lib = Path(__file__).resolve().parents[2] / 'scripts' / 'launch_lib.sh'
         text = text.replace('source "$HERE/../../scripts/launch_lib.sh"', f'source "{lib}"')
         text = text.replace('# shellcheck source=SCRIPTDIR/../../scripts/launch_lib.sh', f'# shellcheck source={lib}')
     return text
@@ -164,6 +207,7 @@ def _write_atomic(target: Path, text: str, mode: int) -> None:
     """Write ``target`` whole or not at all (a temporary file beside it, renamed over it)."""
     import os
     import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f'.{target.name}.', suffix='.tmp')
     try:
         with os.fdopen(fd, 'w', encoding='utf-8') as f:
@@ -179,18 +223,29 @@ def cmd_validate(opts) -> int:
     from ..frontends import read_launch as load_launch
     from ..realparse import validate_many
     from ..recipes import discover, find
+
     recipes = [find(n) for n in opts.names] if opts.names else discover()
     launches = [load_launch([str(r.path)], environ={}) for r in recipes]
     from .progress import progress
-    with progress(f'validate: ms-swift\'s own parser on {len(launches)} recipe(s)'):
+
+    with progress(f"validate: ms-swift's own parser on {len(launches)} recipe(s)"):
         parsed = validate_many(launches)
     results = []
     for r, res in zip(recipes, parsed):
         s = _summary(r)
         band = s['peak_fraction'] is not None and 0.75 <= s['peak_fraction'] <= 0.90
-        results.append({'name': r.name, 'parsed': res.ok, 'parse_message': res.message, 'guard_ok': s['guard_ok'],
-                        'peak_fraction': s['peak_fraction'], 'in_band': band, 'errors': s['errors'],
-                        'ok': res.ok and s['guard_ok'] and band})
+        results.append(
+            {
+                'name': r.name,
+                'parsed': res.ok,
+                'parse_message': res.message,
+                'guard_ok': s['guard_ok'],
+                'peak_fraction': s['peak_fraction'],
+                'in_band': band,
+                'errors': s['errors'],
+                'ok': res.ok and s['guard_ok'] and band,
+            }
+        )
     if opts.json:
         print_json(results)
     else:
@@ -198,9 +253,11 @@ def cmd_validate(opts) -> int:
             mark = 'OK  ' if r['ok'] else 'FAIL'
             peak = f'{r["peak_fraction"]:.0%}' if r['peak_fraction'] is not None else '-'
             parsed = 'ok' if r['parsed'] else 'REJECTED: ' + str(r['parse_message'])
-            print(f'{mark} {r["name"]}: ms-swift parser {parsed}'
-                  f'; guard {"ok" if r["guard_ok"] else "errors: " + "; ".join(r["errors"])}; peak {peak}'
-                  f'{"" if r["in_band"] else " (outside 75-90%)"}')
+            print(
+                f'{mark} {r["name"]}: ms-swift parser {parsed}'
+                f'; guard {"ok" if r["guard_ok"] else "errors: " + "; ".join(r["errors"])}; peak {peak}'
+                f'{"" if r["in_band"] else " (outside 75-90%)"}'
+            )
     return 0 if all(r['ok'] for r in results) else 1
 
 
@@ -208,11 +265,13 @@ def cmd_plan(opts) -> int:
     from ..recipes import find
     from .common import model_config_arg as _model_config
     from .verdict import report_json
+
     report = recipe_report(find(opts.name), model_config=_model_config(opts.model_config))
     if opts.json:
         print_json(report_json(report, opts.allow_unchecked))
     else:
         from .render import print_report
+
         print_report(report, allow_unchecked=opts.allow_unchecked)
     return report.exit_code(opts.allow_unchecked)
 
@@ -220,6 +279,7 @@ def cmd_plan(opts) -> int:
 def cmd_header(opts) -> int:
     from ..recipe_header import full_block, is_stale, write_block
     from ..recipes import discover, find
+
     recipes = [find(n) for n in opts.names] if opts.names else discover()
     stale = []
     for r in recipes:
@@ -231,14 +291,22 @@ def cmd_header(opts) -> int:
             stale.append(r.name if _bundled(r) else str(r.path))
     if stale:
         import shlex
-        print('stale plan header(s): ' + ', '.join(stale) + '; run `grpo-recipes header --write '
-              + ' '.join(shlex.quote(s) for s in stale) + '`', file=sys.stderr)
+
+        print(
+            'stale plan header(s): '
+            + ', '.join(stale)
+            + '; run `grpo-recipes header --write '
+            + ' '.join(shlex.quote(s) for s in stale)
+            + '`',
+            file=sys.stderr,
+        )
         return 1
     return 0
 
 
 def _bundled(recipe) -> bool:
     from ..recipes import discover
+
     return any(r.path.resolve() == recipe.path.resolve() for r in discover())
 
 
@@ -246,6 +314,7 @@ def cmd_arg(opts) -> int:
     from ..config import GRPOConfig
     from ..frontends import read_launch as load_launch
     from ..recipes import find
+
     recipe = find(opts.recipe)
     launch = load_launch([str(recipe.path)], environ={})
     cfg, _ = GRPOConfig.from_argv(launch.argv)
@@ -271,6 +340,7 @@ def cmd_rollout_args(opts) -> int:
     from ..config import GRPOConfig
     from ..frontends import read_launch as load_launch
     from ..recipes import find
+
     recipe = find(opts.recipe)
     cfg, _ = GRPOConfig.from_argv(load_launch([str(recipe.path)], environ={}).argv)
     args = rollout_argv(cfg)
@@ -282,6 +352,7 @@ def cmd_rollout_args(opts) -> int:
 
 def cmd_model_check(opts) -> int:
     from ..model_reach import unreachable
+
     why = unreachable(opts.model)
     if why:
         print(f'error: {why}', file=sys.stderr)
@@ -289,9 +360,16 @@ def cmd_model_check(opts) -> int:
     return 0
 
 
-COMMANDS = {'model-check': cmd_model_check,
-            'ls': cmd_ls, 'cp': cmd_cp, 'validate': cmd_validate, 'plan': cmd_plan, 'header': cmd_header,
-            'arg': cmd_arg, 'rollout-args': cmd_rollout_args}
+COMMANDS = {
+    'model-check': cmd_model_check,
+    'ls': cmd_ls,
+    'cp': cmd_cp,
+    'validate': cmd_validate,
+    'plan': cmd_plan,
+    'header': cmd_header,
+    'arg': cmd_arg,
+    'rollout-args': cmd_rollout_args,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -305,10 +383,14 @@ def main(argv: list[str] | None = None) -> int:
         return fail(str(e), e.exit_code)
     except (ValueError, argparse.ArgumentError) as e:
         from ..swift_args import ArgumentError
+
         if not isinstance(e, (ArgumentError, argparse.ArgumentError)):
             raise
-        return fail(f'{getattr(opts, "name", None) or getattr(opts, "recipe", None) or "the recipe"}: swift rlhf '
-                    f'rejects the arguments: {e}', 1)
+        return fail(
+            f'{getattr(opts, "name", None) or getattr(opts, "recipe", None) or "the recipe"}: swift rlhf '
+            f'rejects the arguments: {e}',
+            1,
+        )
     except BrokenPipeError:
         return 0
     except OSError as e:  # a path the system refuses (a name too long, a permission): name it, one line

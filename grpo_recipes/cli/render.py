@@ -1,4 +1,5 @@
 """Console rendering of a check report (rich), kept apart from the logic."""
+
 from __future__ import annotations
 
 import os
@@ -24,7 +25,7 @@ def _id_ranges(ids: list[str]) -> str:
     """'0,1,2,3,5' -> '0-3,5' so a GPU column stays narrow."""
     prefix = ids[0].rstrip('0123456789') if ids else ''
     if prefix and all(i.startswith(prefix) for i in ids):
-        return prefix + _id_ranges([i[len(prefix):] for i in ids])  # 'remote:0,remote:1' -> 'remote:0-1'
+        return prefix + _id_ranges([i[len(prefix) :] for i in ids])  # 'remote:0,remote:1' -> 'remote:0-1'
     if not ids or not all(i.isdigit() for i in ids):
         return ','.join(ids)
     nums, out = sorted(int(i) for i in ids), []
@@ -42,17 +43,20 @@ def _id_ranges(ids: list[str]) -> str:
 def plan_table(report: CheckReport) -> Table:
     if report.launch.kind == 'rollout':  # a server on its own: no trainer lines
         from .render_rollout import rollout_plan_table
+
         return rollout_plan_table(report)
     p, cfg, hw = report.plan, report.cfg, report.hardware
-    t = Table(title='Launch plan', show_header=False, box=None, pad_edge=False, title_justify='left',
-              title_style='bold')
+    t = Table(
+        title='Launch plan', show_header=False, box=None, pad_edge=False, title_justify='left', title_style='bold'
+    )
     t.add_column(style='bold', no_wrap=True)
     t.add_column(overflow='fold')
     hw_text = f'{hw.gpus} GPU(s)' if hw.gpus is not None else 'unknown (pass --gpus N --gpu-type T)'
     if hw.gpu_type or hw.gpu_mem_gib:
         card, cap = hw.capacity()  # the resolved catalogue card and its capacity
-        hw_text += f' {card or hw.gpu_type}' + (f' ({cap:.2f} GiB{", --gpu-mem" if hw.gpu_mem_gib else ""})'
-                                                if cap else ' (capacity unknown)')
+        hw_text += f' {card or hw.gpu_type}' + (
+            f' ({cap:.2f} GiB{", --gpu-mem" if hw.gpu_mem_gib else ""})' if cap else ' (capacity unknown)'
+        )
     t.add_row('hardware', escape(f'{hw_text} [{hw.source}]'))
     t.add_row('model', f'{cfg.model} ({cfg.tuner_type}{", " + cfg.quant_method if cfg.quant_method else ""})')
     nproc = p.nproc_per_node if p.nproc_per_node is not None else '1 (NPROC_PER_NODE unset)'
@@ -62,21 +66,30 @@ def plan_table(report: CheckReport) -> Table:
     if cfg.use_vllm:
         mode = cfg.vllm_mode or '(unset)'
         eng = f'{p.vllm_engines} engine(s)' if p.vllm_engines else ''
-        t.add_row('vLLM', f'{mode}, TP {cfg.vllm_tensor_parallel_size}, {eng}, util {cfg.vllm_gpu_memory_utilization}, '
-                  f'max_model_len {cfg.vllm_max_model_len or "model default"}, sleep {cfg.effective_sleep_level}')
+        t.add_row(
+            'vLLM',
+            f'{mode}, TP {cfg.vllm_tensor_parallel_size}, {eng}, util {cfg.vllm_gpu_memory_utilization}, '
+            f'max_model_len {cfg.vllm_max_model_len or "model default"}, sleep {cfg.effective_sleep_level}',
+        )
         if cfg.vllm_mode == 'server':
-            t.add_row('rollout GPUs', (_ids(p.rollout_gpus) if p.rollout_gpus is not None else 'unknown') +
-                      (' on another machine' if p.rollout_remote else ''))
+            t.add_row(
+                'rollout GPUs',
+                (_ids(p.rollout_gpus) if p.rollout_gpus is not None else 'unknown')
+                + (' on another machine' if p.rollout_remote else ''),
+            )
     else:
         t.add_row('vLLM', 'off (HF generate)')
     G = cfg.num_generations
     t.add_row('micro-batch', f'{cfg.per_device_train_batch_size} completions/process → {p.global_micro_batch} in all')
     ppo = f'{p.prompts_per_optimizer_step:.3g}' if p.prompts_per_optimizer_step is not None else '?'
-    t.add_row('optimizer step', f'{p.optimizer_batch} completions = {ppo} prompts × {G} '
-              f'(GA {cfg.gradient_accumulation_steps})')
+    t.add_row(
+        'optimizer step',
+        f'{p.optimizer_batch} completions = {ppo} prompts × {G} (GA {cfg.gradient_accumulation_steps})',
+    )
     ppr = f'{p.prompts_per_rollout:.3g}' if p.prompts_per_rollout is not None else '?'
-    t.add_row('rollout', f'{p.generation_batch} completions = {ppr} prompts '
-              f'(steps_per_generation {p.steps_per_generation})')
+    t.add_row(
+        'rollout', f'{p.generation_batch} completions = {ppr} prompts (steps_per_generation {p.steps_per_generation})'
+    )
     t.add_row('lengths', f'prompt ≤ {cfg.max_length or "model max"}, completion ≤ {cfg.max_completion_length}')
     return t
 
@@ -89,14 +102,26 @@ def memory_table(report: CheckReport) -> Table:
     """One row per group of identical GPUs; the terms of each GPU's peak phase (GiB)."""
     caps = sorted({m.capacity_gib for m in report.memory})
     device = any(m.quantities.get('allocated_gib') is not None for m in report.memory)
-    what = ('the device: torch reserved + CUDA context' if device else
-            'torch allocated + 5% allowance + CUDA context')  # reserve.quantities says which
-    t = Table(title=f'Predicted memory per GPU (GiB of {"/".join(f"{c:.1f}" for c in caps)}, terms of the peak '
-              f'phase; {what})', title_justify='left', title_style='bold', box=box.SIMPLE_HEAD, pad_edge=False,
-              padding=(0, 1), collapse_padding=True)
+    what = (
+        'the device: torch reserved + CUDA context' if device else 'torch allocated + 5% allowance + CUDA context'
+    )  # reserve.quantities says which
+    t = Table(
+        title=f'Predicted memory per GPU (GiB of {"/".join(f"{c:.1f}" for c in caps)}, terms of the peak '
+        f'phase; {what})',
+        title_justify='left',
+        title_style='bold',
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
+    )
     for col in ('GPU', 'role', 'model', 'optim', 'act', 'vLLM', 'other', 'peak', 'use', 'phase', 'verdict'):
-        t.add_column(col, justify='left' if col in ('GPU', 'role', 'phase', 'verdict') else 'right', no_wrap=True,
-                     min_width=4 if col == 'verdict' else None)
+        t.add_column(
+            col,
+            justify='left' if col in ('GPU', 'role', 'phase', 'verdict') else 'right',
+            no_wrap=True,
+            min_width=4 if col == 'verdict' else None,
+        )
     groups: dict = {}
     for m in report.memory:
         key = (m.role, tuple(sorted(m.phase_terms.items())), m.phase)
@@ -104,18 +129,37 @@ def memory_table(report: CheckReport) -> Table:
     for ms in groups.values():
         m = ms[0]
         ids = _id_ranges([x.gpu for x in ms])
-        model = _col(m, 'weights', 'ref_model', 'lora_params', 'zero3_live_params', 'zero3_sync_gather',
-                     'zero3_generation_gather')
+        model = _col(
+            m,
+            'weights',
+            'ref_model',
+            'lora_params',
+            'zero3_live_params',
+            'zero3_sync_gather',
+            'zero3_generation_gather',
+        )
         optim = _col(m, 'grads+optimizer')
         # activations and the other transients of the step (its net: the largest of them at the peak)
-        act = _col(m, 'activations', 'logits', 'overlap', 'hf_generate_kv', 'adamw_foreach_temp',
-                   'tied_embedding_grad_temp')
+        act = _col(
+            m, 'activations', 'logits', 'overlap', 'hf_generate_kv', 'adamw_foreach_temp', 'tied_embedding_grad_temp'
+        )
         vllm = sum(v for k, v in m.phase_terms.items() if k.startswith('vllm_'))
         other = m.total_gib - model - optim - act - vllm
         verdict = '[green]fits[/]' if m.fits else '[bold red]OOM[/]'
         pct = f'{m.peak_fraction:.0%}'
-        t.add_row(ids, m.role, f'{model:.1f}', f'{optim:.1f}', f'{act:.1f}', f'{vllm:.1f}', f'{other:.1f}',
-                  f'{m.total_gib:.1f}', pct, m.phase, verdict)
+        t.add_row(
+            ids,
+            m.role,
+            f'{model:.1f}',
+            f'{optim:.1f}',
+            f'{act:.1f}',
+            f'{vllm:.1f}',
+            f'{other:.1f}',
+            f'{m.total_gib:.1f}',
+            pct,
+            m.phase,
+            verdict,
+        )
     return t
 
 
@@ -161,17 +205,29 @@ def print_report(report: CheckReport, console: Console | None = None, allow_unch
         if 'replanned' in fv:  # an environment line (envfix.verify): the launch re-planned with it
             rp = fv['replanned']
             peak = f'peak {rp["peak_fraction"]:.0%} of the GPU' if rp.get('peak_fraction') is not None else 'no plan'
-            parser = f'; ms-swift\'s parser: {fv.get("message") or "ok"}' if 'parser' in fv else ''
-            out.print(('[green]fix verified[/]: ' if ok else '[red]fix rejected[/]: ') + escape(
-                're-planned with ' + ' '.join(f'{k}={v}' for k, v in fv['env'].items()) + f': {peak}' +
-                ('' if rp['fits'] else ', still does not fit') + parser))
+            parser = f"; ms-swift's parser: {fv.get('message') or 'ok'}" if 'parser' in fv else ''
+            out.print(
+                ('[green]fix verified[/]: ' if ok else '[red]fix rejected[/]: ')
+                + escape(
+                    're-planned with '
+                    + ' '.join(f'{k}={v}' for k, v in fv['env'].items())
+                    + f': {peak}'
+                    + ('' if rp['fits'] else ', still does not fit')
+                    + parser
+                )
+            )
         else:
-            out.print(('[green]fix verified[/]: ' if ok else '[red]fix rejected[/]: ') +
-                      escape('the proposed fix ' + ('passes' if ok else 'fails') + ' ' +
-                             (fv.get('parser') or 'the real parser') +
-                             ('' if ok else f' ({fv.get("error_type")}: {fv.get("message")})') +
-                             (f'; not seen by that parser: {", ".join(fv["not_parsed"])}'
-                              if fv.get('not_parsed') else '')))
+            out.print(
+                ('[green]fix verified[/]: ' if ok else '[red]fix rejected[/]: ')
+                + escape(
+                    'the proposed fix '
+                    + ('passes' if ok else 'fails')
+                    + ' '
+                    + (fv.get('parser') or 'the real parser')
+                    + ('' if ok else f' ({fv.get("error_type")}: {fv.get("message")})')
+                    + (f'; not seen by that parser: {", ".join(fv["not_parsed"])}' if fv.get('not_parsed') else '')
+                )
+            )
     if report.assumptions:
         out.print('[bold]Assumed[/]:')
         for a in report.assumptions:
@@ -187,18 +243,21 @@ def _plan_memory_speed(report: CheckReport, out: Console) -> None:
         out.print(memory_table(report))
         kv = next((m.vllm for m in report.memory if m.vllm), None)
         if kv:
-            line = (f'vLLM per engine: {kv["requested_gib"]} GiB reserved = weights {kv["weights_gib"]} + profiling '
-                    f'peak {kv["activation_gib"]} ({kv.get("sampler", "native")} sampler) + non-torch '
-                    f'{kv.get("non_torch_gib", 0)} + '
-                    + (f'CUDA graphs {kv["cuda_graphs_in_budget_gib"]} + '
-                       if kv.get('cuda_graphs_in_budget_gib') else '')
-                    + f'KV {kv["kv_cache_gib"]} ({kv["kv_tokens"]:,} tokens)')
+            line = (
+                f'vLLM per engine: {kv["requested_gib"]} GiB reserved = weights {kv["weights_gib"]} + profiling '
+                f'peak {kv["activation_gib"]} ({kv.get("sampler", "native")} sampler) + non-torch '
+                f'{kv.get("non_torch_gib", 0)} + '
+                + (f'CUDA graphs {kv["cuda_graphs_in_budget_gib"]} + ' if kv.get('cuda_graphs_in_budget_gib') else '')
+                + f'KV {kv["kv_cache_gib"]} ({kv["kv_tokens"]:,} tokens)'
+            )
             if 'rollout_tokens' in kv and report.launch.kind != 'rollout':  # a server alone has no trainer batch
                 line += f'; a rollout needs {kv["rollout_tokens"]:,} tokens'
             out.print(escape(line))
         from .bars import print_bars  # each GPU's memory by phase, against its capacity
+
         print_bars(report, out)
     from ..speed.report import speed_lines  # predicted seconds per step, phases, --fastest's ranking
+
     for i, line in enumerate(speed_lines(report)):
         out.print(('\n' if i == 0 else '') + escape(line))
 
@@ -218,9 +277,15 @@ def verdict_line(report: CheckReport, allow_unchecked: bool = False) -> str:
 
 def print_calibration(result: dict, console: Console | None = None) -> None:
     out = console or make_console()
-    t = Table(title='Memory model vs published measurements (predicted/observed, error)', title_justify='left',
-              title_style='bold',
-              box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+    t = Table(
+        title='Memory model vs published measurements (predicted/observed, error)',
+        title_justify='left',
+        title_style='bold',
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
+    )
     for col in ('case', 'fit', 'peak GiB', 'vLLM weights GiB', 'vLLM KV GiB'):
         # values are never cut: the case id wraps (folds) to leave them room
         t.add_column(col, no_wrap=col != 'case', overflow='fold')
@@ -244,30 +309,46 @@ def print_calibration(result: dict, console: Console | None = None) -> None:
     vllm_rows = [r for r in result['per_case'] if 'vllm_kv' in r]
     if vllm_rows:
         samplers = sorted({r['predicted'].get('sampler', '?') for r in vllm_rows})
-        out.print('[dim]vLLM KV observed: the engine\'s token capacity where the case states it, else the logged '
-                  f'GiB; profiling sampler assumed: {", ".join(samplers)} (set VLLM_USE_FLASHINFER_SAMPLER in a '
-                  'case\'s config to state it)[/]')
+        out.print(
+            "[dim]vLLM KV observed: the engine's token capacity where the case states it, else the logged "
+            f'GiB; profiling sampler assumed: {", ".join(samplers)} (set VLLM_USE_FLASHINFER_SAMPLER in a '
+            "case's config to state it)[/]"
+        )
     for row in result['per_case']:
         if 'cannot_predict' in row:
             out.print(f'[dim]cannot predict {row["id"]}: missing {escape(row["cannot_predict"])}[/]')
 
     def pct(x):
         return '-' if x is None else f'{x:.1%}'
+
     out.print(f'fit/OOM right: {pct(result["fit_accuracy"])} of {result["fit_cases"]} cases that state an outcome')
-    out.print(f'peak: median |relative error| {pct(result["peak_median_rel_error"])} over {result["peak_cases"]} cases'
-              f' (current stacks {pct(result["peak_median_rel_error_current"])} over {result["peak_cases_current"]}; '
-              f'2023-era tables {pct(result["peak_median_rel_error_legacy"])} over {result["peak_cases_legacy"]})')
-    out.print(f'  {result["peak_cases_ranged"]} case(s) state no torch/transformers version, so the AdamW step is '
-              f'either; they are scored against that range (as points at today\'s defaults, current stacks: '
-              f'{pct(result["peak_median_rel_error_current_point"])}); upper bounds (packed rows, no sample lengths) '
-              f'held: {result["peak_bounds_held"]} of {result["peak_bounds"]}')
+    out.print(
+        f'peak: median |relative error| {pct(result["peak_median_rel_error"])} over {result["peak_cases"]} cases'
+        f' (current stacks {pct(result["peak_median_rel_error_current"])} over {result["peak_cases_current"]}; '
+        f'2023-era tables {pct(result["peak_median_rel_error_legacy"])} over {result["peak_cases_legacy"]})'
+    )
+    out.print(
+        f'  {result["peak_cases_ranged"]} case(s) state no torch/transformers version, so the AdamW step is '
+        f"either; they are scored against that range (as points at today's defaults, current stacks: "
+        f'{pct(result["peak_median_rel_error_current_point"])}); upper bounds (packed rows, no sample lengths) '
+        f'held: {result["peak_bounds_held"]} of {result["peak_bounds"]}'
+    )
     if result.get('device_cases'):
-        devs = ', '.join(f'{r["id"]} {r["device"]["predicted"]:.1f}/{r["device"]["observed"]:.1f} '
-                         f'{r["device"]["signed_error"]:+.1%}' for r in result['per_case'] if 'device' in r)
-        out.print(f'device (nvidia-smi used): median |relative error| {pct(result["device_median_rel_error"])} over '
-                  f'{result["device_cases"]} cases: {devs}')
-    out.print(f'vLLM weights: max error {pct(result["vllm_weights_max_rel_error"])} over '
-              f'{result["vllm_weights_cases"]} cases; KV cache: max {pct(result["vllm_kv_max_rel_error"])}, '
-              f'median {pct(result["vllm_kv_median_rel_error"])} over {result["vllm_kv_cases"]} cases')
-    out.print(f'vLLM start-up failures predicted: {result["startup_failures_predicted"]} of '
-              f'{result["startup_failures"]}; cannot predict: {len(result["cannot_predict"])} of {result["cases"]}')
+        devs = ', '.join(
+            f'{r["id"]} {r["device"]["predicted"]:.1f}/{r["device"]["observed"]:.1f} {r["device"]["signed_error"]:+.1%}'
+            for r in result['per_case']
+            if 'device' in r
+        )
+        out.print(
+            f'device (nvidia-smi used): median |relative error| {pct(result["device_median_rel_error"])} over '
+            f'{result["device_cases"]} cases: {devs}'
+        )
+    out.print(
+        f'vLLM weights: max error {pct(result["vllm_weights_max_rel_error"])} over '
+        f'{result["vllm_weights_cases"]} cases; KV cache: max {pct(result["vllm_kv_max_rel_error"])}, '
+        f'median {pct(result["vllm_kv_median_rel_error"])} over {result["vllm_kv_cases"]} cases'
+    )
+    out.print(
+        f'vLLM start-up failures predicted: {result["startup_failures_predicted"]} of '
+        f'{result["startup_failures"]}; cannot predict: {len(result["cannot_predict"])} of {result["cases"]}'
+    )

@@ -1,4 +1,5 @@
 """``grpo-guard trace``: the launch's training step on fake tensors, beside the analytic trainer terms."""
+
 from __future__ import annotations
 
 import sys
@@ -19,17 +20,21 @@ def run(opts, extra: list[str]) -> int:
     report = check_launch(launch, Hardware(gpus=opts.gpus), memory=False)
     errors = [f for f in report.findings if f.severity == 'error']
     if errors and not opts.force:  # a launch check refuses is no step to trace: say why, as check does
-        raise InvalidLaunch(f'the check finds {len(errors)} error(s): '
-                         + '; '.join(f'{f.rule}: {f.message}' for f in errors)
-                         + ' (grpo-guard check shows the fixes; --force traces it anyway)')
+        raise InvalidLaunch(
+            f'the check finds {len(errors)} error(s): '
+            + '; '.join(f'{f.rule}: {f.message}' for f in errors)
+            + ' (grpo-guard check shows the fixes; --force traces it anyway)'
+        )
     if errors:
-        print(f'trace: tracing anyway (--force) despite {len(errors)} error(s) grpo-guard check reports',
-              file=sys.stderr)
+        print(
+            f'trace: tracing anyway (--force) despite {len(errors)} error(s) grpo-guard check reports', file=sys.stderr
+        )
     mc, why = model_config_for(report.cfg.model, model_config_arg(opts.model_config))
     if mc is None:
         raise GuardError(why)
     prompt_len, why_prompt, _ = prompt_bound(report, Arch.from_config(mc), None)
     from .progress import progress
+
     with progress('trace: importing torch and transformers') as bar:
         try:
             from ..memory.trace import trace_launch
@@ -39,6 +44,7 @@ def run(opts, extra: list[str]) -> int:
         bar.set(f'trace: {report.cfg.model}, one training step on fake tensors')
         try:
             from ..allocconf import phases  # the trainer's allocator, for the reserved figure
+
             cfg = report.cfg
             alloc = phases(launch.alloc, launch.fw, cfg.use_vllm, cfg.vllm_mode, cfg.effective_sleep_level).trainer
             result = trace_launch(cfg, report.plan, mc, prompt_len, str(cfg.model), adamw, adamw_why, alloc_conf=alloc)
@@ -47,16 +53,21 @@ def run(opts, extra: list[str]) -> int:
         except (OverflowError, TypeError) as e:  # a length or batch no tensor can have (torch: "Overflow when ...")
             if not isinstance(e, OverflowError) and 'Overflow' not in str(e):
                 raise
-            raise GuardError(f'trace: a length or batch size of the launch is too large for a tensor '
-                             f'({str(e).splitlines()[0]}); use a real value') from None
+            raise GuardError(
+                f'trace: a length or batch size of the launch is too large for a tensor '
+                f'({str(e).splitlines()[0]}); use a real value'
+            ) from None
     if getattr(opts, 'snapshot', None):
         from ..memory.snapshot import write_snapshot
+
         try:
             write_snapshot(opts.snapshot, result.events, result.event_stages, alloc)
         except OSError as e:
             raise GuardError(f'--snapshot {opts.snapshot}: {e.strerror or e}') from None
-        print(f'trace: wrote {opts.snapshot} (PyTorch memory snapshot; open it in https://pytorch.org/memory_viz)',
-              file=sys.stderr)
+        print(
+            f'trace: wrote {opts.snapshot} (PyTorch memory snapshot; open it in https://pytorch.org/memory_viz)',
+            file=sys.stderr,
+        )
     if opts.json:
         print_json({**result.to_dict(), 'prompt_len': prompt_len, 'prompt_basis': why_prompt})
         return 0
@@ -64,13 +75,16 @@ def run(opts, extra: list[str]) -> int:
     print(f'traced     {result.traced_peak_gib:.2f} GiB allocated at the peak ({result.peak_at})')
     for k, v in result.categories_gib.items():
         print(f'  {k:<28} {v:8.2f} GiB')
-    print(f'reserved   {result.reserved_peak_gib:.2f} GiB (the same allocations through the caching-allocator model, '
-          f'{result.allocator or "default allocator"}; no CUDA context)')
+    print(
+        f'reserved   {result.reserved_peak_gib:.2f} GiB (the same allocations through the caching-allocator model, '
+        f'{result.allocator or "default allocator"}; no CUDA context)'
+    )
     if result.model_peak_gib is not None:
         diff = result.model_peak_gib / result.traced_peak_gib - 1 if result.traced_peak_gib else 0.0
-        print(f'analytic   {result.model_peak_gib:.2f} GiB (the memory model\'s trainer terms; {diff:+.1%})')
+        print(f"analytic   {result.model_peak_gib:.2f} GiB (the memory model's trainer terms; {diff:+.1%})")
     for n in result.notes:
         print(f'note       {n}')
-    print(f'({result.seconds:.1f} s; allocated bytes: the CUDA context, NCCL and the allocator\'s reserve are not '
-          f'in it)')
+    print(
+        f"({result.seconds:.1f} s; allocated bytes: the CUDA context, NCCL and the allocator's reserve are not in it)"
+    )
     return 0

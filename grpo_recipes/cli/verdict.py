@@ -5,6 +5,7 @@ launch's training command was not read at all (``Launch.unread_trainer``: only i
 unless the user accepts it with ``--allow-unchecked``). ``grpo-guard check/run`` and ``grpo-recipes plan`` all
 decide through here, so a JSON consumer, a shell ``$?`` and a reader of the console see the same thing.
 """
+
 from __future__ import annotations
 
 
@@ -32,7 +33,8 @@ def not_launching(report) -> str:
     if not report.ok:
         return 'grpo-guard: not launching (errors above); fix them or pass --force'
     if report.launch.unread_trainer:
-        return (f'grpo-guard: not launching ({report.unchecked}); pass --allow-unchecked to launch without that '
-                f'check')
-    return (f'grpo-guard: not launching (memory not checked: {report.memory_unchecked}); give --model-config DIR '
-            f'or --gpu-type T so it can be checked, or pass --allow-unchecked to launch without that check')
+        return f'grpo-guard: not launching ({report.unchecked}); pass --allow-unchecked to launch without that check'
+    return (
+        f'grpo-guard: not launching (memory not checked: {report.memory_unchecked}); give --model-config DIR '
+        f'or --gpu-type T so it can be checked, or pass --allow-unchecked to launch without that check'
+    )

@@ -10,6 +10,7 @@
 :func:`read_launch` is the dispatcher: what the user typed after ``grpo-guard check`` (a config file, a
 ``.sh`` launcher, or a command line after ``--``) plus an optional ``--rollout`` command.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,6 +32,7 @@ from .trl.reader import load_trl, read_vllm_serve
 FRAMEWORKS = {f.name: f for f in (SWIFT, TRL, MEGATRON)}
 register(*FRAMEWORKS.values())  # launch.fw / rollout.fw find them by name
 
+
 def kind_of(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
     """(framework, 'train' | 'rollout') of a command's argv, or None if it is neither: the entry point it runs
     (``entrypoints.py``'s table), read through its launchers with their own parsers (``launchers.py``). framework
@@ -40,6 +42,7 @@ def kind_of(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str,
     if not argv:
         return None
     from .launchers import classify
+
     kind = classify(argv, env)
     if kind is not None:
         return kind
@@ -60,6 +63,7 @@ def own_check(launch):
     if target is None:
         return None
     import importlib
+
     module, func = target.split(':')
     return getattr(importlib.import_module(module), func)
 
@@ -67,23 +71,29 @@ def own_check(launch):
 def unread_trainer(argv: list[str], framework: str, source: str) -> str:
     """Why a training command was not read (the verdict of a launch with it is UNCHECKED, never OK)."""
     shown = ' '.join(argv[:4]) + (' ...' if len(argv) > 4 else '')
-    return (f'the trainer `{shown}` ({source}) runs neither ms-swift\'s nor TRL\'s GRPO entry (a script that does not '
-            f'import trl, or another ms-swift command), so this guard does not read it: its processes, batch and '
-            f'memory are not checked')
+    return (
+        f"the trainer `{shown}` ({source}) runs neither ms-swift's nor TRL's GRPO entry (a script that does not "
+        f'import trl, or another ms-swift command), so this guard does not read it: its processes, batch and '
+        f'memory are not checked'
+    )
 
 
 def _refuse_unread(argv: list[str], framework: str, source: str) -> GuardError:
-    return GuardError(f'{unread_trainer(argv, framework, source)}; nothing else to check (a rollout server beside it '
-                      f'would be)')
+    return GuardError(
+        f'{unread_trainer(argv, framework, source)}; nothing else to check (a rollout server beside it would be)'
+    )
 
 
 def read_rollout_command(cmd: Command, environ: Mapping[str, str], source: str) -> Rollout:
     kind = kind_of(cmd.argv, {**environ, **cmd.env})
     if kind is None or kind[1] != 'rollout':
-        raise GuardError(f'{source}: {" ".join(cmd.argv[:3])} is not a rollout server command; expected '
-                         f'`swift rollout ...` or `trl vllm-serve ...`')
+        raise GuardError(
+            f'{source}: {" ".join(cmd.argv[:3])} is not a rollout server command; expected '
+            f'`swift rollout ...` or `trl vllm-serve ...`'
+        )
     if kind[0] == 'unresolved':
         from .launchers import unresolved_head
+
         raise unresolved_head(cmd.argv, source)
     env = {**{k: v for k, v in environ.items() if k == 'CUDA_VISIBLE_DEVICES'}, **cmd.env}
     argv = _rollout_argv(cmd.argv, kind[0])
@@ -97,15 +107,21 @@ def _rollout_argv(argv: list[str], framework: str) -> list[str]:
     ``python -m swift.cli.rollout ARGS``, ``.../swift/cli/rollout.py ARGS``, ``python -m trl.scripts.vllm_serve``."""
     from .entrypoints import lookup_command, lookup_module, lookup_script
     from .launchers import peel
+
     if lookup_command(argv):
         return argv
     p = peel(argv, {})
     t = p.target
-    hit = lookup_module(t[1], t[2:]) if p.form == 'module' and len(t) > 1 else \
-        lookup_script(t[0], t[1:]) if p.form == 'script' and t else None
+    hit = (
+        lookup_module(t[1], t[2:])
+        if p.form == 'module' and len(t) > 1
+        else lookup_script(t[0], t[1:])
+        if p.form == 'script' and t
+        else None
+    )
     if hit is None:
         return t if p.form == 'command' else argv
-    rest = t[2 + hit[1]:] if p.form == 'module' else t[1 + hit[1]:]
+    rest = t[2 + hit[1] :] if p.form == 'module' else t[1 + hit[1] :]
     return (['swift', 'rollout'] if framework == 'swift' else ['trl', 'vllm-serve']) + rest
 
 
@@ -113,9 +129,11 @@ def _train_launch(framework: str, argv: list[str], env: Mapping[str, str], sourc
     """A training command (its whole argv, launchers included) -> the Launch of its framework's reader."""
     if framework == 'unresolved':
         from .launchers import unresolved_head
+
         raise unresolved_head(argv, source)
     if framework == 'launcher':  # its own parser refuses it: that error
         from .launchers import peel
+
         peel(argv, env, source)
     if framework in UNREAD or framework == 'launcher':
         raise _refuse_unread(argv, framework, source)
@@ -124,6 +142,7 @@ def _train_launch(framework: str, argv: list[str], env: Mapping[str, str], sourc
     if framework == 'swift':
         from .entrypoints import lookup_command
         from .swift.entry import load_swift_entry
+
         launch = load_swift_entry(argv, env, source)
         if launch is not None:
             return launch
@@ -138,6 +157,7 @@ def _megatron_launch(argv: list[str], env: Mapping[str, str], source: str):
     from .entrypoints import lookup_command
     from .launchers import is_process_launcher, peel, process_launch
     from .megatron import read
+
     release = env.get('GRPO_GUARD_SWIFT_VERSION')
     if lookup_command(argv):
         return read(argv, env, source, release)
@@ -158,6 +178,7 @@ def _trl_cli(argv: list[str]) -> list[str]:
     """``python -m trl.cli.main grpo ARGS`` (or its file) is ``trl grpo ARGS``: TRL's console script's main."""
     from .entrypoints import ROUTERS, lookup_script, module_file
     from .launchers import is_python, python_options
+
     if not argv or not is_python(argv[0]):
         return argv
     rest = python_options(argv[1:])[1]
@@ -171,8 +192,9 @@ def _trl_cli(argv: list[str]) -> list[str]:
 # A comment above a rollout command that puts it on another machine: ms-swift's examples write
 # "# run in another node" (external/grpo_32b_full.sh). A node number alone ("# node 0") does not say which node
 # the trainer is on, so it is not read as one.
-_OTHER_MACHINE = re.compile(r'\b(?:another|other|separate|different|remote|second)\s+(?:node|machine|host|server)s?\b',
-                            re.I)
+_OTHER_MACHINE = re.compile(
+    r'\b(?:another|other|separate|different|remote|second)\s+(?:node|machine|host|server)s?\b', re.I
+)
 
 
 def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, Rollout | None]:
@@ -185,6 +207,7 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
     except (OSError, UnicodeDecodeError) as e:
         raise GuardError(f'{p}: cannot read ({e})') from None
     from .launchers import sbatch_directives, slurm_env
+
     directives = sbatch_directives(text)  # a Slurm batch script: the variables sbatch gives its commands
     if directives:
         environ = {**slurm_env(directives), **environ}
@@ -193,8 +216,9 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
     trainers = [(c, k) for c, k in kinds if k and k[1] == 'train' and not c.commented]
     # the first trainer a reader reads; else the first one none does (the verdict is then never OK)
     train = next(((c, k) for c, k in trainers if k[0] not in UNREAD), trainers[0] if trainers else None)
-    roll = next((c for c, k in kinds if k and k[1] == 'rollout' and not c.commented), None) or \
-        next((c for c, k in kinds if k and k[1] == 'rollout'), None)
+    roll = next((c for c, k in kinds if k and k[1] == 'rollout' and not c.commented), None) or next(
+        (c for c, k in kinds if k and k[1] == 'rollout'), None
+    )
     rollout = None
     if roll is not None:
         where = f'{p}:{roll.line}' + (' (comment)' if roll.commented else '')
@@ -204,8 +228,10 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
             rollout.remote = f'the script says "{said.strip()[:80]}" above it ({where})'
     if train is None:
         if rollout is None:
-            raise GuardError(f'{p}: no `swift rlhf`, `swift rollout`, `accelerate launch`, `trl` or `python` command '
-                             f'found; paste the command after -- instead')
+            raise GuardError(
+                f'{p}: no `swift rlhf`, `swift rollout`, `accelerate launch`, `trl` or `python` command '
+                f'found; paste the command after -- instead'
+            )
         return None, rollout
     if train[1][0] in UNREAD:
         c = train[0]
@@ -214,10 +240,12 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
         return _rollout_launch(rollout, unread_trainer(c.argv, train[1][0], f'{p}:{c.line}')), rollout
     cmd, (framework, _) = train
     from .cluster import check_layout, notes
+
     check_layout(cmd, f'{p}:{cmd.line}')  # NPROC_PER_NODE=$SLURM_GPUS_ON_NODE: exit 2, give it with --env
     env = {**environ, **cmd.env}
     from .crlf import crlf_note, lost_continuation
     from .trl.accelerate_cmd import NoScript
+
     lost_continuation(cmd.argv, f'{p}:{cmd.line}')  # `\` + CR: bash ends the command at that line
     try:
         launch = _train_launch(framework, cmd.argv, env, f'{p}:{cmd.line}')
@@ -231,15 +259,24 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
     launch.notes += notes(cmd, f'{p}:{cmd.line}', len(sweep))
     if launch.config_file == '<command line>':
         launch.config_file = f'{p}:{cmd.line}'
-    launch.alloc = _alloc(environ, cmd.env, {k: f'{p}:{n} ({"prefix" if n == cmd.line else "export"})'
-                                             for k, n in cmd.env_lines.items()}, launch, f'{p}:{cmd.line}')
+    launch.alloc = _alloc(
+        environ,
+        cmd.env,
+        {k: f'{p}:{n} ({"prefix" if n == cmd.line else "export"})' for k, n in cmd.env_lines.items()},
+        launch,
+        f'{p}:{cmd.line}',
+    )
     return launch, rollout
 
 
 def _rollout_launch(roll: Rollout | None, unread: str | None = None) -> Launch:
     """The Launch of a rollout server checked on its own (``unread``: why the trainer beside it was not read)."""
-    launch = Launch(argv=[], env={k: v for k, v in (roll.env if roll else {}).items() if k in LAUNCH_ENV_KEYS},
-                    config_file=roll.source if roll else None, framework=roll.framework if roll else 'swift')
+    launch = Launch(
+        argv=[],
+        env={k: v for k, v in (roll.env if roll else {}).items() if k in LAUNCH_ENV_KEYS},
+        config_file=roll.source if roll else None,
+        framework=roll.framework if roll else 'swift',
+    )
     launch.kind = 'rollout'
     launch.unread_trainer = unread
     if unread:
@@ -250,12 +287,14 @@ def _rollout_launch(roll: Rollout | None, unread: str | None = None) -> Launch:
 def _alloc(environ, command_env, sources, launch: Launch, script_line: str | None = None):
     """The allocator variables of the training process (allocconf.read_setting)."""
     from ..allocconf import read_setting
+
     return read_setting(environ, command_env, sources, launch.file_env, launch.config_file, script_line)
 
 
 def _inner_command(env: dict[str, str], argv: list[str], environ: Mapping[str, str]) -> tuple[dict, list[str]]:
     """``bash -c 'cd x && accelerate launch ...'`` -> the first command the guard reads, with its environment."""
     from .shell_expand import shell_c
+
     text = shell_c(argv)
     if text is None:
         return env, argv
@@ -264,8 +303,7 @@ def _inner_command(env: dict[str, str], argv: list[str], environ: Mapping[str, s
     return {**env, **cmd.env}, cmd.argv
 
 
-def read_launch(args: list[str], environ: Mapping[str, str] | None = None,
-                rollout: str | None = None) -> Launch:
+def read_launch(args: list[str], environ: Mapping[str, str] | None = None, rollout: str | None = None) -> Launch:
     """Everything after ``grpo-guard check``'s own options -> one Launch (``launch.rollout`` set in server
     mode when the rollout command is known). A rollout server on its own gives a Launch whose
     ``argv`` is empty and whose ``rollout`` is set (``Launch.kind == 'rollout'``)."""
@@ -274,8 +312,10 @@ def read_launch(args: list[str], environ: Mapping[str, str] | None = None,
     if args[:1] == ['--']:
         args = args[1:]
     if not args:
-        raise GuardError('give a CONFIG file, a launcher script, or a command line after `--` '
-                         '(e.g. -- swift rlhf --rlhf_type grpo ...)')
+        raise GuardError(
+            'give a CONFIG file, a launcher script, or a command line after `--` '
+            '(e.g. -- swift rlhf --rlhf_type grpo ...)'
+        )
     roll, unread = None, None
     if args[0].endswith('.sh'):
         launch, roll = _from_script(args[0], environ)
@@ -289,9 +329,11 @@ def read_launch(args: list[str], environ: Mapping[str, str] | None = None,
         merged = {**environ, **env}
         kind = kind_of(rest, merged)
         if kind is None:
-            raise GuardError(f'{rest[0] if rest else args[0]}: not a config file (.yaml, .yml, .json), a launcher '
-                             f'script (.sh) nor a command this guard reads (swift rlhf, swift rollout, accelerate '
-                             f'launch, python, torchrun, trl grpo, trl vllm-serve)')
+            raise GuardError(
+                f'{rest[0] if rest else args[0]}: not a config file (.yaml, .yml, .json), a launcher '
+                f'script (.sh) nor a command this guard reads (swift rlhf, swift rollout, accelerate '
+                f'launch, python, torchrun, trl grpo, trl vllm-serve)'
+            )
         framework, what = kind
         if what == 'rollout':
             launch, roll = None, read_rollout_command(Command(env=env, argv=rest), environ, 'command line')

@@ -15,6 +15,7 @@ trl.cli:main`` (``trl/cli/main.py`` runs as ``python -m trl.cli.main`` too); ``t
 
 The launchers that run one of these (or any script) are in ``frontends/launchers.py``.
 """
+
 from __future__ import annotations
 
 import os
@@ -101,6 +102,11 @@ def lookup_script(path: str, rest: list[str]) -> tuple[Entry, int] | None:
 
 
 def describe(entry: Entry) -> str:
-    names = {('swift', 'train'): 'swift rlhf', ('swift', 'rollout'): 'swift rollout',
-             ('megatron', 'train'): 'megatron rlhf', ('trl', 'train'): 'trl grpo', ('trl', 'rollout'): 'trl vllm-serve'}
+    names = {
+        ('swift', 'train'): 'swift rlhf',
+        ('swift', 'rollout'): 'swift rollout',
+        ('megatron', 'train'): 'megatron rlhf',
+        ('trl', 'train'): 'trl grpo',
+        ('trl', 'rollout'): 'trl vllm-serve',
+    }
     return names[(entry.framework, entry.role)]

@@ -2,6 +2,7 @@
 known (``--gpus``, else nvidia-smi), for ``check`` and ``validate`` alike: accelerate with no ``--num_processes`` and
 no config file (``frontends/trl/accelerate_cmd.py``), deepspeed or ``torchrun --nproc_per_node gpu`` running
 ms-swift's entry (``frontends/swift/entry.py``)."""
+
 from __future__ import annotations
 
 from ..hardware import detect

@@ -19,6 +19,7 @@ and what it runs begins, and how many processes on how many nodes it starts.
 
 torch and DeepSpeed are imported only when a launch uses them (they are there wherever ms-swift and DeepSpeed run).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -43,6 +44,7 @@ TORCH_MODULES = ('torch.distributed.run', 'torch.distributed.launch')
 @dataclass
 class Layer:
     """One launcher a command goes through."""
+
     kind: str
     """``python``, ``torchrun``, ``deepspeed``, ``accelerate``, ``srun``."""
     display: str
@@ -77,7 +79,7 @@ def python_options(args: list[str]) -> tuple[list[str], list[str]]:
         if w == '-' or not w.startswith('-'):
             return args[:i], args[i:]
         if w == '--':
-            return args[:i + 1], args[i + 1:]
+            return args[: i + 1], args[i + 1 :]
         if w.startswith('--'):
             name = w.split('=', 1)[0]
             i += 2 if name in _PY_LONG_VALUE and '=' not in w else 1
@@ -86,12 +88,12 @@ def python_options(args: list[str]) -> tuple[list[str], list[str]]:
         while j < len(w):
             c = w[j]
             if c in ('m', 'c'):
-                value = w[j + 1:]
+                value = w[j + 1 :]
                 if value:  # -mswift.cli.rlhf
-                    return args[:i], [f'-{c}', value, *args[i + 1:]]
-                return args[:i], [f'-{c}', *args[i + 1:]]
+                    return args[:i], [f'-{c}', value, *args[i + 1 :]]
+                return args[:i], [f'-{c}', *args[i + 1 :]]
             if c in _PY_VALUE:
-                i += 1 if w[j + 1:] else 2
+                i += 1 if w[j + 1 :] else 2
                 break
             j += 1
         else:
@@ -131,30 +133,37 @@ def _parse_failed(what: str, message: str, words: list[str], source: str) -> Gua
     var = _unresolved_word(words)
     if var is not None and 'invalid' in message:
         ref = re.search(r'\$\{?([A-Za-z_][A-Za-z0-9_]*)', var)
-        return GuardError(f'{source}: {what} {var}: the variable could not be resolved (set neither earlier in the '
-                          f'script nor in this environment); pass --env {ref.group(1) if ref else "NAME"}=... or '
-                          f'export it before running the guard ({what} stops with "{message}")')
+        return GuardError(
+            f'{source}: {what} {var}: the variable could not be resolved (set neither earlier in the '
+            f'script nor in this environment); pass --env {ref.group(1) if ref else "NAME"}=... or '
+            f'export it before running the guard ({what} stops with "{message}")'
+        )
     return GuardError(f'{source}: {what} stops at once with "error: {message}"')
 
 
 def need(module: str, launcher: str, source: str):
     """Import a launcher's own package, or one line saying it is missing here."""
     import importlib
+
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise GuardError(f'{source}: {module.split(".")[0]} is not installed here ({e}), so `{launcher}` cannot start '
-                         f'here and the guard cannot read its options with its own parser; install it (ms-swift '
-                         f'brings torch and accelerate)') from None
+        raise GuardError(
+            f'{source}: {module.split(".")[0]} is not installed here ({e}), so `{launcher}` cannot start '
+            f'here and the guard cannot read its options with its own parser; install it (ms-swift '
+            f'brings torch and accelerate)'
+        ) from None
 
 
 def _torch_parser(module: str):
     """torch's own parser of torchrun (``torch.distributed.run``) or of ``torch.distributed.launch`` (whose
     ``parse_args`` adds ``--use-env`` to torchrun's parser and parses at once: the parser is taken from that call)."""
     from torch.distributed import run
+
     if module != 'torch.distributed.launch':
         return run.get_args_parser()
     from torch.distributed import launch
+
     captured = {}
 
     def grab():
@@ -162,6 +171,7 @@ def _torch_parser(module: str):
         captured['parser'] = p
         p.parse_args = lambda args=None, namespace=None: None  # type: ignore[method-assign]
         return p
+
     try:
         launch.get_args_parser = grab  # type: ignore[attr-defined]
         launch.parse_args([])
@@ -172,8 +182,9 @@ def _torch_parser(module: str):
     return parser
 
 
-def parse_torchrun(args: list[str], env: Mapping[str, str], source: str, module: str = 'torch.distributed.run',
-                   what: str = 'torchrun') -> tuple[dict[str, Any], set[str], list[str], str]:
+def parse_torchrun(
+    args: list[str], env: Mapping[str, str], source: str, module: str = 'torch.distributed.run', what: str = 'torchrun'
+) -> tuple[dict[str, Any], set[str], list[str], str]:
     """torchrun's words (after ``torchrun``) -> (its options, the ones written, what it runs, its form)."""
     need('torch.distributed.run', what, source)
     with _launch_environ(env, 'PET_'):
@@ -185,10 +196,17 @@ def parse_torchrun(args: list[str], env: Mapping[str, str], source: str, module:
         raise _parse_failed(what, str(e), args, source) from None
     opts = vars(ns)
     n = len(args) - len(ns.training_script_args) - 1
-    given = {a.dest for a in parser._actions if a.option_strings and any(
-        w == o or w.startswith(o + '=') for w in args[:n] for o in a.option_strings)}
-    given |= {a.dest for a in parser._actions for o in a.option_strings
-              if f'PET_{o.lstrip("-").replace("-", "_").upper()}' in env}
+    given = {
+        a.dest
+        for a in parser._actions
+        if a.option_strings and any(w == o or w.startswith(o + '=') for w in args[:n] for o in a.option_strings)
+    }
+    given |= {
+        a.dest
+        for a in parser._actions
+        for o in a.option_strings
+        if f'PET_{o.lstrip("-").replace("-", "_").upper()}' in env
+    }
     target = [ns.training_script, *ns.training_script_args]
     form = 'command' if ns.no_python else 'module' if ns.module else 'script'
     return opts, given, target, form
@@ -209,10 +227,12 @@ def parse_deepspeed(args: list[str], source: str) -> tuple[dict[str, Any], set[s
         raise _parse_failed('deepspeed', msg, args, source) from None
     opts = vars(ns)
     n = len(args) - len(ns.user_args) - 1
-    given = {k for k in opts if any(w.lstrip('-').split('=', 1)[0].replace('-', '_') == k for w in args[:n]
-                                    if w.startswith('-'))}
-    for short, name in (('-H', 'hostfile'), ('-i', 'include'), ('-e', 'exclude'), ('--num_accelerators',
-                                                                                        'num_gpus')):
+    given = {
+        k
+        for k in opts
+        if any(w.lstrip('-').split('=', 1)[0].replace('-', '_') == k for w in args[:n] if w.startswith('-'))
+    }
+    for short, name in (('-H', 'hostfile'), ('-i', 'include'), ('-e', 'exclude'), ('--num_accelerators', 'num_gpus')):
         if any(w == short or w.startswith(short + '=') for w in args[:n]):
             given.add(name)
     form = 'command' if ns.no_python else 'module' if ns.module else 'script'
@@ -226,21 +246,118 @@ def parse_deepspeed(args: list[str], source: str) -> tuple[dict[str, Any], set[s
 # --compress[=type], --send-libs[=yes|no], -K[0|1], -I[secs], -k[off]).
 SLURM_SHORT_VALUE = set('AbBcCdDeFGiJLmMnNopqStTwWx')
 SLURM_LONG_VALUE = {
-    'account', 'acctg-freq', 'accel-bind', 'array', 'batch', 'bb', 'bbf', 'begin', 'bcast-exclude', 'chdir',
-    'cluster-constraint', 'clusters', 'comment', 'constraint', 'container', 'container-id', 'core-spec',
-    'cores-per-socket', 'cpu-bind', 'cpu-freq', 'cpus-per-gpu', 'cpus-per-task', 'deadline', 'delay-boot',
-    'dependency', 'distribution', 'epilog', 'error', 'exclude', 'export', 'export-file', 'extra', 'extra-node-info',
-    'get-user-env', 'gid', 'gpu-bind', 'gpu-freq', 'gpus', 'gpus-per-node', 'gpus-per-socket', 'gpus-per-task',
-    'gres', 'gres-flags', 'het-group', 'hint', 'input', 'job-name', 'jobid', 'licenses', 'mail-type', 'mail-user',
-    'mcs-label', 'mem', 'mem-bind', 'mem-per-cpu', 'mem-per-gpu', 'mincpus', 'mpi', 'network', 'nodefile', 'nodelist',
-    'nodes', 'ntasks', 'ntasks-per-core', 'ntasks-per-gpu', 'ntasks-per-node', 'ntasks-per-socket', 'ntasks-per-tres',
-    'open-mode', 'output', 'partition', 'power', 'prefer', 'priority', 'profile', 'prolog', 'qos', 'reservation',
-    'segment', 'signal', 'slurmd-debug', 'sockets-per-node', 'switches', 'task-epilog', 'task-prolog', 'thread-spec',
-    'threads', 'threads-per-core', 'time', 'time-min', 'tmp', 'tres-bind', 'tres-per-task', 'uid', 'wait', 'wckey',
+    'account',
+    'acctg-freq',
+    'accel-bind',
+    'array',
+    'batch',
+    'bb',
+    'bbf',
+    'begin',
+    'bcast-exclude',
+    'chdir',
+    'cluster-constraint',
+    'clusters',
+    'comment',
+    'constraint',
+    'container',
+    'container-id',
+    'core-spec',
+    'cores-per-socket',
+    'cpu-bind',
+    'cpu-freq',
+    'cpus-per-gpu',
+    'cpus-per-task',
+    'deadline',
+    'delay-boot',
+    'dependency',
+    'distribution',
+    'epilog',
+    'error',
+    'exclude',
+    'export',
+    'export-file',
+    'extra',
+    'extra-node-info',
+    'get-user-env',
+    'gid',
+    'gpu-bind',
+    'gpu-freq',
+    'gpus',
+    'gpus-per-node',
+    'gpus-per-socket',
+    'gpus-per-task',
+    'gres',
+    'gres-flags',
+    'het-group',
+    'hint',
+    'input',
+    'job-name',
+    'jobid',
+    'licenses',
+    'mail-type',
+    'mail-user',
+    'mcs-label',
+    'mem',
+    'mem-bind',
+    'mem-per-cpu',
+    'mem-per-gpu',
+    'mincpus',
+    'mpi',
+    'network',
+    'nodefile',
+    'nodelist',
+    'nodes',
+    'ntasks',
+    'ntasks-per-core',
+    'ntasks-per-gpu',
+    'ntasks-per-node',
+    'ntasks-per-socket',
+    'ntasks-per-tres',
+    'open-mode',
+    'output',
+    'partition',
+    'power',
+    'prefer',
+    'priority',
+    'profile',
+    'prolog',
+    'qos',
+    'reservation',
+    'segment',
+    'signal',
+    'slurmd-debug',
+    'sockets-per-node',
+    'switches',
+    'task-epilog',
+    'task-prolog',
+    'thread-spec',
+    'threads',
+    'threads-per-core',
+    'time',
+    'time-min',
+    'tmp',
+    'tres-bind',
+    'tres-per-task',
+    'uid',
+    'wait',
+    'wckey',
     'wrap',
 }
-SLURM_SHORT = {'N': 'nodes', 'n': 'ntasks', 'G': 'gpus', 'c': 'cpus-per-task', 'w': 'nodelist', 'x': 'exclude',
-               'p': 'partition', 'J': 'job-name', 't': 'time', 'o': 'output', 'e': 'error', 'D': 'chdir'}
+SLURM_SHORT = {
+    'N': 'nodes',
+    'n': 'ntasks',
+    'G': 'gpus',
+    'c': 'cpus-per-task',
+    'w': 'nodelist',
+    'x': 'exclude',
+    'p': 'partition',
+    'J': 'job-name',
+    't': 'time',
+    'o': 'output',
+    'e': 'error',
+    'D': 'chdir',
+}
 
 
 def slurm_options(args: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -250,7 +367,7 @@ def slurm_options(args: list[str]) -> tuple[dict[str, str], list[str]]:
     while i < len(args):
         w = args[i]
         if w == '--':
-            return opts, args[i + 1:]
+            return opts, args[i + 1 :]
         if not w.startswith('-') or w == '-':
             return opts, args[i:]
         if w.startswith('--'):
@@ -264,7 +381,7 @@ def slurm_options(args: list[str]) -> tuple[dict[str, str], list[str]]:
         while j < len(w):
             c = w[j]
             if c in SLURM_SHORT_VALUE:
-                val = w[j + 1:]
+                val = w[j + 1 :]
                 if not val:
                     val, i = (args[i + 1] if i + 1 < len(args) else ''), i + 1
                 opts[SLURM_SHORT.get(c, c)] = val
@@ -287,6 +404,7 @@ def sbatch_directives(text: str) -> dict[str, str]:
             break
         if s.startswith('#SBATCH') and s[7:8] in (' ', '\t'):
             import shlex
+
             try:
                 words = shlex.split(s[7:], comments=True)
             except ValueError:
@@ -341,9 +459,11 @@ def _int(value: Any, what: str, source: str) -> int:
         if '$' in str(value):
             var = re.search(r'\$\{?([A-Za-z_][A-Za-z0-9_]*)', str(value))
             name = var.group(1) if var else 'NAME'
-            raise GuardError(f'{source}: {what} {value}: the variable could not be resolved (set neither earlier in '
-                             f'the script nor in this environment), and it decides the world size; pass --env '
-                             f'{name}=... or export it before running the guard, or write the value') from None
+            raise GuardError(
+                f'{source}: {what} {value}: the variable could not be resolved (set neither earlier in '
+                f'the script nor in this environment), and it decides the world size; pass --env '
+                f'{name}=... or export it before running the guard, or write the value'
+            ) from None
         raise GuardError(f'{source}: {what} {value!r}: must be an integer') from None
 
 
@@ -363,14 +483,16 @@ def slurm_tasks(opts: Mapping[str, str], source: str) -> tuple[int, int]:
     return nodes, 1
 
 
-def through_srun(argv: list[str], env: Mapping[str, str], source: str) -> tuple[dict[str, str], list[str],
-                                                                               dict[str, str]]:
+def through_srun(
+    argv: list[str], env: Mapping[str, str], source: str
+) -> tuple[dict[str, str], list[str], dict[str, str]]:
     """``srun [options] CMD`` -> (srun's options, CMD, assignments CMD makes): srun(1) runs CMD on every task; a
     wrapper (``nohup``, ``timeout``) and a shell's command string (``bash -c "VAR=1 accelerate launch ..."``, the
     shape of open-r1's slurm/train.slurm) are read through as the script reader reads them."""
     from . import kind_of
     from .shell import read_script
     from .shell_expand import shell_c, strip_wrapper
+
     opts, inner = slurm_options(argv[1:])
     more: dict[str, str] = {}
     for _ in range(4):
@@ -390,12 +512,14 @@ def through_srun(argv: list[str], env: Mapping[str, str], source: str) -> tuple[
             break
         inner = stripped
     if not inner:
-        raise GuardError(f'{source}: `srun` with no command to run (srun(1): the first word that is not an option '
-                         f'is the program)')
+        raise GuardError(
+            f'{source}: `srun` with no command to run (srun(1): the first word that is not an option is the program)'
+        )
     return opts, inner, more
 
 
 # ---- peeling ----------------------------------------------------------------------------------------------------
+
 
 def peel(argv: list[str], env: Mapping[str, str], source: str = 'command line') -> Peeled:
     """Read through the launchers of ``argv`` with their own parsers -> the layers and what the innermost runs."""
@@ -424,6 +548,7 @@ def peel(argv: list[str], env: Mapping[str, str], source: str = 'command line') 
             continue
         if head == 'accelerate' and rest[1:2] == ['launch']:
             from .trl.accelerate import _accelerate_options
+
             opts, inner = _accelerate_options(rest[2:], source)
             layers.append(Layer('accelerate', 'accelerate launch', opts, set(opts)))
             if not inner:
@@ -431,8 +556,12 @@ def peel(argv: list[str], env: Mapping[str, str], source: str = 'command line') 
             if opts.get('no_python'):
                 rest = inner
                 continue
-            return Peeled(layers, (['-m'] if opts.get('module') else []) + inner,
-                          'module' if opts.get('module') else 'script', env=inner_env)
+            return Peeled(
+                layers,
+                (['-m'] if opts.get('module') else []) + inner,
+                'module' if opts.get('module') else 'script',
+                env=inner_env,
+            )
         if is_python(rest[0]):
             own, after = python_options(rest[1:])
             display = os.path.basename(rest[0])
@@ -452,17 +581,24 @@ def peel(argv: list[str], env: Mapping[str, str], source: str = 'command line') 
 
 # ---- what a command is, and its processes ----------------------------------------------------------------------
 
+
 def _imports_trl(path: str) -> bool | None:
     """Whether a training script imports TRL (None: the file is not here to read)."""
     import ast
+
     try:
         with open(path, encoding='utf-8') as f:
             tree = ast.parse(f.read())
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return None
     for node in ast.walk(tree):
-        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-            [node.module or ''] if isinstance(node, ast.ImportFrom) else []
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or '']
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
         if any(n.split('.')[0] == 'trl' for n in names):
             return True
     return False
@@ -476,6 +612,7 @@ def classify(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str
     framework ``unread``: a training command no reader here reads (a script that does not use TRL, ms-swift's
     other entry points); ``launcher``: a launcher whose own parser refuses the command (reading it says why)."""
     from .entrypoints import lookup_command, lookup_module, lookup_script
+
     if not argv:
         return None
     hit = lookup_command(argv)
@@ -515,9 +652,11 @@ def classify(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str
 def unresolved_head(argv: list[str], source: str) -> GuardError:
     """``$PYTHON -m swift.cli.rlhf ...`` with the variable set nowhere the reader could see."""
     name = argv[0].strip('${}')
-    return GuardError(f'{source}: {argv[0]}: the variable could not be resolved (set neither earlier in the script '
-                      f'nor in this environment), and it names the program that runs `{" ".join(argv[1:3])}`; pass '
-                      f'--env {name}=... or export it before running the guard')
+    return GuardError(
+        f'{source}: {argv[0]}: the variable could not be resolved (set neither earlier in the script '
+        f'nor in this environment), and it names the program that runs `{" ".join(argv[1:3])}`; pass '
+        f'--env {name}=... or export it before running the guard'
+    )
 
 
 def launcher_layout(layer: Layer, env: Mapping[str, str], source: str) -> dict[str, Any]:
@@ -537,6 +676,7 @@ def launcher_layout(layer: Layer, env: Mapping[str, str], source: str) -> dict[s
         if '$' in raw:
             _int(raw, f'{what} --nnodes', source)
         from torch.distributed.run import parse_min_max_nnodes
+
         try:
             _, nnodes = parse_min_max_nnodes(raw)  # MIN:MAX: planned at MAX, the most it waits for
         except (ValueError, RuntimeError) as e:
@@ -563,8 +703,10 @@ def _srun_note(srun: Mapping[str, str] | None, nnodes: int, source: str) -> str 
         return None
     nodes, per = slurm_tasks(srun, source)
     if nodes * per > nnodes:
-        return (f'`srun` starts {nodes * per} copies of the launcher ({nodes} node(s) x {per} task(s)) but the '
-                f'launcher inside spans {nnodes} node(s): each copy beyond that forms a group of its own')
+        return (
+            f'`srun` starts {nodes * per} copies of the launcher ({nodes} node(s) x {per} task(s)) but the '
+            f'launcher inside spans {nnodes} node(s): each copy beyond that forms a group of its own'
+        )
     return None
 
 
@@ -589,8 +731,16 @@ def process_launch(argv: list[str], env: Mapping[str, str], source: str) -> dict
         lay = dict(launcher_layout(layer, env, source), cvd=None)
     else:
         from .swift.entry import deepspeed_layout
-        d = {'nproc': None, 'nnodes': 1, 'cvd': None} if layer.opts.get('exclude') else \
-            deepspeed_layout(layer.opts, env.get('CUDA_VISIBLE_DEVICES'), None, source)
+
+        d = (
+            {'nproc': None, 'nnodes': 1, 'cvd': None}
+            if layer.opts.get('exclude')
+            else deepspeed_layout(layer.opts, env.get('CUDA_VISIBLE_DEVICES'), None, source)
+        )
         lay = {'nproc': d['nproc'], 'nnodes': d['nnodes'], 'env': {}, 'cvd': d['cvd']}
-    return {**lay, 'script': script, 'script_args': args,
-            'opts': {k: layer.opts[k] for k in sorted(layer.given) if k in layer.opts}}
+    return {
+        **lay,
+        'script': script,
+        'script_args': args,
+        'opts': {k: layer.opts[k] for k in sorted(layer.given) if k in layer.opts},
+    }

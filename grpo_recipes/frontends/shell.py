@@ -6,6 +6,7 @@ environment, ``export VAR=value`` lines in a script carry over to the commands a
 
 Nothing is executed; the script, the files it sources and the file tests it makes are all that is read.
 """
+
 from __future__ import annotations
 
 import os
@@ -78,16 +79,25 @@ def parse_command_text(text: str, what: str = 'command') -> Command:
     """A pasted command line (continuations, ``bash -c '...'``, ``nohup ... &`` allowed) -> the command the guard
     reads: the first one it knows (``swift rollout``, ``accelerate launch``, ...), else the first."""
     from . import kind_of
+
     cmds = [c for c in read_script(text, {}, what) if not c.commented]
     if not cmds:
         raise GuardError(f'{what}: {text[:60]!r} has no command after its VAR=value assignments')
     cmd = next((c for c in cmds if kind_of(c.argv)), cmds[0])
-    return Command(env=cmd.env, argv=cmd.argv, unresolved=cmd.unresolved, placeholders=cmd.placeholders,
-                   assumed=cmd.assumed, loops=cmd.loops, cwd=cmd.cwd)
+    return Command(
+        env=cmd.env,
+        argv=cmd.argv,
+        unresolved=cmd.unresolved,
+        placeholders=cmd.placeholders,
+        assumed=cmd.assumed,
+        loops=cmd.loops,
+        cwd=cmd.cwd,
+    )
 
 
-def read_script(text: str, environ: Mapping[str, str] | None = None, source: str = '<script>',
-                cwd: str | None = None) -> list[Command]:
+def read_script(
+    text: str, environ: Mapping[str, str] | None = None, source: str = '<script>', cwd: str | None = None
+) -> list[Command]:
     """Every simple command of a bash launcher, with the environment it would run with, read as bash reads it
     (:mod:`.bash`: tree-sitter-bash's grammar, evaluated without running anything).
 

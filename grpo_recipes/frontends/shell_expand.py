@@ -9,6 +9,7 @@ an exported one stays exported with the new value). A variable set nowhere (not 
 the environment) is left as written, so a caller can say it could not be resolved (:func:`unresolved`).
 Pure: nothing is executed.
 """
+
 from __future__ import annotations
 
 import re
@@ -24,8 +25,13 @@ _LEFT = re.compile(rf'\$(?:\{{{_NAME}[^{{}}]*\}}|{_NAME}|\((?:[^()]|\((?:[^()]|\
 # nohup/exec/time/command: coreutils and bash builtins; setsid (util-linux): -c -f -w, no values; timeout
 # (coreutils): DURATION before the command, -s/-k take a value; nice: -n takes a value; stdbuf: -i/-o/-e values.
 WRAPPERS: dict[str, set[str]] = {
-    'nohup': set(), 'exec': set(), 'time': set(), 'command': set(), 'setsid': set(),
-    'timeout': {'-s', '--signal', '-k', '--kill-after'}, 'nice': {'-n', '--adjustment'},
+    'nohup': set(),
+    'exec': set(),
+    'time': set(),
+    'command': set(),
+    'setsid': set(),
+    'timeout': {'-s', '--signal', '-k', '--kill-after'},
+    'nice': {'-n', '--adjustment'},
     'stdbuf': {'-i', '-o', '-e', '--input', '--output', '--error'},
 }
 # Wrappers whose first positional word is theirs, not the command's (timeout's DURATION).
@@ -38,6 +44,7 @@ def expand(word: str, scope: MutableMapping[str, str], exported: MutableMapping[
     once: a value that names itself (``PYTHONPATH=$PYTHONPATH:...``) is not expanded again. ``:=``/``=`` assign into
     ``scope`` (and into ``exported`` where the name is there). What is set nowhere stays as written."""
     from .bash.evaluator import Evaluator
+
     ev = Evaluator({k: v for k, v in scope.items()}, '<word>', None)
     out = ev.exp.dquoted(word)
     for name in ev.state.touched:
@@ -103,7 +110,9 @@ def unresolved_message(argv: list[str], source: str, error: str = '') -> str | N
             continue
         flag = argv[i - 1] if i and argv[i - 1].startswith('-') and not word.startswith('-') else None
         what = f'{flag} {word}' if flag else word
-        return (f'{source}: {what}: {", ".join(refs)} could not be resolved (set neither earlier in the script nor '
-                f'in this environment), so its value is unknown here; export it before running the guard, or write '
-                f'the value')
+        return (
+            f'{source}: {what}: {", ".join(refs)} could not be resolved (set neither earlier in the script nor '
+            f'in this environment), so its value is unknown here; export it before running the guard, or write '
+            f'the value'
+        )
     return None

@@ -7,6 +7,7 @@ whitespace ("Word Splitting", default IFS), so ``--x ${V:-a b}`` hands the comma
 an unquoted expansion that is empty leaves no word at all. Inside double quotes nothing is split. A variable set
 nowhere is kept as written (:func:`.shell_expand.unresolved`).
 """
+
 from __future__ import annotations
 
 from typing import MutableMapping
@@ -14,12 +15,14 @@ from typing import MutableMapping
 from ..errors import GuardError
 
 
-def split_words(text: str, scope: MutableMapping[str, str],
-                exported: MutableMapping[str, str] | None = None) -> list[str]:
+def split_words(
+    text: str, scope: MutableMapping[str, str], exported: MutableMapping[str, str] | None = None
+) -> list[str]:
     """One line -> the words of its simple commands after expansion and word splitting (``;`` between two
     commands). Assignments the line makes (``A=1``, ``${A:=1}``) are written back into ``scope`` (and into
     ``exported`` where the name is there). A line bash cannot parse raises ValueError."""
     from .bash.evaluator import Evaluator, _Exit
+
     ev = Evaluator(dict(scope), '<line>', None)
     try:
         ev.run_text(text, '<line>')

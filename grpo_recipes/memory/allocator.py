@@ -34,6 +34,7 @@ Not modelled (the differences from a real run are listed in bench/bench_allocato
 ``record_stream`` events, no side streams), the addresses ``cudaMalloc`` returns (new segments here get increasing
 addresses, which only breaks ties between equal-size blocks), and memory the allocator never sees.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -41,15 +42,14 @@ from dataclasses import dataclass, field
 
 from ..allocconf import AllocConf
 
-MiB = 2 ** 20
-K_MIN_BLOCK = 512          # kMinBlockSize
-K_SMALL_SIZE = 1 * MiB     # kSmallSize
-K_SMALL_BUFFER = 2 * MiB   # kSmallBuffer
+MiB = 2**20
+K_MIN_BLOCK = 512  # kMinBlockSize
+K_SMALL_SIZE = 1 * MiB  # kSmallSize
+K_SMALL_BUFFER = 2 * MiB  # kSmallBuffer
 K_LARGE_BUFFER = 20 * MiB  # kLargeBuffer
 K_MIN_LARGE_ALLOC = 10 * MiB  # kMinLargeAlloc
-K_ROUND_LARGE = 2 * MiB    # kRoundLarge
+K_ROUND_LARGE = 2 * MiB  # kRoundLarge
 ADDRESS_SPACE_OF_DEVICE = 9 / 8  # an expandable segment reserves 1 1/8 of the device's memory (find_expandable_block)
-
 
 
 def round_size(n: int) -> int:
@@ -189,6 +189,7 @@ class CachingAllocator:
     # -- expandable segments -------------------------------------------------------------------------------------
     def _find_expandable_block(self, pool: _Pool, size: int) -> _Block:
         """find_expandable_block: the lowest address where free + unmapped space fits ``size``, else a new segment."""
+
         def allocatable(b):
             return b is not None and not b.allocated
 
@@ -202,7 +203,7 @@ class CachingAllocator:
             if got >= size:
                 return c
         page = K_SMALL_BUFFER if pool.small else K_LARGE_BUFFER
-        space = int((self.capacity or 2 ** 44) * ADDRESS_SPACE_OF_DEVICE) // page * page + page
+        space = int((self.capacity or 2**44) * ADDRESS_SPACE_OF_DEVICE) // page * page + page
         seg = _Segment(self._new_addr(space, page), True, page)
         self.exp_segments.append(seg)
         b = _Block(space, seg.base, seg, pool.small, mapped=False)
@@ -300,8 +301,10 @@ class CachingAllocator:
         b = pool.by_key[pool.keys[i]]
         if b.seg.expandable:
             if self.conf.expandable_segments:
+
                 def exp_size(x):
                     return x.size + (x.next.size if x.next is not None and not x.next.mapped else 0)
+
                 j = i + 1
                 while b.seg.expandable and j < len(pool.keys) and exp_size(pool.by_key[pool.keys[j]]) < exp_size(b):
                     b = pool.by_key[pool.keys[j]]
@@ -352,8 +355,7 @@ class CachingAllocator:
                 elif b.prev is None and b.next is None:
                     self._release_block(b)
             for seg in list(self.exp_segments):
-                heads = [pool.unmapped_by_addr[a] for a, _ in pool.unmapped
-                         if pool.unmapped_by_addr[a].seg is seg]
+                heads = [pool.unmapped_by_addr[a] for a, _ in pool.unmapped if pool.unmapped_by_addr[a].seg is seg]
                 if len(heads) == 1 and heads[0].prev is None and heads[0].next is None:
                     pool.remove(heads[0])  # release_expandable_segment
                     self.exp_segments.remove(seg)
@@ -373,8 +375,10 @@ class CachingAllocator:
                 b = self._alloc_block(pool, size, alloc_size)
             if b is None:
                 self.stats.ooms += 1
-                raise OutOfMemory(f'Tried to allocate {alloc_size / MiB:.2f} MiB with {self.reserved / MiB:.0f} MiB '
-                                  f'reserved and {self.allocated / MiB:.0f} MiB allocated')
+                raise OutOfMemory(
+                    f'Tried to allocate {alloc_size / MiB:.2f} MiB with {self.reserved / MiB:.0f} MiB '
+                    f'reserved and {self.allocated / MiB:.0f} MiB allocated'
+                )
         remaining = b.size - size
         ms = self.conf.max_split_size
         if b.small or self.conf.expandable_segments:

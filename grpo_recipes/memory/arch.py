@@ -12,6 +12,7 @@ Quantised checkpoints (peers-and-memory.md §E.4):
   ``lm_head``, norms and biases stay 16-bit.
 - bnb NF4 with double quantisation: 4.127 bits per weight (QLoRA paper §3), 4.5 without.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -27,8 +28,11 @@ def model_max_len(model: dict | None) -> int | None:
         return None
     rope = model.get('rope_scaling') or {}
     factor = rope.get('factor') if isinstance(rope, dict) else None
-    if isinstance(factor, (int, float)) and factor > 1 and rope.get('type', rope.get('rope_type')) in ('yarn',
-                                                                                                      'dynamic'):
+    if (
+        isinstance(factor, (int, float))
+        and factor > 1
+        and rope.get('type', rope.get('rope_type')) in ('yarn', 'dynamic')
+    ):
         return int(mpe * factor)
     return mpe
 
@@ -84,8 +88,11 @@ class Arch:
 
     @classmethod
     def from_config(cls, cfg: dict) -> 'Arch':
-        cfg = dict(cfg.get('text_config') or {}, **{k: v for k, v in cfg.items() if k != 'text_config'}) \
-            if 'text_config' in cfg and 'hidden_size' not in cfg else cfg
+        cfg = (
+            dict(cfg.get('text_config') or {}, **{k: v for k, v in cfg.items() if k != 'text_config'})
+            if 'text_config' in cfg and 'hidden_size' not in cfg
+            else cfg
+        )
         mt = str(cfg.get('model_type', '')).lower()
         heads = int(cfg['num_attention_heads'])
         hidden = int(cfg['hidden_size'])
@@ -96,25 +103,43 @@ class Arch:
         if bias is None:
             bias = mt in ('qwen2', 'qwen2_moe', 'qwen2_vl', 'qwen2_5_vl')
         return cls(
-            model_type=mt, hidden=hidden, layers=int(cfg['num_hidden_layers']), heads=heads,
-            kv_heads=int(cfg.get('num_key_value_heads') or heads), head_dim=int(head_dim),
-            intermediate=int(cfg.get('intermediate_size') or 0), vocab=int(cfg['vocab_size']),
+            model_type=mt,
+            hidden=hidden,
+            layers=int(cfg['num_hidden_layers']),
+            heads=heads,
+            kv_heads=int(cfg.get('num_key_value_heads') or heads),
+            head_dim=int(head_dim),
+            intermediate=int(cfg.get('intermediate_size') or 0),
+            vocab=int(cfg['vocab_size']),
             tied=bool(cfg.get('tie_word_embeddings', False)),
             dtype=str(cfg.get('torch_dtype') or cfg.get('dtype') or 'bfloat16'),
-            max_position_embeddings=cfg.get('max_position_embeddings'), rope_context=model_max_len(cfg),
+            max_position_embeddings=cfg.get('max_position_embeddings'),
+            rope_context=model_max_len(cfg),
             attention_bias=bool(bias),
-            qk_norm=mt.startswith('qwen3'), experts=experts,
+            qk_norm=mt.startswith('qwen3'),
+            experts=experts,
             experts_per_token=int(cfg.get('num_experts_per_tok') or 0),
-            moe_intermediate=int(cfg.get('moe_intermediate_size') or (cfg.get('intermediate_size') if experts and
-                                                                    mt == 'mixtral' else 0) or 0),
+            moe_intermediate=int(
+                cfg.get('moe_intermediate_size')
+                or (cfg.get('intermediate_size') if experts and mt == 'mixtral' else 0)
+                or 0
+            ),
             shared_expert_intermediate=int(cfg.get('shared_expert_intermediate_size') or 0),
-            quant=quant, vision=vision_params(mt, cfg.get('vision_config'), hidden),
+            quant=quant,
+            vision=vision_params(mt, cfg.get('vision_config'), hidden),
             attention_layers=_attention_layers(cfg),
-            linear_attention=(int(cfg.get('linear_num_key_heads') or 0), int(cfg.get('linear_key_head_dim') or 0),
-                              int(cfg.get('linear_num_value_heads') or 0), int(cfg.get('linear_value_head_dim') or 0),
-                              int(cfg.get('linear_conv_kernel_dim') or 4)) if _attention_layers(cfg) else (),
+            linear_attention=(
+                int(cfg.get('linear_num_key_heads') or 0),
+                int(cfg.get('linear_key_head_dim') or 0),
+                int(cfg.get('linear_num_value_heads') or 0),
+                int(cfg.get('linear_value_head_dim') or 0),
+                int(cfg.get('linear_conv_kernel_dim') or 4),
+            )
+            if _attention_layers(cfg)
+            else (),
             gated_q=mt.startswith(('qwen3_next', 'qwen3_5')),
-            rotary_fraction=float(cfg.get('partial_rotary_factor') or 1.0))
+            rotary_fraction=float(cfg.get('partial_rotary_factor') or 1.0),
+        )
 
     # ---- parameter counts ----
     @property
@@ -183,8 +208,11 @@ class Arch:
 
     def linear_params(self) -> int:
         if self.linear_layers:
-            return ((self.layers - self.linear_layers) * self.attention_linear_params() + self.layers *
-                    self.mlp_linear_params() + self.linear_layers * self.linear_attention_params()[0])
+            return (
+                (self.layers - self.linear_layers) * self.attention_linear_params()
+                + self.layers * self.mlp_linear_params()
+                + self.linear_layers * self.linear_attention_params()[0]
+            )
         return self.layers * (self.attention_linear_params() + self.mlp_linear_params())
 
     def small_params(self) -> int:
@@ -192,12 +220,12 @@ class Arch:
         if self.linear_layers:
             no_qk = self.layer_small_params() - (2 * self.head_dim if self.qk_norm else 0)
             return (self.layers - self.linear_layers) * self.layer_small_params() + self.linear_layers * (
-                no_qk + self.linear_attention_params()[1])
+                no_qk + self.linear_attention_params()[1]
+            )
         return self.layers * self.layer_small_params()
 
     def param_count(self) -> int:
-        return self.linear_params() + self.small_params() + self.embedding_params() + \
-            self.hidden + self.vision
+        return self.linear_params() + self.small_params() + self.embedding_params() + self.hidden + self.vision
 
     def largest_layer_params(self) -> int:
         """The biggest single module ZeRO-3 gathers at once (embedding or one decoder layer)."""
@@ -266,8 +294,15 @@ class Arch:
         """Σ r × (d_in + d_out) over the adapted linears (peers-and-memory.md §E.3)."""
         h, q, kv = self.hidden, self.q_dim, self.kv_dim
         inter = self.intermediate if not self.experts else self.moe_intermediate
-        shapes = {'q_proj': (h, q), 'k_proj': (h, kv), 'v_proj': (h, kv), 'o_proj': (q, h),
-                  'gate_proj': (h, inter), 'up_proj': (h, inter), 'down_proj': (inter, h)}
+        shapes = {
+            'q_proj': (h, q),
+            'k_proj': (h, kv),
+            'v_proj': (h, kv),
+            'o_proj': (q, h),
+            'gate_proj': (h, inter),
+            'up_proj': (h, inter),
+            'down_proj': (inter, h),
+        }
         targets = target_modules or ['all-linear']
         if any(t in ('all-linear', 'all') for t in targets):
             chosen = list(shapes)
@@ -284,10 +319,24 @@ class Arch:
 # transformers' defaults for the vision fields a saved config may leave out (Qwen2VLVisionConfig,
 # Qwen2_5_VLVisionConfig); Qwen2.5-VL checkpoints state hidden_size 1280 and out_hidden_size = the LLM's width
 VISION_DEFAULTS = {
-    'qwen2_vl': {'depth': 32, 'embed_dim': 1280, 'mlp_ratio': 4, 'in_channels': 3, 'patch_size': 14,
-                 'temporal_patch_size': 2, 'spatial_merge_size': 2},
-    'qwen2_5_vl': {'depth': 32, 'hidden_size': 1280, 'intermediate_size': 3420, 'in_channels': 3, 'patch_size': 14,
-                   'temporal_patch_size': 2, 'spatial_merge_size': 2},
+    'qwen2_vl': {
+        'depth': 32,
+        'embed_dim': 1280,
+        'mlp_ratio': 4,
+        'in_channels': 3,
+        'patch_size': 14,
+        'temporal_patch_size': 2,
+        'spatial_merge_size': 2,
+    },
+    'qwen2_5_vl': {
+        'depth': 32,
+        'hidden_size': 1280,
+        'intermediate_size': 3420,
+        'in_channels': 3,
+        'patch_size': 14,
+        'temporal_patch_size': 2,
+        'spatial_merge_size': 2,
+    },
 }
 
 

@@ -9,6 +9,7 @@ users ran). Peaks are compared like with like: ms-swift's logged ``memory(GiB)``
 memory, so the CUDA context and NCCL buffers are left out of that comparison; nvidia-smi and header
 comments are compared with the full total. Nothing here is fitted per case.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,14 +34,23 @@ from .vllm import resolve_sampler, vllm_checks, vllm_kv_bytes_per_token, vllm_te
 
 RENAMES = {'train_type': 'tuner_type', 'max_prompt_length': 'max_length'}
 # vLLM's own argument names, as a vllm_startup case may keep them, and the ms-swift names they map to
-VLLM_RENAMES = {'gpu_memory_utilization': 'vllm_gpu_memory_utilization', 'tensor_parallel_size':
-                'vllm_tensor_parallel_size', 'max_model_len': 'vllm_max_model_len', 'max_num_seqs': 'vllm_max_num_seqs',
-                'enforce_eager': 'vllm_enforce_eager'}
+VLLM_RENAMES = {
+    'gpu_memory_utilization': 'vllm_gpu_memory_utilization',
+    'tensor_parallel_size': 'vllm_tensor_parallel_size',
+    'max_model_len': 'vllm_max_model_len',
+    'max_num_seqs': 'vllm_max_num_seqs',
+    'enforce_eager': 'vllm_enforce_eager',
+}
 # vLLM engine arguments ms-swift has no flag for; they travel in vllm_engine_kwargs (with or without vllm_)
-ENGINE_KEYS = ('max_num_batched_tokens', 'kv_cache_dtype', 'quantization', 'limit_mm_per_prompt',
-               'enable_chunked_prefill', 'mm_processor_kwargs')
+ENGINE_KEYS = (
+    'max_num_batched_tokens',
+    'kv_cache_dtype',
+    'quantization',
+    'limit_mm_per_prompt',
+    'enable_chunked_prefill',
+    'mm_processor_kwargs',
+)
 FRAMEWORKS_MAPPED = ('ms-swift', 'trl', 'vllm', 'unsloth')
-
 
 
 def _gpu(case: dict) -> str | None:
@@ -106,8 +116,12 @@ def _is_trl(case: dict) -> bool:
 
 
 # Case keys (ms-swift names, per the schema) -> TRL's flags; the rest are taken as TRL's own names.
-TRL_CASE_FLAGS = {'lora_rank': 'lora_r', 'target_modules': 'lora_target_modules', 'torch_dtype': 'dtype',
-                  'vllm_max_model_len': 'vllm_max_model_length'}
+TRL_CASE_FLAGS = {
+    'lora_rank': 'lora_r',
+    'target_modules': 'lora_target_modules',
+    'torch_dtype': 'dtype',
+    'vllm_max_model_len': 'vllm_max_model_length',
+}
 
 
 def _trl_config(case: dict) -> tuple[GRPOConfig, dict]:
@@ -133,8 +147,9 @@ def _trl_config(case: dict) -> tuple[GRPOConfig, dict]:
         k = TRL_CASE_FLAGS.get(k, k)
         if k not in known or v is None or isinstance(v, dict):
             continue
-        args += [f'--{k}'] + ([str(x) for x in v] if isinstance(v, list) else [str(v).lower() if isinstance(v, bool)
-                                                                               else str(v)])
+        args += [f'--{k}'] + (
+            [str(x) for x in v] if isinstance(v, list) else [str(v).lower() if isinstance(v, bool) else str(v)]
+        )
     env = {'CUDA_VISIBLE_DEVICES': ','.join(str(i) for i in range(int(n) if n.isdigit() else 1))}
     try:
         launch = load_trl([*acc, 'train.py', *args], env, case['id'])
@@ -186,10 +201,18 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     # a field of the schema, so otherwise vLLM's native sampler (the larger reservation) is assumed
     sampler, why = resolve_sampler(c.get('VLLM_USE_FLASHINFER_SAMPLER'), case.get('framework_version'), None)
     graphs_env = c.get('VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS')
-    inp = Inputs(arch=arch, capacity_gib=cap, gpu_name=_gpu(case), prompt_len=0, vllm_entry='server',
-                 vllm_sampler=sampler, vllm_sampler_why=why, vllm_version=case.get('framework_version'),
-                 vllm_graphs_env=None if graphs_env is None else str(graphs_env),
-                 vllm_use_v1_env=None if c.get('VLLM_USE_V1') is None else str(c['VLLM_USE_V1']))
+    inp = Inputs(
+        arch=arch,
+        capacity_gib=cap,
+        gpu_name=_gpu(case),
+        prompt_len=0,
+        vllm_entry='server',
+        vllm_sampler=sampler,
+        vllm_sampler_why=why,
+        vllm_version=case.get('framework_version'),
+        vllm_graphs_env=None if graphs_env is None else str(graphs_env),
+        vllm_use_v1_env=None if c.get('VLLM_USE_V1') is None else str(c['VLLM_USE_V1']),
+    )
     v = vllm_terms(cfg, inp)
     problems: list[dict] = []
     plan = build_plan(cfg, {}, Hardware())
@@ -198,12 +221,20 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     failed = any(p.get('severity', 'error') == 'error' for p in problems)
     kv_per_token = vllm_kv_bytes_per_token(cfg, arch)
     if arch.linear_layers:  # a hybrid's logged token capacity spreads each request's linear state over max_model_len
-        kv_per_token = vllm_startup.bytes_per_token(kv_per_token, arch, max(1, cfg.vllm_tensor_parallel_size),
-                                                    cfg.vllm_max_model_len or arch.context_len)
-    return {'weights_gib': round(v['weights'] / GiB, 3), 'kv_cache_gib': round(max(0.0, v['kv_cache']) / GiB, 3),
-            'activation_gib': round(v['activation'] / GiB, 3), 'sampler': sampler, 'sampler_why': why,
-            'kv_bytes_per_token': kv_per_token,
-            'startup_failed': failed, 'fits': not failed, 'reasons': [p['check'] for p in problems]}
+        kv_per_token = vllm_startup.bytes_per_token(
+            kv_per_token, arch, max(1, cfg.vllm_tensor_parallel_size), cfg.vllm_max_model_len or arch.context_len
+        )
+    return {
+        'weights_gib': round(v['weights'] / GiB, 3),
+        'kv_cache_gib': round(max(0.0, v['kv_cache']) / GiB, 3),
+        'activation_gib': round(v['activation'] / GiB, 3),
+        'sampler': sampler,
+        'sampler_why': why,
+        'kv_bytes_per_token': kv_per_token,
+        'startup_failed': failed,
+        'fits': not failed,
+        'reasons': [p['check'] for p in problems],
+    }
 
 
 def _engine_keys(c: dict) -> dict:
@@ -235,8 +266,10 @@ def _predict_train(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict
     elif c.get('max_completion_length') is None:
         raise CannotPredict('config.max_completion_length')
     if c.get('vllm_device') not in (None, ''):
-        raise CannotPredict("config.vllm_device (ms-swift 3.x's vllm_device ran vLLM on a device of its own "
-                            'inside the training process; that placement is not modelled)')
+        raise CannotPredict(
+            "config.vllm_device (ms-swift 3.x's vllm_device ran vLLM on a device of its own "
+            'inside the training process; that placement is not modelled)'
+        )
     if cap is None:
         cards = candidates(_gpu(case))
         if cards:
@@ -281,6 +314,7 @@ def _alloc_conf(case: dict):
     / PYTORCH_CUDA_ALLOC_CONF, read as the launch reader reads them; torch's defaults when neither is stated."""
     from ..allocconf import DEFAULT, case_setting
     from ..errors import GuardError
+
     for where in ('environ', 'config'):
         d = case.get(where) if isinstance(case.get(where), dict) else {}
         try:
@@ -315,8 +349,15 @@ def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool) -> d
     prompt = 0 if sft else (cfg.max_length or 0)
     torch_v, tf_v = stated_version(case, 'torch'), stated_version(case, 'transformers')
     adamw, _ = resolve_adamw(cfg.optim, torch_v, tf_v)
-    inp = Inputs(arch=arch, capacity_gib=cap or 1e9, gpu_name=_gpu(case), prompt_len=prompt, sft=sft, adamw=adamw,
-                 alloc=None if sft else _alloc_conf(case))  # the reserve was derived from GRPO steps only
+    inp = Inputs(
+        arch=arch,
+        capacity_gib=cap or 1e9,
+        gpu_name=_gpu(case),
+        prompt_len=prompt,
+        sft=sft,
+        adamw=adamw,
+        alloc=None if sft else _alloc_conf(case),
+    )  # the reserve was derived from GRPO steps only
 
     def peak(inputs: Inputs):
         # like with like: the device figure (nvidia-smi, OOM) and torch's reserved bytes (ms-swift's memory(GiB))
@@ -324,8 +365,13 @@ def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool) -> d
         return m, round(m.total_gib, 2), m.quantities['reserved_gib']
 
     m, total, torch_only = peak(inp)
-    out = {'peak_gib': total, 'peak_torch_gib': torch_only, 'quantities': m.quantities, 'phase': m.phase,
-           'dominant': next(iter(m.phase_terms), '')}
+    out = {
+        'peak_gib': total,
+        'peak_torch_gib': torch_only,
+        'quantities': m.quantities,
+        'phase': m.phase,
+        'dominant': next(iter(m.phase_terms), ''),
+    }
     if cfg.optim is None and torch_v is None and tf_v is None and adamw in ('fused', 'foreach'):
         # the case states neither version, and transformers' default AdamW depends on both (memory.resolve_adamw):
         # the peak is known only as the range over the two (a range, not a fitted choice)
@@ -333,8 +379,9 @@ def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool) -> d
         if abs(other - total) > 0.01 * total:
             out['peak_range_gib'] = sorted([total, other])
             out['peak_torch_range_gib'] = sorted([torch_only, other_torch])
-            out['range_why'] = ('torch/transformers not stated: AdamW fused (transformers >= 4.54 on torch >= 2.8) '
-                                'or foreach (before)')
+            out['range_why'] = (
+                'torch/transformers not stated: AdamW fused (transformers >= 4.54 on torch >= 2.8) or foreach (before)'
+            )
     c = case.get('config') or {}
     if c.get('padding_free') or c.get('packing'):
         # packed rows hold the batch's real tokens; planning puts every row at max_length, an upper bound

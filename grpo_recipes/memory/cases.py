@@ -1,5 +1,6 @@
 """Calibration cases (``../shared/calibration/README.md`` gives the schema): read a JSONL file, check each case's
 shape, and normalise the spellings sources use, naming every field that is off."""
+
 from __future__ import annotations
 
 import json
@@ -32,12 +33,32 @@ def load_cases(path: str | Path) -> list[dict]:
 
 # Numeric fields the scorer reads; a case that gives one in another form cannot be scored on it.
 NUMERIC_TOP = ('gpu_total_gib', 'num_gpus')
-NUMERIC_OUTCOME = ('peak_gib_per_gpu', 'model_load_gib_per_gpu', 'model_load_gib', 'kv_cache_gib_per_gpu',
-                   'kv_cache_gib', 'kv_cache_tokens', 'kv_cache_capacity_tokens')
-ARCH_POSITIVE = ('hidden_size', 'num_hidden_layers', 'num_attention_heads', 'vocab_size', 'intermediate_size',
-                 'num_key_value_heads', 'head_dim', 'max_position_embeddings')
-ARCH_COUNTS = ('moe_intermediate_size', 'num_experts', 'num_local_experts', 'num_experts_per_tok',
-               'shared_expert_intermediate_size')
+NUMERIC_OUTCOME = (
+    'peak_gib_per_gpu',
+    'model_load_gib_per_gpu',
+    'model_load_gib',
+    'kv_cache_gib_per_gpu',
+    'kv_cache_gib',
+    'kv_cache_tokens',
+    'kv_cache_capacity_tokens',
+)
+ARCH_POSITIVE = (
+    'hidden_size',
+    'num_hidden_layers',
+    'num_attention_heads',
+    'vocab_size',
+    'intermediate_size',
+    'num_key_value_heads',
+    'head_dim',
+    'max_position_embeddings',
+)
+ARCH_COUNTS = (
+    'moe_intermediate_size',
+    'num_experts',
+    'num_local_experts',
+    'num_experts_per_tok',
+    'shared_expert_intermediate_size',
+)
 
 
 def _is_num(v) -> bool:
@@ -58,8 +79,13 @@ def normalise(case: dict) -> tuple[dict, list[str]]:
     notes: list[str] = []
     out = case.get('outcome')
     if isinstance(out, dict):
-        for key, pick in (('peak_gib_per_gpu', max), ('kv_cache_gib_per_gpu', min), ('kv_cache_gib', min),
-                          ('model_load_gib_per_gpu', max), ('kv_cache_tokens', min)):
+        for key, pick in (
+            ('peak_gib_per_gpu', max),
+            ('kv_cache_gib_per_gpu', min),
+            ('kv_cache_gib', min),
+            ('model_load_gib_per_gpu', max),
+            ('kv_cache_tokens', min),
+        ):
             v = out.get(key)
             if isinstance(v, list) and v and all(_is_num(x) for x in v):
                 out[key] = pick(v)
@@ -82,7 +108,7 @@ def normalise(case: dict) -> tuple[dict, list[str]]:
         if d == 'auto':
             if mc.get('torch_dtype', mc.get('dtype')):
                 cfg['torch_dtype'] = str(mc.get('torch_dtype', mc.get('dtype')))
-                notes.append(f'config.torch_dtype auto: the checkpoint\'s {cfg["torch_dtype"]}')
+                notes.append(f"config.torch_dtype auto: the checkpoint's {cfg['torch_dtype']}")
             else:
                 cfg.pop('torch_dtype')
         else:

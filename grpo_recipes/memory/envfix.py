@@ -16,6 +16,7 @@ is compatible with the launch:
 How much the setting saves is the memory model's business: :func:`with_alloc` hands the trainer's and vLLM's
 allocator to ``memory.estimate`` through ``Inputs.alloc`` / ``Inputs.alloc_vllm`` (the reserve term reads them).
 """
+
 from __future__ import annotations
 
 import re
@@ -39,6 +40,7 @@ def candidate(report) -> tuple[str, str] | None:
     """(variable, new text) to try first in the fix search, or None where the setting is on already or does not
     fit the launch (see the module docstring)."""
     from ..versions import version_tuple
+
     cfg, launch = report.cfg, report.launch
     if launch.kind != 'train':
         return None
@@ -80,12 +82,18 @@ def assumptions(report) -> list[str]:
     cfg, launch = report.cfg, report.launch
     setting = launch.alloc
     ph = phases(setting, launch.framework, cfg.use_vllm, cfg.vllm_mode, cfg.effective_sleep_level)
-    where = f'{ph.trainer.variable} from {setting.source}' if setting and setting.source else \
-        f'{OLD_VAR} and {NEW_VAR} not set'
+    where = (
+        f'{ph.trainer.variable} from {setting.source}'
+        if setting and setting.source
+        else f'{OLD_VAR} and {NEW_VAR} not set'
+    )
     line = f'CUDA allocator: training with {ph.trainer.label} ({where})'
     if ph.vllm is not None:
-        line += ('; vLLM in its sleep-mode memory pool (no expandable segments)' if ph.vllm_pool else
-                 f'; vLLM\'s memory made with {ph.vllm.label}')
+        line += (
+            '; vLLM in its sleep-mode memory pool (no expandable segments)'
+            if ph.vllm_pool
+            else f"; vLLM's memory made with {ph.vllm.label}"
+        )
     return [line, *ph.notes]
 
 
@@ -108,8 +116,11 @@ def render(env: dict[str, str], launch) -> str:
         where = (setting.script_line or launch.config_file).rsplit(':', 1)
         return '\n'.join(f'export {k}={v}' for k, v in env.items()) + f'   (add above line {where[1]} of {where[0]})'
     if how == 'yaml' and not any(setting.sources.get(k) == 'environment' for k in env):
-        return '+ ENV:\n' + '\n'.join(f"+   {k}: '{v}'" for k, v in env.items()) + \
-            f'   (ms-swift sets ENV before it starts training; {launch.config_file})'
+        return (
+            '+ ENV:\n'
+            + '\n'.join(f"+   {k}: '{v}'" for k, v in env.items())
+            + f'   (ms-swift sets ENV before it starts training; {launch.config_file})'
+        )
     head = ' '.join(launch.command[:2]) if launch.command else 'swift rlhf'
     return ' '.join(f'{k}={v}' for k, v in env.items()) + f' {head} ...   (as a prefix of the command)'
 
@@ -127,5 +138,12 @@ def verify(launch, report, check) -> dict:
     train = [m for m in again.memory if m.role != 'rollout']
     fits = bool(train) and all(m.fits for m in train) and again.ok
     peak = max((m.peak_fraction for m in train), default=None)
-    return {'ok': fits, 'env': env, 'replanned': {'fits': fits, 'peak_fraction': peak,
-                                                  'errors': [f.rule for f in again.findings if f.severity == 'error']}}
+    return {
+        'ok': fits,
+        'env': env,
+        'replanned': {
+            'fits': fits,
+            'peak_fraction': peak,
+            'errors': [f.rule for f in again.findings if f.severity == 'error'],
+        },
+    }

@@ -16,6 +16,7 @@ Phases on a colocated GPU (ms-swift 4.6 ``grpo_trainer``/``rollout_mixin``):
 Server mode plans the rollout GPUs on their own; without vLLM, HF generate's KV cache is added (and under ZeRO-3 with
 ``ds3_gather_for_generation`` the whole gathered model, ``trainer.zero3_generation_gather``).
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -43,8 +44,16 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     train_ids = [str(p['gpu']) if p['gpu'] is not None else f'rank{p["local_rank"]}' for p in plan.processes]
 
     resident_keys = ['weights', 'lora_params', 'grads+optimizer', 'ref_model', 'cuda_context', 'nccl']
-    dynamic_keys = ['activations', 'logits', 'adamw_foreach_temp', 'tied_embedding_grad_temp', 'overlap',
-                    'zero3_live_params', 'vision_forward_temp', 'allocator_reserve']
+    dynamic_keys = [
+        'activations',
+        'logits',
+        'adamw_foreach_temp',
+        'tied_embedding_grad_temp',
+        'overlap',
+        'zero3_live_params',
+        'vision_forward_temp',
+        'allocator_reserve',
+    ]
 
     def resident(offload_model=False, offload_optimizer=False) -> dict[str, float]:
         out = {}
@@ -80,29 +89,52 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         parts['rollout'] = {**off, 'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['graphs_outside']}
         # awake (sleep 0) vLLM holds its whole reservation (the profile's activation blocks stay cached
         # in this process); after sleep, ms-swift wakes only the weights for the sync
-        sync_vllm = {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['graphs_outside']} if sleep == 0 else \
-            {'vllm_weights': v['weights'], 'vllm_cuda_graphs': v['cuda_graphs'], 'vllm_non_torch': v['non_torch']}
-        parts['sync'] = {**off, **({'zero3_sync_gather': tr['zero3_sync_gather']} if tr.get('zero3_sync_gather')
-                                   else {}), **sync_vllm}
-        residue = {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['graphs_outside']} if sleep == 0 else \
-            {'vllm_cuda_graphs': v['cuda_graphs'], 'vllm_non_torch': v['non_torch']}
+        sync_vllm = (
+            {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['graphs_outside']}
+            if sleep == 0
+            else {'vllm_weights': v['weights'], 'vllm_cuda_graphs': v['cuda_graphs'], 'vllm_non_torch': v['non_torch']}
+        )
+        parts['sync'] = {
+            **off,
+            **({'zero3_sync_gather': tr['zero3_sync_gather']} if tr.get('zero3_sync_gather') else {}),
+            **sync_vllm,
+        }
+        residue = (
+            {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['graphs_outside']}
+            if sleep == 0
+            else {'vllm_cuda_graphs': v['cuda_graphs'], 'vllm_non_torch': v['non_torch']}
+        )
         parts['train'] = {**train_parts, **residue}
         vinfo = vllm_checks(cfg, plan, inp, v, cap * GiB - sum(at_start.values()), problems)
     elif server:
         parts['train'] = train_parts
     else:
         # HF generate: KV cache for bs sequences of prompt + completion, full model on each rank
-        gen_kv = cfg.per_device_train_batch_size * (inp.prompt_len + cfg.max_completion_length) * \
-            a.kv_bytes_per_token(2)
+        gen_kv = (
+            cfg.per_device_train_batch_size * (inp.prompt_len + cfg.max_completion_length) * a.kv_bytes_per_token(2)
+        )
         components['hf_generate_kv'] = _g(gen_kv)
-        parts['generate'] = {**resident(), 'hf_generate_kv': gen_kv,
-                             **({'zero3_generation_gather': tr['zero3_generation_gather']}
-                                if tr.get('zero3_generation_gather') else {})}
+        parts['generate'] = {
+            **resident(),
+            'hf_generate_kv': gen_kv,
+            **({'zero3_generation_gather': tr['zero3_generation_gather']} if tr.get('zero3_generation_gather') else {}),
+        }
         parts['train'] = train_parts
     role = 'train' if inp.sft else ('train+vllm' if colocate else ('train' if server else 'train+hf-generate'))
     for gid in train_ids:
-        out.append(_finish(GPUMemory(gpu=gid, role=role, capacity_gib=cap, components=dict(components),
-                                     vllm=dict(vinfo), problems=list(problems)), parts))
+        out.append(
+            _finish(
+                GPUMemory(
+                    gpu=gid,
+                    role=role,
+                    capacity_gib=cap,
+                    components=dict(components),
+                    vllm=dict(vinfo),
+                    problems=list(problems),
+                ),
+                parts,
+            )
+        )
     if server and not inp.sft:
         out += _rollout_gpus(cfg, plan, inp)
     return out
@@ -119,14 +151,32 @@ def _rollout_gpus(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     rinfo = vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT - nccl, rprob)
     comps = {f'vllm_{k}': _g(x) for k, x in v.items() if k not in ('requested', 'graphs_outside')}
     comps.update(vllm_reserved=_g(v['requested']), cuda_context=_g(CUDA_CONTEXT), nccl=_g(nccl))
-    rparts = {'rollout': {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['graphs_outside'],
-                          'cuda_context': CUDA_CONTEXT, 'nccl': nccl}}
+    rparts = {
+        'rollout': {
+            'vllm_reserved': v['requested'],
+            'vllm_cuda_graphs': v['graphs_outside'],
+            'cuda_context': CUDA_CONTEXT,
+            'nccl': nccl,
+        }
+    }
     where = 'remote:' if plan.rollout_remote else ''  # another machine's GPU ids
-    rids = [f'{where}{i}' for i in (plan.rollout_gpus or [])] or \
-        [f'rollout{i}' for i in range(max(1, cfg.vllm_tensor_parallel_size * cfg.vllm_data_parallel_size))]
+    rids = [f'{where}{i}' for i in (plan.rollout_gpus or [])] or [
+        f'rollout{i}' for i in range(max(1, cfg.vllm_tensor_parallel_size * cfg.vllm_data_parallel_size))
+    ]
     for gid in rids:
-        out.append(_finish(GPUMemory(gpu=gid, role='rollout', capacity_gib=cap, components=dict(comps),
-                                     vllm=dict(rinfo), problems=list(rprob)), rparts))
+        out.append(
+            _finish(
+                GPUMemory(
+                    gpu=gid,
+                    role='rollout',
+                    capacity_gib=cap,
+                    components=dict(comps),
+                    vllm=dict(rinfo),
+                    problems=list(rprob),
+                ),
+                rparts,
+            )
+        )
     return out
 
 

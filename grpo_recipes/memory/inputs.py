@@ -1,6 +1,7 @@
 """The memory model's inputs and output (:class:`Inputs`, :class:`GPUMemory`) and its constants, each with
 the source it comes from (peers-and-memory.md is ../shared/reference/peers-and-memory.md); none is fitted to a
 particular case."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -11,7 +12,7 @@ from .arch import Arch
 if TYPE_CHECKING:
     from ..allocconf import AllocConf
 
-GiB = 2 ** 30
+GiB = 2**30
 
 # CUDA context + kernels per process. HF "model memory anatomy": 1.3 GB on a V100 after the first
 # CUDA op; gpu_poor assumes 650 MB; we take 1.0 GiB (peers-and-memory.md §E.8).
@@ -55,7 +56,7 @@ KV_BLOCK = 16
 EIGHT_BIT_MOMENTS = 2 + 8 / 256
 # ZeRO-3 steps the optimizer one sub-group of at most this many fp32 elements at a time (ms-swift's
 # swift/config/zero3.json and zero3_offload.json: "sub_group_size": 1e9; deepspeed stage3.py _optimizer_step).
-ZERO3_SUB_GROUP = 10 ** 9
+ZERO3_SUB_GROUP = 10**9
 
 
 @dataclass
@@ -97,6 +98,7 @@ def _g(x: float) -> float:
 @dataclass
 class Inputs:
     """What the memory model needs beyond the config: the model and the card."""
+
     arch: Arch
     capacity_gib: float
     gpu_name: str | None = None

@@ -1,11 +1,12 @@
 """The counter under `grpo-guard trace`: the live storage bytes of a traced step, their peak, and the ordered
 allocation and free events the caching-allocator model (memory/allocator.py) replays for the reserved figure.
 Storages are counted once and released by a weakref finalizer on the storage object (see memory/trace.py)."""
+
 from __future__ import annotations
 
 import weakref
 
-GiB = 2 ** 30
+GiB = 2**30
 
 
 class LiveBytes:
@@ -66,6 +67,7 @@ class LiveBytes:
 
     def track(self, t, reuse: int | None = None) -> None:
         import torch
+
         st = t.untyped_storage()
         key = id(st)
         if key in self.live:
@@ -85,6 +87,7 @@ class LiveBytes:
     def after(self, func, out, args=()) -> None:
         import torch
         from torch.utils._pytree import tree_flatten
+
         reuse = None
         if func is torch.ops.aten.scatter_add.default and args and isinstance(args[0], torch.Tensor):
             entry = self.live.get(id(args[0].untyped_storage()))

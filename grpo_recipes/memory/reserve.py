@@ -20,13 +20,14 @@ peak) / that shape's fp32 logits block; the median over the sweep for each alloc
 the ratios; re-derive after changing the simulator or the trace. ``max_split_size_mb`` and the options
 ``allocconf`` lists as not modelled are planned as the default allocator, and the verdict says so.
 """
+
 from __future__ import annotations
 
 import math
 
 from ..allocconf import DEFAULT, AllocConf
 
-GiB = 2 ** 30
+GiB = 2**30
 
 # NVML's device-used minus torch's reserved peak, the same 1.22 GiB on every one of the 34 rows of the shared H100
 # grid (../shared/calibration/gpu-h100-2026-11-24/README.md: "NVML's device-used is reserved + 1.22 GiB"; one H100
@@ -45,8 +46,8 @@ RESERVE_PER_BLOCK = {'default': 1.96, 'expandable': 0.21}
 def allocator_kind(conf: AllocConf | None) -> tuple[str, str]:
     """('default' | 'expandable', why) for an allocator setting (``allocconf.AllocConf``; None: torch's defaults)."""
     conf = conf or DEFAULT
-    why = f'{conf.variable}={conf.text}' if conf.text else 'torch\'s default caching allocator'
-    extra = ([f'max_split_size_mb:{conf.max_split_size // 2 ** 20}'] if conf.max_split_size else []) + conf.unmodelled
+    why = f'{conf.variable}={conf.text}' if conf.text else "torch's default caching allocator"
+    extra = ([f'max_split_size_mb:{conf.max_split_size // 2**20}'] if conf.max_split_size else []) + conf.unmodelled
     if extra:
         why += f' ({", ".join(extra)} planned as the default allocator: not modelled)'
     return ('expandable' if conf.expandable_segments else 'default'), why
@@ -69,9 +70,6 @@ def reserve_bytes(cfg, arch, conf: AllocConf | None) -> float:
     return RESERVE_PER_BLOCK[kind] * largest_transient(cfg, arch)
 
 
-
-
-
 # Terms of a phase that torch's caching allocator never holds (memory.estimate's names): what the device adds to
 # torch's reserved bytes (vLLM's weights, KV cache and CUDA-graph pool are torch allocations; its non-torch memory is
 # not).
@@ -86,7 +84,11 @@ def quantities(terms: dict, total: float) -> dict:
     outside = sum(v for k, v in terms.items() if k in OUTSIDE_TORCH)
     reserved = total - outside
     modelled = 'allocator_reserve' in terms
-    return {'allocated_gib': round((reserved - terms['allocator_reserve']) / GiB, 2) if modelled else None,
-            'reserved_gib': round(reserved / GiB, 2), 'device_gib': round(total / GiB, 2),
-            'reserve_basis': 'caching-allocator reserve (reserve.py)' if modelled else
-            'a 1.05 allowance on activations and logits (memory.FRAGMENTATION)'}
+    return {
+        'allocated_gib': round((reserved - terms['allocator_reserve']) / GiB, 2) if modelled else None,
+        'reserved_gib': round(reserved / GiB, 2),
+        'device_gib': round(total / GiB, 2),
+        'reserve_basis': 'caching-allocator reserve (reserve.py)'
+        if modelled
+        else 'a 1.05 allowance on activations and logits (memory.FRAGMENTATION)',
+    }

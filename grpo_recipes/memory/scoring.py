@@ -1,6 +1,7 @@
 """Scores of the memory model on a file of calibration cases (``grpo-guard calibrate``): each case predicted by
 :func:`~grpo_recipes.memory.calibrate.predict` and compared like with like (torch's reserved bytes with ms-swift's
 ``memory(GiB)``, the device figure with nvidia-smi and OOM messages, vLLM's weights and KV cache with its log)."""
+
 from __future__ import annotations
 
 import statistics
@@ -68,8 +69,11 @@ def score(cases: list[dict]) -> dict:
             fit_n += 1
             right = pred['fits'] == (not observed_oom)
             fit_right += right
-            row['fit'] = {'predicted': 'fits' if pred['fits'] else 'OOM', 'observed': 'OOM' if observed_oom else 'fits',
-                          'right': right}
+            row['fit'] = {
+                'predicted': 'fits' if pred['fits'] else 'OOM',
+                'observed': 'OOM' if observed_oom else 'fits',
+                'right': right,
+            }
         peak = out.get('peak_gib_per_gpu')
         if peak is not None and 'peak_gib' in pred:
             measure = str(out.get('measure', ''))
@@ -93,9 +97,12 @@ def score(cases: list[dict]) -> dict:
         if _is_num(smi) and 'peak_gib' in pred:  # nvidia-smi's used memory: the device figure
             err = _rel(pred['peak_gib'], smi / 1024)
             device_errs.append(err)
-            row['device'] = {'predicted': pred['peak_gib'], 'observed': round(smi / 1024, 2),
-                             'rel_error': round(err, 3),
-                             'signed_error': round(pred['peak_gib'] / (smi / 1024) - 1, 3)}
+            row['device'] = {
+                'predicted': pred['peak_gib'],
+                'observed': round(smi / 1024, 2),
+                'rel_error': round(err, 3),
+                'signed_error': round(pred['peak_gib'] / (smi / 1024) - 1, 3),
+            }
         w_obs = out.get('model_load_gib_per_gpu', out.get('model_load_gib'))
         if w_obs is not None and 'weights_gib' in pred:
             err = _rel(pred['weights_gib'], w_obs)
@@ -105,9 +112,12 @@ def score(cases: list[dict]) -> dict:
         if kv_obs is not None and 'kv_cache_gib' in pred:
             err = _rel(pred['kv_cache_gib'], kv_obs)
             kv_errs.append(err)
-            row['vllm_kv'] = {'predicted': pred['kv_cache_gib'], 'observed': round(kv_obs, 3),
-                              'rel_error': round(err, 3),
-                              'basis': basis}
+            row['vllm_kv'] = {
+                'predicted': pred['kv_cache_gib'],
+                'observed': round(kv_obs, 3),
+                'rel_error': round(err, 3),
+                'basis': basis,
+            }
         if case['kind'] == 'vllm_startup' and observed_oom:
             sf_total += 1
             sf_pred += bool(pred.get('startup_failed'))

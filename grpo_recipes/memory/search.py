@@ -9,6 +9,7 @@ gradient checkpointing, move_model_batches, offloads, ZeRO stage, vLLM TP, and l
 model on a modified GRPOConfig; the winner is also re-checked from its argv (and, on request, with
 ms-swift's real parser).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -21,7 +22,6 @@ from .estimate import estimate
 from .inputs import Inputs
 
 MAX_CHANGES = 3
-
 
 
 def largest_that_fits(fits, hi: int) -> int | None:
@@ -48,8 +48,11 @@ def largest_prompt_that_fits(cfg, plan, inp: Inputs, hi: int) -> int | None:
 def largest_completion_that_fits(cfg, plan, inp: Inputs) -> int | None:
     """The completion length (every row of a micro-batch padded to it) at which every training GPU still fits
     (None: not even 1 token)."""
-    return largest_that_fits(lambda n: _training_fits(estimate(replace(cfg, max_completion_length=n), plan,
-                                                               replace(inp))), cfg.max_completion_length)
+    return largest_that_fits(
+        lambda n: _training_fits(estimate(replace(cfg, max_completion_length=n), plan, replace(inp))),
+        cfg.max_completion_length,
+    )
+
 
 @dataclass
 class Fix:
@@ -66,6 +69,7 @@ class Fix:
         """The fix as the user applies it: the environment line in the launch's own form (envfix.render), then the
         arguments (a YAML diff, or the framework's flags: ``Framework.fix_arguments``)."""
         from .envfix import render
+
         parts = [render({k: new for k, (_, new) in self.env.items()}, launch)] if self.env else []
         if self.changes:
             flags = launch.fw.fix_arguments
@@ -86,9 +90,14 @@ class Fix:
         return out
 
     def to_dict(self) -> dict:
-        return {'changes': {k: {'from': o, 'to': n} for k, (o, n) in self.changes.items()},
-                'peak_fraction': self.peak_fraction, 'phase': self.phase, 'changes_semantics': self.changes_semantics,
-                'yaml_diff': self.yaml_diff(), 'env': {k: {'from': o, 'to': n} for k, (o, n) in self.env.items()}}
+        return {
+            'changes': {k: {'from': o, 'to': n} for k, (o, n) in self.changes.items()},
+            'peak_fraction': self.peak_fraction,
+            'phase': self.phase,
+            'changes_semantics': self.changes_semantics,
+            'yaml_diff': self.yaml_diff(),
+            'env': {k: {'from': o, 'to': n} for k, (o, n) in self.env.items()},
+        }
 
 
 def _yaml(v) -> str:
@@ -101,7 +110,7 @@ def _yaml(v) -> str:
 
 # Trial division stops here: a cofactor left above it is taken whole (its own divisors are then not offered). Bounds
 # the work on an absurd micro-batch (10**18) to a million divisions; any micro-batch a GPU can hold factorises fully.
-TRIAL_DIVISION_LIMIT = 10 ** 6
+TRIAL_DIVISION_LIMIT = 10**6
 
 
 def _factorise(n: int) -> dict[int, int]:
@@ -125,18 +134,19 @@ def split_sizes(bs: int) -> list[int]:
         return []
     divisors = [1]
     for p, e in _factorise(bs).items():
-        divisors = [d * p ** i for d in divisors for i in range(e + 1)]
+        divisors = [d * p**i for d in divisors for i in range(e + 1)]
     divisors = sorted(d for d in divisors if d < bs)
     out: set[int] = set()
     for k in range(bs.bit_length()):
-        below = [d for d in divisors if d <= 2 ** k]
+        below = [d for d in divisors if d <= 2**k]
         if below:
             out.add(below[-1])
     return sorted(out, reverse=True)
 
 
-def _knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int, framework: Framework | str = 'swift',
-           adamw: str = 'fused') -> list[list[dict]]:
+def _knobs(
+    cfg: GRPOConfig, world: int, heads: int, prompt_len: int, framework: Framework | str = 'swift', adamw: str = 'fused'
+) -> list[list[dict]]:
     """Each knob: a list of alternative change dicts (argument -> new value). A TRL launch gets only the knobs
     TRL or accelerate has a setting for. A foreach AdamW step gets the fused one first: the same update
     (torch.optim.AdamW fused=True), without the step's copy of the second moments."""
@@ -159,8 +169,11 @@ def _all_knobs(cfg: GRPOConfig, world: int, heads: int, prompt_len: int) -> list
             knobs.append([{'vllm_max_model_len': want}])
     if colocate:
         # lower frees room for training; higher is the cure when the KV cache cannot hold a sequence
-        utils = [u for u in (0.7, 0.6, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2, 0.8, 0.9)
-                 if abs(u - cfg.vllm_gpu_memory_utilization) > 1e-9]
+        utils = [
+            u
+            for u in (0.7, 0.6, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2, 0.8, 0.9)
+            if abs(u - cfg.vllm_gpu_memory_utilization) > 1e-9
+        ]
         if utils:
             knobs.append([{'vllm_gpu_memory_utilization': u} for u in utils])
         if cfg.sleep_level < 1:
@@ -211,6 +224,7 @@ def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
     prompt_len = inp.prompt_len or prompt_bound(cfg, None, vllm=False).tokens or 0
     knobs = _knobs(cfg, plan.world_size, inp.arch.heads, prompt_len, report.launch.fw, inp.adamw)
     from .envfix import ENV_KEY, candidate, with_env
+
     env_fix = candidate(report)
     if env_fix is not None:  # the allocator setting first: it changes no training setting
         knobs.insert(0, [{ENV_KEY + env_fix[0]: env_fix[1]}])
@@ -221,7 +235,7 @@ def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
                 change: dict = {}
                 for c in choice:
                     change.update(c)
-                env = {k[len(ENV_KEY):]: v for k, v in change.items() if k.startswith(ENV_KEY)}
+                env = {k[len(ENV_KEY) :]: v for k, v in change.items() if k.startswith(ENV_KEY)}
                 change = {k: v for k, v in change.items() if not k.startswith(ENV_KEY)}
                 new = _apply(cfg, change)
                 new_plan = build_plan(new, report.launch.env, report.hardware)
@@ -238,10 +252,17 @@ def search_fixes(report, inp: Inputs, limit: int = 3) -> list[Fix]:
                 # rollout's longest sequences cannot all be held at once (e.g. prompts bounded only by the context)
                 queued = any(m.problems for m in mem if m.role != 'rollout')
                 cost = (semantic, queued, peak > 0.9, n, sum(idxs), -peak)
-                fix = Fix({k: (getattr(cfg, k), v) for k, v in change.items()}, round(peak, 4),
-                          max((m for m in mem if m.role != 'rollout'), key=lambda m: m.peak_fraction).phase,
-                          semantic, mem, {k: ((report.launch.alloc.values if report.launch.alloc else {}).get(k), v)
-                                          for k, v in env.items()})
+                fix = Fix(
+                    {k: (getattr(cfg, k), v) for k, v in change.items()},
+                    round(peak, 4),
+                    max((m for m in mem if m.role != 'rollout'), key=lambda m: m.peak_fraction).phase,
+                    semantic,
+                    mem,
+                    {
+                        k: ((report.launch.alloc.values if report.launch.alloc else {}).get(k), v)
+                        for k, v in env.items()
+                    },
+                )
                 found.append((cost, fix))
         if any(not c[0][0] and not c[0][1] and not c[0][2] for c in found):
             break

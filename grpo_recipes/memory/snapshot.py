@@ -15,6 +15,7 @@ Addresses and times are the model's (increasing segment addresses; the event's i
 frames hold the step's stage (load, forward, backward, optimizer) instead of a Python stack: the trace runs on
 fake tensors, so no CUDA call and no real stack exists to record. Pure Python, no torch.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -59,8 +60,17 @@ def snapshot(events, stages=None, conf: AllocConf | str | None = None) -> dict:
     made_in: dict[int, str] = {}  # address of a live block -> the stage that allocated it
 
     def entry(action, addr, size, stage, t):
-        trace.append({'action': action, 'addr': addr, 'size': size, 'stream': 0, 'time_us': t,
-                      'pool_id': (0, 0), 'frames': _frames(stage)})
+        trace.append(
+            {
+                'action': action,
+                'addr': addr,
+                'size': size,
+                'stream': 0,
+                'time_us': t,
+                'pool_id': (0, 0),
+                'frames': _frames(stage),
+            }
+        )
 
     def segments_changed(stage, t):
         now = {base: (size, exp) for base, (size, _, _, exp) in _segments(a).items()}
@@ -110,15 +120,33 @@ def snapshot(events, stages=None, conf: AllocConf | str | None = None) -> dict:
             entry('alloc', b.addr, b.size, stage, i)
     segments = []
     for base, (total, blocks, small, exp) in sorted(_segments(a).items()):
-        bl = [{'address': b.addr, 'size': b.size, 'requested_size': requested.get(b.addr, b.size) if b.allocated
-               else b.size, 'state': 'active_allocated' if b.allocated else 'inactive',
-               'frames': _frames(made_in.get(b.addr, '')) if b.allocated else []} for b in blocks]
+        bl = [
+            {
+                'address': b.addr,
+                'size': b.size,
+                'requested_size': requested.get(b.addr, b.size) if b.allocated else b.size,
+                'state': 'active_allocated' if b.allocated else 'inactive',
+                'frames': _frames(made_in.get(b.addr, '')) if b.allocated else [],
+            }
+            for b in blocks
+        ]
         allocated = sum(b.size for b in blocks if b.allocated)
-        segments.append({'device': 0, 'address': base, 'total_size': total, 'stream': 0,
-                         'segment_type': 'small' if small else 'large', 'segment_pool_id': (0, 0),
-                         'allocated_size': allocated, 'active_size': allocated,
-                         'requested_size': sum(x['requested_size'] for x in bl if x['state'] == 'active_allocated'),
-                         'is_expandable': exp, 'frames': [], 'blocks': bl})
+        segments.append(
+            {
+                'device': 0,
+                'address': base,
+                'total_size': total,
+                'stream': 0,
+                'segment_type': 'small' if small else 'large',
+                'segment_pool_id': (0, 0),
+                'allocated_size': allocated,
+                'active_size': allocated,
+                'requested_size': sum(x['requested_size'] for x in bl if x['state'] == 'active_allocated'),
+                'is_expandable': exp,
+                'frames': [],
+                'blocks': bl,
+            }
+        )
     return {'segments': segments, 'device_traces': [trace]}
 
 

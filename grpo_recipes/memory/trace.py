@@ -21,6 +21,7 @@ is traced at 16 bits and the report names the difference), DeepSpeed/FSDP (shard
 per-parameter terms afterwards, with the accounting ``check`` uses), vLLM (its memory is not the trainer's).
 Imports torch, transformers and peft: never on the fast ``check`` path.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -61,13 +62,18 @@ class TraceResult:
 
     def to_dict(self) -> dict:
         import copy
-        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)
-                if f.name not in ('events', 'event_stages')}
+
+        return {
+            f.name: copy.deepcopy(getattr(self, f.name))
+            for f in fields(self)
+            if f.name not in ('events', 'event_stages')
+        }
 
 
 def _build_model(model_config: dict, dtype: str, cfg):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
+
     mc = {k: v for k, v in model_config.items() if k not in ('quantization_config',)}
     hf_cfg = AutoConfig.for_model(mc.pop('model_type'), **mc)
     hf_cfg._attn_implementation = 'sdpa'
@@ -77,6 +83,7 @@ def _build_model(model_config: dict, dtype: str, cfg):
         except ValueError:
             # a multimodal model (Qwen2-VL, Qwen2.5-VL): its own class; the step is traced on text tokens
             import transformers
+
             arch = (model_config.get('architectures') or [''])[0]
             if not hasattr(transformers, arch):
                 raise
@@ -88,15 +95,26 @@ def _build_model(model_config: dict, dtype: str, cfg):
                 prm.requires_grad_(False)  # ms-swift's freeze_vit (its default)
     if cfg.is_lora:
         from peft import LoraConfig, get_peft_model
+
         targets = cfg.target_modules
         if targets in (['all-linear'], 'all-linear', None):
             # ms-swift's all-linear on a multimodal model adapts the language model's linears only while the vision
             # tower is frozen (swift's multimodal target regex); PEFT's own all-linear would take the tower's too
-            targets = (r'^(?!.*visual).*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)$' if visual
-                       else 'all-linear')
-        model = get_peft_model(model, LoraConfig(r=cfg.lora_rank, lora_alpha=int(cfg.lora_alpha),
-                                                 lora_dropout=cfg.lora_dropout,
-                                                 target_modules=targets, task_type='CAUSAL_LM'))
+            targets = (
+                r'^(?!.*visual).*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)$'
+                if visual
+                else 'all-linear'
+            )
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=cfg.lora_rank,
+                lora_alpha=int(cfg.lora_alpha),
+                lora_dropout=cfg.lora_dropout,
+                target_modules=targets,
+                task_type='CAUSAL_LM',
+            ),
+        )
     return model
 
 
@@ -148,6 +166,7 @@ def _unpadded_masks():
     from unittest import mock
 
     from transformers import masking_utils
+
     original = masking_utils._ignore_causal_mask_sdpa
 
     def unpadded(padding_mask, *args, **kwargs):
@@ -160,10 +179,18 @@ def _unpadded_masks():
 RELEASED = 'released after the step'
 
 
-def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: bool = True,
-               cuda_dropout: bool = True, sft: bool = False,
-               adamw: str = 'fused', upcast_logits: bool = True,
-               unpadded: bool = False) -> tuple[LiveBytes, dict, list[str]]:
+def trace_step(
+    cfg,
+    model_config: dict,
+    prompt_len: int,
+    steps: int = 2,
+    fake: bool = True,
+    cuda_dropout: bool = True,
+    sft: bool = False,
+    adamw: str = 'fused',
+    upcast_logits: bool = True,
+    unpadded: bool = False,
+) -> tuple[LiveBytes, dict, list[str]]:
     """Run ``steps`` GRPO optimizer steps of one micro-batch on fake tensors (``fake=False``: on real CPU tensors,
     for small models: the check that the fake run counts what a real run allocates); returns the counter, the
     storage keys by category, and notes.
@@ -182,21 +209,26 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
 
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
+
     notes: list[str] = []
     dtype = (cfg.torch_dtype or model_config.get('torch_dtype') or 'bfloat16').replace('torch.', '')
     if dtype == 'auto':
         dtype = model_config.get('torch_dtype') or 'bfloat16'
     if model_config.get('quantization_config') or cfg.quant_method:
-        notes.append('quantised base traced at 16 bits (no fake kernel for the int4 matmul); the analytic model '
-                     'counts its packed int4 weights')
+        notes.append(
+            'quantised base traced at 16 bits (no fake kernel for the int4 matmul); the analytic model '
+            'counts its packed int4 weights'
+        )
         dtype = 'bfloat16'
     bs = cfg.per_device_train_batch_size
     C = cfg.max_completion_length
     T = prompt_len + C
     counter = LiveBytes()
     model = _build_model(model_config, dtype, cfg)
-    with (FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()), \
-            (_unpadded_masks() if unpadded else contextlib.nullcontext()):
+    with (
+        FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext(),
+        _unpadded_masks() if unpadded else contextlib.nullcontext(),
+    ):
         with counter.mode:
             counter.stage = 'load'
             model = model.to_empty(device='cpu')
@@ -235,7 +267,7 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
                     # accelerate convert_outputs_to_fp32 (bf16 mixed precision); under DeepSpeed the model's 16 bits
                     logits = out.logits.float() if upcast_logits else out.logits
                     del out
-                    logits = logits[:, -(C + 1):-1, :]
+                    logits = logits[:, -(C + 1) : -1, :]
                     logits.div_(1.0)  # temperature, in place
                     return selective_log_softmax(logits, comp)
 
@@ -247,7 +279,7 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
                 counter.stage = f'step {step + 1} forward'
                 keep = min(T, C + 1)
                 labels = torch.full((bs, keep), -100, dtype=torch.long)
-                labels[:, keep - C:] = comp
+                labels[:, keep - C :] = comp
                 out = m(input_ids=ids, attention_mask=mask, labels=labels, logits_to_keep=keep, use_cache=False)
                 logits32 = out.logits.float()
                 loss = out.loss
@@ -289,8 +321,9 @@ def trace_step(cfg, model_config: dict, prompt_len: int, steps: int = 2, fake: b
     keys = {
         'parameters': counter.keys_of(list(model.parameters()) + list(model.buffers())),
         'gradients': counter.keys_of([p.grad for p in params]),
-        'optimizer state': counter.keys_of([v for s in opt.state.values() for v in s.values()
-                                            if isinstance(v, torch.Tensor)]),
+        'optimizer state': counter.keys_of(
+            [v for s in opt.state.values() for v in s.values() if isinstance(v, torch.Tensor)]
+        ),
     }
     counter.stage = RELEASED  # what the caller frees from here on is no part of the step (trace --snapshot)
     return counter, keys, notes
@@ -313,17 +346,30 @@ def categorise(counter: LiveBytes, keys: dict) -> dict:
 def analytic_peak(cfg, plan, arch, prompt_len: int, sft: bool = False, adamw: str = 'fused') -> float:
     """The memory model's trainer terms for one training GPU (what the trace measures): no CUDA context, NCCL
     buffers or vLLM, and without the allocator's fragmentation allowance (the trace counts allocated bytes)."""
-    t = trainer_terms(cfg, plan, Inputs(arch=arch, capacity_gib=1e9, prompt_len=prompt_len, sft=sft, adamw=adamw),
-                      fragmentation=1.0)
-    return sum(v for k, v in t.items() if k not in ('cuda_context', 'nccl', 'zero3_sync_gather',
-                                                     'zero3_generation_gather')) / GiB
+    t = trainer_terms(
+        cfg, plan, Inputs(arch=arch, capacity_gib=1e9, prompt_len=prompt_len, sft=sft, adamw=adamw), fragmentation=1.0
+    )
+    return (
+        sum(
+            v for k, v in t.items() if k not in ('cuda_context', 'nccl', 'zero3_sync_gather', 'zero3_generation_gather')
+        )
+        / GiB
+    )
 
 
 PER_PARAMETER_TERMS = ('weights', 'lora_params', 'grads+optimizer', 'zero3_live_params', 'ref_model')
 
 
-def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adamw: str = 'fused',
-                 adamw_why: str = '', alloc_conf=None) -> TraceResult:
+def trace_launch(
+    cfg,
+    plan,
+    model_config: dict,
+    prompt_len: int,
+    name: str,
+    adamw: str = 'fused',
+    adamw_why: str = '',
+    alloc_conf=None,
+) -> TraceResult:
     """Trace the launch's step; ``adamw`` (``memory.resolve_adamw``) picks the optimizer implementation;
     ``alloc_conf``: the trainer's allocator (``allocconf.AllocConf``, or a PYTORCH_(CUDA_)ALLOC_CONF string), for the
     reserved figure."""
@@ -336,9 +382,14 @@ def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adam
     # prepare_model applies neither autocast nor convert_outputs_to_fp32, and ms-swift's
     # _get_logps_via_local_forward (and TRL's _get_per_token_logps_and_entropies) casts nothing: the logits reach
     # selective_log_softmax in 16 bits and take its row-wise log_softmax path (trl/trainer/utils.py)
-    counter, keys, notes = trace_step(cfg, model_config, prompt_len, adamw='fused' if sharded else
-                                      ('foreach' if adamw == 'foreach' else 'fused'), upcast_logits=not cfg.deepspeed,
-                                      unpadded=True)
+    counter, keys, notes = trace_step(
+        cfg,
+        model_config,
+        prompt_len,
+        adamw='fused' if sharded else ('foreach' if adamw == 'foreach' else 'fused'),
+        upcast_logits=not cfg.deepspeed,
+        unpadded=True,
+    )
     if adamw_why:
         notes.append(f'optimizer: {adamw_why}')
     cats = categorise(counter, keys)
@@ -353,8 +404,10 @@ def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adam
         # moments comes after backward, so the larger of it and the traced activations counts
         dynamic = cats['activations'] + cats['temporaries']
         traced = max(dynamic, terms.get('adamw_foreach_temp', 0.0) / GiB) + per_param
-        notes.append(f'{cfg.deepspeed or "FSDP " + str(cfg.fsdp_sharding)}: parameters, gradients and optimizer '
-                     f'state from DeepSpeed\'s/FSDP\'s accounting ({per_param:.2f} GiB); activations traced')
+        notes.append(
+            f'{cfg.deepspeed or "FSDP " + str(cfg.fsdp_sharding)}: parameters, gradients and optimizer '
+            f"state from DeepSpeed's/FSDP's accounting ({per_param:.2f} GiB); activations traced"
+        )
     elif model_config.get('quantization_config') or cfg.quant_method:
         # the base was traced at 16 bits: its parameters become the packed checkpoint's bytes (arch.weight_bytes: GPTQ
         # qweight eight 4-bit values per int32, fp16 scales and int32-packed zeros per group, 16-bit embeddings and
@@ -363,14 +416,17 @@ def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adam
         # (GPTQModel nn_modules/qlinear/torch.py TorchQuantLinear._forward: dequantize_weight().to(x.dtype), then
         # torch.matmul; bitsandbytes MatMul4Bit likewise): at most the largest linear at a time, a temporary.
         packed = (terms.get('weights', 0.0) + terms.get('lora_params', 0.0)) / GiB
-        dequant = 2 * arch.hidden * max(arch.intermediate if not arch.experts else arch.moe_intermediate,
-                                        arch.q_dim) / GiB
+        dequant = (
+            2 * arch.hidden * max(arch.intermediate if not arch.experts else arch.moe_intermediate, arch.q_dim) / GiB
+        )
         traced += packed - cats['parameters'] + dequant
         cats['parameters'] = round(packed, 3)
         cats['temporaries'] = round(cats['temporaries'] + dequant, 3)
-        notes.append(f'quantised base: its traced 16-bit bytes replaced by the packed weights the analytic model '
-                     f'counts ({packed:.2f} GiB with the adapters), plus one linear dequantised to 16 bits '
-                     f'({dequant:.2f} GiB)')
+        notes.append(
+            f'quantised base: its traced 16-bit bytes replaced by the packed weights the analytic model '
+            f'counts ({packed:.2f} GiB with the adapters), plus one linear dequantised to 16 bits '
+            f'({dequant:.2f} GiB)'
+        )
     elif not cfg.is_lora and cfg.beta:
         traced += terms.get('ref_model', 0.0) / GiB
         notes.append('full training with beta > 0: the frozen reference copy added from the analytic model')
@@ -380,12 +436,22 @@ def trace_launch(cfg, plan, model_config: dict, prompt_len: int, name: str, adam
         model_peak = None
     from ..allocconf import AllocConf, conf_of
     from .allocator import replay
+
     conf = alloc_conf if isinstance(alloc_conf, AllocConf) else conf_of(alloc_conf)
     # the same per-parameter corrections as the allocated figure (sharded or quantised terms) carry over unchanged
     reserved = replay(counter.events, conf).peak_reserved / GiB + traced - counter.peak / GiB
-    return TraceResult(reserved_peak_gib=round(reserved, 3), allocator=conf.text, model=name,
-                       shape=f'{cfg.per_device_train_batch_size} x {prompt_len + cfg.max_completion_length}'
-                       f' tokens (completion {cfg.max_completion_length})', traced_peak_gib=round(traced, 3),
-                       model_peak_gib=model_peak, categories_gib=cats, peak_at=counter.peak_at, notes=notes,
-                       seconds=round(time.time() - t0, 2), events=counter.events,
-                       event_stages=counter.event_stages)
+    return TraceResult(
+        reserved_peak_gib=round(reserved, 3),
+        allocator=conf.text,
+        model=name,
+        shape=f'{cfg.per_device_train_batch_size} x {prompt_len + cfg.max_completion_length}'
+        f' tokens (completion {cfg.max_completion_length})',
+        traced_peak_gib=round(traced, 3),
+        model_peak_gib=model_peak,
+        categories_gib=cats,
+        peak_at=counter.peak_at,
+        notes=notes,
+        seconds=round(time.time() - t0, 2),
+        events=counter.events,
+        event_stages=counter.event_stages,
+    )

@@ -1,5 +1,6 @@
 """The trainer's per-rank memory terms (weights, optimizer state, activations, logits, transients) and which
 AdamW implementation steps it."""
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,7 @@ from .inputs import CUDA_CONTEXT, EIGHT_BIT_MOMENTS, FRAGMENTATION, NCCL_PER_GRO
 EIGHT_BIT_ADAMW = ('adamw_bnb_8bit', 'adamw_8bit', 'paged_adamw_8bit')
 
 
-def resolve_adamw(optim: str | None, torch_version: str | None,
-                  transformers_version: str | None) -> tuple[str, str]:
+def resolve_adamw(optim: str | None, torch_version: str | None, transformers_version: str | None) -> tuple[str, str]:
     """(``fused`` | ``foreach`` | ``8bit`` | ``other``, why) for the trainer's optimizer.
 
     - ``--optim adamw_torch_fused`` is fused; ``--optim adamw_torch`` is torch's AdamW with neither flag, which runs
@@ -29,30 +29,37 @@ def resolve_adamw(optim: str | None, torch_version: str | None,
     - Versions unknown: fused, the stack ms-swift 4.x recommends (torch 2.8+), and said so.
     Other optimizers keep the AdamW state accounting and are named as such."""
     if optim in EIGHT_BIT_ADAMW:
-        return '8bit', f'--optim {optim}: bitsandbytes\' 8-bit AdamW (moments at 1 byte each)'
+        return '8bit', f"--optim {optim}: bitsandbytes' 8-bit AdamW (moments at 1 byte each)"
     if optim and optim not in ('adamw_torch', 'adamw_torch_fused'):
-        return 'other', f'--optim {optim}: its state is counted as AdamW\'s'
+        return 'other', f"--optim {optim}: its state is counted as AdamW's"
     if optim == 'adamw_torch_fused':
         return 'fused', '--optim adamw_torch_fused'
     if optim == 'adamw_torch':
-        return 'foreach', '--optim adamw_torch: torch\'s AdamW runs its foreach implementation on CUDA'
+        return 'foreach', "--optim adamw_torch: torch's AdamW runs its foreach implementation on CUDA"
     tv, hv = version_tuple(torch_version), version_tuple(transformers_version)
     if tv is not None and tv < (2, 8):
-        return 'foreach', (f'torch {torch_version} < 2.8: transformers\' default optim is adamw_torch, whose '
-                           f'foreach step holds a copy of the second moments')
+        return 'foreach', (
+            f"torch {torch_version} < 2.8: transformers' default optim is adamw_torch, whose "
+            f'foreach step holds a copy of the second moments'
+        )
     if hv is not None and hv < (4, 54):
-        return 'foreach', (f'transformers {transformers_version} < 4.54 defaults to adamw_torch, whose foreach step '
-                           f'holds a copy of the second moments')
+        return 'foreach', (
+            f'transformers {transformers_version} < 4.54 defaults to adamw_torch, whose foreach step '
+            f'holds a copy of the second moments'
+        )
     if tv is not None and hv is not None:
         return 'fused', f'torch {torch_version} and transformers {transformers_version}: adamw_torch_fused'
-    return 'fused', ('torch/transformers versions not known: transformers\' default on torch >= 2.8 '
-                     '(adamw_torch_fused) assumed; on older torch, foreach AdamW needs a copy of the second moments '
-                     'more at the optimizer step')
+    return 'fused', (
+        "torch/transformers versions not known: transformers' default on torch >= 2.8 "
+        '(adamw_torch_fused) assumed; on older torch, foreach AdamW needs a copy of the second moments '
+        'more at the optimizer step'
+    )
 
 
 @dataclass
 class Rank:
     """What every trainer term of one rank reads: the sharding, the dtype and the parameter counts."""
+
     arch: Arch
     N: int
     """World size (the ZeRO-3/FSDP shards)."""
@@ -110,16 +117,26 @@ def rank_of(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> Rank:
     pb = 4 if (cfg.torch_dtype or a.dtype).endswith('float32') else 2
     if pb == 4 and not (a.quant_method() or bnb_bits):
         base_bytes = a.weight_bytes(dtype_bytes=4)
-    T = a.lora_params(cfg.lora_rank, cfg.target_modules) if cfg.is_lora else \
-        P - (a.vision if cfg.freeze_vit else 0)  # a frozen vision tower has no gradients or optimizer state
+    T = (
+        a.lora_params(cfg.lora_rank, cfg.target_modules) if cfg.is_lora else P - (a.vision if cfg.freeze_vit else 0)
+    )  # a frozen vision tower has no gradients or optimizer state
     # AdamW's two moments per trainable parameter: fp32 (8 B) where the optimizer steps fp32 values (adapters,
     # DeepSpeed's/FSDP's master copies); bitsandbytes' 8-bit AdamW keeps each as uint8 plus an fp32 absmax per
     # block of 256 (bitsandbytes/optim/optimizer.py Optimizer2State.init_state): 2 + 8/256 B
-    return Rank(arch=a, N=max(1, plan.world_size), P=P, T=T, pb=pb, base_bytes=base_bytes,
-                stage=cfg.zero_stage if cfg.deepspeed else None, fsdp=cfg.fsdp_sharding if not cfg.deepspeed else None,
-                offload_opt='offload' in ds, offload_param=ds.startswith('zero3_offload'),
-                moments=EIGHT_BIT_MOMENTS if inp.adamw == '8bit' else 8,
-                resident_quant=quantised_resident(a, bnb_bits) if cfg.is_lora else 0.0)
+    return Rank(
+        arch=a,
+        N=max(1, plan.world_size),
+        P=P,
+        T=T,
+        pb=pb,
+        base_bytes=base_bytes,
+        stage=cfg.zero_stage if cfg.deepspeed else None,
+        fsdp=cfg.fsdp_sharding if not cfg.deepspeed else None,
+        offload_opt='offload' in ds,
+        offload_param=ds.startswith('zero3_offload'),
+        moments=EIGHT_BIT_MOMENTS if inp.adamw == '8bit' else 8,
+        resident_quant=quantised_resident(a, bnb_bits) if cfg.is_lora else 0.0,
+    )
 
 
 def weights(cfg: GRPOConfig, r: Rank) -> float:
@@ -190,8 +207,10 @@ def _tokens(cfg: GRPOConfig, inp: Inputs) -> tuple[int, int]:
     """(tokens of one micro-batch, completion tokens per sequence) on one rank: bs sequences of prompt +
     completion, padded; Ulysses sequence parallelism splits each sequence over its group (swift/sequence_parallel)."""
     sp = max(1, cfg.sequence_parallel_size)
-    return (cfg.per_device_train_batch_size * math.ceil(((inp.prompt_len or 0) + cfg.max_completion_length) / sp),
-            math.ceil(cfg.max_completion_length / sp))
+    return (
+        cfg.per_device_train_batch_size * math.ceil(((inp.prompt_len or 0) + cfg.max_completion_length) / sp),
+        math.ceil(cfg.max_completion_length / sp),
+    )
 
 
 def activations(cfg: GRPOConfig, r: Rank, inp: Inputs) -> tuple[float, float, float]:
@@ -221,8 +240,12 @@ def activations(cfg: GRPOConfig, r: Rank, inp: Inputs) -> tuple[float, float, fl
         # lora_dropout > 0 the dropout's fp32 output and its bool mask (CUDA native_dropout), plus lora_A's fp32
         # output (4r)
         sum_in, n_mod = a.lora_inputs(cfg.target_modules)
-        per_layer_token += -(8 * h + 2 * I) - (2 * q + 2 * kv if a.qk_norm else 0) + \
-            (5 if cfg.lora_dropout > 0 else 4) * sum_in + 4 * cfg.lora_rank * n_mod
+        per_layer_token += (
+            -(8 * h + 2 * I)
+            - (2 * q + 2 * kv if a.qk_norm else 0)
+            + (5 if cfg.lora_dropout > 0 else 4) * sum_in
+            + 4 * cfg.lora_rank * n_mod
+        )
     if cfg.use_liger_kernel:
         # transformers applies Liger's kernels with their defaults (rope, rms_norm, swiglu, fused linear loss;
         # liger_kernel/transformers/monkey_patch.py): each RMSNorm keeps its 16-bit input and a per-row fp32 rstd
@@ -376,8 +399,14 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
         t['ref_model'] = ref
     act, recompute, first_layer = activations(cfg, r, inp)
     # a trained vision tower keeps its blocks' tensors; a frozen one only holds its forward's (vision_train.py)
-    vis = vt.vision_activation_bytes(r.arch, cfg.freeze_vit, inp.images_per_prompt, inp.max_pixels,
-                                     cfg.per_device_train_batch_size, checkpointed(cfg))
+    vis = vt.vision_activation_bytes(
+        r.arch,
+        cfg.freeze_vit,
+        inp.images_per_prompt,
+        inp.max_pixels,
+        cfg.per_device_train_batch_size,
+        checkpointed(cfg),
+    )
     act += 0.0 if cfg.freeze_vit else vis
     t['activations'] = act * fragmentation
     t['logits'] = logits(cfg, inp, fragmentation)
@@ -396,8 +425,9 @@ def trainer_terms(cfg: GRPOConfig, plan: Plan, inp: Inputs, fragmentation: float
         # 1 x 17,408 tokens, peak in layer 0's MLP backward with 13.7 of 15.0 GiB of gradients)
         a = r.arch
         emb = 0 if a.tied else a.vocab * a.hidden
-        at_first = r.pb * (r.T - a.attention_linear_params() - a.mlp_linear_params() - emb) + \
-            first_layer * fragmentation
+        at_first = (
+            r.pb * (r.T - a.attention_linear_params() - a.mlp_linear_params() - emb) + first_layer * fragmentation
+        )
         beyond = max(0.0, at_first - (r.pb * r.T + dynamic))
         overlap -= beyond
         dynamic += beyond

@@ -1,6 +1,7 @@
 """Glue between the check and the memory model: run it, turn its verdicts into findings, and
 search for a fix when a GPU does not fit. :func:`plan_memory` returns a :class:`MemoryVerdict` (a value); check.py
 puts it into the report."""
+
 from __future__ import annotations
 
 import os
@@ -17,10 +18,22 @@ from .trainer import resolve_adamw
 from .vllm import graphs_profiled, resolve_sampler
 
 # vLLM's own start-up checks on each GPU (memory.vllm.vllm_checks) surface as findings under their check ids
-declare(f'{__name__}.plan_memory', ('vllm.weights-exceed-gpu', 'vllm.startup-free-memory', 'vllm.no-kv-memory',
-                                    'vllm.kv-one-sequence', 'vllm.kv-concurrency', 'memory.oom-if-long-prompts',
-                                    'memory.oom-if-long-completions', 'memory.oom', 'memory.tight', 'memory.fix',
-                                    'memory.no-fix'))
+declare(
+    f'{__name__}.plan_memory',
+    (
+        'vllm.weights-exceed-gpu',
+        'vllm.startup-free-memory',
+        'vllm.no-kv-memory',
+        'vllm.kv-one-sequence',
+        'vllm.kv-concurrency',
+        'memory.oom-if-long-prompts',
+        'memory.oom-if-long-completions',
+        'memory.oom',
+        'memory.tight',
+        'memory.fix',
+        'memory.no-fix',
+    ),
+)
 
 SAMPLER_ENV = 'VLLM_USE_FLASHINFER_SAMPLER'
 GRAPHS_ENV = 'VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS'
@@ -51,15 +64,24 @@ def memory_inputs(report, model_config: dict | None) -> tuple[Inputs | None, str
     sampler, why = resolve_sampler(env_sampler, pk.get('vllm'), fi)
     adamw, adamw_why = launch_adamw(report)
     env_graphs = os.environ.get(GRAPHS_ENV, report.launch.file_env.get(GRAPHS_ENV))
-    return Inputs(arch=arch, capacity_gib=cap, gpu_name=name, vllm_sampler=sampler, vllm_sampler_why=why,
-                  vllm_version=pk.get('vllm'), adamw=adamw, adamw_why=adamw_why,
-                  vllm_graphs_env=None if env_graphs is None else str(env_graphs),
-                  weight_sync=report.launch.fw.weight_sync), None
+    return Inputs(
+        arch=arch,
+        capacity_gib=cap,
+        gpu_name=name,
+        vllm_sampler=sampler,
+        vllm_sampler_why=why,
+        vllm_version=pk.get('vllm'),
+        adamw=adamw,
+        adamw_why=adamw_why,
+        vllm_graphs_env=None if env_graphs is None else str(env_graphs),
+        weight_sync=report.launch.fw.weight_sync,
+    ), None
 
 
 def _structurally_ok(report) -> bool:
-    return not any(f.severity == ERROR and f.rule.startswith(('batch.', 'args.', 'vllm.mode', 'launch.'))
-                   for f in report.findings)
+    return not any(
+        f.severity == ERROR and f.rule.startswith(('batch.', 'args.', 'vllm.mode', 'launch.')) for f in report.findings
+    )
 
 
 # The memory model's median error on published training peaks (README, "Calibration": 11.2% over 7
@@ -108,6 +130,7 @@ def reasoning_model(report) -> str | None:
     the one ms-swift registers for the model id (swift_registry_snapshot.json; a local dir by its name), is a thinking
     template, and the launch does not turn thinking off (--enable_thinking false)."""
     from ..frontends.swift.registry import snapshot
+
     cfg = report.cfg
     if (_argv_value(report.launch.argv, 'enable_thinking') or '').strip().lower() in ('false', '0', 'no'):
         return None
@@ -120,7 +143,7 @@ def reasoning_model(report) -> str | None:
             name = key.rsplit('/', 1)[1]
             hit = next((v for k, v in models.items() if k.rsplit('/', 1)[-1] == name), None)
         if hit:
-            template, where = hit[1], 'ms-swift\'s template for this model'
+            template, where = hit[1], "ms-swift's template for this model"
     if template in THINKING_TEMPLATES:
         return f'{cfg.model} is a reasoning model ({where} is {template}, a thinking one)'
     return None
@@ -129,6 +152,7 @@ def reasoning_model(report) -> str | None:
 @dataclass
 class MemoryVerdict:
     """What the memory model says about a checked launch (:func:`plan_memory`); check.py puts it into the report."""
+
     memory: list = field(default_factory=list)
     """Per-GPU memory (GPUMemory), as planned (or as written, for display only, when errors block a verdict)."""
     findings: list = field(default_factory=list)
@@ -147,14 +171,19 @@ class MemoryVerdict:
         memory/vLLM error without a fix gets ``hard_fix``, errors first (a stable sort)."""
         if self.hard_fix is None:
             return before + self.findings
-        out = [replace(f, fix=self.hard_fix) if f.fix is None and f.severity == ERROR and
-               f.rule.startswith(('memory.', 'vllm.')) else f for f in before + self.findings]
+        out = [
+            replace(f, fix=self.hard_fix)
+            if f.fix is None and f.severity == ERROR and f.rule.startswith(('memory.', 'vllm.'))
+            else f
+            for f in before + self.findings
+        ]
         return sorted(out, key=lambda f: SEVERITY_ORDER[f.severity])
 
 
 @dataclass
 class _Limits:
     """What the OOM findings need to know beyond the plan: the lengths at which it fits."""
+
     conditional: int | None = None
     """Nothing bounds the prompts: the longest prompt that fits (the OOM needs prompts that long)."""
     short_mem: dict | None = None
@@ -171,8 +200,13 @@ class _Limits:
     """The completion length reached as a rule."""
 
 
-def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data_stats: dict | None = None,
-                completion_mean: int | None = None) -> MemoryVerdict:
+def plan_memory(
+    report,
+    model_config: dict | None,
+    want_fixes: bool = True,
+    data_stats: dict | None = None,
+    completion_mean: int | None = None,
+) -> MemoryVerdict:
     """The memory verdict of a launch whose rules have run: per-GPU memory, the memory/vLLM findings, the fixes
     and the assumptions. Reads the report (config, plan, launch, the rules' findings); changes nothing in it."""
     v = MemoryVerdict()
@@ -182,23 +216,32 @@ def plan_memory(report, model_config: dict | None, want_fixes: bool = True, data
     cfg = report.cfg
     from .envfix import assumptions as alloc_assumptions
     from .envfix import with_alloc
+
     inp = with_alloc(inp, report.launch.alloc, cfg, report.launch.fw)
     v.assumptions += alloc_assumptions(report)
     inp.prompt_len, why, bounded = prompt_bound(report, inp.arch, data_stats)
     if inp.prompt_len == 0:
-        v.assumptions.append(f'prompt + completion of up to {cfg.max_completion_length:,} tokens ({why} <= 0: '
-                             f'completions are capped at max_model_len - prompt)')
+        v.assumptions.append(
+            f'prompt + completion of up to {cfg.max_completion_length:,} tokens ({why} <= 0: '
+            f'completions are capped at max_model_len - prompt)'
+        )
     else:
-        v.assumptions.append(f'prompts of up to {inp.prompt_len:,} tokens ({why}), completions of up to '
-                             f'{cfg.max_completion_length:,}')
+        v.assumptions.append(
+            f'prompts of up to {inp.prompt_len:,} tokens ({why}), completions of up to {cfg.max_completion_length:,}'
+        )
     if not _structurally_ok(report):
         v.unchecked = 'the launch has errors that decide the batch or the processes; fix them first'
         from .as_written import memory_as_written
+
         v.memory, note = memory_as_written(report, inp)  # the table is still shown; no verdict on it
         v.assumptions += [note] if note else []
         return v
-    if cfg.per_device_train_batch_size < 1 or cfg.max_completion_length < 1 or \
-            not 0 < cfg.vllm_gpu_memory_utilization <= 1 or cfg.vllm_tensor_parallel_size < 1:
+    if (
+        cfg.per_device_train_batch_size < 1
+        or cfg.max_completion_length < 1
+        or not 0 < cfg.vllm_gpu_memory_utilization <= 1
+        or cfg.vllm_tensor_parallel_size < 1
+    ):
         v.unchecked = 'a batch, length or vLLM setting is out of range (see the errors)'
         return v
     v.memory = estimate(cfg, report.plan, replace(inp))
@@ -214,18 +257,23 @@ def _model_assumptions(cfg, inp: Inputs) -> list[str]:
     out = []
     extra = list(cfg.reward_model or []) + ([cfg.teacher_model] if cfg.teacher_model else [])
     if extra:
-        out.append(f'reward or teacher models ({", ".join(extra)}) are not in the plan: each training '
-                   f'process loads them too (unless offloaded), so the peaks above are low by their weights')
+        out.append(
+            f'reward or teacher models ({", ".join(extra)}) are not in the plan: each training '
+            f'process loads them too (unless offloaded), so the peaks above are low by their weights'
+        )
     if not (cfg.deepspeed or '').endswith('offload'):
         out.append(f'optimizer: {inp.adamw_why}')
     if cfg.use_vllm and not cfg.vllm_enforce_eager:
-        where = ('inside gpu_memory_utilization (vLLM >= 0.21 profiles them)'
-                 if graphs_profiled(inp.vllm_version, inp.vllm_graphs_env) else
-                 'on top of gpu_memory_utilization (captured after the KV cache; vLLM before 0.21 or not known)')
-        out.append(f'vLLM\'s CUDA graphs: {VLLM_CUDA_GRAPHS / 2 ** 30:.1f} GiB {where}')
+        where = (
+            'inside gpu_memory_utilization (vLLM >= 0.21 profiles them)'
+            if graphs_profiled(inp.vllm_version, inp.vllm_graphs_env)
+            else 'on top of gpu_memory_utilization (captured after the KV cache; vLLM before 0.21 or not known)'
+        )
+        out.append(f"vLLM's CUDA graphs: {VLLM_CUDA_GRAPHS / 2**30:.1f} GiB {where}")
     if cfg.use_vllm:
-        out.append(f'vLLM\'s profiling run samples with the {inp.vllm_sampler} top-k/top-p sampler '
-                   f'({inp.vllm_sampler_why})')
+        out.append(
+            f"vLLM's profiling run samples with the {inp.vllm_sampler} top-k/top-p sampler ({inp.vllm_sampler_why})"
+        )
     return out
 
 
@@ -247,12 +295,16 @@ def _limits(report, inp: Inputs, v: MemoryVerdict, bounded: bool, completion_mea
     C = cfg.max_completion_length
     lim.ordinary = C if lim.reasoning else max(LONG_COMPLETION_SHARE * C, min(completion_mean or 0, C))
     if lim.reasoning:
-        v.assumptions.append(f'completions reach max_completion_length ({C:,} tokens): {lim.reasoning}; pass '
-                             f'--completion-mean TOKENS (e.g. completions/mean_length from a run\'s log) to plan '
-                             f'with shorter ones')
+        v.assumptions.append(
+            f'completions reach max_completion_length ({C:,} tokens): {lim.reasoning}; pass '
+            f"--completion-mean TOKENS (e.g. completions/mean_length from a run's log) to plan "
+            f'with shorter ones'
+        )
     elif completion_mean is not None:
-        v.assumptions.append(f'completions of {completion_mean:,} tokens on average (--completion-mean): an OOM '
-                             f'below that length is a refusal')
+        v.assumptions.append(
+            f'completions of {completion_mean:,} tokens on average (--completion-mean): an OOM '
+            f'below that length is a refusal'
+        )
     if train_oom and lim.conditional is None:
         # a refusal needs the OOM on ordinary batches: the shortest prompts and completions of the ordinary length
         # (the prompt and completion worst cases together are a warning's business)
@@ -266,8 +318,9 @@ def _limits(report, inp: Inputs, v: MemoryVerdict, bounded: bool, completion_mea
     return lim
 
 
-def _gpu_findings(report, inp: Inputs, v: MemoryVerdict, lim: _Limits, why: str, bounded: bool,
-                  completion_mean: int | None) -> None:
+def _gpu_findings(
+    report, inp: Inputs, v: MemoryVerdict, lim: _Limits, why: str, bounded: bool, completion_mean: int | None
+) -> None:
     """Each GPU's findings into ``v``: vLLM's own checks, an OOM (or the warning of an OOM that needs long prompts or
     completions), a tight fit; one of each kind per role."""
     seen: set = set()
@@ -276,18 +329,30 @@ def _gpu_findings(report, inp: Inputs, v: MemoryVerdict, lim: _Limits, why: str,
         if m.peak_fraction > 1.0 and ('oom', m.role) not in seen:
             seen.add(('oom', m.role))
             _oom_finding(report, inp, v, m, lim, why, bounded, completion_mean)
-        elif m.fits and m.total_gib + MODEL_ERROR * _uncertain_gib(m) > m.capacity_gib and \
-                ('tight', m.role) not in seen:
+        elif (
+            m.fits and m.total_gib + MODEL_ERROR * _uncertain_gib(m) > m.capacity_gib and ('tight', m.role) not in seen
+        ):
             seen.add(('tight', m.role))
             env_fix = m.role != 'rollout' and candidate(report) is not None  # envfix: where it is compatible
-            v.findings.append(Finding(
-                WARNING, 'memory.tight', [],
-                f'GPU {m.gpu} ({m.role}) is predicted at {m.peak_fraction:.1%} of its {m.capacity_gib:.1f} GiB; the '
-                f'memory model\'s median error on training peaks is {MODEL_ERROR:.0%} (README, Calibration) and '
-                f'{_uncertain_gib(m):.1f} GiB of this is the trainer\'s, so it may not fit',
-                f'keep {MODEL_ERROR:.0%} headroom: ' + ('export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (the '
-                'caching allocator then reserves less; no training setting changes), or ' if env_fix else '') +
-                'lower vllm_gpu_memory_utilization or the micro-batch'))
+            v.findings.append(
+                Finding(
+                    WARNING,
+                    'memory.tight',
+                    [],
+                    f'GPU {m.gpu} ({m.role}) is predicted at {m.peak_fraction:.1%} of its {m.capacity_gib:.1f} GiB; '
+                    'the '
+                    f"memory model's median error on training peaks is {MODEL_ERROR:.0%} (README, Calibration) and "
+                    f"{_uncertain_gib(m):.1f} GiB of this is the trainer's, so it may not fit",
+                    f'keep {MODEL_ERROR:.0%} headroom: '
+                    + (
+                        'export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (the '
+                        'caching allocator then reserves less; no training setting changes), or '
+                        if env_fix
+                        else ''
+                    )
+                    + 'lower vllm_gpu_memory_utilization or the micro-batch',
+                )
+            )
 
 
 def _problem_findings(report, m, seen: set) -> list[Finding]:
@@ -303,38 +368,62 @@ def _problem_findings(report, m, seen: set) -> list[Finding]:
         assumed = m.role == 'rollout' and report.launch.rollout is None and sev == 'error'
         if assumed:
             sev = 'warning'
-            p = {**p, 'message': p['message'] + ' (with the rollout server\'s settings assumed: pass --rollout '
-                 '"CMD" to check its own)'}
+            p = {
+                **p,
+                'message': p['message'] + " (with the rollout server's settings assumed: pass --rollout "
+                '"CMD" to check its own)',
+            }
         names = ['vllm_gpu_memory_utilization', 'vllm_max_model_len']
         if m.role == 'rollout' and report.launch.rollout is not None:
-            names = [report.launch.rollout.flag('gpu_memory_utilization').lstrip('-'),
-                     report.launch.rollout.flag('max_model_len').lstrip('-')]
-        fix = None if sev != 'error' else (
-            'change the rollout server\'s command (no trainer setting moves this GPU)' if m.role == 'rollout'
-            else None)
-        out.append(Finding({'error': ERROR, 'info': INFO}.get(sev, WARNING), p['check'], names,
-                           f'GPU {m.gpu} ({m.role}): {p["message"]}', fix if sev == 'error' else
-                           'give the server\'s command: --rollout "CUDA_VISIBLE_DEVICES=... '
-                           '<server command>"' if assumed else
-                           'raise vllm_gpu_memory_utilization or lower the rollout batch'))
+            names = [
+                report.launch.rollout.flag('gpu_memory_utilization').lstrip('-'),
+                report.launch.rollout.flag('max_model_len').lstrip('-'),
+            ]
+        fix = (
+            None
+            if sev != 'error'
+            else (
+                "change the rollout server's command (no trainer setting moves this GPU)"
+                if m.role == 'rollout'
+                else None
+            )
+        )
+        out.append(
+            Finding(
+                {'error': ERROR, 'info': INFO}.get(sev, WARNING),
+                p['check'],
+                names,
+                f'GPU {m.gpu} ({m.role}): {p["message"]}',
+                fix
+                if sev == 'error'
+                else 'give the server\'s command: --rollout "CUDA_VISIBLE_DEVICES=... <server command>"'
+                if assumed
+                else 'raise vllm_gpu_memory_utilization or lower the rollout batch',
+            )
+        )
     return out
 
 
-def _oom_finding(report, inp: Inputs, v: MemoryVerdict, m, lim: _Limits, why: str, bounded: bool,
-                 completion_mean: int | None) -> None:
+def _oom_finding(
+    report, inp: Inputs, v: MemoryVerdict, m, lim: _Limits, why: str, bounded: bool, completion_mean: int | None
+) -> None:
     """One GPU over its capacity: an error, or a warning when only prompts or completions longer than the ordinary
     ones make it so (with that assumption)."""
     cfg = report.cfg
     term, gib = dominant_term(m)
-    msg = (f'GPU {m.gpu} ({m.role}) needs {m.total_gib:.1f} GiB in the {m.phase} phase, more than its '
-           f'{m.capacity_gib:.1f} GiB; the largest term is {term} ({gib:.1f} GiB)')
+    msg = (
+        f'GPU {m.gpu} ({m.role}) needs {m.total_gib:.1f} GiB in the {m.phase} phase, more than its '
+        f'{m.capacity_gib:.1f} GiB; the largest term is {term} ({gib:.1f} GiB)'
+    )
     if m.role != 'rollout' and lim.short_mem is not None:
         # it OOMs even with the shortest prompts: quote that figure, not the one at the model context
         short = lim.short_mem[m.gpu]
         term, gib = dominant_term(short)
-        msg = (f'GPU {m.gpu} ({m.role}) needs {short.total_gib:.1f} GiB in the {short.phase} phase even with '
-               f'the shortest prompts, more than its {m.capacity_gib:.1f} GiB; the largest term is {term} '
-               f'({gib:.1f} GiB)')
+        msg = (
+            f'GPU {m.gpu} ({m.role}) needs {short.total_gib:.1f} GiB in the {short.phase} phase even with '
+            f'the shortest prompts, more than its {m.capacity_gib:.1f} GiB; the largest term is {term} '
+            f'({gib:.1f} GiB)'
+        )
     if m.role != 'rollout' and lim.conditional is not None:
         v.findings.append(_long_prompts_finding(report, inp, msg, lim.conditional))
         return
@@ -344,21 +433,31 @@ def _oom_finding(report, inp: Inputs, v: MemoryVerdict, m, lim: _Limits, why: st
         v.assumptions.append(
             f'an OOM only at completions over {LONG_COMPLETION_SHARE:.0%} of max_completion_length is a '
             f'warning (memory.verdicts.LONG_COMPLETION_SHARE), not a refusal'
-            if lim.ordinary <= LONG_COMPLETION_SHARE * C else
-            f'an OOM only at completions over the {lim.ordinary:,}-token mean (--completion-mean) is a '
-            f'warning, not a refusal')
+            if lim.ordinary <= LONG_COMPLETION_SHARE * C
+            else f'an OOM only at completions over the {lim.ordinary:,}-token mean (--completion-mean) is a '
+            f'warning, not a refusal'
+        )
         return
     fix = None
     if m.phase == 'generate' and 'zero3_generation_gather' in m.phase_terms:
-        msg += (f' (HF generation under ZeRO-3 gathers the whole model on every GPU, '
-                f'{m.phase_terms["zero3_generation_gather"]:.1f} GiB: ds3_gather_for_generation is true)')
-        fix = ('ds3_gather_for_generation: false (each layer fetched as generation reaches it; slower), or '
-               'use_vllm (colocate, or a rollout server)')
+        msg += (
+            f' (HF generation under ZeRO-3 gathers the whole model on every GPU, '
+            f'{m.phase_terms["zero3_generation_gather"]:.1f} GiB: ds3_gather_for_generation is true)'
+        )
+        fix = (
+            'ds3_gather_for_generation: false (each layer fetched as generation reaches it; slower), or '
+            'use_vllm (colocate, or a rollout server)'
+        )
     if m.role != 'rollout' and lim.refused_at is not None and (lim.reasoning or completion_mean is not None):
-        msg += (f'; it fits only with completions under {lim.refused_at:,} tokens, shorter than '
-                + (f'the {cfg.max_completion_length:,} a reasoning model reaches ({lim.reasoning})' if lim.reasoning
-                   else f'the {completion_mean:,}-token mean (--completion-mean)')
-                + f', so it is refused (max_completion_length: {lim.refused_at} would cut its answers there)')
+        msg += (
+            f'; it fits only with completions under {lim.refused_at:,} tokens, shorter than '
+            + (
+                f'the {cfg.max_completion_length:,} a reasoning model reaches ({lim.reasoning})'
+                if lim.reasoning
+                else f'the {completion_mean:,}-token mean (--completion-mean)'
+            )
+            + f', so it is refused (max_completion_length: {lim.refused_at} would cut its answers there)'
+        )
     v.findings.append(Finding(ERROR, 'memory.oom', [term.split(' ')[0]], msg, fix))
 
 
@@ -366,12 +465,18 @@ def _long_prompts_finding(report, inp: Inputs, msg: str, conditional: int) -> Fi
     """The OOM needs prompts longer than ``conditional`` tokens, which nothing in the launch rules out."""
     filtered = not report.launch.fw.prompt_limit  # no max_length (TRL): the data is filtered
     return Finding(
-        WARNING, 'memory.oom-if-long-prompts', ['dataset' if filtered else 'max_length'],
+        WARNING,
+        'memory.oom-if-long-prompts',
+        ['dataset' if filtered else 'max_length'],
         f'{msg} with prompts of {inp.prompt_len:,} tokens, which nothing in the launch rules out; it '
         f'fits with prompts of up to {conditional:,} tokens',
-        (f'grpo-data filter DATA --max-length {conditional}, ' if filtered else
-         f'max_length: {conditional} (with truncation_strategy: delete after `grpo-data filter`), ') +
-        'or --data-stats to plan with the data\'s real lengths')
+        (
+            f'grpo-data filter DATA --max-length {conditional}, '
+            if filtered
+            else f'max_length: {conditional} (with truncation_strategy: delete after `grpo-data filter`), '
+        )
+        + "or --data-stats to plan with the data's real lengths",
+    )
 
 
 def _long_completions_finding(cfg, inp: Inputs, msg: str, lim: _Limits, why: str, bounded: bool) -> Finding:
@@ -379,19 +484,33 @@ def _long_completions_finding(cfg, inp: Inputs, msg: str, lim: _Limits, why: str
     bs, C = cfg.per_device_train_batch_size, cfg.max_completion_length
     long_completion, at_longest = lim.long_completion, lim.at_longest
     return Finding(
-        WARNING, 'memory.oom-if-long-completions', ['max_completion_length', 'per_device_train_batch_size'],
+        WARNING,
+        'memory.oom-if-long-completions',
+        ['max_completion_length', 'per_device_train_batch_size'],
         f'{msg} when a micro-batch holds a completion of {C:,} tokens (GRPO pads '
         f'the micro-batch to its longest); it fits while every completion stays under '
-        + (f'{long_completion:,} tokens ({long_completion / C:.0%} of the limit) '
-           f'and the prompts are short (nothing in the launch limits them)' if not bounded else
-           f'{at_longest:,} tokens ({at_longest / C:.0%} of the limit) with prompts '
-           f'of {inp.prompt_len:,} tokens ({why}), {long_completion:,} with short prompts'),
+        + (
+            f'{long_completion:,} tokens ({long_completion / C:.0%} of the limit) '
+            f'and the prompts are short (nothing in the launch limits them)'
+            if not bounded
+            else f'{at_longest:,} tokens ({at_longest / C:.0%} of the limit) with prompts '
+            f'of {inp.prompt_len:,} tokens ({why}), {long_completion:,} with short prompts'
+        ),
         f'max_completion_length: {at_longest or long_completion}'
-        + (' (or max_length cut to the data\'s prompts: grpo-data stats)' if bounded and
-           at_longest < long_completion else '') + ', or a smaller micro-batch with more accumulation'
-        + (f' (per_device_train_batch_size: {bs // 2}, gradient_accumulation_steps: '
-           f'{(cfg.gradient_accumulation_steps or 1) * 2})' if bs > 1 and bs % 2 == 0 else ''),
-        'swift/rlhf_trainers/grpo_trainer.py (completions padded per micro-batch); README, Memory')
+        + (
+            " (or max_length cut to the data's prompts: grpo-data stats)"
+            if bounded and at_longest < long_completion
+            else ''
+        )
+        + ', or a smaller micro-batch with more accumulation'
+        + (
+            f' (per_device_train_batch_size: {bs // 2}, gradient_accumulation_steps: '
+            f'{(cfg.gradient_accumulation_steps or 1) * 2})'
+            if bs > 1 and bs % 2 == 0
+            else ''
+        ),
+        'swift/rlhf_trainers/grpo_trainer.py (completions padded per micro-batch); README, Memory',
+    )
 
 
 def _fixes(report, inp: Inputs, v: MemoryVerdict, lim: _Limits, want_fixes: bool) -> None:
@@ -404,15 +523,31 @@ def _fixes(report, inp: Inputs, v: MemoryVerdict, lim: _Limits, want_fixes: bool
         v.fixes = search_fixes(report, inp)
         if v.fixes:
             best = v.fixes[0]
-            v.findings.append(Finding(INFO, 'memory.fix', sorted(best.changes) + sorted(best.env),
-                                      f'a config that fits (peak {best.peak_fraction:.0%} of the GPU, same '
-                                      f'num_generations and prompts per optimizer step)',
-                                      best.text(report.launch)))
+            v.findings.append(
+                Finding(
+                    INFO,
+                    'memory.fix',
+                    sorted(best.changes) + sorted(best.env),
+                    f'a config that fits (peak {best.peak_fraction:.0%} of the GPU, same '
+                    f'num_generations and prompts per optimizer step)',
+                    best.text(report.launch),
+                )
+            )
         else:
-            v.findings.append(Finding(WARNING, 'memory.no-fix', [],
-                                      'no change within the searched knobs (vLLM length and utilisation, sleep, '
-                                      'micro-batch split, checkpointing, offload, ZeRO stage, ZeRO-3 generation '
-                                      'gather, vLLM TP) makes the '
-                                      'training GPUs fit; use more or larger GPUs, or a smaller model', None))
-    v.hard_fix = ('the proposed fix (memory.fix) below' if v.fixes else
-                  'more GPU memory per process (a larger card or more GPUs), or a smaller model')
+            v.findings.append(
+                Finding(
+                    WARNING,
+                    'memory.no-fix',
+                    [],
+                    'no change within the searched knobs (vLLM length and utilisation, sleep, '
+                    'micro-batch split, checkpointing, offload, ZeRO stage, ZeRO-3 generation '
+                    'gather, vLLM TP) makes the '
+                    'training GPUs fit; use more or larger GPUs, or a smaller model',
+                    None,
+                )
+            )
+    v.hard_fix = (
+        'the proposed fix (memory.fix) below'
+        if v.fixes
+        else 'more GPU memory per process (a larger card or more GPUs), or a smaller model'
+    )

@@ -13,6 +13,7 @@
   them); the image bound is the ``MAX_PIXELS`` environment variable ms-swift's Qwen2-VL templates read, else the
   processor's ``max_pixels``.
 """
+
 from __future__ import annotations
 
 from . import vllm_startup as vs
@@ -30,8 +31,9 @@ def tokens_per_image(model_type: str, max_pixels: int | None = None) -> int:
     return vs.tokens_for(pp, 1)
 
 
-def vision_activation_bytes(a: Arch, freeze_vit: bool, images: int, max_pixels: int | None, rows: int,
-                            checkpointed: bool) -> float:
+def vision_activation_bytes(
+    a: Arch, freeze_vit: bool, images: int, max_pixels: int | None, rows: int, checkpointed: bool
+) -> float:
     """Bytes the vision tower adds to a micro-batch of ``rows`` sequences with ``images`` images each (0 without
     images or for a text model). Frozen: the largest block's live tensors during the forward (the same count as vLLM's
     encoder pass, ``vllm_startup.encoder_peak_per_patch``, at TP 1). Trained: the saved tensors above."""

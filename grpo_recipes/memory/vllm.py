@@ -1,5 +1,6 @@
 """One vLLM engine on one GPU: its reservation, weights, profiling peak and KV cache (``vllm_terms``), the
 defaults it picks, and its own start-up checks (``vllm_checks``)."""
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,9 @@ def vllm_default_batched_tokens(capacity_gib: float, gpu_name: str | None, offli
     return 8192 if big else 2048
 
 
-def resolve_sampler(env_value: str | None, vllm_version: str | None,
-                    flashinfer_installed: bool | None) -> tuple[str, str]:
+def resolve_sampler(
+    env_value: str | None, vllm_version: str | None, flashinfer_installed: bool | None
+) -> tuple[str, str]:
     """Which top-k/top-p sampler vLLM's profiling run uses: ``native`` (sorts the vocabulary) or
     ``flashinfer``, and why. Unknown means ``native``, the larger reservation, so predicted KV is a floor.
 
@@ -59,9 +61,11 @@ def resolve_sampler(env_value: str | None, vllm_version: str | None,
         return 'native', 'FlashInfer is not installed'
     parts = version_tuple(vllm_version)
     if parts and parts >= (0, 11, 1):
-        return 'native', (f'vLLM {vllm_version}: FlashInfer sampling is off by default from 0.11.1 until a later '
-                          'release turned it back on; assumed native, the larger reservation '
-                          '(set VLLM_USE_FLASHINFER_SAMPLER to state it)')
+        return 'native', (
+            f'vLLM {vllm_version}: FlashInfer sampling is off by default from 0.11.1 until a later '
+            'release turned it back on; assumed native, the larger reservation '
+            '(set VLLM_USE_FLASHINFER_SAMPLER to state it)'
+        )
     if parts and parts < (0, 8, 0):
         return 'native', f'vLLM {vllm_version}: the V0 engine sorts natively'
     if parts and flashinfer_installed:
@@ -100,8 +104,9 @@ def vllm_kv_bytes_per_token(cfg: GRPOConfig, a: Arch) -> float:
     """KV cache bytes per token on one TP rank: the model dtype (vLLM ``kv_cache_dtype`` "auto"), or one
     byte for an fp8 cache."""
     kv_dtype = str(vllm_engine_options(cfg).get('kv_cache_dtype') or 'auto')
-    return a.kv_bytes_per_token(1 if kv_dtype.startswith('fp8') else a.dtype_bytes) / \
-        max(1, cfg.vllm_tensor_parallel_size)
+    return a.kv_bytes_per_token(1 if kv_dtype.startswith('fp8') else a.dtype_bytes) / max(
+        1, cfg.vllm_tensor_parallel_size
+    )
 
 
 def vllm_profile_peak(a: Arch, tp: int, tokens: int, seqs: int, sampler: str = 'native') -> float:
@@ -129,8 +134,7 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs, plan: Plan | None = None) -> dict[s
     tb = _positive_int(opts.get('max_num_batched_tokens'))
     # V1 became the default engine in vLLM 0.8.0; 0.8-0.9 fall back to V0 on pre-Ampere cards, fp8 KV, fp32
     # (vllm_engine)
-    v0 = ve.uses_v0(inp.vllm_version, inp.gpu_name, opts.get('kv_cache_dtype'), a.dtype,
-                    inp.vllm_use_v1_env)
+    v0 = ve.uses_v0(inp.vllm_version, inp.gpu_name, opts.get('kv_cache_dtype'), a.dtype, inp.vllm_use_v1_env)
     max_len = _max_model_len(cfg, a)
     if not tb and v0 and max_len <= 32768:
         # V0 without chunked prefill (its default up to a 32K context; longer contexts turn chunked prefill
@@ -156,33 +160,51 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs, plan: Plan | None = None) -> dict[s
     # multimodal models: the encoder's profiling pass on the largest items, its outputs cached (vllm_startup)
     limits = vs.parse_limits(opts.get('limit_mm_per_prompt', getattr(cfg, 'vllm_limit_mm_per_prompt', None)))
     mmkw = opts.get('mm_processor_kwargs')  # max_pixels / min_pixels bound the largest image (vllm_engine)
-    mm = vs.mm_profile_v0(a, tp, tb, seqs, max_len, limits, processor_kwargs=mmkw) if v0 else \
-        vs.mm_profile(a, tp, tb, seqs, max_len, limits, opts.get('enable_chunked_prefill') is not False,
-                      vllm_version=inp.vllm_version, processor_kwargs=mmkw)
+    mm = (
+        vs.mm_profile_v0(a, tp, tb, seqs, max_len, limits, processor_kwargs=mmkw)
+        if v0
+        else vs.mm_profile(
+            a,
+            tp,
+            tb,
+            seqs,
+            max_len,
+            limits,
+            opts.get('enable_chunked_prefill') is not False,
+            vllm_version=inp.vllm_version,
+            processor_kwargs=mmkw,
+        )
+    )
     llm_tokens = tb
     if mm and mm.get('rows'):  # V0 samples only the sequences that carry the dummy items, over all their tokens
         llm_tokens = mm.get('llm_tokens', tb)
         act = vllm_profile_peak(a, tp, llm_tokens, mm['rows'], inp.vllm_sampler)
     act = vs.profile_with_encoder(act, llm_tokens, a, mm)
     non_torch = VLLM_NON_TORCH_TP if tp > 1 else VLLM_NON_TORCH_TP1
-    graphs = vs.cuda_graph_bytes(vs.capture_sizes(inp.vllm_version, seqs, tb, cfg.vllm_enforce_eager),
-                                 VLLM_CUDA_GRAPHS)
+    graphs = vs.cuda_graph_bytes(vs.capture_sizes(inp.vllm_version, seqs, tb, cfg.vllm_enforce_eager), VLLM_CUDA_GRAPHS)
     # V1 sizes the KV cache from what the profile left: requested - weights - peak activation - non-torch; CUDA
     # graphs are captured afterwards and come on top, unless the profiler estimates them (graphs_profiled): then
     # they come out of the KV budget and stay inside the reservation
     inside = bool(graphs) and graphs_profiled(inp.vllm_version, inp.vllm_graphs_env)
     rope = ve.rope_cache_bytes(a)  # the rotary cos/sin buffer, loaded with the model on every rank (vllm_engine)
     kv = requested - weights - rope - act - non_torch - (graphs if inside else 0.0)
-    return {'requested': requested, 'weights': weights, 'rope_cache': rope, 'activation': act, 'non_torch': non_torch,
-            'cuda_graphs': graphs, 'kv_cache': kv, 'graphs_outside': 0.0 if inside else graphs}
+    return {
+        'requested': requested,
+        'weights': weights,
+        'rope_cache': rope,
+        'activation': act,
+        'non_torch': non_torch,
+        'cuda_graphs': graphs,
+        'kv_cache': kv,
+        'graphs_outside': 0.0 if inside else graphs,
+    }
 
 
 def _max_model_len(cfg: GRPOConfig, a: Arch) -> int:
     return cfg.vllm_max_model_len or a.context_len
 
 
-def vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_start: float,
-                 problems: list[dict]) -> dict:
+def vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_start: float, problems: list[dict]) -> dict:
     """vLLM's own three checks: start-up free memory, one max-length sequence, rollout concurrency."""
     a = inp.arch
     cap = inp.capacity_gib * GiB
@@ -190,39 +212,76 @@ def vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_start
     mml = _max_model_len(cfg, a)
     per_token = vs.bytes_per_token(kv_per_token, a, max(1, cfg.vllm_tensor_parallel_size), mml)  # + hybrid state
     kv_tokens = max(0, int(v['kv_cache'] // per_token)) // KV_BLOCK * KV_BLOCK if kv_per_token else 0
-    info = {'requested_gib': _g(v['requested']), 'weights_gib': _g(v['weights']),
-            'activation_gib': _g(v['activation']), 'non_torch_gib': _g(v['non_torch']),
-            'sampler': inp.vllm_sampler, 'sampler_basis': inp.vllm_sampler_why,
-            'kv_cache_gib': _g(max(0.0, v['kv_cache'])),
-            'cuda_graphs_in_budget_gib': _g(v['cuda_graphs'] - v['graphs_outside']),
-            'kv_tokens': kv_tokens, 'max_model_len': mml}
+    info = {
+        'requested_gib': _g(v['requested']),
+        'weights_gib': _g(v['weights']),
+        'activation_gib': _g(v['activation']),
+        'non_torch_gib': _g(v['non_torch']),
+        'sampler': inp.vllm_sampler,
+        'sampler_basis': inp.vllm_sampler_why,
+        'kv_cache_gib': _g(max(0.0, v['kv_cache'])),
+        'cuda_graphs_in_budget_gib': _g(v['cuda_graphs'] - v['graphs_outside']),
+        'kv_tokens': kv_tokens,
+        'max_model_len': mml,
+    }
     if v['weights'] > cap:
-        problems.append({'check': 'vllm.weights-exceed-gpu', 'phase': 'startup', 'message': (
-            f'the model weights alone ({v["weights"] / GiB:.2f} GiB per GPU) exceed the GPU ({cap / GiB:.2f} GiB): '
-            f'CUDA out of memory while loading')})
+        problems.append(
+            {
+                'check': 'vllm.weights-exceed-gpu',
+                'phase': 'startup',
+                'message': (
+                    f'the model weights alone ({v["weights"] / GiB:.2f} GiB per GPU) exceed the GPU ({cap / GiB:.2f} '
+                    'GiB): '
+                    f'CUDA out of memory while loading'
+                ),
+            }
+        )
     elif free_at_start < v['requested']:
-        problems.append({'check': 'vllm.startup-free-memory', 'phase': 'startup', 'message': (
-            f'Free memory on device ({free_at_start / GiB:.2f}/{cap / GiB:.2f} GiB) on startup is less than '
-            f'desired GPU memory utilization ({cfg.vllm_gpu_memory_utilization}, {v["requested"] / GiB:.2f} GiB). '
-            f'[vLLM init_device]')})
+        problems.append(
+            {
+                'check': 'vllm.startup-free-memory',
+                'phase': 'startup',
+                'message': (
+                    f'Free memory on device ({free_at_start / GiB:.2f}/{cap / GiB:.2f} GiB) on startup is less than '
+                    f'desired GPU memory utilization ({cfg.vllm_gpu_memory_utilization}, {v["requested"] / GiB:.2f} '
+                    'GiB). '
+                    f'[vLLM init_device]'
+                ),
+            }
+        )
     if v['kv_cache'] <= 0:
-        problems.append({'check': 'vllm.no-kv-memory', 'phase': 'startup', 'message': (
-            'No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when '
-            'initializing the engine. [vLLM]')})
+        problems.append(
+            {
+                'check': 'vllm.no-kv-memory',
+                'phase': 'startup',
+                'message': (
+                    'No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when '
+                    'initializing the engine. [vLLM]'
+                ),
+            }
+        )
     else:
         need = math.ceil(mml / KV_BLOCK) * KV_BLOCK * kv_per_token + vs.linear_state_bytes(
-            a, max(1, cfg.vllm_tensor_parallel_size), a.dtype_bytes)  # hybrid models: one request's linear state
+            a, max(1, cfg.vllm_tensor_parallel_size), a.dtype_bytes
+        )  # hybrid models: one request's linear state
         if need > v['kv_cache']:
             # vLLM's estimate is the longest length whose whole blocks fit (estimate_max_model_len binary-searches
             # cdiv(len, block_size) x page size against the available memory): a multiple of the block size
             est = KV_BLOCK * int(v['kv_cache'] // (KV_BLOCK * kv_per_token))
-            if ve.uses_v0(inp.vllm_version, inp.gpu_name, vllm_engine_options(cfg).get('kv_cache_dtype'), a.dtype,
-                          inp.vllm_use_v1_env):
+            if ve.uses_v0(
+                inp.vllm_version,
+                inp.gpu_name,
+                vllm_engine_options(cfg).get('kv_cache_dtype'),
+                a.dtype,
+                inp.vllm_use_v1_env,
+            ):
                 # the V0 worker (vllm/worker/worker.py raise_if_cache_size_invalid): block_size x num_gpu_blocks
                 held = KV_BLOCK * int(v['kv_cache'] // (KV_BLOCK * kv_per_token))
-                message = (f"The model's max seq len ({mml}) is larger than the maximum number of tokens that can be "
-                           f"stored in KV cache ({held}). Try increasing `gpu_memory_utilization` or decreasing "
-                           f"`max_model_len` when initializing the engine. [vLLM {inp.vllm_version}]")
+                message = (
+                    f"The model's max seq len ({mml}) is larger than the maximum number of tokens that can be "
+                    f'stored in KV cache ({held}). Try increasing `gpu_memory_utilization` or decreasing '
+                    f'`max_model_len` when initializing the engine. [vLLM {inp.vllm_version}]'
+                )
             else:
                 # V1 (vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory), in the version's words
                 message = vs.one_sequence_message(inp.vllm_version, mml, need / GiB, v['kv_cache'] / GiB, est)
@@ -235,8 +294,18 @@ def vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_start
         info['rollout_concurrency'] = conc
         if kv_tokens and want > kv_tokens:
             # throughput, not memory: an info (it would fire on most long-completion launches at their limits)
-            problems.append({'check': 'vllm.kv-concurrency', 'phase': 'rollout', 'severity': 'info', 'message': (
-                f'a rollout sends {conc:g} sequences of up to {seq} tokens to each engine ({int(want):,} tokens at '
-                f'the longest) but the KV cache holds {kv_tokens:,}: vLLM queues or preempts and recomputes the '
-                f'rest (slower, same memory)')})
+            problems.append(
+                {
+                    'check': 'vllm.kv-concurrency',
+                    'phase': 'rollout',
+                    'severity': 'info',
+                    'message': (
+                        f'a rollout sends {conc:g} sequences of up to {seq} tokens to each engine ({int(want):,} '
+                        'tokens at '
+                        f'the longest) but the KV cache holds {kv_tokens:,}: vLLM queues or preempts and recomputes '
+                        'the '
+                        f'rest (slower, same memory)'
+                    ),
+                }
+            )
     return info

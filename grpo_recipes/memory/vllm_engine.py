@@ -16,6 +16,7 @@ model_executor/layers/rotary_embedding.py) and 0.6.4.post1 (worker/worker.py); t
   engine's ``mm_processor_kwargs`` into the image processor, so a ``max_pixels``/``min_pixels`` there bounds the
   largest image the profiler builds (``get_image_size_with_most_features``).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,13 @@ from .arch import Arch
 
 # NVIDIA's compute-capability table (developer.nvidia.com/cuda-gpus): the card families the guard meets.
 COMPUTE_CAPABILITY = (
-    (r'V100', (7, 0)), (r'T4\b|TESLAT4', (7, 5)), (r'20[0-9]0|TITANRTX|QUADRORTX', (7, 5)),
-    (r'H100|H800|H20|H200|GH200', (9, 0)), (r'4090|4080|4070|4060|L40|L4\b|L20|ADA', (8, 9)),
-    (r'A100|A800|A30\b', (8, 0)), (r'30[5-9]0|A6000|A5000|A4000|A10|A40\b|A16|A2\b', (8, 6)),
+    (r'V100', (7, 0)),
+    (r'T4\b|TESLAT4', (7, 5)),
+    (r'20[0-9]0|TITANRTX|QUADRORTX', (7, 5)),
+    (r'H100|H800|H20|H200|GH200', (9, 0)),
+    (r'4090|4080|4070|4060|L40|L4\b|L20|ADA', (8, 9)),
+    (r'A100|A800|A30\b', (8, 0)),
+    (r'30[5-9]0|A6000|A5000|A4000|A10|A40\b|A16|A2\b', (8, 6)),
 )
 # V1 became the default engine in 0.8.0; the fallback oracle above is read in 0.9.0.1. From 0.10 it is not modelled
 # (V0 was being removed), so a case from 0.10 on is taken to run V1 whatever the card.
@@ -47,8 +52,13 @@ def compute_capability(gpu_name: str | None) -> tuple[int, int] | None:
     return None
 
 
-def uses_v0(vllm_version: str | None, gpu_name: str | None = None, kv_cache_dtype: str | None = None,
-            dtype: str | None = None, use_v1_env: str | None = None) -> bool:
+def uses_v0(
+    vllm_version: str | None,
+    gpu_name: str | None = None,
+    kv_cache_dtype: str | None = None,
+    dtype: str | None = None,
+    use_v1_env: str | None = None,
+) -> bool:
     """Whether this launch runs vLLM's V0 engine: every version before 0.8, and on 0.8-0.9 what
     ``_is_v1_supported_oracle`` sends back to V0 (compute capability < 8.0; an fp8 KV cache off Hopper; float32),
     or ``VLLM_USE_V1=0`` (vllm/envs.py, 0.9.0.1: ``bool(int(os.getenv("VLLM_USE_V1", "1")))``; an explicit 1 skips the

@@ -20,6 +20,7 @@ applies. Pure: no torch, no vLLM import. Sizes in bytes.
 - Hybrid models (``linear_state_bytes``): the Gated DeltaNet conv and recurrent state per sequence and layer
   (model_executor/layers/mamba/mamba_utils.py, v1/kv_cache_interface.py ``MambaSpec``).
 """
+
 from __future__ import annotations
 
 import json
@@ -46,7 +47,7 @@ PIXEL_INPUT_BYTES = 4 + 2
 # vLLM's own graph estimator (v1/worker/gpu_model_runner.py profile_cudagraph_memory, vLLM 0.23.0) measures one shared
 # pool (the first, largest capture) plus a cost per further graph, at least 1 MiB each; the cost per graph is measured
 # on the card, not derivable from the code, so the logged allowance (memory.VLLM_CUDA_GRAPHS) stays the figure.
-MIN_PER_GRAPH = 2 ** 20
+MIN_PER_GRAPH = 2**20
 
 
 @lru_cache(maxsize=1)
@@ -71,6 +72,7 @@ def tower_params(a: Arch) -> int:
 
 
 # ---- multimodal profiling ----
+
 
 def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
     """Qwen2-VL's resize rule (transformers models/qwen2_vl/image_processing_qwen2_vl.py ``smart_resize``, which vLLM
@@ -107,8 +109,9 @@ def tokens_for(pp: dict, frames: int) -> int:
     return grid_t * gh * gw // pp['merge_size'] ** 2
 
 
-def max_tokens_per_item(pp: dict, max_model_len: int, limits: dict[str, int], vllm_version: str | None = None,
-                        v0: bool = False) -> dict[str, int]:
+def max_tokens_per_item(
+    pp: dict, max_model_len: int, limits: dict[str, int], vllm_version: str | None = None, v0: bool = False
+) -> dict[str, int]:
     """Tokens of the largest item per modality, modalities at limit 0 left out.
     - V1 (multimodal/registry.py ``get_max_tokens_per_item_by_nonzero_modality``, 0.10.1.1 and 0.11.0) sizes each
       item with one of each enabled modality in the prompt (``{modality: 1 for ... if limit > 0}``), at
@@ -116,8 +119,10 @@ def max_tokens_per_item(pp: dict, max_model_len: int, limits: dict[str, int], vl
       context leaves after one largest image, from 0 frames, at most 16 (``_MAX_FRAMES_PER_VIDEO``); from 0.11 the
       whole context, from 1 frame, at most 14 (0.11.0 and 0.23.0).
     - V0 (``v0``; vLLM 0.7.3 qwen2_vl.py) subtracts the images at their limit (1 by default) and caps at 16."""
-    image_limit, video_limit = limits.get('image', 1 if v0 else MM_LIMIT_DEFAULT_V1), \
-        limits.get('video', 1 if v0 else MM_LIMIT_DEFAULT_V1)
+    image_limit, video_limit = (
+        limits.get('image', 1 if v0 else MM_LIMIT_DEFAULT_V1),
+        limits.get('video', 1 if v0 else MM_LIMIT_DEFAULT_V1),
+    )
     ver = version_tuple(vllm_version)
     new_rule = not v0 and (ver is None or ver >= (0, 11, 0))
     images = image_limit if v0 else min(image_limit, 1)  # V1 counts one of each enabled modality
@@ -136,8 +141,9 @@ def max_tokens_per_item(pp: dict, max_model_len: int, limits: dict[str, int], vl
     return out
 
 
-def encoder_peak_per_patch(model_type: str, vision: dict, tp: int, dtype_bytes: int,
-                           gather_qkv: bool = True, gather_list: bool = False) -> float:
+def encoder_peak_per_patch(
+    model_type: str, vision: dict, tp: int, dtype_bytes: int, gather_qkv: bool = True, gather_list: bool = False
+) -> float:
     """Live bytes per patch at the vision tower's peak (vLLM 0.10.1.1 model_executor/models/qwen2_5_vl.py
     ``Qwen2_5_VisionBlock.forward``; qwen2_vl.py ``Qwen2VisionBlock``): the pixel rows (fp32 and the cast copy)
     stay referenced by the caller, and inside a block the larger of
@@ -176,9 +182,18 @@ def parse_limits(value) -> dict[str, int]:
     return {str(k): int(v) for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
 
 
-def mm_profile(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_model_len: int, limits: dict,
-               chunked_prefill: bool = True, model_type: str | None = None,
-               vllm_version: str | None = None, processor_kwargs=None) -> dict | None:
+def mm_profile(
+    a: Arch,
+    tp: int,
+    batched_tokens: int,
+    max_num_seqs: int,
+    max_model_len: int,
+    limits: dict,
+    chunked_prefill: bool = True,
+    model_type: str | None = None,
+    vllm_version: str | None = None,
+    processor_kwargs=None,
+) -> dict | None:
     """The multimodal part of V1's profiling run, or None for a text-only model (or every modality at limit 0):
     ``encoder_peak`` (the tower on the dummy batch), ``cached`` (its outputs, held in the encoder cache through the
     dummy forward and sampler), ``items``, ``tokens_per_item``, ``modality``."""
@@ -207,8 +222,16 @@ def mm_profile(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_mod
     return {'encoder_peak': peak, 'cached': cached, 'items': items, 'tokens_per_item': tokens, 'modality': modality}
 
 
-def mm_profile_v0(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_model_len: int, limits: dict,
-                  model_type: str | None = None, processor_kwargs=None) -> dict | None:
+def mm_profile_v0(
+    a: Arch,
+    tp: int,
+    batched_tokens: int,
+    max_num_seqs: int,
+    max_model_len: int,
+    limits: dict,
+    model_type: str | None = None,
+    processor_kwargs=None,
+) -> dict | None:
     """The V0 engine's multimodal profiling (vLLM 0.7.3 worker/model_runner.py ``_dummy_run``): every dummy sequence
     carries each modality at its limit (1 by default under V0), so the sequences are cut to
     max(1, min(max_num_seqs, max_num_batched_tokens // max_mm_tokens)) with max_mm_tokens the sum over modalities of
@@ -235,9 +258,15 @@ def mm_profile_v0(a: Arch, tp: int, batched_tokens: int, max_num_seqs: int, max_
     # the dummy prompt is never cut to seq_len (multimodal/profiling.py get_decoder_dummy_data, 0.8.4/0.9.0.1: V0 only
     # warns when the placeholders exceed it), so each row's LLM forward runs over all its placeholder tokens
     llm_tokens = rows * max(seq_len, sum(passes.values()) // rows)
-    return {'encoder_peak': peak, 'cached': sum(passes.values()) * a.hidden * a.dtype_bytes, 'items': rows,
-            'tokens_per_item': max(per_item.values()), 'modality': max(passes, key=passes.get), 'rows': rows,
-            'llm_tokens': llm_tokens}
+    return {
+        'encoder_peak': peak,
+        'cached': sum(passes.values()) * a.hidden * a.dtype_bytes,
+        'items': rows,
+        'tokens_per_item': max(per_item.values()),
+        'modality': max(passes, key=passes.get),
+        'rows': rows,
+        'llm_tokens': llm_tokens,
+    }
 
 
 def profile_with_encoder(text_peak: float, dummy_forward_tokens: int, a: Arch, mm: dict | None) -> float:
@@ -251,6 +280,7 @@ def profile_with_encoder(text_peak: float, dummy_forward_tokens: int, a: Arch, m
 
 
 # ---- quantized loading ----
+
 
 def linear_weight_shapes(a: Arch) -> list[tuple[int, int, int]]:
     """(d_in, d_out, count) of every quantizable linear in a dense decoder (q, k, v, o, gate, up, down)."""
@@ -302,6 +332,7 @@ def vllm_weight_bytes(cfg, a: Arch, engine: dict) -> float:
 
 # ---- CUDA graphs ----
 
+
 def capture_sizes(vllm_version: str | None, max_num_seqs: int, batched_tokens: int, enforce_eager: bool) -> list[int]:
     """Batch sizes vLLM V1 captures by default; [] with enforce_eager.
     - 0.8.x: see below (max_num_seqs does not bound them);
@@ -344,6 +375,7 @@ def cuda_graph_bytes(sizes: list[int], allowance: float) -> float:
 
 # ---- hybrid models ----
 
+
 def linear_state_bytes(a: Arch, tp: int, dtype_bytes: int) -> float:
     """Per-sequence state of all linear-attention layers on one TP rank (0 for other models). vLLM 0.23.0
     model_executor/layers/mamba/mamba_utils.py ``gated_delta_net_state_shape``: a conv state of
@@ -368,19 +400,24 @@ def bytes_per_token(kv_per_token: float, a: Arch, tp: int, max_model_len: int) -
     return kv_per_token + (state / max_model_len if state and max_model_len else 0.0)
 
 
-def one_sequence_message(vllm_version: str | None, max_model_len: int, need_gib: float, avail_gib: float,
-                         estimate: int) -> str:
+def one_sequence_message(
+    vllm_version: str | None, max_model_len: int, need_gib: float, avail_gib: float, estimate: int
+) -> str:
     """V1's refusal when one max_model_len request does not fit (v1/core/kv_cache_utils.py
     ``check_enough_kv_cache_memory``), worded as the version words it: 0.10.1.1 says "models's", 0.23.0 "model's"
     and names the CPU backend."""
     v = version_tuple(vllm_version)
     est = f'Based on the available memory, the estimated maximum model length is {estimate}. ' if estimate > 0 else ''
     if v is not None and v < (0, 11, 0):
-        return (f"To serve at least one request with the models's max seq len ({max_model_len}), ({need_gib:.2f} GiB "
-                f"KV cache is needed, which is larger than the available KV cache memory ({avail_gib:.2f} GiB). "
-                f"{est} Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the "
-                f"engine. [vLLM {vllm_version}]")
-    return (f"To serve at least one request with the model's max seq len ({max_model_len}), ({need_gib:.2f} GiB KV "
-            f"cache is needed, which is larger than the available KV cache memory ({avail_gib:.2f} GiB). {est}"
-            f"Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or "
-            f"decreasing `max_model_len` when initializing the engine. [vLLM {vllm_version or '>= 0.11'}]")
+        return (
+            f"To serve at least one request with the models's max seq len ({max_model_len}), ({need_gib:.2f} GiB "
+            f'KV cache is needed, which is larger than the available KV cache memory ({avail_gib:.2f} GiB). '
+            f'{est} Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the '
+            f'engine. [vLLM {vllm_version}]'
+        )
+    return (
+        f"To serve at least one request with the model's max seq len ({max_model_len}), ({need_gib:.2f} GiB KV "
+        f'cache is needed, which is larger than the available KV cache memory ({avail_gib:.2f} GiB). {est}'
+        f'Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or '
+        f'decreasing `max_model_len` when initializing the engine. [vLLM {vllm_version or ">= 0.11"}]'
+    )

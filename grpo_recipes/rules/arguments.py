@@ -1,5 +1,6 @@
 """Arguments the framework would not accept at all. Whose parser reads a word, and which names the framework
 registers, is its front end's business (``Framework.unknown_arguments``, ``Framework.registry_check``)."""
+
 from __future__ import annotations
 
 from ..findings import ERROR, Finding
@@ -19,9 +20,16 @@ def rlhf_type_is_grpo(ctx: Context) -> list[Finding]:
     """A ``swift rlhf`` launch that is not GRPO: ms-swift's default ``rlhf_type`` is dpo
     (swift/arguments/rlhf_args.py), so a GRPO config without it trains something else."""
     if ctx.cfg.rlhf_type != 'grpo':
-        return [Finding(ERROR, 'args.rlhf-type', ['rlhf_type'],
-                        f'rlhf_type is {ctx.cfg.rlhf_type!r}; this guard checks GRPO launches '
-                        f'(ms-swift\'s default rlhf_type is dpo)', 'rlhf_type: grpo')]
+        return [
+            Finding(
+                ERROR,
+                'args.rlhf-type',
+                ['rlhf_type'],
+                f'rlhf_type is {ctx.cfg.rlhf_type!r}; this guard checks GRPO launches '
+                f"(ms-swift's default rlhf_type is dpo)",
+                'rlhf_type: grpo',
+            )
+        ]
     return []
 
 
@@ -44,10 +52,16 @@ def model_given(ctx: Context) -> list[Finding]:
     from_ckpt = ('--adapters', '--ckpt_dir', '--resume_from_checkpoint', '--mcore_model', '--mcore_adapter')
     if any(a.split('=', 1)[0] in from_ckpt for a in ctx.launch.argv):
         return []
-    return [Finding(ERROR, 'args.model-missing', ['model'],
-                    'no --model: ms-swift stops with "ValueError: Please set --model <model_id_or_path>"',
-                    'model: <hub id or local dir>, e.g. model: Qwen/Qwen2.5-7B-Instruct',
-                    'swift/arguments/base_args/model_args.py')]
+    return [
+        Finding(
+            ERROR,
+            'args.model-missing',
+            ['model'],
+            'no --model: ms-swift stops with "ValueError: Please set --model <model_id_or_path>"',
+            'model: <hub id or local dir>, e.g. model: Qwen/Qwen2.5-7B-Instruct',
+            'swift/arguments/base_args/model_args.py',
+        )
+    ]
 
 
 @rule('args.lora-rank')
@@ -58,7 +72,14 @@ def lora_rank_positive(ctx: Context) -> list[Finding]:
     if cfg.tuner_type != 'lora' or cfg.lora_rank is None or cfg.lora_rank > 0:
         return []
     name = ctx.launch.name('lora_rank')  # TRL: lora_r
-    return [Finding(ERROR, 'args.lora-rank', [name],
-                    f'{name} is {cfg.lora_rank}: PEFT stops with "`r` should be a positive integer value but the '
-                    f'value passed is {cfg.lora_rank}"', f'{name}: 16 (any integer >= 1; 8-64 is usual)',
-                    'peft/tuners/lora/layer.py (LoraLayer.update_layer)')]
+    return [
+        Finding(
+            ERROR,
+            'args.lora-rank',
+            [name],
+            f'{name} is {cfg.lora_rank}: PEFT stops with "`r` should be a positive integer value but the '
+            f'value passed is {cfg.lora_rank}"',
+            f'{name}: 16 (any integer >= 1; 8-64 is usual)',
+            'peft/tuners/lora/layer.py (LoraLayer.update_layer)',
+        )
+    ]

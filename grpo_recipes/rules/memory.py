@@ -1,5 +1,6 @@
 """Memory verdicts that need no memory plan: a capacity check over the model's weights and the GPU.
 (The per-GPU memory verdicts are in :mod:`grpo_recipes.memory.verdicts`.)"""
+
 from __future__ import annotations
 
 from ..findings import ERROR, Finding
@@ -18,16 +19,25 @@ def trl_ds3_gather_whole_model(ctx: Context) -> list[Finding]:
     found = lookup(ctx.hw.gpu_type)
     cap = ctx.hw.gpu_mem_gib or (found[1] if found else None)
     try:
-        whole = Arch.from_config(ctx.model).weight_bytes() / 2 ** 30
+        whole = Arch.from_config(ctx.model).weight_bytes() / 2**30
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return []
     gathers = (not cfg.use_vllm and cfg.ds3_gather_for_generation) or (cfg.use_vllm and cfg.is_lora)
     if not cap or not gathers or whole < 0.9 * cap:
         return []
-    why = ('generation gathers every ZeRO-3 shard (unwrap_model_for_generation, ds3_gather_for_generation true)'
-           if not cfg.use_vllm else 'the vLLM weight sync gathers the whole model to merge the LoRA adapter')
-    return [Finding(ERROR, 'trl.ds3-gather', ['ds3_gather_for_generation'],
-                    f'{why}: {whole:.1f} GiB of weights on each {cap:.1f} GiB GPU',
-                    '--ds3_gather_for_generation false (HF generate only; slower), or --use_vllm --vllm_mode '
-                    'server without PEFT, or larger GPUs', 'trl/models/utils.py::unwrap_model_for_generation; '
-                    'trl GRPOConfig ds3_gather_for_generation')]
+    why = (
+        'generation gathers every ZeRO-3 shard (unwrap_model_for_generation, ds3_gather_for_generation true)'
+        if not cfg.use_vllm
+        else 'the vLLM weight sync gathers the whole model to merge the LoRA adapter'
+    )
+    return [
+        Finding(
+            ERROR,
+            'trl.ds3-gather',
+            ['ds3_gather_for_generation'],
+            f'{why}: {whole:.1f} GiB of weights on each {cap:.1f} GiB GPU',
+            '--ds3_gather_for_generation false (HF generate only; slower), or --use_vllm --vllm_mode '
+            'server without PEFT, or larger GPUs',
+            'trl/models/utils.py::unwrap_model_for_generation; trl GRPOConfig ds3_gather_for_generation',
+        )
+    ]

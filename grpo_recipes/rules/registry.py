@@ -1,5 +1,6 @@
 """The rule registry: the :class:`Context` every rule reads, and ``@rule(ids...)``, which records the rule ids a
 function can emit (a test holds every declared id to a test that triggers it)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from ..plan import Plan
 @dataclass
 class Context:
     """Everything a rule may look at. Built at the edge (CLI); rules never do I/O."""
+
     cfg: GRPOConfig
     launch: Launch
     plan: Plan
@@ -37,11 +39,13 @@ class Context:
 
 Rule = Callable[[Context], list[Finding]]
 
+
 def rule(*ids: str) -> Callable[[Rule], Rule]:
     """Mark a function ``Context -> list[Finding]`` as a rule that can emit ``ids``."""
+
     def register(fn: Rule) -> Rule:
         fn.ids = ids
         declare(f'{fn.__module__}.{fn.__name__}', ids)
         return fn
-    return register
 
+    return register

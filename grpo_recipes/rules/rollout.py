@@ -1,6 +1,7 @@
 """The rollout server's own start-up checks (``swift rollout`` / ``trl vllm-serve``): its arguments, its GPUs
 (TP x DP of them, all existing), its heads and its context. Used beside a trainer (a rule) and for a server
 checked on its own (:func:`grpo_recipes.check.check_rollout`)."""
+
 from __future__ import annotations
 
 from ..findings import ERROR, WARNING, Finding, declare
@@ -17,43 +18,79 @@ def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> lis
     fw = r.fw
     srv = fw.server
     for u in r.unknown:
-        out.append(Finding(ERROR if as_error else WARNING, 'rollout.unknown-argument', ['rollout'],
-                           f'{srv} ({r.source}): {u}; as written the server stops at start-up'
-                           + (f' (planned with the intended value {r.intended})' if r.intended and not as_error
-                              else ''), 'use the current name shown', fw.server_unknown_source))
+        out.append(
+            Finding(
+                ERROR if as_error else WARNING,
+                'rollout.unknown-argument',
+                ['rollout'],
+                f'{srv} ({r.source}): {u}; as written the server stops at start-up'
+                + (f' (planned with the intended value {r.intended})' if r.intended and not as_error else ''),
+                'use the current name shown',
+                fw.server_unknown_source,
+            )
+        )
     gpus = r.gpus
     have = len(gpus) if gpus is not None else hw.gpus
     need = r.gpus_needed
     tp, dp = r.flag('tensor_parallel_size'), r.flag('data_parallel_size')
     if have is not None and have < need:
-        msg = (f'Error: local_device_count ({have}) must be greater than or equal to the product of '
-               f'vllm_data_parallel_size ({r.data_parallel_size}) and vllm_tensor_parallel_size '
-               f'({r.tensor_parallel_size}) ({need})' if fw.server_gpu_check_source else
-               f'{tp} {r.tensor_parallel_size} x {dp} {r.data_parallel_size} needs {need} GPUs but {have} are visible')
-        out.append(Finding(ERROR, 'rollout.gpu-count', [tp.lstrip('-'), dp.lstrip('-'), 'CUDA_VISIBLE_DEVICES'],
-                           f'{srv} ({r.source}): {msg}',
-                           f'CUDA_VISIBLE_DEVICES with {need} GPU ids, or '
-                           f'{dp} {max(1, have // r.tensor_parallel_size)}',
-                           fw.server_gpu_check_source))
+        msg = (
+            f'Error: local_device_count ({have}) must be greater than or equal to the product of '
+            f'vllm_data_parallel_size ({r.data_parallel_size}) and vllm_tensor_parallel_size '
+            f'({r.tensor_parallel_size}) ({need})'
+            if fw.server_gpu_check_source
+            else f'{tp} {r.tensor_parallel_size} x {dp} {r.data_parallel_size} needs {need} GPUs but {have} are visible'
+        )
+        out.append(
+            Finding(
+                ERROR,
+                'rollout.gpu-count',
+                [tp.lstrip('-'), dp.lstrip('-'), 'CUDA_VISIBLE_DEVICES'],
+                f'{srv} ({r.source}): {msg}',
+                f'CUDA_VISIBLE_DEVICES with {need} GPU ids, or {dp} {max(1, have // r.tensor_parallel_size)}',
+                fw.server_gpu_check_source,
+            )
+        )
     if gpus is not None and hw.gpus is not None:
         missing = [i for i in gpus if i >= hw.gpus]
         if missing:
-            out.append(Finding(ERROR, 'rollout.gpu-missing', ['CUDA_VISIBLE_DEVICES'],
-                               f'{srv} ({r.source}): GPU(s) {",".join(map(str, missing))} do not exist: this node has '
-                               f'{hw.gpus} GPU(s) (ids 0..{hw.gpus - 1})', 'CUDA_VISIBLE_DEVICES on existing ids'))
+            out.append(
+                Finding(
+                    ERROR,
+                    'rollout.gpu-missing',
+                    ['CUDA_VISIBLE_DEVICES'],
+                    f'{srv} ({r.source}): GPU(s) {",".join(map(str, missing))} do not exist: this node has '
+                    f'{hw.gpus} GPU(s) (ids 0..{hw.gpus - 1})',
+                    'CUDA_VISIBLE_DEVICES on existing ids',
+                )
+            )
     heads = (model or {}).get('num_attention_heads')
     if isinstance(heads, int) and heads % max(1, r.tensor_parallel_size):
-        out.append(Finding(ERROR, 'rollout.tp-heads', [tp.lstrip('-')],
-                           f'Total number of attention heads ({heads}) must be divisible by tensor parallel size '
-                           f'({r.tensor_parallel_size}). [vLLM, at engine start]',
-                           f'{tp} one of {[t for t in (1, 2, 4, 8) if heads % t == 0]}', 'vllm/config/model.py'))
+        out.append(
+            Finding(
+                ERROR,
+                'rollout.tp-heads',
+                [tp.lstrip('-')],
+                f'Total number of attention heads ({heads}) must be divisible by tensor parallel size '
+                f'({r.tensor_parallel_size}). [vLLM, at engine start]',
+                f'{tp} one of {[t for t in (1, 2, 4, 8) if heads % t == 0]}',
+                'vllm/config/model.py',
+            )
+        )
     mmax = model_max_len(model)
     if r.max_model_len and mmax and r.max_model_len > mmax:
-        out.append(Finding(ERROR, 'rollout.max-model-len', [r.flag('max_model_len').lstrip('-')],
-                           f'User-specified max_model_len ({r.max_model_len}) is greater than the derived '
-                           f'max_model_len '
-                           f'({mmax}) [vLLM, at engine start]', f'{r.flag("max_model_len")} {mmax}',
-                           'vllm/config/model.py'))
+        out.append(
+            Finding(
+                ERROR,
+                'rollout.max-model-len',
+                [r.flag('max_model_len').lstrip('-')],
+                f'User-specified max_model_len ({r.max_model_len}) is greater than the derived '
+                f'max_model_len '
+                f'({mmax}) [vLLM, at engine start]',
+                f'{r.flag("max_model_len")} {mmax}',
+                'vllm/config/model.py',
+            )
+        )
     return out
 
 
@@ -71,5 +108,8 @@ def rollout_server_arguments(ctx: Context) -> list[Finding]:
         return []
     # a server command the guard says cannot start stops the launch too: an error, as when it is checked alone;
     # one only quoted in a comment (ms-swift's examples document the server that way) stays a warning
-    return [f for f in rollout_findings(r, ctx.hw, ctx.model, as_error=not r.source.endswith('(comment)'))
-            if f.rule not in ('rollout.gpu-count', 'rollout.gpu-missing')] + port_findings(ctx.cfg, r)
+    return [
+        f
+        for f in rollout_findings(r, ctx.hw, ctx.model, as_error=not r.source.endswith('(comment)'))
+        if f.rule not in ('rollout.gpu-count', 'rollout.gpu-missing')
+    ] + port_findings(ctx.cfg, r)

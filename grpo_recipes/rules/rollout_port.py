@@ -8,6 +8,7 @@ told otherwise: ms-swift ``swift/rlhf_trainers/args_mixin.py`` (``vllm_server_po
 port in both. A trainer that connects to a port no server listens on waits for its server and then stops
 (``VLLMClient.check_server`` in both frameworks); pure, no network.
 """
+
 from __future__ import annotations
 
 from urllib.parse import urlparse
@@ -64,15 +65,26 @@ def port_findings(cfg, rollout) -> list[Finding]:
     if port in ports:
         return []
     srv = rollout.fw.server
-    said = 'its --port' if any(t == '--port' or t.startswith('--port=') for t in rollout.argv) else \
-        'its default, --port not given'
-    fix = (f'{arg}: {port}' if arg == 'vllm_server_port' else f'vllm_server_base_url with port {port}') + \
-        f', or start the server with --port {ports[0]}'
+    said = (
+        'its --port'
+        if any(t == '--port' or t.startswith('--port=') for t in rollout.argv)
+        else 'its default, --port not given'
+    )
+    fix = (
+        f'{arg}: {port}' if arg == 'vllm_server_port' else f'vllm_server_base_url with port {port}'
+    ) + f', or start the server with --port {ports[0]}'
     src = rollout.fw.server_port_source
-    return [Finding(ERROR, 'rollout.port', [arg],
-                    f'the trainer connects to port {",".join(map(str, ports))} ({arg}), but {srv} ({rollout.source}) '
-                    f'listens on port {port} ({said}): the trainer waits for a server that is not there and stops',
-                    fix, src)]
+    return [
+        Finding(
+            ERROR,
+            'rollout.port',
+            [arg],
+            f'the trainer connects to port {",".join(map(str, ports))} ({arg}), but {srv} ({rollout.source}) '
+            f'listens on port {port} ({said}): the trainer waits for a server that is not there and stops',
+            fix,
+            src,
+        )
+    ]
 
 
 declare(f'{__name__}.port_findings', ('rollout.port',))

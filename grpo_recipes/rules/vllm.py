@@ -1,4 +1,5 @@
 """vLLM and rollout options: tensor/data parallel sizes, server endpoints, modes and mode-only options."""
+
 from __future__ import annotations
 
 import re
@@ -18,10 +19,16 @@ def colocate_tp_divides_world(ctx: Context) -> list[Finding]:
         return []
     if p.world_size % tp:
         valid = [t for t in range(1, p.world_size + 1) if p.world_size % t == 0]
-        return [Finding(ERROR, 'vllm.colocate-tp', ['vllm_tensor_parallel_size', 'NPROC_PER_NODE'],
-                        f'vllm_tensor_parallel_size ({tp}) must divide world size ({p.world_size}) evenly.',
-                        f'vllm_tensor_parallel_size: one of {valid}',
-                        'swift/rlhf_trainers/rollout_mixin.py')]
+        return [
+            Finding(
+                ERROR,
+                'vllm.colocate-tp',
+                ['vllm_tensor_parallel_size', 'NPROC_PER_NODE'],
+                f'vllm_tensor_parallel_size ({tp}) must divide world size ({p.world_size}) evenly.',
+                f'vllm_tensor_parallel_size: one of {valid}',
+                'swift/rlhf_trainers/rollout_mixin.py',
+            )
+        ]
     return []
 
 
@@ -35,10 +42,17 @@ def tp_divides_heads(ctx: Context) -> list[Finding]:
     if not cfg.use_vllm or not isinstance(heads, int) or tp <= 0 or heads % tp == 0:
         return []
     valid = [t for t in range(1, heads + 1) if heads % t == 0 and t <= 16]
-    return [Finding(ERROR, 'vllm.tp-heads', ['vllm_tensor_parallel_size'],
-                    f'Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}). '
-                    f'[vLLM, at engine start]', f'vllm_tensor_parallel_size: one of {valid}',
-                    'vllm/config/model.py (verify_with_parallel_config)')]
+    return [
+        Finding(
+            ERROR,
+            'vllm.tp-heads',
+            ['vllm_tensor_parallel_size'],
+            f'Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}). '
+            f'[vLLM, at engine start]',
+            f'vllm_tensor_parallel_size: one of {valid}',
+            'vllm/config/model.py (verify_with_parallel_config)',
+        )
+    ]
 
 
 @rule('vllm.parallel-size')
@@ -47,8 +61,9 @@ def tp_positive(ctx: Context) -> list[Finding]:
     where no parallel group of that size can be formed."""
     cfg = ctx.cfg
     bad = [n for n in ('vllm_tensor_parallel_size', 'vllm_data_parallel_size') if getattr(cfg, n) < 1]
-    return [Finding(ERROR, 'vllm.parallel-size', [n], f'{n} must be >= 1 (got {getattr(cfg, n)})', f'{n}: 1')
-            for n in bad]
+    return [
+        Finding(ERROR, 'vllm.parallel-size', [n], f'{n} must be >= 1 (got {getattr(cfg, n)})', f'{n}: 1') for n in bad
+    ]
 
 
 _HOST_RE = re.compile(r'^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9\-\.]*[A-Za-z0-9])?$|^\[?[0-9a-fA-F:]+\]?$')
@@ -66,18 +81,31 @@ def trl_old_vllm_device(ctx: Context) -> list[Finding]:
     nproc = p.processes_per_node * max(1, p.nnodes)
     src = 'trl v0.15 trl/trainer/grpo_trainer.py (GRPOTrainer.__init__)'
     if count is not None and idx >= count:
-        return [Finding(ERROR, 'trl.vllm-device', ['vllm_device', 'NPROC_PER_NODE'],
-                        f'The requested device for vllm (cuda:{idx}) is not available. You are likely using vLLM '
-                        f'without restricting the number of GPUs for training. [{count} GPU(s) visible, {nproc} '
-                        f'training process(es)]',
-                        f'ENV: {{NPROC_PER_NODE: {max(1, count - 1)}}} (one visible GPU left for vLLM), or upgrade '
-                        f'TRL and run vLLM as a server: --vllm_mode server with `trl vllm-serve` on its own GPU', src)]
+        return [
+            Finding(
+                ERROR,
+                'trl.vllm-device',
+                ['vllm_device', 'NPROC_PER_NODE'],
+                f'The requested device for vllm (cuda:{idx}) is not available. You are likely using vLLM '
+                f'without restricting the number of GPUs for training. [{count} GPU(s) visible, {nproc} '
+                f'training process(es)]',
+                f'ENV: {{NPROC_PER_NODE: {max(1, count - 1)}}} (one visible GPU left for vLLM), or upgrade '
+                f'TRL and run vLLM as a server: --vllm_mode server with `trl vllm-serve` on its own GPU',
+                src,
+            )
+        ]
     if idx < nproc and count != 1:
-        return [Finding(WARNING, 'trl.vllm-device', ['vllm_device'],
-                        f'The requested device cuda:{idx} is also being used for training: vLLM reserves '
-                        f'{ctx.cfg.vllm_gpu_memory_utilization:.0%} of it beside a training process',
-                        f'ENV: {{NPROC_PER_NODE: {max(1, nproc)}}} with one more visible GPU, and --vllm_device '
-                        f'cuda:{nproc}', src)]
+        return [
+            Finding(
+                WARNING,
+                'trl.vllm-device',
+                ['vllm_device'],
+                f'The requested device cuda:{idx} is also being used for training: vLLM reserves '
+                f'{ctx.cfg.vllm_gpu_memory_utilization:.0%} of it beside a training process',
+                f'ENV: {{NPROC_PER_NODE: {max(1, nproc)}}} with one more visible GPU, and --vllm_device cuda:{nproc}',
+                src,
+            )
+        ]
     return []
 
 
@@ -90,48 +118,97 @@ def server_endpoints(ctx: Context) -> list[Finding]:
         return []
     out = []
     if not cfg.vllm_server_host and not cfg.vllm_server_base_url:
-        return [Finding(ERROR, 'server.host', ['vllm_server_host'],
-                        'vllm_mode server needs vllm_server_host (or vllm_server_base_url); ms-swift fails with a '
-                        'bare AssertionError', 'vllm_server_host: [127.0.0.1]', 'swift/arguments/rlhf_args.py')]
+        return [
+            Finding(
+                ERROR,
+                'server.host',
+                ['vllm_server_host'],
+                'vllm_mode server needs vllm_server_host (or vllm_server_base_url); ms-swift fails with a '
+                'bare AssertionError',
+                'vllm_server_host: [127.0.0.1]',
+                'swift/arguments/rlhf_args.py',
+            )
+        ]
     if cfg.vllm_server_base_url:
         for url in cfg.vllm_server_base_url:
             if not re.match(r'^https?://[^/\s:]+(:\d{1,5})?(/.*)?$', url):
-                out.append(Finding(ERROR, 'server.url', ['vllm_server_base_url'],
-                                   f'vllm_server_base_url {url!r} is not an http(s)://host[:port] URL',
-                                   'vllm_server_base_url: [http://127.0.0.1:8000]'))
+                out.append(
+                    Finding(
+                        ERROR,
+                        'server.url',
+                        ['vllm_server_base_url'],
+                        f'vllm_server_base_url {url!r} is not an http(s)://host[:port] URL',
+                        'vllm_server_base_url: [http://127.0.0.1:8000]',
+                    )
+                )
         return out
     hosts = cfg.vllm_server_host or []
     for h in hosts:
         if not _HOST_RE.match(h):
-            out.append(Finding(ERROR, 'server.host', ['vllm_server_host'], f'vllm_server_host {h!r} is not a '
-                               'hostname or IP address', 'vllm_server_host: [127.0.0.1]'))
+            out.append(
+                Finding(
+                    ERROR,
+                    'server.host',
+                    ['vllm_server_host'],
+                    f'vllm_server_host {h!r} is not a hostname or IP address',
+                    'vllm_server_host: [127.0.0.1]',
+                )
+            )
     ports = cfg.vllm_server_port or []
     if len(ports) != len(hosts):
-        out.append(Finding(ERROR, 'server.ports', ['vllm_server_host', 'vllm_server_port'],
-                           f'{len(hosts)} vllm_server_host value(s) but {len(ports)} vllm_server_port value(s): '
-                           f'ms-swift\'s VLLMClient needs one port per host (ValueError)',
-                           f'vllm_server_port: {[ports[0] if ports else 8000] * len(hosts)}',
-                           'swift/rlhf_trainers/vllm_client.py'))
+        out.append(
+            Finding(
+                ERROR,
+                'server.ports',
+                ['vllm_server_host', 'vllm_server_port'],
+                f'{len(hosts)} vllm_server_host value(s) but {len(ports)} vllm_server_port value(s): '
+                f"ms-swift's VLLMClient needs one port per host (ValueError)",
+                f'vllm_server_port: {[ports[0] if ports else 8000] * len(hosts)}',
+                'swift/rlhf_trainers/vllm_client.py',
+            )
+        )
     group = cfg.vllm_server_group_port
     if group is not None and len(group) != len(hosts):
-        out.append(Finding(ERROR, 'server.ports', ['vllm_server_group_port'],
-                           f'{len(group)} vllm_server_group_port value(s) for {len(hosts)} host(s)',
-                           f'vllm_server_group_port: {[51216 + i for i in range(len(hosts))]}'))
+        out.append(
+            Finding(
+                ERROR,
+                'server.ports',
+                ['vllm_server_group_port'],
+                f'{len(group)} vllm_server_group_port value(s) for {len(hosts)} host(s)',
+                f'vllm_server_group_port: {[51216 + i for i in range(len(hosts))]}',
+            )
+        )
     for name, values in (('vllm_server_port', ports), ('vllm_server_group_port', group or [])):
         for v in values:
             if not 1 <= v <= 65535:
-                out.append(Finding(ERROR, 'server.ports', [name], f'{name} {v} is not a TCP port (1..65535)',
-                                   f'{name}: [8000]'))
+                out.append(
+                    Finding(
+                        ERROR, 'server.ports', [name], f'{name} {v} is not a TCP port (1..65535)', f'{name}: [8000]'
+                    )
+                )
     pairs = list(zip(hosts, ports))
     if len(set(pairs)) != len(pairs):
-        out.append(Finding(ERROR, 'server.ports', ['vllm_server_host', 'vllm_server_port'],
-                           'the same host:port is listed twice', 'give each rollout server its own host:port'))
+        out.append(
+            Finding(
+                ERROR,
+                'server.ports',
+                ['vllm_server_host', 'vllm_server_port'],
+                'the same host:port is listed twice',
+                'give each rollout server its own host:port',
+            )
+        )
     for i, h in enumerate(hosts):
         gp = group[i] if group and i < len(group) else 51216 + i
         if i < len(ports) and gp == ports[i]:
-            out.append(Finding(ERROR, 'server.ports', ['vllm_server_group_port'],
-                               f'the weight-sync group port {gp} equals the HTTP port of {h}',
-                               f'vllm_server_group_port: [{gp + 1}]'))
+            out.append(
+                Finding(
+                    ERROR,
+                    'server.ports',
+                    ['vllm_server_group_port'],
+                    f'the weight-sync group port {gp} equals the HTTP port of {h}',
+                    f'vllm_server_group_port: [{gp + 1}]',
+                )
+            )
     return out
 
 
@@ -142,21 +219,51 @@ def vllm_mode_rules(ctx: Context) -> list[Finding]:
     cfg = ctx.cfg
     src = 'swift/arguments/rlhf_args.py::_init_rollout'
     if cfg.use_vllm and cfg.vllm_mode is None:
-        return [Finding(ERROR, 'vllm.mode', ['vllm_mode'], 'vllm_mode is required when use_vllm is true',
-                        'vllm_mode: colocate (or server, with `swift rollout` on its own GPUs)', src)]
+        return [
+            Finding(
+                ERROR,
+                'vllm.mode',
+                ['vllm_mode'],
+                'vllm_mode is required when use_vllm is true',
+                'vllm_mode: colocate (or server, with `swift rollout` on its own GPUs)',
+                src,
+            )
+        ]
     if not cfg.use_vllm and cfg.vllm_mode is not None:
-        return [Finding(ERROR, 'vllm.mode', ['vllm_mode', 'use_vllm'],
-                        'vllm_mode is not supported when use_vllm is false', 'use_vllm: true', src)]
+        return [
+            Finding(
+                ERROR,
+                'vllm.mode',
+                ['vllm_mode', 'use_vllm'],
+                'vllm_mode is not supported when use_vllm is false',
+                'use_vllm: true',
+                src,
+            )
+        ]
     out = []
     if not cfg.use_vllm and cfg.rlhf_type == 'grpo':
-        out.append(Finding(INFO, 'vllm.off', ['use_vllm'], 'use_vllm is false: rollouts use HF generate, which is '
-                           'many times slower', 'use_vllm: true with vllm_mode: colocate'))
+        out.append(
+            Finding(
+                INFO,
+                'vllm.off',
+                ['use_vllm'],
+                'use_vllm is false: rollouts use HF generate, which is many times slower',
+                'use_vllm: true with vllm_mode: colocate',
+            )
+        )
     u = cfg.vllm_gpu_memory_utilization
     if cfg.use_vllm and not 0 < u <= 1:
-        out.append(Finding(ERROR, 'vllm.utilization', ['vllm_gpu_memory_utilization'],
-                           f'gpu_memory_utilization Input should be less than or equal to 1 (got {u}) [vLLM]'
-                           if u > 1 else f'vllm_gpu_memory_utilization must be > 0 (got {u})',
-                           'vllm_gpu_memory_utilization: 0.5'))
+        out.append(
+            Finding(
+                ERROR,
+                'vllm.utilization',
+                ['vllm_gpu_memory_utilization'],
+                f'gpu_memory_utilization Input should be less than or equal to 1 (got {u}) [vLLM]'
+                if u > 1
+                else f'vllm_gpu_memory_utilization must be > 0 (got {u})',
+                'vllm_gpu_memory_utilization: 0.5',
+            )
+        )
     return out
 
 
@@ -168,10 +275,18 @@ def colocate_only_options(ctx: Context) -> list[Finding]:
     if cfg.rollout_mode == 'colocate':
         return []
     active = [n for n in ('sleep_level', 'offload_model', 'offload_optimizer') if getattr(cfg, n)]
-    return [Finding(WARNING, 'vllm.colocate-only', [name],
-                    f'{name} only acts in colocate mode (vllm_mode {cfg.vllm_mode!r}, use_vllm {cfg.use_vllm}); '
-                    f'ms-swift ignores it here', f'remove {name}',
-                    'swift/arguments/rlhf_args.py::_init_grpo; docs GRPO.md') for name in active]
+    return [
+        Finding(
+            WARNING,
+            'vllm.colocate-only',
+            [name],
+            f'{name} only acts in colocate mode (vllm_mode {cfg.vllm_mode!r}, use_vllm {cfg.use_vllm}); '
+            f'ms-swift ignores it here',
+            f'remove {name}',
+            'swift/arguments/rlhf_args.py::_init_grpo; docs GRPO.md',
+        )
+        for name in active
+    ]
 
 
 @rule('vllm.async-generate')
@@ -180,9 +295,16 @@ def async_generate_needs_server(ctx: Context) -> list[Finding]:
     (swift/arguments/rlhf_args.py ``_init_rollout``)."""
     cfg = ctx.cfg
     if cfg.async_generate and cfg.vllm_mode != 'server':
-        return [Finding(ERROR, 'vllm.async-generate', ['async_generate', 'vllm_mode'],
-                        'async generate require vllm_mode == server', 'async_generate: false, or vllm_mode: server',
-                        'swift/arguments/rlhf_args.py::_init_rollout')]
+        return [
+            Finding(
+                ERROR,
+                'vllm.async-generate',
+                ['async_generate', 'vllm_mode'],
+                'async generate require vllm_mode == server',
+                'async_generate: false, or vllm_mode: server',
+                'swift/arguments/rlhf_args.py::_init_rollout',
+            )
+        ]
     return []
 
 
@@ -192,10 +314,17 @@ def ds3_gather(ctx: Context) -> list[Finding]:
     (trl GRPOConfig ds3_gather_for_generation help; ms-swift's rollout weight sync)."""
     cfg = ctx.cfg
     if cfg.use_vllm and not cfg.ds3_gather_for_generation:
-        return [Finding(ERROR, 'vllm.ds3-gather', ['ds3_gather_for_generation'],
-                        'ds3_gather_for_generation false is not supported with vLLM: the weights cannot be synced '
-                        'to the rollout engine', 'ds3_gather_for_generation: true (and move_model_batches: 8 to '
-                        'cap the ZeRO-3 gather peak)', 'trl GRPOConfig docs; ms-swift.md §1.4')]
+        return [
+            Finding(
+                ERROR,
+                'vllm.ds3-gather',
+                ['ds3_gather_for_generation'],
+                'ds3_gather_for_generation false is not supported with vLLM: the weights cannot be synced '
+                'to the rollout engine',
+                'ds3_gather_for_generation: true (and move_model_batches: 8 to cap the ZeRO-3 gather peak)',
+                'trl GRPOConfig docs; ms-swift.md §1.4',
+            )
+        ]
     return []
 
 
@@ -209,23 +338,39 @@ def expandable_segments_with_sleep(ctx: Context) -> list[Finding]:
     conf = ctx.environ.get('PYTORCH_CUDA_ALLOC_CONF', '') + ',' + ctx.launch.file_env.get('PYTORCH_CUDA_ALLOC_CONF', '')
     conf += ',' + (ctx.launch.alloc.values.get('PYTORCH_CUDA_ALLOC_CONF', '') if ctx.launch.alloc else '')  # exports
     toggle = ctx.launch.fw.expandable_toggle_from  # the release that turns them off around vLLM itself
-    if toggle is None and cfg.rollout_mode == 'colocate' and \
-            cfg.effective_sleep_level > 0 and 'expandable_segments:True' in conf.replace(' ', ''):
+    if (
+        toggle is None
+        and cfg.rollout_mode == 'colocate'
+        and cfg.effective_sleep_level > 0
+        and 'expandable_segments:True' in conf.replace(' ', '')
+    ):
         # nothing in TRL turns them off around its engine; vLLM's CuMemAllocator asserts at start-up (allocconf.py)
-        return [Finding(ERROR, 'vllm.expandable-segments', ['PYTORCH_CUDA_ALLOC_CONF', 'vllm_enable_sleep_mode'],
-                        'Expandable segments are not compatible with memory pool (vLLM\'s sleep-mode allocator '
-                        'refuses PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True at start-up)',
-                        'drop expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF, or vllm_enable_sleep_mode false',
-                        'vllm/device_allocator/cumem.py (CuMemAllocator.__init__); pytorch/pytorch#147851')]
+        return [
+            Finding(
+                ERROR,
+                'vllm.expandable-segments',
+                ['PYTORCH_CUDA_ALLOC_CONF', 'vllm_enable_sleep_mode'],
+                "Expandable segments are not compatible with memory pool (vLLM's sleep-mode allocator "
+                'refuses PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True at start-up)',
+                'drop expandable_segments:True from PYTORCH_CUDA_ALLOC_CONF, or vllm_enable_sleep_mode false',
+                'vllm/device_allocator/cumem.py (CuMemAllocator.__init__); pytorch/pytorch#147851',
+            )
+        ]
     swift_v = version_tuple(ctx.packages.get('ms-swift'))
     if toggle is not None and swift_v is not None and swift_v[:2] >= toggle:
         return []  # set_expandable_segments keeps them away from the engine (see above)
     if cfg.use_vllm and cfg.effective_sleep_level > 0 and re.search(r'expandable_segments\s*:\s*True', conf):
-        return [Finding(WARNING, 'vllm.expandable-segments', ['PYTORCH_CUDA_ALLOC_CONF', 'sleep_level'],
-                        'PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True conflicts with vLLM sleep mode (cumem): '
-                        'sleep can free 0 GiB on older ms-swift/vLLM; current ms-swift toggles it off around vLLM',
-                        'upgrade to ms-swift >= 4.6 and a recent vLLM, or drop expandable_segments',
-                        'https://github.com/modelscope/ms-swift/issues/6636')]
+        return [
+            Finding(
+                WARNING,
+                'vllm.expandable-segments',
+                ['PYTORCH_CUDA_ALLOC_CONF', 'sleep_level'],
+                'PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True conflicts with vLLM sleep mode (cumem): '
+                'sleep can free 0 GiB on older ms-swift/vLLM; current ms-swift toggles it off around vLLM',
+                'upgrade to ms-swift >= 4.6 and a recent vLLM, or drop expandable_segments',
+                'https://github.com/modelscope/ms-swift/issues/6636',
+            )
+        ]
     return []
 
 
@@ -234,8 +379,14 @@ def qlora_server(ctx: Context) -> list[Finding]:
     """bnb QLoRA weights cannot be loaded by a server-mode rollout (ms-swift issue #6884)."""
     cfg = ctx.cfg
     if cfg.quant_method == 'bnb' and cfg.rollout_mode == 'server':
-        return [Finding(ERROR, 'quant.qlora-server', ['quant_method', 'vllm_mode'],
-                        'bnb QLoRA with a server-mode rollout fails at weight loading (unsupported)',
-                        'vllm_mode: colocate (ms-swift sets vllm_quantization bitsandbytes), or a GPTQ/AWQ '
-                        'checkpoint', 'https://github.com/modelscope/ms-swift/issues/6884')]
+        return [
+            Finding(
+                ERROR,
+                'quant.qlora-server',
+                ['quant_method', 'vllm_mode'],
+                'bnb QLoRA with a server-mode rollout fails at weight loading (unsupported)',
+                'vllm_mode: colocate (ms-swift sets vllm_quantization bitsandbytes), or a GPTQ/AWQ checkpoint',
+                'https://github.com/modelscope/ms-swift/issues/6884',
+            )
+        ]
     return []

@@ -1,6 +1,7 @@
 """The throughput model's constants, each with the published measurement or spec it comes from, and its band (the
 optimistic and pessimistic values the low and high step times use). docs/throughput.md lists what was fitted to what.
 None is tuned to our own H100 runs (bench/results/gpu-h100-2026-11-26.jsonl): those are the bench's check."""
+
 from __future__ import annotations
 
 # Share of HBM bandwidth a well-compiled decode step reaches: gpt-fast's README (meta-pytorch/gpt-fast, "Benchmarks run

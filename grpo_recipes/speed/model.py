@@ -17,6 +17,7 @@ Pure: (GRPOConfig, Plan, SpeedInputs) -> SpeedEstimate. Phases (seconds per opti
 Each constant is in constants.py with its source. The band (``low``/``high``) evaluates the same model with every
 constant at its optimistic and pessimistic value.
 """
+
 from __future__ import annotations
 
 import math
@@ -124,8 +125,16 @@ def old_logprobs_needed(cfg: GRPOConfig, plan: Plan, framework: Framework | str)
     return bool(cfg.use_vllm)
 
 
-def _decode_step(a: Arch, spec: GPUSpec, c: _Consts, weight_bytes: float, batch: float, ctx: float, tp: int,
-                 per_layer_overhead: float = 0.0) -> float:
+def _decode_step(
+    a: Arch,
+    spec: GPUSpec,
+    c: _Consts,
+    weight_bytes: float,
+    batch: float,
+    ctx: float,
+    tp: int,
+    per_layer_overhead: float = 0.0,
+) -> float:
     """One decode step on one engine (TP ranks in parallel): max(bytes / bandwidth, FLOPs / compute) + overheads."""
     kv = batch * ctx * a.kv_bytes_per_token(a.dtype_bytes)
     mem = (weight_bytes + kv) / tp / (spec.hbm_gbps * 1e9 * c.bw_eff)
@@ -152,8 +161,14 @@ def _rollout(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple
         prefill = reqs * P * (2 * a.active_params() + _attn_flops_per_token(a, P)) / (spec.bf16_tflops * 1e12 * c.mfu)
         step = _decode_step(a, spec, c, w, reqs, P + Cx / 2, 1, overhead)  # every row runs to the longest
         decode = Cx * step
-        d.update(engine='hf_generate', sequences_per_engine=reqs, concurrency=reqs, waves=1, decode_steps=Cx,
-                 decode_step_ms=round(step * 1e3, 2))
+        d.update(
+            engine='hf_generate',
+            sequences_per_engine=reqs,
+            concurrency=reqs,
+            waves=1,
+            decode_steps=Cx,
+            decode_step_ms=round(step * 1e3, 2),
+        )
         return prefill + decode, {**d, 'prefill': prefill, 'decode': decode}
     tp = max(1, cfg.vllm_tensor_parallel_size)
     reqs = plan.rollout_concurrency_per_engine or (plan.generation_batch or G)
@@ -171,17 +186,27 @@ def _rollout(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple
     eager = K.EAGER_FACTOR if cfg.vllm_enforce_eager else 1.0
     # prefix caching (ms-swift's and vLLM's default): a group's G prompts are prefilled once
     prompts = reqs / G if cfg.vllm_enable_prefix_caching is not False else reqs
-    prefill = prompts * Pm * (2 * a.active_params() + _attn_flops_per_token(a, Pm)) / tp / \
-        (spec.bf16_tflops * 1e12 * c.mfu)
+    prefill = (
+        prompts * Pm * (2 * a.active_params() + _attn_flops_per_token(a, Pm)) / tp / (spec.bf16_tflops * 1e12 * c.mfu)
+    )
     bulk_steps = (waves - 1) * Cm
     bulk = bulk_steps * _decode_step(a, spec, c, w, conc, Pm + Cm / 2, tp) * eager
     # the last wave: conc_last sequences, the average one ends at the mean, the longest at the cap
     last = reqs - (waves - 1) * conc
     avg_active = max(1.0, last * Cm / max(1, Cx))
     tail = Cx * _decode_step(a, spec, c, w, avg_active, Pm + Cm / 2, tp) * eager
-    d.update(engine='vllm', sequences_per_engine=reqs, concurrency=conc, max_num_seqs=seqs_cap, waves=waves,
-             decode_steps=bulk_steps + Cx, prefill=prefill, decode=bulk + tail, long_tail=tail,
-             decode_step_ms=round(_decode_step(a, spec, c, w, conc, Pm + Cm / 2, tp) * eager * 1e3, 2))
+    d.update(
+        engine='vllm',
+        sequences_per_engine=reqs,
+        concurrency=conc,
+        max_num_seqs=seqs_cap,
+        waves=waves,
+        decode_steps=bulk_steps + Cx,
+        prefill=prefill,
+        decode=bulk + tail,
+        long_tail=tail,
+        decode_step_ms=round(_decode_step(a, spec, c, w, conc, Pm + Cm / 2, tp) * eager * 1e3, 2),
+    )
     return prefill + bulk + tail, d
 
 
@@ -213,7 +238,7 @@ def _weight_sync(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> t
         level = cfg.effective_sleep_level
         if level in K.SLEEP_WAKE:
             a0, b = K.SLEEP_WAKE[level]
-            gib = (inp.vllm_weight_bytes if inp.vllm_weight_bytes is not None else w16) / tp / 2 ** 30
+            gib = (inp.vllm_weight_bytes if inp.vllm_weight_bytes is not None else w16) / tp / 2**30
             sleep = (a0 + b * gib) * c.sleep
         d.update(load=load, sleep_wake=sleep)
     d['zero3_gather'] = gather
@@ -233,7 +258,7 @@ def _train(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple[f
     train = tokens * (train_flops_per_token(cfg, n) + 3 * attn) / peak
     fwd = tokens * (2 * n + attn) / peak
     spg = plan.steps_per_generation or ga
-    passes = (1 if cfg.beta != 0 else 0)
+    passes = 1 if cfg.beta != 0 else 0
     old = old_logprobs_needed(cfg, plan, inp.framework)
     # reference and old log-probs: once per rollout (when its batch is prepared), reused over num_iterations
     mu = max(1, cfg.num_iterations)
@@ -255,10 +280,21 @@ def _train(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple[f
         gathers = ga * (3 if cfg.gradient_checkpointing else 2) + ga * (passes + (1 if old else 0))
         zero3 = gathers * w16 * (world - 1) / world / link
     other = optimizer + grad_reduce + zero3
-    return train, logprobs, other, {'train_tokens_per_gpu': tokens, 'padded_sequence': seq, 'optimizer': optimizer,
-                                    'grad_reduce': grad_reduce, 'zero3_gather_train': zero3,
-                                    'ref_logprobs': fwd * passes / mu, 'old_logprobs': old,
-                                    'steps_per_generation': spg}
+    return (
+        train,
+        logprobs,
+        other,
+        {
+            'train_tokens_per_gpu': tokens,
+            'padded_sequence': seq,
+            'optimizer': optimizer,
+            'grad_reduce': grad_reduce,
+            'zero3_gather_train': zero3,
+            'ref_logprobs': fwd * passes / mu,
+            'old_logprobs': old,
+            'steps_per_generation': spg,
+        },
+    )
 
 
 def _one(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple[float, dict, dict]:
@@ -269,8 +305,13 @@ def _one(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple[flo
     roll, rd = _rollout(cfg, plan, inp, c)
     sync, sd = _weight_sync(cfg, plan, inp, c)
     train, logp, other, td = _train(cfg, plan, inp, c)
-    phases = {'rollout': roll * per_gen, 'logprobs': logp, 'train': train, 'weight_sync': sync * per_gen,
-              'other': other}
+    phases = {
+        'rollout': roll * per_gen,
+        'logprobs': logp,
+        'train': train,
+        'weight_sync': sync * per_gen,
+        'other': other,
+    }
     total = sum(phases.values())
     if cfg.rollout_mode == 'server' and cfg.async_generate:
         # ms-swift async_generate: the next rollout runs on the server while this batch trains
@@ -295,13 +336,17 @@ def predict(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs) -> SpeedEstimate:
     G = max(1, cfg.num_generations)
     prompts = completions / G
     est = SpeedEstimate(
-        step_seconds=round(total, 2), step_seconds_low=round(low, 2), step_seconds_high=round(high, 2),
+        step_seconds=round(total, 2),
+        step_seconds_low=round(low, 2),
+        step_seconds_high=round(high, 2),
         phases={k: round(v, 3) for k, v in phases.items()},
         detail={k: (round(v, 4) if isinstance(v, float) else v) for k, v in detail.items()},
         completion_tokens_assumed={'mean': inp.completion_mean, 'max': inp.completion_max},
-        prompt_tokens_assumed={'mean': inp.prompt_mean, 'padded': inp.prompt_pad}, gpus=gpus,
+        prompt_tokens_assumed={'mean': inp.prompt_mean, 'padded': inp.prompt_pad},
+        gpus=gpus,
         tokens_per_second=round(completions * inp.completion_mean / total, 1) if total else 0.0,
-        seconds_per_prompt=round(total / prompts, 3) if prompts else 0.0)
+        seconds_per_prompt=round(total / prompts, 3) if prompts else 0.0,
+    )
     if inp.dataset_rows:
         steps = inp.dataset_rows / prompts * max(1, cfg.num_iterations) if prompts else 0
         est.hours_per_epoch = round(steps * total / 3600, 2)

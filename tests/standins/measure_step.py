@@ -3,6 +3,7 @@ compute_loss of GRPOTrainer (`swift rlhf`) and of Seq2SeqTrainer (`swift sft`), 
 grpo_recipes.memory.trace.LiveBytes (the counter `grpo-guard trace` uses, here on real CPU tensors) and appends, per
 training micro-batch, the step's peak of newly allocated bytes, the input shape and the number of positions whose
 logits were kept (GRPO: the completion length; SFT: ms-swift's logits_to_keep) to $GRPO_MEASURE_OUT (JSON lines)."""
+
 import json
 import os
 
@@ -50,8 +51,13 @@ def _measured(trainer_cls, shape_of):
                     c, shp, kept_now = self._grpo_measure
                     c.mode.__exit__(None, None, None)
                     with open(os.environ['GRPO_MEASURE_OUT'], 'a') as f:
-                        f.write(json.dumps({'peak_bytes': c.peak, 'peak_at': c.peak_at, 'shape': shp,
-                                            'completion': kept_now}) + '\n')
+                        f.write(
+                            json.dumps(
+                                {'peak_bytes': c.peak, 'peak_at': c.peak_at, 'shape': shp, 'completion': kept_now}
+                            )
+                            + '\n'
+                        )
+
             self.accelerator.backward = backward
             self.accelerator._grpo_measure_wrapped = True
         return loss

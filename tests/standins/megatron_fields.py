@@ -1,6 +1,7 @@
 """Stand-in: prints ``dataclasses.fields`` of ms-swift's real MegatronRLHFArguments as JSON, with megatron-core,
 mcore-bridge and transformer-engine replaced by empty stand-in modules (they are not installed here and the
 dataclass only names them). Used by tests/test_megatron_snapshot.py as the differential oracle of the ast snapshot."""
+
 import dataclasses
 import importlib.abc
 import importlib.machinery
@@ -13,6 +14,7 @@ STUBBED = ('megatron', 'mcore_bridge', 'transformer_engine', 'apex')
 
 class _Meta(type):
     """A class whose every attribute, item and call is another such class (subclassable, callable)."""
+
     def __getattr__(cls, name):
         if name.startswith('__'):
             raise AttributeError(name)

@@ -1,5 +1,6 @@
 """A reward that varies on a random model (fraction of distinct characters), so the CPU smoke run's
 backward pass does real work; ms-swift's accuracy reward is always 0 on random text."""
+
 from typing import List
 
 from swift.rewards import ORM, orms

@@ -17,6 +17,7 @@ Nothing is executed: a value that only running something could give (``$(nvidia-
 scheduler) stays in the word as written and is named in ``Command.unresolved``. Every walk is bounded
 (:class:`evaluator.Limits`); past a bound the reader raises GuardError naming the script and line.
 """
+
 from .command import Command
 from .evaluator import Limits, evaluate_script
 

@@ -4,16 +4,38 @@ shifts, bitwise and logical operators, comparisons, ``?:``, assignments (``= += 
 A variable's value is itself evaluated as an expression; an unset one is 0 (a variable the script never set and the
 environment does not hold is not known: :class:`Unresolved`). Numbers: decimal, ``0x`` hex, leading-0 octal, ``B#N``.
 """
+
 from __future__ import annotations
 
 import re
 from typing import Callable
 
-_TOKEN = re.compile(r'\s*(?:(?P<num>\d+#[0-9A-Za-z@_]+|0[xX][0-9A-Fa-f]+|\d+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)'
-                    r'|(?P<op>\*\*=|<<=|>>=|\+\+|--|\*\*|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^]=|[-+*/%<>&|^!~?:=(),]))')
+_TOKEN = re.compile(
+    r'\s*(?:(?P<num>\d+#[0-9A-Za-z@_]+|0[xX][0-9A-Fa-f]+|\d+)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)'
+    r'|(?P<op>\*\*=|<<=|>>=|\+\+|--|\*\*|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^]=|[-+*/%<>&|^!~?:=(),]))'
+)
 _BINARY = {  # precedence, bash(1) from lowest
-    ',': 1, '||': 4, '&&': 5, '|': 6, '^': 7, '&': 8, '==': 9, '!=': 9, '<': 10, '>': 10, '<=': 10, '>=': 10,
-    '<<': 11, '>>': 11, '+': 12, '-': 12, '*': 13, '/': 13, '%': 13, '**': 15}
+    ',': 1,
+    '||': 4,
+    '&&': 5,
+    '|': 6,
+    '^': 7,
+    '&': 8,
+    '==': 9,
+    '!=': 9,
+    '<': 10,
+    '>': 10,
+    '<=': 10,
+    '>=': 10,
+    '<<': 11,
+    '>>': 11,
+    '+': 12,
+    '-': 12,
+    '*': 13,
+    '/': 13,
+    '%': 13,
+    '**': 15,
+}
 _ASSIGN = {'=', '+=', '-=', '*=', '/=', '%=', '<<=', '>>=', '&=', '|=', '^=', '**='}
 _MASK = (1 << 64) - 1
 
@@ -131,7 +153,7 @@ class Arith:
                 cond = self._val(left)
                 a = self._expr(2)
                 if self._peek() != ('op', ':'):
-                    raise ArithError('`:\' expected for conditional expression')
+                    raise ArithError("`:' expected for conditional expression")
                 self.i += 1
                 b = self._expr(3)
                 left = self._val(a) if cond else self._val(b)
@@ -162,11 +184,25 @@ class Arith:
             if b < 0:
                 raise ArithError('exponent less than 0')
             return wrap(pow(a, b, 1 << 64))
-        res = {'+': lambda: a + b, '-': lambda: a - b, '*': lambda: a * b, '<<': lambda: a << (b & 63),
-               '>>': lambda: a >> (b & 63), '&': lambda: a & b, '|': lambda: a | b, '^': lambda: a ^ b,
-               '==': lambda: int(a == b), '!=': lambda: int(a != b), '<': lambda: int(a < b),
-               '>': lambda: int(a > b), '<=': lambda: int(a <= b), '>=': lambda: int(a >= b),
-               '&&': lambda: int(bool(a) and bool(b)), '||': lambda: int(bool(a) or bool(b)), ',': lambda: b}[op]()
+        res = {
+            '+': lambda: a + b,
+            '-': lambda: a - b,
+            '*': lambda: a * b,
+            '<<': lambda: a << (b & 63),
+            '>>': lambda: a >> (b & 63),
+            '&': lambda: a & b,
+            '|': lambda: a | b,
+            '^': lambda: a ^ b,
+            '==': lambda: int(a == b),
+            '!=': lambda: int(a != b),
+            '<': lambda: int(a < b),
+            '>': lambda: int(a > b),
+            '<=': lambda: int(a <= b),
+            '>=': lambda: int(a >= b),
+            '&&': lambda: int(bool(a) and bool(b)),
+            '||': lambda: int(bool(a) or bool(b)),
+            ',': lambda: b,
+        }[op]()
         return wrap(res)
 
     def _unary(self):
@@ -196,7 +232,7 @@ class Arith:
         if text == '(':
             v = self._val(self._expr(0))
             if self._peek() != ('op', ')'):
-                raise ArithError('missing `)\'')
+                raise ArithError("missing `)'")
             self.i += 1
             return v
         if text in ('-', '+', '!', '~'):

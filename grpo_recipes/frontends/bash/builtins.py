@@ -2,6 +2,7 @@
 ``local``/``typeset``/``readonly``, ``unset``, ``cd``/``pushd``/``popd``, ``source``/``.``, ``eval``, ``set --``,
 ``shift``, ``exit``/``return``/``break``/``continue``, ``let``, ``test``/``[``, ``read`` (its variables are not
 resolved), ``command -v`` (the program is taken to be there). A mixin of :class:`.evaluator.Evaluator`."""
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,7 @@ class Builtins:
                         continue
                     if 'f' in flags or 'p' in flags:
                         continue
-                    if kind == 'local' or ('g' not in flags and kind in ('declare', 'typeset')
-                                           and self.state.frames):
+                    if kind == 'local' or ('g' not in flags and kind in ('declare', 'typeset') and self.state.frames):
                         self.state.declare_local(f)
                         if f not in self.state.vars:
                             self.state.known_unset.add(f)
@@ -77,8 +77,23 @@ class Builtins:
             return self._decide([('w', a) for a in args], False)
         if name in ('command', 'type', 'hash'):
             return 0  # `command -v swift`: the program is taken to be installed (as a launch on its machine has it)
-        if self.commented and name in ('source', '.', 'eval', 'cd', 'pushd', 'popd', 'set', 'shift', 'unset',
-                                       'read', 'exit', 'return', 'break', 'continue', 'let'):
+        if self.commented and name in (
+            'source',
+            '.',
+            'eval',
+            'cd',
+            'pushd',
+            'popd',
+            'set',
+            'shift',
+            'unset',
+            'read',
+            'exit',
+            'return',
+            'break',
+            'continue',
+            'let',
+        ):
             return 0
         if name in ('cd', 'pushd'):
             if name == 'pushd' and not args:
@@ -109,7 +124,7 @@ class Builtins:
             raise (Break if name == 'break' else Continue)(max(n or 1, 1))
         if name == 'set':
             if '--' in args:
-                st.positional = args[args.index('--') + 1:]
+                st.positional = args[args.index('--') + 1 :]
                 st.args_unknown = False
                 self._positional_taint(st, self.unresolved)
             elif args and not args[0].startswith(('-', '+')):
@@ -182,9 +197,18 @@ class Builtins:
         if not args or self.unresolved:
             return None
         path = args[0]
-        candidates = [path] if path.startswith('/') else [
-            p for p in (os.path.join(self.state.cwd, path) if self.state.cwd else None,
-                        os.path.join(os.path.dirname(self.source), path)) if p]
+        candidates = (
+            [path]
+            if path.startswith('/')
+            else [
+                p
+                for p in (
+                    os.path.join(self.state.cwd, path) if self.state.cwd else None,
+                    os.path.join(os.path.dirname(self.source), path),
+                )
+                if p
+            ]
+        )
         found = next((p for p in candidates if os.path.isfile(p)), None)
         if found is None:
             self._assume_note(f'did not read {path} (sourced at line {self.line}): no such file here')

@@ -1,4 +1,5 @@
 """One simple command as bash would run it (what :func:`..evaluate_script` returns)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,6 +8,7 @@ from dataclasses import dataclass, field
 @dataclass
 class Command:
     """One simple command: its own environment assignments and its argv."""
+
     env: dict[str, str] = field(default_factory=dict)
     """Assignments written before the command (``A=1 cmd``, ``env A=1 cmd``), and the variables the script exported
     (or assigned when the caller's environment already exported them)."""

@@ -2,6 +2,7 @@
 starts its lines is read as code, continuations joined, in a copy of the state (it assigns nothing and runs nothing:
 no ``source``, no command substitution), its commands marked ``commented``. ``Command.above`` is the comment lines
 right above a command. A mixin of :class:`.evaluator.Evaluator`."""
+
 from __future__ import annotations
 
 import re
@@ -15,7 +16,7 @@ from .syntax import Src
 class Comments:
     def comment(self, node, src: Src) -> None:
         line_start = src.data.rfind(b'\n', 0, node.start_byte) + 1
-        if src.data[line_start:node.start_byte].strip():
+        if src.data[line_start : node.start_byte].strip():
             return  # `cmd  # note`: not a commented command
         body = src.text(node.start_byte, node.end_byte).lstrip('#').strip()
         line = src.line_of(node)
@@ -54,8 +55,6 @@ class Comments:
             self.comment_above = ''
 
 
-
-
 def _comment_lines(root, src: Src) -> dict[int, str]:
     out: dict[int, str] = {}
     stack = [root]
@@ -63,12 +62,11 @@ def _comment_lines(root, src: Src) -> dict[int, str]:
         n = stack.pop()
         if n.type == 'comment':
             start = src.data.rfind(b'\n', 0, n.start_byte) + 1
-            if not src.data[start:n.start_byte].strip():
+            if not src.data[start : n.start_byte].strip():
                 out[n.start_point[0] + src.first_line] = src.text(n.start_byte, n.end_byte).lstrip('#').strip()
             continue
         stack.extend(n.children)
     return out
-
 
 
 def _above(src: Src | None, line: int) -> str:

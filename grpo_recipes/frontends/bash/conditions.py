@@ -2,6 +2,7 @@
 pattern, ``=~``, ``&&``, ``||``) decided from known values: an operand the reader could not resolve makes the whole
 test undecided (None), and the caller records the branch it assumed. File tests look at the file system (relative
 paths against the evaluator's cwd), which is what bash does; nothing is run."""
+
 from __future__ import annotations
 
 import os
@@ -9,8 +10,33 @@ import re
 
 from .arith import ArithError, parse_number
 
-_UNARY = {'-z', '-n', '-f', '-d', '-e', '-a', '-r', '-w', '-x', '-s', '-L', '-h', '-b', '-c', '-p', '-S', '-t', '-v',
-          '-o', '-g', '-u', '-k', '-O', '-G', '-N'}
+_UNARY = {
+    '-z',
+    '-n',
+    '-f',
+    '-d',
+    '-e',
+    '-a',
+    '-r',
+    '-w',
+    '-x',
+    '-s',
+    '-L',
+    '-h',
+    '-b',
+    '-c',
+    '-p',
+    '-S',
+    '-t',
+    '-v',
+    '-o',
+    '-g',
+    '-u',
+    '-k',
+    '-O',
+    '-G',
+    '-N',
+}
 _BINARY = {'=', '==', '!=', '<', '>', '-eq', '-ne', '-lt', '-le', '-gt', '-ge', '-nt', '-ot', '-ef', '=~'}
 
 
@@ -127,12 +153,13 @@ class _Parser:
         tok = self._peek()
         if tok is None:
             raise TestError('argument expected')
-        if self._is(0, '(') and not (self._peek(1) is not None and self._peek(1)[1] in _BINARY
-                                     and self._peek(2) is not None and not self.double):
+        if self._is(0, '(') and not (
+            self._peek(1) is not None and self._peek(1)[1] in _BINARY and self._peek(2) is not None and not self.double
+        ):
             self.i += 1
             v = self.or_()
             if not self._is(0, ')'):
-                raise TestError('`)\' expected')
+                raise TestError("`)' expected")
             self.i += 1
             return v
         nxt = self._peek(1)

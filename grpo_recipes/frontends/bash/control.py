@@ -1,5 +1,6 @@
 """How the walk leaves a construct early (``exit``, ``return``, ``break``, ``continue``) and what a command
 substitution collects."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

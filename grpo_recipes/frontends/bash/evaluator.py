@@ -11,6 +11,7 @@ makes the substitution unresolved).
 Every walk is bounded (:class:`Limits`): evaluated nodes, loop iterations, call and source depth, word length and
 about five seconds of work. Past any bound: GuardError naming the script and line.
 """
+
 from __future__ import annotations
 
 import re
@@ -38,14 +39,65 @@ _ENV_ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$', re.S)
 _PLACEHOLDER = re.compile(r'<[A-Za-z_][A-Za-z0-9_\-]*>')
 REDIRECTS = {'file_redirect', 'heredoc_redirect', 'herestring_redirect'}
 DECLARE = {'export', 'local', 'declare', 'typeset', 'readonly'}
-QUIET = DECLARE | {'unset', 'cd', 'pushd', 'popd', 'source', '.', 'eval', 'exit', 'return', 'break', 'continue',
-                   'set', 'shift', 'let', 'true', 'false', ':', 'test', '[', 'shopt', 'trap', 'wait', 'umask',
-                   'ulimit', 'alias', 'unalias', 'read', 'hash', 'type', 'builtin', 'getopts', 'dirs', 'disown',
-                   'mapfile', 'readarray', 'enable', 'jobs', 'kill', 'sleep'}
+QUIET = DECLARE | {
+    'unset',
+    'cd',
+    'pushd',
+    'popd',
+    'source',
+    '.',
+    'eval',
+    'exit',
+    'return',
+    'break',
+    'continue',
+    'set',
+    'shift',
+    'let',
+    'true',
+    'false',
+    ':',
+    'test',
+    '[',
+    'shopt',
+    'trap',
+    'wait',
+    'umask',
+    'ulimit',
+    'alias',
+    'unalias',
+    'read',
+    'hash',
+    'type',
+    'builtin',
+    'getopts',
+    'dirs',
+    'disown',
+    'mapfile',
+    'readarray',
+    'enable',
+    'jobs',
+    'kill',
+    'sleep',
+}
 """Builtins (and sleep) that the reader carries out or skips rather than report as commands."""
-_OPERANDS = {'word', 'string', 'raw_string', 'concatenation', 'simple_expansion', 'expansion', 'number',
-             'command_substitution', 'arithmetic_expansion', 'ansi_c_string', 'translated_string',
-             'extglob_pattern', 'regex', 'process_substitution', 'brace_expression'}
+_OPERANDS = {
+    'word',
+    'string',
+    'raw_string',
+    'concatenation',
+    'simple_expansion',
+    'expansion',
+    'number',
+    'command_substitution',
+    'arithmetic_expansion',
+    'ansi_c_string',
+    'translated_string',
+    'extglob_pattern',
+    'regex',
+    'process_substitution',
+    'brace_expression',
+}
 
 
 @dataclass
@@ -254,8 +306,9 @@ class Evaluator(Builtins, Comments):
                 extra += dests[1:]  # `cmd > log arg`: arg is the command's
             elif r.type == 'heredoc_redirect':
                 stdin = self._heredoc(r, src)
-                after += [c for c in r.named_children if c.type in ('pipeline', 'command', 'list',
-                                                                     'redirected_statement')]
+                after += [
+                    c for c in r.named_children if c.type in ('pipeline', 'command', 'list', 'redirected_statement')
+                ]
             elif r.type == 'herestring_redirect':
                 word = [c for c in r.named_children]
                 stdin = (self.exp.single(src.text(word[0].start_byte, word[-1].end_byte)) + '\n') if word else ''
@@ -330,8 +383,9 @@ class Evaluator(Builtins, Comments):
                 return self.seq(stmts, src)
             st = self.seq(conds, src)
             if st is None:
-                return self._branch(stmts, src, f'assumed branch at line {line} (its condition could not be '
-                                                f'decided from known values)')
+                return self._branch(
+                    stmts, src, f'assumed branch at line {line} (its condition could not be decided from known values)'
+                )
             if st == 0:
                 return self.seq(stmts, src)
         return 0
@@ -354,16 +408,22 @@ class Evaluator(Builtins, Comments):
                 elif seen_paren:
                     body.append(c)
             if unknown:
-                return self._branch(body, src, f'assumed branch at line {src.line_of(item)} (case on a value '
-                                               f'that could not be resolved)')
+                return self._branch(
+                    body,
+                    src,
+                    f'assumed branch at line {src.line_of(item)} (case on a value that could not be resolved)',
+                )
             matched = falling
             if not matched:
                 for p in pats:
                     b2 = len(self.unresolved)
                     rx = self.exp.pattern(_raw(src, [p]))
                     if len(self.unresolved) > b2:
-                        return self._branch(body, src, f'assumed branch at line {src.line_of(item)} (a case '
-                                                       f'pattern could not be resolved)')
+                        return self._branch(
+                            body,
+                            src,
+                            f'assumed branch at line {src.line_of(item)} (a case pattern could not be resolved)',
+                        )
                     if re.fullmatch(rx, word, re.S):
                         matched = True
                         break
@@ -444,8 +504,11 @@ class Evaluator(Builtins, Comments):
                 if upd.strip():
                     self.exp.arith_value(upd)
         except NotKnown:
-            return self._branch([body], src, f'assumed one pass of the loop at line {line} (its condition could '
-                                             f'not be decided from known values)')
+            return self._branch(
+                [body],
+                src,
+                f'assumed one pass of the loop at line {line} (its condition could not be decided from known values)',
+            )
         return 0
 
     def while_(self, node, src: Src) -> int | None:
@@ -460,8 +523,10 @@ class Evaluator(Builtins, Comments):
                 raise self.too_long(f'{self.limits.loop} loop iterations')
             st = self.seq(cond, src)
             if st is None:
-                self._assume(f'assumed one pass of the loop at line {line} (its condition could not be decided '
-                             f'from known values)')
+                self._assume(
+                    f'assumed one pass of the loop at line {line} (its condition could not be decided '
+                    f'from known values)'
+                )
                 try:
                     self._loop_body(body, src)
                 finally:
@@ -510,6 +575,7 @@ class Evaluator(Builtins, Comments):
     def _decide(self, toks, double: bool) -> int | None:
         def arith(v):
             return self.exp.arith_value(v)
+
         try:
             return conditions.evaluate(toks, double, self.state.cwd, self.state.is_known, arith)
         except NotKnown:
@@ -545,7 +611,7 @@ class Evaluator(Builtins, Comments):
                     k += 1
             value = arr
         else:
-            value = self.exp.single(raw[m.end():], assignment=True)
+            value = self.exp.single(raw[m.end() :], assignment=True)
         index = self.exp.arith_value(sub[1:-1]) if sub else None
         return name, value, index, op == '+=', self.unresolved[before:]
 
@@ -615,6 +681,7 @@ class Evaluator(Builtins, Comments):
                 else:
                     self.state.taint.pop(name, None)
                 (self.state.known_unset.add if unset else self.state.known_unset.discard)(name)
+
         return prefix, restore
 
     def _unwrap(self, argv: list[str]) -> tuple[dict, list[str], bool]:
@@ -626,7 +693,7 @@ class Evaluator(Builtins, Comments):
                 i = 1
                 while i < len(rest) and rest[i].startswith('-') and rest[i] != '--':
                     i += 2 if rest[i] in ('-u', '--unset', '-C', '--chdir', '-S', '--split-string') else 1
-                if rest[i:i + 1] == ['--']:
+                if rest[i : i + 1] == ['--']:
                     i += 1
                 while i < len(rest) and _ENV_ASSIGN.match(rest[i]):
                     m = _ENV_ASSIGN.match(rest[i])
@@ -704,10 +771,21 @@ class Evaluator(Builtins, Comments):
                 if p not in holders and re.fullmatch(r'<[A-Za-z_][A-Za-z0-9_\-]*>', w.split('=', 1)[-1]):
                     holders.append(p)
         above = self.comment_above if self.commented else _above(self.src, self.line) if self.src else ''
-        self.commands.append(Command(env=env, argv=list(argv), line=self.line, commented=self.commented,
-                                     above=above, env_lines=lines, unresolved=unresolved, placeholders=holders,
-                                     assumed=self.notes + self.assume_stack, loops=list(self.loop_stack),
-                                     cwd=self.state.cwd))
+        self.commands.append(
+            Command(
+                env=env,
+                argv=list(argv),
+                line=self.line,
+                commented=self.commented,
+                above=above,
+                env_lines=lines,
+                unresolved=unresolved,
+                placeholders=holders,
+                assumed=self.notes + self.assume_stack,
+                loops=list(self.loop_stack),
+                cwd=self.state.cwd,
+            )
+        )
 
     def call(self, name: str, args: list[str]) -> int | None:
         body, src = self.state.funcs[name]
@@ -744,9 +822,8 @@ class Evaluator(Builtins, Comments):
         """``bash -c STRING [NAME ARGS...]``: a new shell that sees the exported variables (and ``env``)."""
         parent = self.state
         k = argv.index(text) if text in argv else len(argv) - 1
-        rest = argv[k + 1:]
-        child = State(cwd=parent.cwd, arg0=rest[0] if rest else argv[0], positional=rest[1:],
-                      sources=[])
+        rest = argv[k + 1 :]
+        child = State(cwd=parent.cwd, arg0=rest[0] if rest else argv[0], positional=rest[1:], sources=[])
         self._positional_taint(child, self.unresolved if rest[1:] else [])
         for n in parent.exported:
             v = parent.scalar(n)
@@ -813,6 +890,8 @@ class Evaluator(Builtins, Comments):
 
     # -- builtins -----------------------------------------------------------------------------------------------
     # -- comments -----------------------------------------------------------------------------------------------
+
+
 def _groups(nodes) -> list[list]:
     """Nodes -> words: nodes that touch (no white space between) are one word (tree-sitter sometimes splits one)."""
     out: list[list] = []
@@ -822,8 +901,6 @@ def _groups(nodes) -> list[list]:
         else:
             out.append([n])
     return out
-
-
 
 
 def _test_leaves(node, out: list, double: bool) -> None:
@@ -844,8 +921,14 @@ def _regex(parts) -> str:
     return ''.join(re.escape(p[0]) if p is not None and p[2] else (p[0] if p is not None else ' ') for p in parts)
 
 
-def evaluate_script(text: str, environ=None, source: str = '<script>', cwd: str | None = None,
-                    limits: Limits | None = None, args: list[str] | None = None) -> list[Command]:
+def evaluate_script(
+    text: str,
+    environ=None,
+    source: str = '<script>',
+    cwd: str | None = None,
+    limits: Limits | None = None,
+    args: list[str] | None = None,
+) -> list[Command]:
     """Every simple command a bash script would run, in order, with the environment each runs with."""
     ev = Evaluator(environ, source, cwd, limits)
     if args is None:
@@ -859,10 +942,12 @@ def evaluate_script(text: str, environ=None, source: str = '<script>', cwd: str 
     except (_Break,):
         pass
     except RecursionError:
-        raise ev.too_long('the reader\'s recursion depth') from None
+        raise ev.too_long("the reader's recursion depth") from None
     except (NotKnown, ValueError, IndexError, KeyError) as e:  # a construct this reader does not follow
-        raise GuardError(f'{source}:{ev.line}: could not read this line ({e.__class__.__name__}: {str(e)[:80]}); '
-                         f'paste the command after --') from None
+        raise GuardError(
+            f'{source}:{ev.line}: could not read this line ({e.__class__.__name__}: {str(e)[:80]}); '
+            f'paste the command after --'
+        ) from None
     return ev.commands
 
 

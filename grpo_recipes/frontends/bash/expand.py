@@ -8,6 +8,7 @@ which is what bash does when nothing matches.
 What cannot be known stays in the word as written (``$RANK``, ``${NNODES}``, ``$(nvidia-smi ...)``) and is named in
 the evaluator's ``unresolved`` list, so a caller can say it was not resolved.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,14 +23,48 @@ if TYPE_CHECKING:
 BREAK = None  # a field boundary that "$@" makes
 _NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 _PARAM = re.compile(r'([A-Za-z_][A-Za-z0-9_]*|\d+|[@*#?$!\-_])')
-_ANSI = {'n': '\n', 't': '\t', 'r': '\r', 'a': '\a', 'b': '\b', 'e': '\x1b', 'E': '\x1b', 'f': '\f', 'v': '\v',
-         '\\': '\\', "'": "'", '"': '"', '?': '?'}
+_ANSI = {
+    'n': '\n',
+    't': '\t',
+    'r': '\r',
+    'a': '\a',
+    'b': '\b',
+    'e': '\x1b',
+    'E': '\x1b',
+    'f': '\f',
+    'v': '\v',
+    '\\': '\\',
+    "'": "'",
+    '"': '"',
+    '?': '?',
+}
 _ALWAYS_SET = ('$', '!', '-', '_', '?', 'RANDOM', 'SECONDS', 'BASHPID', 'PPID', 'EPOCHSECONDS', 'SRANDOM')
 """Parameters bash always has a value for (so a ``${V:-default}`` of one is not known either)."""
 _PATTERN_MAX = 4096
 """Longest value a ``${V#p}``/``${V/p/r}``/``${V^^}`` is worked out on (pattern matching is quadratic here)."""
-_OPS = (':-', ':=', ':+', ':?', '-', '=', '+', '?', '##', '#', '%%', '%', '//', '/#', '/%', '/', '^^', '^', ',,', ',',
-        ':')
+_OPS = (
+    ':-',
+    ':=',
+    ':+',
+    ':?',
+    '-',
+    '=',
+    '+',
+    '?',
+    '##',
+    '#',
+    '%%',
+    '%',
+    '//',
+    '/#',
+    '/%',
+    '/',
+    '^^',
+    '^',
+    ',,',
+    ',',
+    ':',
+)
 
 
 class NotKnown(Exception):
@@ -117,11 +152,11 @@ def glob_regex(parts: list) -> str:
             elif c == '?':
                 out.append('.')
             elif c == '[':
-                j = text.find(']', i + 2 if text[i + 1:i + 2] in ('!', '^', ']') else i + 1)
+                j = text.find(']', i + 2 if text[i + 1 : i + 2] in ('!', '^', ']') else i + 1)
                 if j < 0:
                     out.append(r'\[')
                 else:
-                    body = text[i + 1:j]
+                    body = text[i + 1 : j]
                     neg = body[:1] in ('!', '^')
                     body = body[1:] if neg else body
                     body = body.replace('\\', '\\\\').replace('[:', '[[:') if '[:' not in body else body
@@ -194,7 +229,7 @@ class Expander:
                 flush()
                 j = text.find("'", i + 1)
                 j = n if j < 0 else j
-                out.append((text[i + 1:j].replace(CR_MARK, '\r'), False, True))
+                out.append((text[i + 1 : j].replace(CR_MARK, '\r'), False, True))
                 i = j + 1
             elif c == '"':
                 flush()
@@ -274,29 +309,29 @@ class Expander:
                     continue
                 buf.append(text[j])
                 j += 1
-            return self._subst(''.join(buf), text[i:j + 1], split), j + 1
+            return self._subst(''.join(buf), text[i : j + 1], split), j + 1
         if text.startswith('$((', i):
             try:
                 end = find_close(text, i + 3, '$((')
             except ValueError:
                 end = -1
             if end >= 0 and text.startswith('))', end):
-                written = text[i:end + 2]
-                return self._arith(text[i + 3:end], written, split), end + 2
+                written = text[i : end + 2]
+                return self._arith(text[i + 3 : end], written, split), end + 2
         if text.startswith('$(', i):
             try:
                 end = find_close(text, i + 2, '$(')
             except ValueError:
                 return [(text[i:], False, True)], len(text)
-            return self._subst(text[i + 2:end], text[i:end + 1], split), end + 1
+            return self._subst(text[i + 2 : end], text[i : end + 1], split), end + 1
         if text.startswith('${', i):
             try:
                 end = find_close(text, i + 2, '${')
             except ValueError:
                 return [(text[i:], False, True)], len(text)
-            written = text[i:end + 1]
+            written = text[i : end + 1]
             try:
-                return self._braced(text[i + 2:end], written, quoted), end + 1
+                return self._braced(text[i + 2 : end], written, quoted), end + 1
             except NotKnown as e:
                 self.ev.note_unresolved(e.names or [written])
                 return [(written, False, True)], end + 1
@@ -431,7 +466,7 @@ class Expander:
         op = next((o for o in _OPS if rest.startswith(o)), None) if rest else None
         if rest and op is None:
             raise NotKnown([written])
-        arg = rest[len(op):] if op else ''
+        arg = rest[len(op) :] if op else ''
         if op in (':-', '-', ':=', '=', ':+', '+', ':?', '?'):
             try:
                 v = self._lookup(name, index)
@@ -482,11 +517,16 @@ class Expander:
             repl = join(self._word(rep, True)) if rep else ''
             items = [replace(s, rx, repl, op) for s in items]
         elif op in ('^^', '^', ',,', ','):
-            f = {'^^': str.upper, ',,': str.lower, '^': lambda s: s[:1].upper() + s[1:],
-                 ',': lambda s: s[:1].lower() + s[1:]}[op]
+            f = {
+                '^^': str.upper,
+                ',,': str.lower,
+                '^': lambda s: s[:1].upper() + s[1:],
+                ',': lambda s: s[:1].lower() + s[1:],
+            }[op]
             items = [f(s) for s in items]
-        return self._value_parts(items if isinstance(v, list) else items[0], quoted, split, isinstance(v, list),
-                                 index == '*' or name == '*')
+        return self._value_parts(
+            items if isinstance(v, list) else items[0], quoted, split, isinstance(v, list), index == '*' or name == '*'
+        )
 
     def _unset_plain(self, name: str, written: str):
         """A variable that is not set: '' where the script unset it, else not known."""
@@ -515,7 +555,7 @@ class Expander:
         if length is None:
             out = s[start:]
         elif length >= 0:
-            out = s[start:start + length]
+            out = s[start : start + length]
         else:
             end = len(s) + length
             if end < start:
@@ -534,7 +574,7 @@ class Expander:
         m = _PARAM.match(body)
         if not m:
             return '', None, body
-        name, rest = m.group(1), body[m.end():]
+        name, rest = m.group(1), body[m.end() :]
         index = None
         if rest.startswith('[') and _NAME.fullmatch(name):
             depth, j = 0, 0
@@ -548,7 +588,7 @@ class Expander:
             index = rest[1:j]
             if index not in ('@', '*'):
                 index = self.single(index)
-            rest = rest[j + 1:]
+            rest = rest[j + 1 :]
         return name, index, rest
 
     # -- arithmetic and command substitution --------------------------------------------------------------------
@@ -619,7 +659,7 @@ def split_replacement(arg: str) -> tuple[str, str, str]:
             i = find_close(arg, i + 2, '${') + 1
             continue
         elif c == '/':
-            return arg[:i], '/', arg[i + 1:]
+            return arg[:i], '/', arg[i + 1 :]
         i += 1
     return arg, '', ''
 

@@ -5,6 +5,7 @@ and coreutils' ``expr`` (integer arithmetic, comparisons, ``length``), ``dirname
 visible GPU count when CUDA_VISIBLE_DEVICES is known), ``cat`` of nothing or of a here-doc, ``true``/``false``/``:``,
 and in a pipeline ``wc -l/-w/-c``, ``tr``, ``head``/``tail -n N`` of what the command before wrote.
 Anything else is not pure: its output is not known (:data:`NOT_PURE`)."""
+
 from __future__ import annotations
 
 import posixpath
@@ -78,7 +79,7 @@ def _filter(name: str, args: list[str], text: str) -> str:
         if not b:
             raise Impure('tr')
         b = b + b[-1] * (len(a) - len(b))
-        return text.translate(str.maketrans(a, b[:len(a)]))
+        return text.translate(str.maketrans(a, b[: len(a)]))
     n = 10
     if len(args) == 2 and args[0] == '-n' and re.fullmatch(r'\d+', args[1]):
         n = int(args[1])
@@ -167,7 +168,7 @@ def printf(args: list[str]) -> str:
         pos = 0
         piece = []
         for m in _SPEC.finditer(fmt):
-            piece.append(_backslash(fmt[pos:m.start()])[0])
+            piece.append(_backslash(fmt[pos : m.start()])[0])
             pos = m.end()
             flags, width, prec, conv = m.groups()
             if conv == '%':
@@ -194,7 +195,7 @@ def _one(flags: str, width: str | None, prec: str | None, conv: str, arg: str | 
         if conv == 'q':
             raise Impure('printf %q')
         if prec is not None:
-            s = s[:int(prec)]
+            s = s[: int(prec)]
         w = int(width or 0)
         return s.ljust(w) if '-' in flags else s.rjust(w)
     if conv == 'c':
@@ -233,7 +234,7 @@ def _dirname(p: str) -> str:
         return '/'
     if '/' not in s:
         return '.'
-    d = s[:s.rindex('/')].rstrip('/')
+    d = s[: s.rindex('/')].rstrip('/')
     return d or '/'
 
 
@@ -241,9 +242,9 @@ def _basename(p: str, suffix: str = '') -> str:
     s = p.rstrip('/')
     if not s:
         return '/' if p else ''
-    b = s[s.rfind('/') + 1:]
+    b = s[s.rfind('/') + 1 :]
     if suffix and b.endswith(suffix) and b != suffix:
-        b = b[:-len(suffix)]
+        b = b[: -len(suffix)]
     return b
 
 
@@ -260,7 +261,7 @@ def basename(args: list[str]) -> str:
         elif a.startswith('--suffix='):
             suffix, multi = a.split('=', 1)[1], True
         elif a == '--':
-            names += args[i + 1:]
+            names += args[i + 1 :]
             break
         elif a.startswith('-') and len(a) > 1:
             raise Impure('basename')
@@ -348,8 +349,7 @@ class _Expr:
                 x, y = int(a), int(b)
             else:
                 x, y = str(a), str(b)
-            a = int({'<': x < y, '<=': x <= y, '=': x == y, '==': x == y, '!=': x != y, '>=': x >= y,
-                     '>': x > y}[op])
+            a = int({'<': x < y, '<=': x <= y, '=': x == y, '==': x == y, '!=': x != y, '>=': x >= y, '>': x > y}[op])
         return a
 
     def add(self):

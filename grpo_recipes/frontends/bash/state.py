@@ -1,6 +1,7 @@
 """The shell's state while the evaluator walks a script: variables (strings, or indexed arrays as dicts), which are
 exported, which the script itself set (those reach :attr:`Command.env`), what each value still holds unresolved
 (a value copied from ``$RANK`` carries ``$RANK``), functions, positional parameters, ``local`` frames, the cwd."""
+
 from __future__ import annotations
 
 import copy
@@ -37,8 +38,11 @@ class State:
         new.vars = {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.vars.items()}
         new.exported, new.touched, new.known_unset = set(self.exported), set(self.touched), set(self.known_unset)
         new.taint, new.set_line, new.funcs = dict(self.taint), dict(self.set_line), dict(self.funcs)
-        new.positional, new.frames, new.sources = list(self.positional), [dict(f) for f in self.frames], list(
-            self.sources)
+        new.positional, new.frames, new.sources = (
+            list(self.positional),
+            [dict(f) for f in self.frames],
+            list(self.sources),
+        )
         return new
 
     def get(self, name: str) -> Any:
@@ -47,8 +51,15 @@ class State:
     def is_known(self, name: str) -> bool:
         return name in self.vars or name in self.known_unset
 
-    def assign(self, name: str, value: Any, line: int, taint: list[str] | None = None, index: int | None = None,
-               append: bool = False) -> None:
+    def assign(
+        self,
+        name: str,
+        value: Any,
+        line: int,
+        taint: list[str] | None = None,
+        index: int | None = None,
+        append: bool = False,
+    ) -> None:
         """``name=value`` / ``name+=value`` / ``name[index]=value`` / ``name=(...)`` (value a dict)."""
         old = self.vars.get(name)
         if isinstance(value, dict):
@@ -92,8 +103,13 @@ class State:
 
     def _snapshot(self, name: str) -> tuple:
         v = self.vars.get(name)
-        return (name in self.vars, dict(v) if isinstance(v, dict) else v, name in self.exported,
-                list(self.taint.get(name, [])), name in self.known_unset)
+        return (
+            name in self.vars,
+            dict(v) if isinstance(v, dict) else v,
+            name in self.exported,
+            list(self.taint.get(name, [])),
+            name in self.known_unset,
+        )
 
     def pop_frame(self) -> None:
         frame = self.frames.pop()

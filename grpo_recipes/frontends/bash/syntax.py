@@ -8,6 +8,7 @@ syntax tree; :mod:`.evaluator` walks it. Two things bash does differently from a
 - ``<DATA_PATH>``: an example's placeholder. bash reads it as two redirections; the guard keeps it as the word it
   stands for (quoted here, outside quotes and comments), so it can say that it is a placeholder to fill in.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,6 +27,7 @@ _PLACEHOLDER = re.compile(r'<([A-Za-z_][A-Za-z0-9_\-]*)>(?=[\s;|&)]|$)')
 @dataclass
 class Src:
     """One text the evaluator walks: the script, a sourced file, a ``bash -c`` string, an ``eval``, a comment."""
+
     data: bytes
     name: str
     line: int | None = None
@@ -54,13 +56,13 @@ def mark_placeholders(text: str) -> str:
                 quote = None
         elif quote == '"':
             if c == '\\':
-                out.append(text[i:i + 2])
+                out.append(text[i : i + 2])
                 i += 2
                 continue
             if c == '"':
                 quote = None
         elif c == '\\':
-            out.append(text[i:i + 2])
+            out.append(text[i : i + 2])
             i += 2
             continue
         elif c in '\'"':
@@ -86,8 +88,10 @@ def parse(text: str, name: str, line: int | None = None, first_line: int = 1) ->
     if root.has_error:
         bad = _first_error(root)
         where = src.line_of(bad) if bad is not None else (line or first_line)
-        raise GuardError(f'{name}:{where}: cannot read this line as bash (a quote, bracket or `fi`/`done` left open?); '
-                         f'fix the script, or paste the command after --')
+        raise GuardError(
+            f'{name}:{where}: cannot read this line as bash (a quote, bracket or `fi`/`done` left open?); '
+            f'fix the script, or paste the command after --'
+        )
     return root, src
 
 

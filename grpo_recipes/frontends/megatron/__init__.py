@@ -1,15 +1,16 @@
 """Megatron-SWIFT GRPO: ``megatron rlhf --rlhf_type grpo ...`` (ms-swift 3.11+ and 4.x).
 
-    read(argv, env, source)          -> MegatronLaunch   (reader.py; the release's snapshot in snapshot.py)
-    check(launch, hw, model=None)    -> (findings, plan dict, memory per phase)
+read(argv, env, source)          -> MegatronLaunch   (reader.py; the release's snapshot in snapshot.py)
+check(launch, hw, model=None)    -> (findings, plan dict, memory per phase)
 
-    argfields.py  a Megatron argument dataclass's fields from a release's source, with ast (the snapshot writer)
-    snapshot.py   which snapshot judges a release; 3.x names renamed in 4.0
-    reader.py     argv / YAML / JSON (+ ENV) as ms-swift's megatron CLI and HfArgumentParser read them
-    plan.py       world, TP/PP/CP/EP/ETP/DP, micro-batches, generation batch, prompts per rollout and per step
-    rules.py      ms-swift's and Megatron-LM's checks, the late failures moved before launch, layout checks
-    memory.py     per-GPU memory phase by phase (Megatron state, activations, the colocated vLLM engine)
+argfields.py  a Megatron argument dataclass's fields from a release's source, with ast (the snapshot writer)
+snapshot.py   which snapshot judges a release; 3.x names renamed in 4.0
+reader.py     argv / YAML / JSON (+ ENV) as ms-swift's megatron CLI and HfArgumentParser read them
+plan.py       world, TP/PP/CP/EP/ETP/DP, micro-batches, generation batch, prompts per rollout and per step
+rules.py      ms-swift's and Megatron-LM's checks, the late failures moved before launch, layout checks
+memory.py     per-GPU memory phase by phase (Megatron state, activations, the colocated vLLM engine)
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -25,8 +26,9 @@ from .reader import read as _read
 __all__ = ['MegatronLaunch', 'check', 'read']
 
 
-def read(argv: list[str], env: Mapping[str, str] | None = None, source: str = 'command line',
-         release: str | None = None) -> MegatronLaunch:
+def read(
+    argv: list[str], env: Mapping[str, str] | None = None, source: str = 'command line', release: str | None = None
+) -> MegatronLaunch:
     """``megatron rlhf ...`` (the whole command, or what follows ``megatron rlhf``) -> MegatronLaunch."""
     return _read(argv, env, source, release)
 
@@ -38,14 +40,20 @@ def _model_config(launch: MegatronLaunch, model: dict | None) -> tuple[dict | No
     if not name:
         return None, '--model is not set'
     from ...models import load_model_config
+
     try:
         return load_model_config(name), None
     except GuardError as e:
         return None, str(e)
 
 
-def check(launch: MegatronLaunch, hw=None, model: dict | None = None, vllm_version: str | None = None,
-          prompt_len: int | None = None) -> tuple[list[Finding], dict, dict | None]:
+def check(
+    launch: MegatronLaunch,
+    hw=None,
+    model: dict | None = None,
+    vllm_version: str | None = None,
+    prompt_len: int | None = None,
+) -> tuple[list[Finding], dict, dict | None]:
     """(findings sorted errors first, the plan dict, memory per phase for one GPU or None when the model's
     config.json or the GPU's capacity is not known). ``hw`` is a hardware.Hardware (or None); ``model`` the
     model's config.json as a dict (default: looked up like the other readers, models.load_model_config);
@@ -55,25 +63,46 @@ def check(launch: MegatronLaunch, hw=None, model: dict | None = None, vllm_versi
     findings = _rules.run(launch, plan, cfg, hw)
     mem = None
     if cfg is None:
-        findings.append(_rules._f(INFO, 'megatron.model-unavailable', ['model'],
-                                  f'no config.json for the model ({why}): layout checks and memory skipped'))
+        findings.append(
+            _rules._f(
+                INFO,
+                'megatron.model-unavailable',
+                ['model'],
+                f'no config.json for the model ({why}): layout checks and memory skipped',
+            )
+        )
     cap = hw.capacity() if hw is not None else (None, None)
-    blocking = any(f.severity == ERROR and f.rule in ('megatron.world-divisible', 'megatron.rlhf-type',
-                                                       'megatron.vllm-required') for f in findings)
+    blocking = any(
+        f.severity == ERROR and f.rule in ('megatron.world-divisible', 'megatron.rlhf-type', 'megatron.vllm-required')
+        for f in findings
+    )
     if cfg is not None and cap[1] and not blocking and plan['parallel']['dp']:
         from ...memory.arch import Arch
+
         mem = _memory.estimate(launch.args, Arch.from_config(cfg), plan, cap[1], cap[0], vllm_version, prompt_len)
         for p in mem['problems']:
-            rid = {'vllm-startup': 'megatron.vllm-startup-memory', 'vllm-no-kv': 'megatron.vllm-no-kv',
-                   'vllm-weights': 'megatron.memory', 'oom': 'megatron.memory',
-                   'vllm.kv-one-sequence': 'megatron.vllm-kv-one-sequence',
-                   'vllm.kv-concurrency': 'megatron.vllm-kv-concurrency'}[p['check']]
+            rid = {
+                'vllm-startup': 'megatron.vllm-startup-memory',
+                'vllm-no-kv': 'megatron.vllm-no-kv',
+                'vllm-weights': 'megatron.memory',
+                'oom': 'megatron.memory',
+                'vllm.kv-one-sequence': 'megatron.vllm-kv-one-sequence',
+                'vllm.kv-concurrency': 'megatron.vllm-kv-concurrency',
+            }[p['check']]
             msg = p['message']
             if rid == 'megatron.vllm-startup-memory':
                 msg += ' -- vLLM checks this when the engine starts, after the Megatron model has loaded'
             knobs = ['vllm_gpu_memory_utilization'] if 'vllm' in rid else []
-            findings.append(_rules._f(p.get('severity', ERROR), rid, knobs,
-                                      msg, _memory_fix(launch, mem, p), 'swift/megatron/trainers/rollout_mixin.py'))
+            findings.append(
+                _rules._f(
+                    p.get('severity', ERROR),
+                    rid,
+                    knobs,
+                    msg,
+                    _memory_fix(launch, mem, p),
+                    'swift/megatron/trainers/rollout_mixin.py',
+                )
+            )
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     return findings, plan, mem
 
@@ -89,8 +118,7 @@ def _memory_fix(launch: MegatronLaunch, mem: dict, problem: dict) -> str | None:
         return ' or '.join(o for o in opts if o)
     if problem['check'] == 'vllm.kv-one-sequence':
         util = min(0.95, round((a.get('vllm_gpu_memory_utilization') or 0.9) + 0.1, 2))
-        return (f'--vllm_gpu_memory_utilization {util}'
-                f' or a smaller --vllm_max_model_len')
+        return f'--vllm_gpu_memory_utilization {util} or a smaller --vllm_max_model_len'
     if problem['check'] == 'oom':
         ph = problem['phase']
         if ph in ('train',):
@@ -109,18 +137,37 @@ def as_gpu_memory(mem: dict, gpu: str = 'train'):
     """The memory dict of :func:`check` as the guard's ``memory.inputs.GPUMemory`` (for check.py's CheckReport and
     the renderers): components are the peak phase's terms, phases the totals."""
     from ...memory.inputs import GPUMemory
+
     peak = mem['peak_gib']
     cap = mem['capacity_gib']
     role = 'train+vllm' if 'rollout' in mem['phases'] else 'train'
     terms = dict(sorted(mem['terms'][mem['peak_phase']].items(), key=lambda kv: -kv[1]))
-    return GPUMemory(gpu=gpu, role=role, capacity_gib=cap, components={**terms}, phases=dict(mem['phases']),
-                     phase=mem['peak_phase'], total_gib=peak, peak_fraction=round(peak / cap, 3) if cap else 0.0,
-                     fits=peak <= cap, headroom_pct=round(100 * (cap - peak) / cap, 1) if cap else 0.0,
-                     vllm=dict(mem['vllm']), problems=list(mem['problems']), phase_terms=terms)
+    return GPUMemory(
+        gpu=gpu,
+        role=role,
+        capacity_gib=cap,
+        components={**terms},
+        phases=dict(mem['phases']),
+        phase=mem['peak_phase'],
+        total_gib=peak,
+        peak_fraction=round(peak / cap, 3) if cap else 0.0,
+        fits=peak <= cap,
+        headroom_pct=round(100 * (cap - peak) / cap, 1) if cap else 0.0,
+        vllm=dict(mem['vllm']),
+        problems=list(mem['problems']),
+        phase_terms=terms,
+    )
 
 
 def report(launch: MegatronLaunch, findings: list[Finding], plan: dict, mem: dict | None) -> dict:
     """A JSON-ready report: framework, ok, findings, plan, memory (the shape of ``grpo-guard check --json``'s keys)."""
-    return {'framework': 'megatron', 'source': launch.source, 'config_file': launch.config_file,
-            'ms_swift_snapshot': launch.snapshot, 'ok': not any(f.severity == ERROR for f in findings),
-            'findings': [f.to_dict() for f in findings], 'plan': plan, 'memory': mem}
+    return {
+        'framework': 'megatron',
+        'source': launch.source,
+        'config_file': launch.config_file,
+        'ms_swift_snapshot': launch.snapshot,
+        'ok': not any(f.severity == ERROR for f in findings),
+        'findings': [f.to_dict() for f in findings],
+        'plan': plan,
+        'memory': mem,
+    }

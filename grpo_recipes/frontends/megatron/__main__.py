@@ -1,6 +1,7 @@
 """``python -m grpo_recipes.frontends.megatron [--gpus N --gpu-type T] [--swift-version V] [--json] -- megatron rlhf
 ...`` (or a config file): read and check one Megatron GRPO launch on its own, until check.py dispatches it.
 Exit status: 0 accepted, 1 errors in the launch, 2 bad input (one line on stderr)."""
+
 from __future__ import annotations
 
 import argparse
@@ -25,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     from ...gpu_names import check_hardware_flags
     from ...hardware import Hardware
     from . import check, read, report
+
     try:
         check_hardware_flags(a.gpu_type, a.gpu_mem)
         if not rest:
@@ -35,8 +37,12 @@ def main(argv: list[str] | None = None) -> int:
             env[k] = v
             i += 1
         launch = read(rest[i:], {**os.environ, **env}, 'command line', a.swift_version)
-        hw = Hardware(gpus=a.gpus, gpu_type=a.gpu_type, source='flags' if a.gpus or a.gpu_type else 'unknown',
-                      gpu_mem_gib=a.gpu_mem)
+        hw = Hardware(
+            gpus=a.gpus,
+            gpu_type=a.gpu_type,
+            source='flags' if a.gpus or a.gpu_type else 'unknown',
+            gpu_mem_gib=a.gpu_mem,
+        )
         findings, plan, mem = check(launch, hw, prompt_len=a.prompt_len)
     except GuardError as e:
         print(f'error: {e}', file=sys.stderr)
@@ -48,13 +54,18 @@ def main(argv: list[str] | None = None) -> int:
         for f in findings:
             print(f'{f.severity:7} {f.rule}: {f.message}' + (f'\n        fix: {f.fix}' if f.fix else ''))
         p = plan
-        print(f'plan: world {p["world_size"]} = {p["parallel"]}, global {p["global_batch"]} completions, micro '
-              f'{p["micro_batch"]}, {p["num_microbatches"]} micro-batches/step, steps_per_generation '
-              f'{p["steps_per_generation"]}, {p["prompts_per_rollout"]} prompts/rollout, '
-              f'{p["prompts_per_optimizer_step"]} prompts/step')
+        print(
+            f'plan: world {p["world_size"]} = {p["parallel"]}, global {p["global_batch"]} completions, micro '
+            f'{p["micro_batch"]}, {p["num_microbatches"]} micro-batches/step, steps_per_generation '
+            f'{p["steps_per_generation"]}, {p["prompts_per_rollout"]} prompts/rollout, '
+            f'{p["prompts_per_optimizer_step"]} prompts/step'
+        )
         if mem:
-            print('memory per GPU (GiB): ' + ', '.join(f'{k} {v}' for k, v in mem['phases'].items()) +
-                  f' of {mem["capacity_gib"]} (peak: {mem["peak_phase"]})')
+            print(
+                'memory per GPU (GiB): '
+                + ', '.join(f'{k} {v}' for k, v in mem['phases'].items())
+                + f' of {mem["capacity_gib"]} (peak: {mem["peak_phase"]})'
+            )
     return 0 if rep['ok'] else 1
 
 

@@ -6,6 +6,7 @@ A class's fields are those of its dataclass bases in method-resolution order (C3
 ``name: annotation [= default]`` at class level; the most derived definition of a name wins, as in
 ``dataclasses.fields``. Bases are found by the file's own imports, else by a unique ``class Name`` in the tree.
 """
+
 from __future__ import annotations
 
 import ast
@@ -62,8 +63,9 @@ def _find(idx, root: Path, name: str, here: Path, tree: ast.Module):
 def _is_dataclass(node: ast.ClassDef) -> bool:
     for d in node.decorator_list:
         target = d.func if isinstance(d, ast.Call) else d
-        if (isinstance(target, ast.Name) and target.id == 'dataclass') or \
-                (isinstance(target, ast.Attribute) and target.attr == 'dataclass'):
+        if (isinstance(target, ast.Name) and target.id == 'dataclass') or (
+            isinstance(target, ast.Attribute) and target.attr == 'dataclass'
+        ):
             return True
     return False
 
@@ -79,8 +81,10 @@ def _mro(idx, root, entry) -> list:
             bases.append(found)
     seqs = [_mro(idx, root, b) for b in bases] + [bases]
     out = [entry]
+
     def key(e):
         return e[0], e[1].name
+
     seqs = [list(s) for s in seqs if s]
     while seqs:
         for s in seqs:
@@ -151,8 +155,15 @@ def _kind(ann: str) -> tuple[str, list | None]:
                     return 'list'
                 return kinds[0] if len(set(kinds)) == 1 else ('str' if 'str' in kinds else kinds[0])
         name = ast.unparse(n).split('.')[-1]
-        return {'bool': 'bool', 'int': 'int', 'float': 'float', 'str': 'str', 'None': 'none', 'dict': 'dict',
-                'list': 'list'}.get(name, 'str')
+        return {
+            'bool': 'bool',
+            'int': 'int',
+            'float': 'float',
+            'str': 'str',
+            'None': 'none',
+            'dict': 'dict',
+            'list': 'list',
+        }.get(name, 'str')
 
     return walk(node), choices
 
@@ -164,8 +175,9 @@ def dataclass_fields(root: Path, module_file: Path, class_name: str) -> dict[str
     if idx is None:
         idx = _CLASS_CACHE[root] = _index(root)
     tree = ast.parse(Path(module_file).read_text(encoding='utf-8'))
-    entry = next(((Path(module_file), n, tree) for n in tree.body if isinstance(n, ast.ClassDef)
-                  and n.name == class_name), None)
+    entry = next(
+        ((Path(module_file), n, tree) for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name), None
+    )
     if entry is None:
         raise ValueError(f'{module_file}: no class {class_name}')
     # match the index's node objects (same file parsed once)
@@ -187,7 +199,12 @@ def dataclass_fields(root: Path, module_file: Path, class_name: str) -> dict[str
                 continue
             kind, choices = _kind(ann)
             out.pop(name, None)  # a redefinition keeps the base's position in dataclasses; order is not used
-            out[name] = {'type': ann, 'kind': kind, 'default': default if known else None,
-                         'default_known': known, 'choices': choices,
-                         'defined_in': f'{path.relative_to(root.parent).as_posix()}::{node.name}'}
+            out[name] = {
+                'type': ann,
+                'kind': kind,
+                'default': default if known else None,
+                'default_known': known,
+                'choices': choices,
+                'defined_in': f'{path.relative_to(root.parent).as_posix()}::{node.name}',
+            }
     return out

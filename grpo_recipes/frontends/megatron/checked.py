@@ -1,6 +1,7 @@
 """A Megatron-SWIFT launch's check as the report the CLI prints and ``--json`` writes (the same verdict, exit status
 and keys as :class:`grpo_recipes.check.CheckReport`; the plan and memory are Megatron's own, from plan.py and
 memory.py)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -49,40 +50,70 @@ class MegatronReport:
     def summary_lines(self) -> list[str]:
         """The plan and the memory by phase, one line each (the console's tables for ms-swift/TRL launches)."""
         p, par = self.plan, self.plan.get('parallel', {})
-        out = [f'Megatron-SWIFT GRPO (ms-swift arguments of {self.launch.snapshot})',
-               f'processes       {self.launch.nnodes} node(s) x {self.launch.nproc_per_node} = world '
-               f'{p.get("world_size")}',
-               'parallel        ' + ', '.join(f'{k.upper()} {v}' for k, v in par.items() if v is not None),
-               f'batch           micro {p.get("micro_batch")} completions per DP rank, global '
-               f'{p.get("global_batch")} per optimizer step ({p.get("num_microbatches")} micro-batches)',
-               f'rollout         generation batch {p.get("generation_batch")} completions = '
-               f'{p.get("prompts_per_rollout")} prompts (steps_per_generation {p.get("steps_per_generation")}); '
-               f'{p.get("prompts_per_optimizer_step")} prompts per optimizer step']
+        out = [
+            f'Megatron-SWIFT GRPO (ms-swift arguments of {self.launch.snapshot})',
+            f'processes       {self.launch.nnodes} node(s) x {self.launch.nproc_per_node} = world '
+            f'{p.get("world_size")}',
+            'parallel        ' + ', '.join(f'{k.upper()} {v}' for k, v in par.items() if v is not None),
+            f'batch           micro {p.get("micro_batch")} completions per DP rank, global '
+            f'{p.get("global_batch")} per optimizer step ({p.get("num_microbatches")} micro-batches)',
+            f'rollout         generation batch {p.get("generation_batch")} completions = '
+            f'{p.get("prompts_per_rollout")} prompts (steps_per_generation {p.get("steps_per_generation")}); '
+            f'{p.get("prompts_per_optimizer_step")} prompts per optimizer step',
+        ]
         if self.phases:
             m = self.phases
-            out.append('memory per GPU  ' + ', '.join(f'{k} {v:.1f}' for k, v in m['phases'].items()) +
-                       f' GiB of {m["capacity_gib"]:.1f} (peak {m["peak_phase"]}, '
-                       f'{m["peak_gib"] / m["capacity_gib"]:.0%})')
+            out.append(
+                'memory per GPU  '
+                + ', '.join(f'{k} {v:.1f}' for k, v in m['phases'].items())
+                + f' GiB of {m["capacity_gib"]:.1f} (peak {m["peak_phase"]}, '
+                f'{m["peak_gib"] / m["capacity_gib"]:.0%})'
+            )
             terms = m['terms'][m['peak_phase']]
-            out.append('  peak terms    ' + ', '.join(f'{k} {v:.1f}' for k, v in
-                                                      sorted(terms.items(), key=lambda kv: -kv[1]) if v))
+            out.append(
+                '  peak terms    '
+                + ', '.join(f'{k} {v:.1f}' for k, v in sorted(terms.items(), key=lambda kv: -kv[1]) if v)
+            )
         return out
 
     def to_dict(self) -> dict:
-        return {'framework': 'megatron', 'ok': self.ok, 'memory_unchecked': self.memory_unchecked,
-                'unchecked': self.unchecked, 'assumptions': self.assumptions, 'counts': self.counts(),
-                'findings': [f.to_dict() for f in self.findings], 'plan': self.plan, 'fits': self.fits,
-                'memory': [m.to_dict() for m in self.memory], 'memory_phases': self.phases, 'fixes': [],
-                'fix_verified': self.fix_verified, 'hardware': self.hardware.to_dict(),
-                'launch': {'source': self.launch.source, 'config_file': self.launch.config_file,
-                           'argv': self.launch.argv, 'ms_swift_snapshot': self.launch.snapshot,
-                           'nproc_per_node': self.launch.nproc_per_node, 'nnodes': self.launch.nnodes}}
+        return {
+            'framework': 'megatron',
+            'ok': self.ok,
+            'memory_unchecked': self.memory_unchecked,
+            'unchecked': self.unchecked,
+            'assumptions': self.assumptions,
+            'counts': self.counts(),
+            'findings': [f.to_dict() for f in self.findings],
+            'plan': self.plan,
+            'fits': self.fits,
+            'memory': [m.to_dict() for m in self.memory],
+            'memory_phases': self.phases,
+            'fixes': [],
+            'fix_verified': self.fix_verified,
+            'hardware': self.hardware.to_dict(),
+            'launch': {
+                'source': self.launch.source,
+                'config_file': self.launch.config_file,
+                'argv': self.launch.argv,
+                'ms_swift_snapshot': self.launch.snapshot,
+                'nproc_per_node': self.launch.nproc_per_node,
+                'nnodes': self.launch.nnodes,
+            },
+        }
 
 
-def check_report(launch, hw, packages: dict | None = None, model_config: dict | None = None,
-                 data_stats: dict | None = None, **_ignored) -> MegatronReport:
+def check_report(
+    launch,
+    hw,
+    packages: dict | None = None,
+    model_config: dict | None = None,
+    data_stats: dict | None = None,
+    **_ignored,
+) -> MegatronReport:
     """check() of one launch, as a report (``data_stats``' longest prompt bounds the prompts planned)."""
     from . import as_gpu_memory, check
+
     packages = packages or {}
     prompt_len = None
     if data_stats:
@@ -91,16 +122,29 @@ def check_report(launch, hw, packages: dict | None = None, model_config: dict | 
     assumptions = [launch.snapshot_note] if launch.snapshot_note else []
     if mem is None:
         cap = hw.capacity()[1] if hw is not None else None
-        why = 'GPU model unknown: pass --gpu-type or --gpu-mem' if not cap else \
-            'no config.json for the model, or a layout error above'
+        why = (
+            'GPU model unknown: pass --gpu-type or --gpu-mem'
+            if not cap
+            else 'no config.json for the model, or a layout error above'
+        )
     else:
         why = None
         if prompt_len is None:
-            assumptions.append('prompts planned at their bound (max_length - max_completion_length, or the model '
-                               'context); --data-stats gives the data\'s longest')
-    rep = MegatronReport(launch=launch, hardware=hw, findings=findings, plan=plan, phases=mem,
-                         memory=[as_gpu_memory(mem)] if mem else [], assumptions=assumptions,
-                         memory_unchecked=why, packages=packages)
+            assumptions.append(
+                'prompts planned at their bound (max_length - max_completion_length, or the model '
+                "context); --data-stats gives the data's longest"
+            )
+    rep = MegatronReport(
+        launch=launch,
+        hardware=hw,
+        findings=findings,
+        plan=plan,
+        phases=mem,
+        memory=[as_gpu_memory(mem)] if mem else [],
+        assumptions=assumptions,
+        memory_unchecked=why,
+        packages=packages,
+    )
     if getattr(launch, 'rollout', None) is not None:
         _with_rollout_server(rep, hw, packages)
     return rep
@@ -112,6 +156,7 @@ def _with_rollout_server(rep: MegatronReport, hw, packages: dict) -> None:
     from ...check import check_rollout
     from ...findings import SEVERITY_ORDER
     from ...launch import Launch
+
     roll = rep.launch.rollout
     server = Launch(argv=[], env=dict(roll.env or {}), config_file=roll.source, framework=roll.framework)
     server.kind, server.rollout = 'rollout', roll

@@ -37,6 +37,7 @@ Phases (rollout_mixin.py ``_init_rollout_engine``, ``_generate``/``_move_model_t
             ``wake_up(tags=['weights'])``) + one exported full tensor (mcore-bridge ``export_weights``);
   rollout   Megatron state less what offload_model/offload_optimizer move to the CPU + the whole engine.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -65,8 +66,11 @@ def rank_params(a: Arch, tp: int, pp: int, ep: int, etp: int) -> dict[str, float
     first = emb  # the embedding
     last = (0 if a.tied and pp == 1 else emb) + h  # output layer (tied: shared when PP is 1) + final norm
     edge = first + last if pp == 1 else max(first, last)
-    return {'dense': layers * dense_layer / tp + edge / tp, 'expert': layers * expert / (ep * etp),
-            'layers_per_stage': layers}
+    return {
+        'dense': layers * dense_layer / tp + edge / tp,
+        'expert': layers * expert / (ep * etp),
+        'layers_per_stage': layers,
+    }
 
 
 def megatron_state(args: dict, a: Arch, par: dict) -> dict[str, float]:
@@ -98,12 +102,17 @@ def megatron_state(args: dict, a: Arch, par: dict) -> dict[str, float]:
         trained_dense, trained_expert = lora * p['layers_per_stage'] / tp, 0.0
         weights += 2 * trained_dense
     grads = grad_b * (trained_dense + trained_expert)
-    optim = opt_b * (trained_dense / (dp if distributed else 1) + trained_expert / (edp if distributed else 1)) \
-        * on_gpu
+    optim = opt_b * (trained_dense / (dp if distributed else 1) + trained_expert / (edp if distributed else 1)) * on_gpu
     ref = 2 * (p['dense'] + p['expert']) if full and args.get('rlhf_type') not in ('rm', 'gkd') else 0.0
     groups = 1 + sum(1 for k in ('tp', 'pp', 'cp', 'ep') if par[k] > 1)
-    return {'weights': weights, 'grads': grads, 'optimizer': optim, 'ref_model': ref,
-            'cuda_context': CUDA_CONTEXT, 'nccl': groups * NCCL_PER_GROUP}
+    return {
+        'weights': weights,
+        'grads': grads,
+        'optimizer': optim,
+        'ref_model': ref,
+        'cuda_context': CUDA_CONTEXT,
+        'nccl': groups * NCCL_PER_GROUP,
+    }
 
 
 def activations(args: dict, a: Arch, par: dict, seq: int, num_microbatches: int) -> dict[str, float]:
@@ -141,23 +150,35 @@ def activations(args: dict, a: Arch, par: dict, seq: int, num_microbatches: int)
     # PP > 1: the first stage holds the most micro-batches in flight, the last one micro-batch and the logits;
     # the heavier of the two is the GPU to plan for
     last = (per_layer * layers + layer_peak) * FRAGMENTATION
-    return {'activations': first, 'logits': 0.0} if first >= last + logits else \
-        {'activations': last, 'logits': logits}
+    return {'activations': first, 'logits': 0.0} if first >= last + logits else {'activations': last, 'logits': logits}
 
 
-def vllm_engine(args: dict, a: Arch, capacity_gib: float, gpu_name: str | None, max_num_seqs: int,
-                vllm_version: str | None = None, prompt_len: int | None = None) -> tuple[GRPOConfig, Inputs, dict]:
+def vllm_engine(
+    args: dict,
+    a: Arch,
+    capacity_gib: float,
+    gpu_name: str | None,
+    max_num_seqs: int,
+    vllm_version: str | None = None,
+    prompt_len: int | None = None,
+) -> tuple[GRPOConfig, Inputs, dict]:
     """One colocated engine shard (memory/vllm.py) with ms-swift's Megatron engine settings: (the engine's settings
     as a GRPOConfig, the Inputs, vllm_terms)."""
     import json
+
     kwargs = args.get('vllm_engine_kwargs')
-    cfg = replace(GRPOConfig(), vllm_mode='colocate', use_vllm=True,
-                  vllm_tensor_parallel_size=int(args.get('vllm_tensor_parallel_size') or 1),
-                  vllm_gpu_memory_utilization=float(args.get('vllm_gpu_memory_utilization') or 0.9),
-                  vllm_max_model_len=args.get('vllm_max_model_len'), vllm_max_num_seqs=max_num_seqs,
-                  vllm_enforce_eager=bool(args.get('vllm_enforce_eager')),
-                  vllm_engine_kwargs=json.dumps(kwargs) if isinstance(kwargs, dict) else kwargs,
-                  max_completion_length=int(args.get('max_completion_length') or 512))
+    cfg = replace(
+        GRPOConfig(),
+        vllm_mode='colocate',
+        use_vllm=True,
+        vllm_tensor_parallel_size=int(args.get('vllm_tensor_parallel_size') or 1),
+        vllm_gpu_memory_utilization=float(args.get('vllm_gpu_memory_utilization') or 0.9),
+        vllm_max_model_len=args.get('vllm_max_model_len'),
+        vllm_max_num_seqs=max_num_seqs,
+        vllm_enforce_eager=bool(args.get('vllm_enforce_eager')),
+        vllm_engine_kwargs=json.dumps(kwargs) if isinstance(kwargs, dict) else kwargs,
+        max_completion_length=int(args.get('max_completion_length') or 512),
+    )
     inp = Inputs(arch=a, capacity_gib=capacity_gib, gpu_name=gpu_name, vllm_version=vllm_version, prompt_len=prompt_len)
     return cfg, inp, vllm_terms(cfg, inp)
 
@@ -180,12 +201,23 @@ def _largest(terms: dict, n: int = 3) -> list:
     return sorted(terms.items(), key=lambda x: -x[1])[:n]
 
 
-def estimate(args: dict, a: Arch, plan: dict, capacity_gib: float, gpu_name: str | None = None,
-             vllm_version: str | None = None, prompt_len: int | None = None) -> dict:
+def estimate(
+    args: dict,
+    a: Arch,
+    plan: dict,
+    capacity_gib: float,
+    gpu_name: str | None = None,
+    vllm_version: str | None = None,
+    prompt_len: int | None = None,
+) -> dict:
     """{'phases': {phase: GiB}, 'terms': {phase: {term: GiB}}, 'peak_phase', 'peak_gib', 'capacity_gib',
     'vllm': {...}, 'problems': [...]} for one GPU."""
-    par = {**plan['parallel'], 'world_size': plan['world_size'], 'expert_dp': plan['expert_dp'],
-           'sequence_parallel': plan['sequence_parallel']}
+    par = {
+        **plan['parallel'],
+        'world_size': plan['world_size'],
+        'expert_dp': plan['expert_dp'],
+        'sequence_parallel': plan['sequence_parallel'],
+    }
     state = megatron_state(args, a, par)
     prompt, seq = sequence_length(args, a, prompt_len)
     act = activations(args, a, par, seq, plan.get('num_microbatches') or 1)
@@ -206,8 +238,11 @@ def estimate(args: dict, a: Arch, plan: dict, capacity_gib: float, gpu_name: str
         # vLLM's own KV checks (memory/vllm.py vllm_checks): one max_model_len sequence must fit; the completions one
         # engine generates per rollout (generation_batch / engines) against the KV cache
         engines = plan.get('vllm_engines') or 0
-        conc = SimpleNamespace(rollout_concurrency_per_engine=(plan['generation_batch'] / engines)
-                               if engines and plan.get('generation_batch') else None)
+        conc = SimpleNamespace(
+            rollout_concurrency_per_engine=(plan['generation_batch'] / engines)
+            if engines and plan.get('generation_batch')
+            else None
+        )
         theirs: list[dict] = []
         vinfo.update(vllm_checks(vcfg, conc, vinp, v, float('inf'), theirs))
         problems += [p for p in theirs if p['check'] in ('vllm.kv-one-sequence', 'vllm.kv-concurrency')]
@@ -222,35 +257,76 @@ def estimate(args: dict, a: Arch, plan: dict, capacity_gib: float, gpu_name: str
         free = cap - sum(start_state.values())
         vinfo['free_at_start_gib'] = round(free / GiB, 2)
         if v['weights'] > cap:
-            problems.append({'check': 'vllm-weights', 'phase': 'startup', 'message': (
-                f'the model weights alone ({v["weights"] / GiB:.2f} GiB per GPU at vllm_tensor_parallel_size '
-                f'{args.get("vllm_tensor_parallel_size") or 1}) exceed the GPU ({capacity_gib:.2f} GiB)')})
+            problems.append(
+                {
+                    'check': 'vllm-weights',
+                    'phase': 'startup',
+                    'message': (
+                        f'the model weights alone ({v["weights"] / GiB:.2f} GiB per GPU at vllm_tensor_parallel_size '
+                        f'{args.get("vllm_tensor_parallel_size") or 1}) exceed the GPU ({capacity_gib:.2f} GiB)'
+                    ),
+                }
+            )
         elif free < v['requested']:
-            problems.append({'check': 'vllm-startup', 'phase': 'startup', 'message': (
-                f'Free memory on device ({free / GiB:.2f}/{capacity_gib:.2f} GiB) on startup is less than desired '
-                f'GPU memory utilization ({args.get("vllm_gpu_memory_utilization")}, {v["requested"] / GiB:.2f} '
-                f'GiB). [vLLM init_device]')})
+            problems.append(
+                {
+                    'check': 'vllm-startup',
+                    'phase': 'startup',
+                    'message': (
+                        f'Free memory on device ({free / GiB:.2f}/{capacity_gib:.2f} GiB) on startup is less than '
+                        'desired '
+                        f'GPU memory utilization ({args.get("vllm_gpu_memory_utilization")}, '
+                        f'{v["requested"] / GiB:.2f} '
+                        f'GiB). [vLLM init_device]'
+                    ),
+                }
+            )
         if v['kv_cache'] <= 0:
-            problems.append({'check': 'vllm-no-kv', 'phase': 'startup', 'message': (
-                'No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when '
-                'initializing the engine. [vLLM]')})
+            problems.append(
+                {
+                    'check': 'vllm-no-kv',
+                    'phase': 'startup',
+                    'message': (
+                        'No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when '
+                        'initializing the engine. [vLLM]'
+                    ),
+                }
+            )
         terms['train'] = {**base, **model, **opt, **act, 'vllm_asleep' if sleep else 'vllm': asleep}
-        terms['weight_sync'] = {**base, **model, **opt, 'vllm_weights' if sleep else 'vllm': woken,
-                                'export_buffer': 2 * a.largest_layer_params() if not args.get('offload_bridge')
-                                else 0.0}
+        terms['weight_sync'] = {
+            **base,
+            **model,
+            **opt,
+            'vllm_weights' if sleep else 'vllm': woken,
+            'export_buffer': 2 * a.largest_layer_params() if not args.get('offload_bridge') else 0.0,
+        }
         terms['rollout'] = {**base, **({} if off_model else model), **({} if off_opt else opt), 'vllm': whole}
     else:
         terms['train'] = {**base, **model, **opt, **act}
         # server mode: weights go to the server in SWIFT_UPDATE_WEIGHTS_BUCKET_SIZE (512 MiB) buckets
-        terms['weight_sync'] = {**base, **model, **opt, 'bucket': 512 * 2 ** 20}
+        terms['weight_sync'] = {**base, **model, **opt, 'bucket': 512 * 2**20}
     phases = {k: sum(t.values()) / GiB for k, t in terms.items()}
     peak_phase = max(phases, key=phases.get)
     for ph, total in phases.items():
         if total * GiB > cap:
-            problems.append({'check': 'oom', 'phase': ph, 'message': (
-                f'{ph}: {total:.1f} GiB per GPU > {capacity_gib:.1f} GiB '
-                f'(largest: {", ".join(f"{k} {v / GiB:.1f}" for k, v in _largest(terms[ph]))})')})
-    return {'phases': {k: round(v, 2) for k, v in phases.items()},
-            'terms': {k: {kk: round(vv / GiB, 2) for kk, vv in t.items()} for k, t in terms.items()},
-            'peak_phase': peak_phase, 'peak_gib': round(phases[peak_phase], 2), 'capacity_gib': capacity_gib,
-            'prompt_tokens': prompt, 'sequence_tokens': seq, 'vllm': vinfo, 'problems': problems}
+            problems.append(
+                {
+                    'check': 'oom',
+                    'phase': ph,
+                    'message': (
+                        f'{ph}: {total:.1f} GiB per GPU > {capacity_gib:.1f} GiB '
+                        f'(largest: {", ".join(f"{k} {v / GiB:.1f}" for k, v in _largest(terms[ph]))})'
+                    ),
+                }
+            )
+    return {
+        'phases': {k: round(v, 2) for k, v in phases.items()},
+        'terms': {k: {kk: round(vv / GiB, 2) for kk, vv in t.items()} for k, t in terms.items()},
+        'peak_phase': peak_phase,
+        'peak_gib': round(phases[peak_phase], 2),
+        'capacity_gib': capacity_gib,
+        'prompt_tokens': prompt,
+        'sequence_tokens': seq,
+        'vllm': vinfo,
+        'problems': problems,
+    }

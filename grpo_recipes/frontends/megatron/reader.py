@@ -11,6 +11,7 @@ follows transformers' ``HfArgumentParser._parse_dataclass_field``: ``--a_b`` and
 value (``--x`` alone is true) and a default-true bool also gets ``--no_x``; lists take one or more values; a Literal
 takes one of its choices; argparse accepts a unique prefix of a long option.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,6 +34,7 @@ FALSE = ('no', 'false', 'f', 'n', '0')
 @dataclass
 class MegatronLaunch:
     """A ``megatron rlhf`` launch as ms-swift would parse it."""
+
     args: dict[str, Any]
     """Every field of MegatronRLHFArguments: the launch's values over the snapshot's defaults (before ms-swift's
     __post_init__; plan.py derives what it derives)."""
@@ -78,8 +80,9 @@ def _env_int(env: Mapping[str, str], key: str, default: int) -> int:
     try:
         v = int(str(raw).strip())
     except ValueError:
-        raise GuardError(f'{key}={raw!r}: expected a whole number of processes/nodes (torchrun --{key.lower()})') \
-            from None
+        raise GuardError(
+            f'{key}={raw!r}: expected a whole number of processes/nodes (torchrun --{key.lower()})'
+        ) from None
     if v < 1:
         raise GuardError(f'{key}={raw}: must be at least 1 (torchrun --{key.lower()})')
     return v
@@ -95,7 +98,7 @@ def _config_argv(path: str, env: dict[str, str]) -> tuple[list[str], dict[str, s
     except (OSError, UnicodeDecodeError) as e:
         raise GuardError(f'{p}: cannot read ({e})') from None
     try:
-        config = loads_json(text) if path.endswith(".json") else safe_load_yaml(text)  # bounded (bounded_load.py)
+        config = loads_json(text) if path.endswith('.json') else safe_load_yaml(text)  # bounded (bounded_load.py)
     except (ValueError, yaml.YAMLError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise GuardError(f'{p}: not valid {"JSON" if path.endswith(".json") else "YAML"} ({first})') from None
@@ -144,8 +147,10 @@ class _Options:
             o = next(iter(hits))
             return (*hits[o], o)
         if len(hits) > 1:  # argparse _parse_optional: several options start with it
-            raise InvalidLaunch(f'megatron rlhf: error: ambiguous option: {opt} could match '
-                                f'{", ".join(sorted(hits))} [argparse allow_abbrev]')
+            raise InvalidLaunch(
+                f'megatron rlhf: error: ambiguous option: {opt} could match '
+                f'{", ".join(sorted(hits))} [argparse allow_abbrev]'
+            )
         return None
 
 
@@ -157,27 +162,32 @@ def _convert(name: str, f: dict, raw: str, release: str):
             if str(c) == raw:
                 return c
         choices = ', '.join(repr(c) for c in f['choices'])
-        raise InvalidLaunch(f"megatron rlhf: error: {where}: invalid choice: {raw!r} (choose from {choices}) "
-                            f"[ms-swift {release}, {f['defined_in']}]")
+        raise InvalidLaunch(
+            f'megatron rlhf: error: {where}: invalid choice: {raw!r} (choose from {choices}) '
+            f'[ms-swift {release}, {f["defined_in"]}]'
+        )
     if kind == 'bool':
         if raw.lower() in TRUE:
             return True
         if raw.lower() in FALSE:
             return False
-        raise InvalidLaunch(f'megatron rlhf: error: {where}: Truthy value expected: got {raw} but expected one of '
-                            f'yes/no, true/false, t/f, y/n, 1/0 (case insensitive). [transformers hf_argparser]')
+        raise InvalidLaunch(
+            f'megatron rlhf: error: {where}: Truthy value expected: got {raw} but expected one of '
+            f'yes/no, true/false, t/f, y/n, 1/0 (case insensitive). [transformers hf_argparser]'
+        )
     if kind in ('int', 'float'):
         try:
             return int(raw) if kind == 'int' else float(raw)
         except ValueError:
-            raise InvalidLaunch(f"megatron rlhf: error: {where}: invalid {kind} value: {raw!r} "
-                                f"[ms-swift {release}, {f['type']}]") from None
+            raise InvalidLaunch(
+                f'megatron rlhf: error: {where}: invalid {kind} value: {raw!r} [ms-swift {release}, {f["type"]}]'
+            ) from None
     return raw
 
 
 def _element_kind(f: dict) -> dict:
     t = f['type']
-    inner = t[t.find('[') + 1:t.rfind(']')] if '[' in t else 'str'
+    inner = t[t.find('[') + 1 : t.rfind(']')] if '[' in t else 'str'
     inner = inner.split('[')[-1] if inner.startswith(('List', 'Optional')) else inner
     kind = 'int' if inner.startswith('int') else 'float' if inner.startswith('float') else 'str'
     return {**f, 'kind': kind, 'choices': None}
@@ -221,8 +231,7 @@ def parse_args(argv: list[str], fields: dict[str, dict], release: str) -> tuple[
         explicit[name] = matched
         if negated:
             if given:
-                raise InvalidLaunch(f'megatron rlhf: error: argument {matched}: ignored explicit argument '
-                                    f'{given[0]!r}')
+                raise InvalidLaunch(f'megatron rlhf: error: argument {matched}: ignored explicit argument {given[0]!r}')
             values[name] = False
             continue
         if f['kind'] == 'list':
@@ -241,16 +250,19 @@ def parse_args(argv: list[str], fields: dict[str, dict], release: str) -> tuple[
     return values, explicit, remaining, abbreviated
 
 
-def read(argv: list[str], env: Mapping[str, str] | None = None, source: str = 'command line',
-         release: str | None = None) -> MegatronLaunch:
+def read(
+    argv: list[str], env: Mapping[str, str] | None = None, source: str = 'command line', release: str | None = None
+) -> MegatronLaunch:
     """A ``megatron rlhf`` launch: ``argv`` is the command (``['megatron', 'rlhf', ...]``) or what follows
     ``megatron rlhf`` (a config file first, then flags); ``env`` the environment it runs with; ``release`` the
     ms-swift that runs it (default: the newest snapshot)."""
     argv = [str(a) for a in argv]
     if argv and os.path.basename(argv[0]) == 'megatron':
         if argv[1:2] != ['rlhf']:
-            raise GuardError(f'{source}: `megatron {" ".join(argv[1:2])}` is not `megatron rlhf`; this guard reads '
-                             f'Megatron GRPO launches (megatron rlhf --rlhf_type grpo ...)')
+            raise GuardError(
+                f'{source}: `megatron {" ".join(argv[1:2])}` is not `megatron rlhf`; this guard reads '
+                f'Megatron GRPO launches (megatron rlhf --rlhf_type grpo ...)'
+            )
         argv = argv[2:]
     env = {str(k): str(v) for k, v in (env or {}).items()}
     config_file = None
@@ -301,7 +313,20 @@ def read(argv: list[str], env: Mapping[str, str] | None = None, source: str = 'c
     args.update(values)
     nproc = _env_int(env, 'NPROC_PER_NODE', 1)
     nnodes = _env_int(env, 'NNODES', 1)
-    return MegatronLaunch(args=args, explicit=explicit, env=env, nproc_per_node=nproc, nnodes=nnodes,
-                          release=release, snapshot=version, snapshot_note=note, source=source,
-                          config_file=config_file, unknown=remaining, renamed=renamed, abbreviated=abbreviated,
-                          argv=written, file_env=file_env)
+    return MegatronLaunch(
+        args=args,
+        explicit=explicit,
+        env=env,
+        nproc_per_node=nproc,
+        nnodes=nnodes,
+        release=release,
+        snapshot=version,
+        snapshot_note=note,
+        source=source,
+        config_file=config_file,
+        unknown=remaining,
+        renamed=renamed,
+        abbreviated=abbreviated,
+        argv=written,
+        file_env=file_env,
+    )

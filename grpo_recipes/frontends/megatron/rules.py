@@ -6,6 +6,7 @@ that fire only after the model has loaded (vllm_mode unset, vllm_tensor_parallel
 vLLM's free-memory check at engine start -- memory.py --, virtual pipeline stages with beta != 0 at the first
 rollout) are reported here, before anything loads.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -32,6 +33,7 @@ def rule(*ids: str):
         declare(f'{fn.__module__}.{fn.__name__}', ids)
         RULES.append(fn)
         return fn
+
     return register
 
 
@@ -42,6 +44,7 @@ def _flag(launch: MegatronLaunch, name: str) -> str:
 def _checks(launch: MegatronLaunch) -> dict:
     """The release's GRPO checks whose presence differs between releases (snapshot 'checks': message or None)."""
     from . import snapshot as snap
+
     return snap.load(launch.snapshot).get('checks') or {}
 
 
@@ -57,8 +60,16 @@ def rlhf_type(launch, plan, model):
     if t == 'grpo':
         return []
     how = 'is not set (ms-swift defaults it to dpo)' if 'rlhf_type' not in launch.explicit else f'is {t!r}'
-    return [_f(ERROR, 'megatron.rlhf-type', ['rlhf_type'], f'--rlhf_type {how}: this guard checks Megatron GRPO',
-               '--rlhf_type grpo', 'swift/megatron/arguments/rlhf_args.py')]
+    return [
+        _f(
+            ERROR,
+            'megatron.rlhf-type',
+            ['rlhf_type'],
+            f'--rlhf_type {how}: this guard checks Megatron GRPO',
+            '--rlhf_type grpo',
+            'swift/megatron/arguments/rlhf_args.py',
+        )
+    ]
 
 
 @rule('megatron.unknown-args', 'megatron.renamed-args', 'megatron.abbreviated-args', 'megatron.snapshot')
@@ -68,11 +79,20 @@ def arguments(launch, plan, model):
     out = []
     rel = launch.release or launch.snapshot
     for r in launch.renamed:
-        out.append(_f(ERROR, 'megatron.renamed-args', [r['old'].lstrip('-')],
-                      f'{r["old"]} is a ms-swift 3.x Megatron argument; ms-swift {rel} does not know it '
-                      f'(remaining_argv: {[r["old"], *r["value"]]})', r['fix'], 'swift/pipelines/base.py'))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.renamed-args',
+                [r['old'].lstrip('-')],
+                f'{r["old"]} is a ms-swift 3.x Megatron argument; ms-swift {rel} does not know it '
+                f'(remaining_argv: {[r["old"], *r["value"]]})',
+                r['fix'],
+                'swift/pipelines/base.py',
+            )
+        )
     if launch.unknown:
         from . import snapshot as snap
+
         names = list(snap.load(launch.snapshot)['fields'])
         fixes = []
         for tok in launch.unknown:
@@ -81,16 +101,28 @@ def arguments(launch, plan, model):
                 if near:
                     fixes.append(f'{tok} -> --{near[0]}')
         ignored = bool(launch.args.get('ignore_args_error'))  # ms-swift then only logs them
-        out.append(_f(WARNING if ignored else ERROR, 'megatron.unknown-args',
-                      [t.lstrip('-') for t in launch.unknown if t.startswith('--')],
-                      f'remaining_argv: {launch.unknown} (ms-swift {rel}: MegatronRLHFArguments has no such '
-                      f'argument{IGNORED_NOTE if ignored else ""})',
-                      '; '.join(fixes) or 'remove them, or check `megatron rlhf --help` for the name',
-                      'swift/pipelines/base.py'))
+        out.append(
+            _f(
+                WARNING if ignored else ERROR,
+                'megatron.unknown-args',
+                [t.lstrip('-') for t in launch.unknown if t.startswith('--')],
+                f'remaining_argv: {launch.unknown} (ms-swift {rel}: MegatronRLHFArguments has no such '
+                f'argument{IGNORED_NOTE if ignored else ""})',
+                '; '.join(fixes) or 'remove them, or check `megatron rlhf --help` for the name',
+                'swift/pipelines/base.py',
+            )
+        )
     for written, full in launch.abbreviated:
-        out.append(_f(INFO, 'megatron.abbreviated-args', [full.lstrip('-')],
-                      f'{written} is read as {full} (argparse accepts a unique prefix); a later ms-swift argument '
-                      f'with the same prefix would make it ambiguous', full))
+        out.append(
+            _f(
+                INFO,
+                'megatron.abbreviated-args',
+                [full.lstrip('-')],
+                f'{written} is read as {full} (argparse accepts a unique prefix); a later ms-swift argument '
+                f'with the same prefix would make it ambiguous',
+                full,
+            )
+        )
     if launch.snapshot_note:
         out.append(_f(INFO, 'megatron.snapshot', [], launch.snapshot_note))
     return out
@@ -102,41 +134,96 @@ def not_supported(launch, plan, model):
     num_iterations > 1 stop Megatron GRPO at argument parsing; REAL needs micro_batch_size % num_generations."""
     a = launch.args
     out = []
-    for name, bad, msg in (('async_generate', a.get('async_generate'),
-                            'async_generate is not supported for Megatron GRPO right now'),
-                           ('sync_ref_model', a.get('sync_ref_model'),
-                            'sync_ref_model is not supported for Megatron GRPO right now'),
-                           ('num_iterations', (a.get('num_iterations') or 1) > 1,
-                            'num_iterations > 1 is not supported for Megatron GRPO right now')):
+    for name, bad, msg in (
+        ('async_generate', a.get('async_generate'), 'async_generate is not supported for Megatron GRPO right now'),
+        ('sync_ref_model', a.get('sync_ref_model'), 'sync_ref_model is not supported for Megatron GRPO right now'),
+        (
+            'num_iterations',
+            (a.get('num_iterations') or 1) > 1,
+            'num_iterations > 1 is not supported for Megatron GRPO right now',
+        ),
+    ):
         if bad:
             fix = '--num_iterations 1' if name == 'num_iterations' else f'--{name} false'
             out.append(_f(ERROR, 'megatron.not-supported', [name], msg, fix, ARGS))
     checks = _checks(launch)
     if checks.get('dataset_shuffle_false_unsupported') and a.get('dataset_shuffle') is False:
-        out.append(_f(ERROR, 'megatron.not-supported', ['dataset_shuffle'], checks['dataset_shuffle_false_unsupported'],
-                      '--dataset_shuffle true', ARGS))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.not-supported',
+                ['dataset_shuffle'],
+                checks['dataset_shuffle_false_unsupported'],
+                '--dataset_shuffle true',
+                ARGS,
+            )
+        )
     if checks.get('multi_turn_unsupported') and a.get('multi_turn_scheduler'):
-        out.append(_f(ERROR, 'megatron.not-supported', ['multi_turn_scheduler'], checks['multi_turn_unsupported'],
-                      'drop --multi_turn_scheduler (ms-swift 4.3.2 and later accept it)', ARGS))
-    if a.get('loss_type') == 'real' and a.get('micro_batch_size') and a.get('num_generations') and \
-            a['micro_batch_size'] % a['num_generations']:
-        out.append(_f(ERROR, 'megatron.not-supported', ['loss_type', 'micro_batch_size'], (
-            f'"REAL loss requires that the training micro_batch_size ({a["micro_batch_size"]}) is a multiple of '
-            f'num_generations ({a["num_generations"]}). Please adjust your batch parameters.'),
-            f'--micro_batch_size {a["num_generations"]}', ARGS))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.not-supported',
+                ['multi_turn_scheduler'],
+                checks['multi_turn_unsupported'],
+                'drop --multi_turn_scheduler (ms-swift 4.3.2 and later accept it)',
+                ARGS,
+            )
+        )
+    if (
+        a.get('loss_type') == 'real'
+        and a.get('micro_batch_size')
+        and a.get('num_generations')
+        and a['micro_batch_size'] % a['num_generations']
+    ):
+        out.append(
+            _f(
+                ERROR,
+                'megatron.not-supported',
+                ['loss_type', 'micro_batch_size'],
+                (
+                    f'"REAL loss requires that the training micro_batch_size ({a["micro_batch_size"]}) is a multiple '
+                    'of '
+                    f'num_generations ({a["num_generations"]}). Please adjust your batch parameters.'
+                ),
+                f'--micro_batch_size {a["num_generations"]}',
+                ARGS,
+            )
+        )
     if a.get('truncation_strategy') not in (None, 'left', 'delete'):
-        out.append(_f(ERROR, 'megatron.not-supported', ['truncation_strategy'], (
-            "GRPO requires `truncation_strategy 'left' or 'delete'`, Current value: "
-            f"`truncation_strategy='{a['truncation_strategy']}'`."), '--truncation_strategy left', ARGS))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.not-supported',
+                ['truncation_strategy'],
+                (
+                    "GRPO requires `truncation_strategy 'left' or 'delete'`, Current value: "
+                    f"`truncation_strategy='{a['truncation_strategy']}'`."
+                ),
+                '--truncation_strategy left',
+                ARGS,
+            )
+        )
     if 'soft_overlong' in (a.get('reward_funcs') or []) and a.get('soft_cache_length') is None:
-        out.append(_f(ERROR, 'megatron.not-supported', ['soft_cache_length'],
-                      'The soft_cache_length must be set when using soft overlong rewards.',
-                      '--soft_cache_length 512', ARGS))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.not-supported',
+                ['soft_cache_length'],
+                'The soft_cache_length must be set when using soft overlong rewards.',
+                '--soft_cache_length 512',
+                ARGS,
+            )
+        )
     return out
 
 
-@rule('megatron.vllm-required', 'megatron.vllm-mode-unset', 'megatron.vllm-tp-world', 'megatron.reward-funcs',
-      'megatron.server-address')
+@rule(
+    'megatron.vllm-required',
+    'megatron.vllm-mode-unset',
+    'megatron.vllm-tp-world',
+    'megatron.reward-funcs',
+    'megatron.server-address',
+)
 def rollout(launch, plan, model):
     """Megatron GRPO rolls out with vLLM only (``assert self.use_vllm``, _init_grpo); vllm_mode has no default and
     an unset one stops after the model has loaded (rollout_mixin.py ``_init_rollout_engine``: Invalid vllm_mode:
@@ -144,53 +231,126 @@ def rollout(launch, plan, model):
     a = launch.args
     out = []
     if not a.get('use_vllm') and not a.get('use_ray'):
-        out.append(_f(ERROR, 'megatron.vllm-required', ['use_vllm'], 'use_vllm must be True for Megatron GRPO',
-                      '--use_vllm true --vllm_mode colocate', ARGS))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.vllm-required',
+                ['use_vllm'],
+                'use_vllm must be True for Megatron GRPO',
+                '--use_vllm true --vllm_mode colocate',
+                ARGS,
+            )
+        )
         return out
     mode = a.get('vllm_mode')
     if mode is None:
         early = _checks(launch).get('vllm_mode_required_at_parse')
-        msg = (f'{early} (asserted when the arguments are parsed)' if early else
-               'Invalid vllm_mode: None -- ms-swift raises this in _init_rollout_engine, after the Megatron model and '
-               'its weights have loaded (vllm_mode has no default in MegatronRLHFArguments)')
-        out.append(_f(ERROR, 'megatron.vllm-mode-unset', ['vllm_mode'], msg,
-                      '--vllm_mode colocate (or --vllm_mode server with a `swift rollout` server)',
-                      ARGS if early else ROLLOUT))
+        msg = (
+            f'{early} (asserted when the arguments are parsed)'
+            if early
+            else 'Invalid vllm_mode: None -- ms-swift raises this in _init_rollout_engine, after the Megatron model '
+            'and its weights have loaded (vllm_mode has no default in MegatronRLHFArguments)'
+        )
+        out.append(
+            _f(
+                ERROR,
+                'megatron.vllm-mode-unset',
+                ['vllm_mode'],
+                msg,
+                '--vllm_mode colocate (or --vllm_mode server with a `swift rollout` server)',
+                ARGS if early else ROLLOUT,
+            )
+        )
     if mode == 'server' and not a.get('vllm_server_base_url'):
         hosts, ports = a.get('vllm_server_host'), a.get('vllm_server_port') or []
         client = 'swift/rlhf_trainers/vllm_client.py VLLMClient (built by swift/megatron/pipelines/train/rlhf.py)'
         if hosts is None:
-            out.append(_f(ERROR, 'megatron.server-address', ['vllm_server_host'], (
-                "object of type 'NoneType' has no len() -- vllm_mode server without --vllm_server_host or "
-                "--vllm_server_base_url: the Megatron pipeline passes hosts=None to the vLLM client"),
-                '--vllm_server_host 127.0.0.1 --vllm_server_port 8000', client))
+            out.append(
+                _f(
+                    ERROR,
+                    'megatron.server-address',
+                    ['vllm_server_host'],
+                    (
+                        "object of type 'NoneType' has no len() -- vllm_mode server without --vllm_server_host or "
+                        '--vllm_server_base_url: the Megatron pipeline passes hosts=None to the vLLM client'
+                    ),
+                    '--vllm_server_host 127.0.0.1 --vllm_server_port 8000',
+                    client,
+                )
+            )
         elif len(hosts) != len(ports):
-            out.append(_f(ERROR, 'megatron.server-address', ['vllm_server_host', 'vllm_server_port'],
-                          'host and server_port must have same length when lists are provided',
-                          f'--vllm_server_port {" ".join(str(8000 + i) for i in range(len(hosts)))}', client))
+            out.append(
+                _f(
+                    ERROR,
+                    'megatron.server-address',
+                    ['vllm_server_host', 'vllm_server_port'],
+                    'host and server_port must have same length when lists are provided',
+                    f'--vllm_server_port {" ".join(str(8000 + i) for i in range(len(hosts)))}',
+                    client,
+                )
+            )
     world = launch.world_size
     vtp = a.get('vllm_tensor_parallel_size') or 1
     if mode == 'colocate' and world % vtp:
         divisors = [d for d in range(1, world + 1) if world % d == 0 and d <= vtp]
-        out.append(_f(ERROR, 'megatron.vllm-tp-world', ['vllm_tensor_parallel_size', 'NPROC_PER_NODE'], (
-            f'vllm_tensor_parallel_size ({vtp}) must divide world size ({world}) evenly. -- raised after the model '
-            f'has loaded (_init_rollout_engine)'), f'--vllm_tensor_parallel_size {divisors[-1]}', ROLLOUT))
-    if not a.get('reward_funcs') and not a.get('use_gym_env') and not a.get('gym_env') and \
-            not a.get('teacher_model') and not a.get('teacher_model_server'):
+        out.append(
+            _f(
+                ERROR,
+                'megatron.vllm-tp-world',
+                ['vllm_tensor_parallel_size', 'NPROC_PER_NODE'],
+                (
+                    f'vllm_tensor_parallel_size ({vtp}) must divide world size ({world}) evenly. -- raised after the '
+                    'model '
+                    f'has loaded (_init_rollout_engine)'
+                ),
+                f'--vllm_tensor_parallel_size {divisors[-1]}',
+                ROLLOUT,
+            )
+        )
+    if (
+        not a.get('reward_funcs')
+        and not a.get('use_gym_env')
+        and not a.get('gym_env')
+        and not a.get('teacher_model')
+        and not a.get('teacher_model_server')
+    ):
         # server mode with use_gym_env unset: the trainer asks the rollout server whether it runs a gym
         # (grpo_trainer.py _resolve_use_gym_env, 4.6)
         server = launch.rollout if mode == 'server' else None
-        if not (server is not None and getattr(server, 'use_gym_env', False)) and \
-                not (mode == 'server' and a.get('use_gym_env') is None and server is None):
-            out.append(_f(ERROR, 'megatron.reward-funcs', ['reward_funcs'], (
-                'reward_funcs is not set (or pass --use_gym_env true / a teacher for OPD-RL) -- asserted when the GRPO '
-                'trainer is built, after the model has loaded'), '--reward_funcs accuracy format', GRPO))
+        if not (server is not None and getattr(server, 'use_gym_env', False)) and not (
+            mode == 'server' and a.get('use_gym_env') is None and server is None
+        ):
+            out.append(
+                _f(
+                    ERROR,
+                    'megatron.reward-funcs',
+                    ['reward_funcs'],
+                    (
+                        'reward_funcs is not set (or pass --use_gym_env true / a teacher for OPD-RL) -- asserted '
+                        'when the GRPO '
+                        'trainer is built, after the model has loaded'
+                    ),
+                    '--reward_funcs accuracy format',
+                    GRPO,
+                )
+            )
         elif server is None:
-            out.append(_f(WARNING, 'megatron.reward-funcs', ['reward_funcs'], (
-                'reward_funcs is not set: in server mode the trainer takes the gym reward when the rollout server '
-                'runs with --use_gym_env true (grpo_trainer.py _resolve_use_gym_env); with a server that does not, '
-                'it stops with "reward_funcs is not set" after the model has loaded'),
-                '--reward_funcs accuracy format, or the rollout server with --use_gym_env true', GRPO))
+            out.append(
+                _f(
+                    WARNING,
+                    'megatron.reward-funcs',
+                    ['reward_funcs'],
+                    (
+                        'reward_funcs is not set: in server mode the trainer takes the gym reward when the rollout '
+                        'server '
+                        'runs with --use_gym_env true (grpo_trainer.py _resolve_use_gym_env); with a server that '
+                        'does not, '
+                        'it stops with "reward_funcs is not set" after the model has loaded'
+                    ),
+                    '--reward_funcs accuracy format, or the rollout server with --use_gym_env true',
+                    GRPO,
+                )
+            )
     return out
 
 
@@ -203,28 +363,57 @@ def world(launch, plan, model, hw=None):
     w = par['world_size']
     total = par['tp'] * par['pp'] * par['cp']
     if w % total:
-        out.append(_f(ERROR, 'megatron.world-divisible',
-                      ['tensor_model_parallel_size', 'pipeline_model_parallel_size', 'context_parallel_size'], (
-                          f'world_size ({w}) is not divisible by {total} (tensor {par["tp"]} x pipeline {par["pp"]} x '
-                          f'context {par["cp"]} parallel size)'),
-                      f'NPROC_PER_NODE x NNODES a multiple of {total}', MCORE_PS))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.world-divisible',
+                ['tensor_model_parallel_size', 'pipeline_model_parallel_size', 'context_parallel_size'],
+                (
+                    f'world_size ({w}) is not divisible by {total} (tensor {par["tp"]} x pipeline {par["pp"]} x '
+                    f'context {par["cp"]} parallel size)'
+                ),
+                f'NPROC_PER_NODE x NNODES a multiple of {total}',
+                MCORE_PS,
+            )
+        )
     ex = par['etp'] * par['ep'] * par['pp']
     if w % ex:
-        out.append(_f(ERROR, 'megatron.expert-world-divisible',
-                      ['expert_model_parallel_size', 'expert_tensor_parallel_size'], (
-                          f'world_size ({w}) is not divisible by expert_tensor_model_pipeline_parallel_size {ex} '
-                          f'(expert tensor {par["etp"]} x expert model {par["ep"]} x pipeline {par["pp"]})'),
-                      None, MCORE_PS))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.expert-world-divisible',
+                ['expert_model_parallel_size', 'expert_tensor_parallel_size'],
+                (
+                    f'world_size ({w}) is not divisible by expert_tensor_model_pipeline_parallel_size {ex} '
+                    f'(expert tensor {par["etp"]} x expert model {par["ep"]} x pipeline {par["pp"]})'
+                ),
+                None,
+                MCORE_PS,
+            )
+        )
     visible = launch.env.get('CUDA_VISIBLE_DEVICES')
     if visible is not None and visible.strip() and launch.nproc_per_node > len(visible.split(',')):
         n = len(visible.split(','))
-        out.append(_f(ERROR, 'megatron.gpus', ['NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES'],
-                      f'NPROC_PER_NODE={launch.nproc_per_node} but CUDA_VISIBLE_DEVICES={visible} shows {n} GPUs: '
-                      f'ranks past {n - 1} find no device', f'NPROC_PER_NODE={n}'))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.gpus',
+                ['NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES'],
+                f'NPROC_PER_NODE={launch.nproc_per_node} but CUDA_VISIBLE_DEVICES={visible} shows {n} GPUs: '
+                f'ranks past {n - 1} find no device',
+                f'NPROC_PER_NODE={n}',
+            )
+        )
     elif hw is not None and hw.gpus and launch.nproc_per_node > hw.gpus:
-        out.append(_f(ERROR, 'megatron.gpus', ['NPROC_PER_NODE'],
-                      f'NPROC_PER_NODE={launch.nproc_per_node} but the node has {hw.gpus} GPUs',
-                      f'NPROC_PER_NODE={hw.gpus}'))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.gpus',
+                ['NPROC_PER_NODE'],
+                f'NPROC_PER_NODE={launch.nproc_per_node} but the node has {hw.gpus} GPUs',
+                f'NPROC_PER_NODE={hw.gpus}',
+            )
+        )
     return out
 
 
@@ -237,22 +426,53 @@ def batches(launch, plan, model):
     gbs, mbs, ng = a.get('global_batch_size'), a.get('micro_batch_size'), a.get('num_generations')
     both = a.get('generation_batch_size') is not None and a.get('steps_per_generation') is not None
     if both and _checks(launch).get('generation_batch_exclusive'):
-        out.append(_f(ERROR, 'megatron.generation-batch', ['generation_batch_size', 'steps_per_generation'],
-                      _checks(launch)['generation_batch_exclusive'], '--steps_per_generation only', ARGS))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.generation-batch',
+                ['generation_batch_size', 'steps_per_generation'],
+                _checks(launch)['generation_batch_exclusive'],
+                '--steps_per_generation only',
+                ARGS,
+            )
+        )
         return out
     gen, spg, err = resolve_generation(a.get('generation_batch_size'), a.get('steps_per_generation'), gbs or 0)
     if err:
-        out.append(_f(ERROR, 'megatron.generation-batch', ['generation_batch_size', 'steps_per_generation'], err,
-                      '--steps_per_generation only (generation_batch_size follows)', ARGS))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.generation-batch',
+                ['generation_batch_size', 'steps_per_generation'],
+                err,
+                '--steps_per_generation only (generation_batch_size follows)',
+                ARGS,
+            )
+        )
         return out
     if spg is not None and spg <= 0:
-        out.append(_f(ERROR, 'megatron.generation-batch', ['steps_per_generation'],
-                      f'steps_per_generation must be > 0, got {spg}.', '--steps_per_generation 1', ARGS))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.generation-batch',
+                ['steps_per_generation'],
+                f'steps_per_generation must be > 0, got {spg}.',
+                '--steps_per_generation 1',
+                ARGS,
+            )
+        )
         return out
     if ng and ng > 1 and gen % ng:
-        out.append(_f(ERROR, 'megatron.generation-batch', ['global_batch_size', 'num_generations'],
-                      f'generation_batch_size ({gen}) must be divisible by num_generations ({ng}).',
-                      f'--global_batch_size {(-(-gen // ng)) * ng // (spg or 1) or ng}', ARGS))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.generation-batch',
+                ['global_batch_size', 'num_generations'],
+                f'generation_batch_size ({gen}) must be divisible by num_generations ({ng}).',
+                f'--global_batch_size {(-(-gen // ng)) * ng // (spg or 1) or ng}',
+                ARGS,
+            )
+        )
         return out
     dp = plan['parallel']['dp']
     if not dp or not ng or not mbs:
@@ -260,31 +480,84 @@ def batches(launch, plan, model):
     world = plan['world_size']
     prompts = gen // ng
     if prompts % dp:
-        out.append(_f(ERROR, 'megatron.dp-alignment', ['generation_batch_size', 'num_generations'], (
-            f'num_rollout_prompt ({prompts}) = generation_batch_size ({gen}) // num_generations ({ng}) must be '
-            f'divisible by dp_size ({dp}).'), f'--global_batch_size {ng * dp * mbs}', ARGS))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.dp-alignment',
+                ['generation_batch_size', 'num_generations'],
+                (
+                    f'num_rollout_prompt ({prompts}) = generation_batch_size ({gen}) // num_generations ({ng}) must be '
+                    f'divisible by dp_size ({dp}).'
+                ),
+                f'--global_batch_size {ng * dp * mbs}',
+                ARGS,
+            )
+        )
     elif prompts // dp < 1:
-        out.append(_f(ERROR, 'megatron.dp-alignment', ['generation_batch_size'], (
-            f'per_device_num_rollout_prompt ({prompts // dp}) must be >= 1, please adjust '
-            'generation_batch_size/steps_per_generation/num_generations.'), None, ARGS))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.dp-alignment',
+                ['generation_batch_size'],
+                (
+                    f'per_device_num_rollout_prompt ({prompts // dp}) must be >= 1, please adjust '
+                    'generation_batch_size/steps_per_generation/num_generations.'
+                ),
+                None,
+                ARGS,
+            )
+        )
     elif (prompts // dp) % mbs:
-        out.append(_f(ERROR, 'megatron.dp-alignment', ['micro_batch_size', 'generation_batch_size'], (
-            f'Per-device rollout prompt count ({prompts // dp}) = (generation_batch_size ({gen}) // num_generations '
-            f'({ng})) // dp_size ({dp}) must be divisible by micro_batch_size ({mbs}).'),
-            f'--micro_batch_size {max(d for d in range(1, mbs + 1) if (prompts // dp) % d == 0)}', ARGS))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.dp-alignment',
+                ['micro_batch_size', 'generation_batch_size'],
+                (
+                    f'Per-device rollout prompt count ({prompts // dp}) = (generation_batch_size ({gen}) // '
+                    'num_generations '
+                    f'({ng})) // dp_size ({dp}) must be divisible by micro_batch_size ({mbs}).'
+                ),
+                f'--micro_batch_size {max(d for d in range(1, mbs + 1) if (prompts // dp) % d == 0)}',
+                ARGS,
+            )
+        )
     elif gen // world < 1:
-        out.append(_f(ERROR, 'megatron.dp-alignment', ['generation_batch_size'],
-                      f'per_device_generation_batch_size ({gen // world}) must be >= 1.', None, ARGS))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.dp-alignment',
+                ['generation_batch_size'],
+                f'per_device_generation_batch_size ({gen // world}) must be >= 1.',
+                None,
+                ARGS,
+            )
+        )
     if gbs and gbs % (mbs * dp):
-        out.append(_f(ERROR, 'megatron.num-microbatches', ['global_batch_size', 'micro_batch_size'], (
-            f'global batch size ({gbs}) is not divisible by micro batch size ({mbs}) times data parallel size '
-            f'({dp})'), f'--global_batch_size {(gbs // (mbs * dp) + 1) * mbs * dp}',
-            'Megatron-LM megatron/core/num_microbatches_calculator.py'))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.num-microbatches',
+                ['global_batch_size', 'micro_batch_size'],
+                (
+                    f'global batch size ({gbs}) is not divisible by micro batch size ({mbs}) times data parallel size '
+                    f'({dp})'
+                ),
+                f'--global_batch_size {(gbs // (mbs * dp) + 1) * mbs * dp}',
+                'Megatron-LM megatron/core/num_microbatches_calculator.py',
+            )
+        )
     return out
 
 
-@rule('megatron.recompute', 'megatron.sequence-parallel-off', 'megatron.tp-comm-overlap', 'megatron.pp-layers',
-      'megatron.group-by-length', 'megatron.ep-tp-sequence-parallel')
+@rule(
+    'megatron.recompute',
+    'megatron.sequence-parallel-off',
+    'megatron.tp-comm-overlap',
+    'megatron.pp-layers',
+    'megatron.group-by-length',
+    'megatron.ep-tp-sequence-parallel',
+)
 def megatron_args(launch, plan, model):
     """MegatronArguments.__post_init__ checks (megatron_args.py): selective recompute with a method, TP comm
     overlap without sequence parallelism, uneven PP layers with PP 1, group_by_length with padding_free; and the
@@ -293,31 +566,78 @@ def megatron_args(launch, plan, model):
     a = launch.args
     out = []
     if a.get('recompute_granularity') == 'selective' and a.get('recompute_method') is not None:
-        out.append(_f(ERROR, 'megatron.recompute', ['recompute_method'],
-                      'recompute method is not yet supported for selective recomputing granularity',
-                      '--recompute_granularity full (or drop --recompute_method)', ARGS))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.recompute',
+                ['recompute_method'],
+                'recompute method is not yet supported for selective recomputing granularity',
+                '--recompute_granularity full (or drop --recompute_method)',
+                ARGS,
+            )
+        )
     tp = a.get('tensor_model_parallel_size') or 1
     if a.get('sequence_parallel') and tp <= 1:
-        out.append(_f(INFO, 'megatron.sequence-parallel-off', ['sequence_parallel'],
-                      'sequence_parallel is set with tensor_model_parallel_size 1: ms-swift turns it off '
-                      '(MegatronArguments.__post_init__)', None, ARGS))
+        out.append(
+            _f(
+                INFO,
+                'megatron.sequence-parallel-off',
+                ['sequence_parallel'],
+                'sequence_parallel is set with tensor_model_parallel_size 1: ms-swift turns it off '
+                '(MegatronArguments.__post_init__)',
+                None,
+                ARGS,
+            )
+        )
     if (a.get('expert_model_parallel_size') or 1) > 1 and tp > 1 and not a.get('sequence_parallel'):
-        out.append(_f(ERROR, 'megatron.ep-tp-sequence-parallel', ['sequence_parallel'],
-                      'When using expert parallelism and tensor parallelism, sequence parallelism must be used',
-                      '--sequence_parallel true',
-                      'Megatron-LM megatron/core/model_parallel_config.py ModelParallelConfig.__post_init__'))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.ep-tp-sequence-parallel',
+                ['sequence_parallel'],
+                'When using expert parallelism and tensor parallelism, sequence parallelism must be used',
+                '--sequence_parallel true',
+                'Megatron-LM megatron/core/model_parallel_config.py ModelParallelConfig.__post_init__',
+            )
+        )
     if a.get('tp_comm_overlap') and not (a.get('sequence_parallel') and tp > 1):
-        out.append(_f(ERROR, 'megatron.tp-comm-overlap', ['tp_comm_overlap'],
-                      'Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is '
-                      'enabled', '--sequence_parallel true', ARGS))
-    if (a.get('pipeline_model_parallel_size') or 1) == 1 and (a.get('decoder_first_pipeline_num_layers') is not None
-                                                             or a.get('decoder_last_pipeline_num_layers') is not None):
-        out.append(_f(ERROR, 'megatron.pp-layers', ['decoder_first_pipeline_num_layers'], (
-            'pipeline_model_parallel_size must be greater than 1 if you want to set '
-            'decoder_first_pipeline_num_layers or decoder_last_pipeline_num_layers.'), None, ARGS))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.tp-comm-overlap',
+                ['tp_comm_overlap'],
+                'Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is enabled',
+                '--sequence_parallel true',
+                ARGS,
+            )
+        )
+    if (a.get('pipeline_model_parallel_size') or 1) == 1 and (
+        a.get('decoder_first_pipeline_num_layers') is not None or a.get('decoder_last_pipeline_num_layers') is not None
+    ):
+        out.append(
+            _f(
+                ERROR,
+                'megatron.pp-layers',
+                ['decoder_first_pipeline_num_layers'],
+                (
+                    'pipeline_model_parallel_size must be greater than 1 if you want to set '
+                    'decoder_first_pipeline_num_layers or decoder_last_pipeline_num_layers.'
+                ),
+                None,
+                ARGS,
+            )
+        )
     if a.get('group_by_length') and a.get('padding_free', True):
-        out.append(_f(ERROR, 'megatron.group-by-length', ['group_by_length'],
-                      'group_by_length is not compatible with padding_free.', '--group_by_length false', ARGS))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.group-by-length',
+                ['group_by_length'],
+                'group_by_length is not compatible with padding_free.',
+                '--group_by_length false',
+                ARGS,
+            )
+        )
     return out
 
 
@@ -332,19 +652,51 @@ def reference(launch, plan, model):
     beta = a.get('beta')
     beta = 0.04 if beta is None else beta  # _init_grpo's default
     if vpp and beta != 0:
-        out.append(_f(ERROR, 'megatron.vpp-beta', ['virtual_pipeline_model_parallel_size', 'beta'], (
-            f'GRPO currently does not support VPP. -- asserted at the first rollout (beta {beta} needs reference '
-            f'log-probs; virtual_pipeline_model_parallel_size {vpp}), after the model has loaded'),
-            '--beta 0 (or drop --virtual_pipeline_model_parallel_size)', GRPO))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.vpp-beta',
+                ['virtual_pipeline_model_parallel_size', 'beta'],
+                (
+                    f'GRPO currently does not support VPP. -- asserted at the first rollout (beta {beta} needs '
+                    'reference '
+                    f'log-probs; virtual_pipeline_model_parallel_size {vpp}), after the model has loaded'
+                ),
+                '--beta 0 (or drop --virtual_pipeline_model_parallel_size)',
+                GRPO,
+            )
+        )
     if tuner(a) == 'full' and beta == 0:
-        out.append(_f(INFO, 'megatron.ref-model', ['beta', 'tuner_type'], (
-            'beta is 0 but full tuning still builds and loads a reference model (prepare_model: tuner_type full); '
-            'its bf16 weights are counted in memory'), None, 'swift/megatron/trainers/rlhf_mixin.py'))
+        out.append(
+            _f(
+                INFO,
+                'megatron.ref-model',
+                ['beta', 'tuner_type'],
+                (
+                    'beta is 0 but full tuning still builds and loads a reference model (prepare_model: tuner_type '
+                    'full); '
+                    'its bf16 weights are counted in memory'
+                ),
+                None,
+                'swift/megatron/trainers/rlhf_mixin.py',
+            )
+        )
     written = a.get('tuner_type') or a.get('train_type') or 'full'
     if written == 'full' and tuner(a) == 'lora':
-        out.append(_f(INFO, 'megatron.tuner-switched', ['tuner_type', 'adapters'], (
-            'adapters are given with tuner_type full: ms-swift trains LoRA instead ("Setting args.tuner_type: lora"), '
-            'so no reference model is built and only the adapters are trained'), '--tuner_type lora', ARGS))
+        out.append(
+            _f(
+                INFO,
+                'megatron.tuner-switched',
+                ['tuner_type', 'adapters'],
+                (
+                    'adapters are given with tuner_type full: ms-swift trains LoRA instead ("Setting '
+                    'args.tuner_type: lora"), '
+                    'so no reference model is built and only the adapters are trained'
+                ),
+                '--tuner_type lora',
+                ARGS,
+            )
+        )
     return out
 
 
@@ -355,47 +707,94 @@ def layout(launch, plan, model):
     if not model:
         return []
     from ...memory.arch import Arch
+
     a = Arch.from_config(model)
     par = plan['parallel']
     tp, pp, ep, vpp = par['tp'], par['pp'], par['ep'], par.get('vpp')
     args = launch.args
     out = []
     if a.heads % tp:
-        out.append(_f(ERROR, 'megatron.heads-tp', ['tensor_model_parallel_size'], (
-            f'num_attention_heads ({a.heads}) must be a multiple of tensor_model_parallel_size ({tp}).'),
-            '--tensor_model_parallel_size '
-            f'{max(d for d in range(1, tp + 1) if a.heads % d == 0 and a.kv_heads % d == 0)}',
-            MCORE_TC))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.heads-tp',
+                ['tensor_model_parallel_size'],
+                (f'num_attention_heads ({a.heads}) must be a multiple of tensor_model_parallel_size ({tp}).'),
+                '--tensor_model_parallel_size '
+                f'{max(d for d in range(1, tp + 1) if a.heads % d == 0 and a.kv_heads % d == 0)}',
+                MCORE_TC,
+            )
+        )
     elif a.kv_heads % tp:
-        out.append(_f(ERROR, 'megatron.heads-tp', ['tensor_model_parallel_size'], (
-            f'num_query_groups ({a.kv_heads}) must be a multiple of tensor_model_parallel_size ({tp}).'),
-            f'--tensor_model_parallel_size {max(d for d in range(1, tp + 1) if a.kv_heads % d == 0)}', MCORE_TC))
-    uneven = args.get('decoder_first_pipeline_num_layers') is not None or \
-        args.get('decoder_last_pipeline_num_layers') is not None or args.get('pipeline_model_parallel_layout')
+        out.append(
+            _f(
+                ERROR,
+                'megatron.heads-tp',
+                ['tensor_model_parallel_size'],
+                (f'num_query_groups ({a.kv_heads}) must be a multiple of tensor_model_parallel_size ({tp}).'),
+                f'--tensor_model_parallel_size {max(d for d in range(1, tp + 1) if a.kv_heads % d == 0)}',
+                MCORE_TC,
+            )
+        )
+    uneven = (
+        args.get('decoder_first_pipeline_num_layers') is not None
+        or args.get('decoder_last_pipeline_num_layers') is not None
+        or args.get('pipeline_model_parallel_layout')
+    )
     if pp > 1 and not uneven:
         if a.layers % pp:
-            out.append(_f(ERROR, 'megatron.layers-pp', ['pipeline_model_parallel_size'], (
-                f'num_layers should be divisible by pipeline_model_parallel_size ({a.layers} layers, '
-                f'pipeline_model_parallel_size {pp})'),
-                '--decoder_first_pipeline_num_layers / --decoder_last_pipeline_num_layers for an uneven split',
-                MCORE_BLOCK))
+            out.append(
+                _f(
+                    ERROR,
+                    'megatron.layers-pp',
+                    ['pipeline_model_parallel_size'],
+                    (
+                        f'num_layers should be divisible by pipeline_model_parallel_size ({a.layers} layers, '
+                        f'pipeline_model_parallel_size {pp})'
+                    ),
+                    '--decoder_first_pipeline_num_layers / --decoder_last_pipeline_num_layers for an uneven split',
+                    MCORE_BLOCK,
+                )
+            )
         elif vpp and (a.layers // pp) % vpp:
-            out.append(_f(ERROR, 'megatron.layers-pp', ['virtual_pipeline_model_parallel_size'], (
-                f'num_layers_per_pipeline_rank should be divisible by vp_size ({a.layers // pp} layers per rank, '
-                f'virtual_pipeline_model_parallel_size {vpp})'),
-                '--virtual_pipeline_model_parallel_size '
-                f'{max(d for d in range(1, vpp + 1) if (a.layers // pp) % d == 0)}',
-                MCORE_BLOCK))
+            out.append(
+                _f(
+                    ERROR,
+                    'megatron.layers-pp',
+                    ['virtual_pipeline_model_parallel_size'],
+                    (
+                        f'num_layers_per_pipeline_rank should be divisible by vp_size ({a.layers // pp} layers per '
+                        'rank, '
+                        f'virtual_pipeline_model_parallel_size {vpp})'
+                    ),
+                    '--virtual_pipeline_model_parallel_size '
+                    f'{max(d for d in range(1, vpp + 1) if (a.layers // pp) % d == 0)}',
+                    MCORE_BLOCK,
+                )
+            )
     if a.experts and a.experts % ep:
-        out.append(_f(ERROR, 'megatron.experts-ep', ['expert_model_parallel_size'], (
-            f'num_moe_experts ({a.experts}) must be divisible by expert_model_parallel_size ({ep})'),
-            f'--expert_model_parallel_size {max(d for d in range(1, ep + 1) if a.experts % d == 0)}',
-            'Megatron-LM megatron/core/transformer/moe/moe_layer.py'))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.experts-ep',
+                ['expert_model_parallel_size'],
+                (f'num_moe_experts ({a.experts}) must be divisible by expert_model_parallel_size ({ep})'),
+                f'--expert_model_parallel_size {max(d for d in range(1, ep + 1) if a.experts % d == 0)}',
+                'Megatron-LM megatron/core/transformer/moe/moe_layer.py',
+            )
+        )
     vtp = args.get('vllm_tensor_parallel_size') or 1
     if args.get('vllm_mode') == 'colocate' and a.heads % vtp:
-        out.append(_f(ERROR, 'megatron.vllm-heads', ['vllm_tensor_parallel_size'], (
-            f'Total number of attention heads ({a.heads}) must be divisible by tensor parallel size ({vtp}).'),
-            None, 'vllm/config/model.py verify_with_parallel_config'))
+        out.append(
+            _f(
+                ERROR,
+                'megatron.vllm-heads',
+                ['vllm_tensor_parallel_size'],
+                (f'Total number of attention heads ({a.heads}) must be divisible by tensor parallel size ({vtp}).'),
+                None,
+                'vllm/config/model.py verify_with_parallel_config',
+            )
+        )
     return out
 
 
@@ -406,6 +805,14 @@ def run(launch: MegatronLaunch, plan: dict, model: dict | None, hw=None) -> list
     return out
 
 
-declare('grpo_recipes.frontends.megatron.check', ('megatron.memory', 'megatron.vllm-startup-memory',
-                                                  'megatron.vllm-no-kv', 'megatron.model-unavailable',
-                                                  'megatron.vllm-kv-one-sequence', 'megatron.vllm-kv-concurrency'))
+declare(
+    'grpo_recipes.frontends.megatron.check',
+    (
+        'megatron.memory',
+        'megatron.vllm-startup-memory',
+        'megatron.vllm-no-kv',
+        'megatron.model-unavailable',
+        'megatron.vllm-kv-one-sequence',
+        'megatron.vllm-kv-concurrency',
+    ),
+)

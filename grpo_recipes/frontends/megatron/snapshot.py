@@ -4,6 +4,7 @@ Snapshots (``snapshots/megatron_args_<version>.json``) are written by ``scripts/
 each release's ``MegatronRLHFArguments`` with ast. A release without its own snapshot is judged by the newest
 snapshot of its minor line at or below it, else the newest below it; the finding says which one.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,7 @@ SNAPSHOT_DIR = 'snapshots'
 
 def available() -> list[str]:
     files = resources.files(__package__).joinpath(SNAPSHOT_DIR).iterdir()
-    names = [f.name[len('megatron_args_'):-len('.json')] for f in files if f.name.startswith('megatron_args_')]
+    names = [f.name[len('megatron_args_') : -len('.json')] for f in files if f.name.startswith('megatron_args_')]
     return sorted(names, key=lambda v: version_tuple(v) or ())
 
 
@@ -41,8 +42,10 @@ def snapshot_for(release: str | None) -> tuple[str, str | None]:
         return release, None
     below = [v for v in have if (version_tuple(v) or ()) <= want]
     if not below:
-        raise GuardError(f'ms-swift {release}: Megatron GRPO (`megatron rlhf --rlhf_type grpo`) needs ms-swift 3.11 '
-                         f'or newer here (snapshots: {", ".join(have)})')
+        raise GuardError(
+            f'ms-swift {release}: Megatron GRPO (`megatron rlhf --rlhf_type grpo`) needs ms-swift 3.11 '
+            f'or newer here (snapshots: {", ".join(have)})'
+        )
     pick = below[-1]
     return pick, f'ms-swift {release} is read with the {pick} argument snapshot (the nearest release below it)'
 

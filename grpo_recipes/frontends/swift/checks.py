@@ -1,5 +1,6 @@
 """ms-swift's own argument checks, run by rules/arguments.py through the framework's hooks
 (``Framework.unknown_arguments``, ``Framework.registry_check``; the ids are declared there)."""
+
 from __future__ import annotations
 
 from ...findings import ERROR, INFO, WARNING, Finding
@@ -18,11 +19,24 @@ def unknown_arguments(ctx) -> list[Finding]:
     for u in explain(ctx.remaining, ctx.packages.get('ms-swift')):
         fix = f'rename {u.flag} to {u.suggestion}' if u.suggestion else f'remove {u.flag}'
         stops = getattr(u, 'stops', None)  # an ambiguous abbreviation: argparse stops first, whatever the setting
-        out.append(Finding(WARNING if ignored and not stops else ERROR, 'args.unknown', [u.flag.lstrip('-')],
-                           f'{u.describe()}. ' + (stops or ('ms-swift ignores it (--ignore_args_error true): it has no '
-                                                            'effect' if ignored else
-                                                            'ms-swift stops with `ValueError: remaining_argv: [...]`')),
-                           fix, 'argparse (HfArgumentParser, allow_abbrev)' if stops else 'swift/pipelines/base.py'))
+        out.append(
+            Finding(
+                WARNING if ignored and not stops else ERROR,
+                'args.unknown',
+                [u.flag.lstrip('-')],
+                f'{u.describe()}. '
+                + (
+                    stops
+                    or (
+                        'ms-swift ignores it (--ignore_args_error true): it has no effect'
+                        if ignored
+                        else 'ms-swift stops with `ValueError: remaining_argv: [...]`'
+                    )
+                ),
+                fix,
+                'argparse (HfArgumentParser, allow_abbrev)' if stops else 'swift/pipelines/base.py',
+            )
+        )
     return out
 
 
@@ -36,10 +50,16 @@ def registry_check(ctx) -> list[Finding]:
     swift_v = version_tuple(ctx.packages.get('ms-swift'))
     snap_v = version_tuple(registry.snapshot()['ms_swift_version'])
     if swift_v is not None and snap_v is not None and swift_v[:1] != snap_v[:1]:
-        return [Finding(INFO, 'args.registry-unchecked', [n for n, _ in given],
-                        f'{", ".join(f"--{n} {v}" for n, v in given)}: not checked (the registry snapshot is ms-swift '
-                        f'{registry.snapshot()["ms_swift_version"]}\'s; the launch is judged against ms-swift '
-                        f'{ctx.packages.get("ms-swift")})')]
+        return [
+            Finding(
+                INFO,
+                'args.registry-unchecked',
+                [n for n, _ in given],
+                f'{", ".join(f"--{n} {v}" for n, v in given)}: not checked (the registry snapshot is ms-swift '
+                f"{registry.snapshot()['ms_swift_version']}'s; the launch is judged against ms-swift "
+                f'{ctx.packages.get("ms-swift")})',
+            )
+        ]
     out = []
     for name, value in given:
         problem = (registry.model_type_problem if name == 'model_type' else registry.template_problem)(value, cfg.model)

@@ -27,6 +27,7 @@ launcher's. So the arguments after the script are read as ``swift rlhf``'s, and 
   ``CUDA_VISIBLE_DEVICES`` (``deepspeed/launcher/launch.py``). A hostfile that exists (``--hostfile``, default
   ``/job/hostfile``) makes it a multi-node launch: one node per host, the first host's slots per node.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,6 +45,7 @@ def _entry(argv: list[str], env: Mapping[str, str], source: str):
     rlhf through a launcher or an interpreter, else None."""
     from ..entrypoints import lookup_command, lookup_module, lookup_script
     from ..launchers import peel
+
     if not argv or lookup_command(argv):
         return None
     p = peel(argv, env, source)
@@ -53,10 +55,10 @@ def _entry(argv: list[str], env: Mapping[str, str], source: str):
     found, args = None, []
     if p.form == 'module' and len(t) > 1:
         hit = lookup_module(t[1], t[2:])
-        found, args = (hit[0], t[2 + hit[1]:]) if hit else (None, [])
+        found, args = (hit[0], t[2 + hit[1] :]) if hit else (None, [])
     elif p.form == 'script' and t:
         hit = lookup_script(t[0], t[1:])
-        found, args = (hit[0], t[1 + hit[1]:]) if hit else (None, [])
+        found, args = (hit[0], t[1 + hit[1] :]) if hit else (None, [])
     elif p.form == 'command':
         found, args = lookup_command(t), t[2:]
     if found is None or (found.framework, found.role) != ('swift', 'train'):
@@ -92,15 +94,19 @@ def _slots(spec: str, pool: int | None, source: str) -> list[int] | None:
     for node in spec.split('@'):
         host, _, slots = node.partition(':')
         if host != 'localhost':
-            raise GuardError(f'{source}: deepspeed --include/--exclude {spec}: host {host!r} is not in a hostfile, '
-                             f'so deepspeed stops with "Hostname \'{host}\' not found in hostfile"; name localhost')
+            raise GuardError(
+                f'{source}: deepspeed --include/--exclude {spec}: host {host!r} is not in a hostfile, '
+                f'so deepspeed stops with "Hostname \'{host}\' not found in hostfile"; name localhost'
+            )
         if not slots:
             return None
         out += [_int(s, '--include/--exclude slot', source) for s in slots.split(',')]
     bad = [s for s in out if pool is not None and s >= pool]
     if bad:
-        raise GuardError(f'{source}: deepspeed --include/--exclude {spec}: the node has {pool} GPU(s), so deepspeed '
-                         f'stops with "No slot \'{bad[0]}\' specified on host \'localhost\'"')
+        raise GuardError(
+            f'{source}: deepspeed --include/--exclude {spec}: the node has {pool} GPU(s), so deepspeed '
+            f"stops with \"No slot '{bad[0]}' specified on host 'localhost'\""
+        )
     return sorted(set(out))
 
 
@@ -118,11 +124,15 @@ def deepspeed_layout(opts: dict[str, Any], cvd: str | None, gpus: int | None, so
     if cvd and not (include or exclude or num_nodes > 1 or num_gpus > 0):
         include = f'localhost:{cvd}'
     if (num_nodes >= 0 or num_gpus >= 0) and (include or exclude):
-        raise GuardError(f'{source}: deepspeed stops with "Cannot specify num_nodes/gpus with include/exclude" '
-                         f'(deepspeed/launcher/runner.py); keep --num_gpus or --include, not both')
+        raise GuardError(
+            f'{source}: deepspeed stops with "Cannot specify num_nodes/gpus with include/exclude" '
+            f'(deepspeed/launcher/runner.py); keep --num_gpus or --include, not both'
+        )
     if num_nodes > 1:
-        raise GuardError(f'{source}: deepspeed --num_nodes {num_nodes} with no hostfile: deepspeed stops with "Num '
-                         f'nodes is >1 but no extra nodes available via hostfile"; pass --hostfile or drop --num_nodes')
+        raise GuardError(
+            f'{source}: deepspeed --num_nodes {num_nodes} with no hostfile: deepspeed stops with "Num '
+            f'nodes is >1 but no extra nodes available via hostfile"; pass --hostfile or drop --num_nodes'
+        )
     slots = list(range(gpus)) if gpus else None
     if include:
         chosen = _slots(include, gpus, source)
@@ -132,8 +142,9 @@ def deepspeed_layout(opts: dict[str, Any], cvd: str | None, gpus: int | None, so
         if dropped is None:
             raise GuardError(f'{source}: deepspeed --exclude {exclude} leaves no GPU on this node')
         if slots is None:
-            raise GuardError(f'{source}: deepspeed --exclude {exclude}: the node\'s GPU count is not known (pass '
-                             f'--gpus)')
+            raise GuardError(
+                f"{source}: deepspeed --exclude {exclude}: the node's GPU count is not known (pass --gpus)"
+            )
         slots = [s for s in slots if s not in dropped]
     if num_gpus > 0:
         slots = list(range(num_gpus))
@@ -152,6 +163,7 @@ def load_swift_entry(argv: list[str], env: Mapping[str, str], source: str) -> La
     env = {**env, **p.env}
     from ..launchers import _srun_note, launcher_layout, slurm_tasks
     from .reader import load_swift
+
     procs = [x for x in p.layers if x.kind != 'srun']
     srun = next((x for x in p.layers if x.kind == 'srun'), None)
     if found.how == 'cli':  # `python -m swift.cli.main rlhf`, `srun swift rlhf`: swift rlhf itself, its variables
@@ -173,15 +185,22 @@ def load_swift_entry(argv: list[str], env: Mapping[str, str], source: str) -> La
         layout, extra = {'nproc': lay['nproc'], 'nnodes': lay['nnodes'], 'cvd': None}, lay['env']
     elif head == 'accelerate':
         from ..trl.accelerate import accelerate_settings
+
         acc = accelerate_settings(inner.opts, env)
         machines = max(1, acc.get('num_machines') or 1)
         n = acc.get('num_processes')
-        layout = {'nproc': None if n is None and acc.get('config_source') is None else max(1, (n or 1) // machines),
-                  'nnodes': machines, 'cvd': None if acc.get('gpu_ids') in (None, 'all', '') else str(acc['gpu_ids'])}
+        layout = {
+            'nproc': None if n is None and acc.get('config_source') is None else max(1, (n or 1) // machines),
+            'nnodes': machines,
+            'cvd': None if acc.get('gpu_ids') in (None, 'all', '') else str(acc['gpu_ids']),
+        }
     else:
         exclude_later = bool(inner.opts.get('exclude'))  # needs the node's GPU count: default_swift_processes
-        layout = {'nproc': None, 'nnodes': 1, 'cvd': None} if exclude_later else \
-            deepspeed_layout(inner.opts, env.get('CUDA_VISIBLE_DEVICES'), None, source)
+        layout = (
+            {'nproc': None, 'nnodes': 1, 'cvd': None}
+            if exclude_later
+            else deepspeed_layout(inner.opts, env.get('CUDA_VISIBLE_DEVICES'), None, source)
+        )
     for key in ('NPROC_PER_NODE', 'NNODES', 'NODE_RANK', 'MASTER_ADDR', 'MASTER_PORT'):
         launch.env.pop(key, None)
     launch.env.update(extra)
@@ -197,22 +216,39 @@ def load_swift_entry(argv: list[str], env: Mapping[str, str], source: str) -> La
     shown = inner.display if inner else 'srun'
     display = f'{shown} {"-m " if p.form == "module" else ""}{script}'
     opts = inner.opts if inner else dict(srun.opts)
-    launch.trl = replace(launch.trl, entry={'launcher': inner.kind if inner else 'srun', 'script': script,
-                                            'display': display, 'opts': opts, 'source': source,
-                                            'cvd': env.get('CUDA_VISIBLE_DEVICES')})
+    launch.trl = replace(
+        launch.trl,
+        entry={
+            'launcher': inner.kind if inner else 'srun',
+            'script': script,
+            'display': display,
+            'opts': opts,
+            'source': source,
+            'cvd': env.get('CUDA_VISIBLE_DEVICES'),
+        },
+    )
     if layout['nproc'] is None:
-        launch.trl = replace(launch.trl, nproc_from_devices=True, launcher_cvd=None if head == 'deepspeed' else
-                             env.get('CUDA_VISIBLE_DEVICES'), display=display)
+        launch.trl = replace(
+            launch.trl,
+            nproc_from_devices=True,
+            launcher_cvd=None if head == 'deepspeed' else env.get('CUDA_VISIBLE_DEVICES'),
+            display=display,
+        )
     launch.command = list(argv)
     per = launch.env.get('NPROC_PER_NODE', 'one per visible GPU')
-    how = {'python': 'one process', 'torchrun': f'{per} process(es) per node ({shown})',
-           'deepspeed': f'{launch.env.get("NPROC_PER_NODE", "one per GPU")} process(es) (deepspeed/launcher/runner.py)',
-           'accelerate': f'{per} process(es) per node (accelerate launch)',
-           'srun': f'{per} task(s) per node (srun)'}[head]
+    how = {
+        'python': 'one process',
+        'torchrun': f'{per} process(es) per node ({shown})',
+        'deepspeed': f'{launch.env.get("NPROC_PER_NODE", "one per GPU")} process(es) (deepspeed/launcher/runner.py)',
+        'accelerate': f'{per} process(es) per node (accelerate launch)',
+        'srun': f'{per} task(s) per node (srun)',
+    }[head]
     if layout['nnodes'] > 1:
         how += f' on {layout["nnodes"]} nodes'
-    launch.notes.append(f'`{display}` runs ms-swift\'s rlhf entry directly: its arguments are read as `swift rlhf`\'s '
-                        f'and the processes are the launcher\'s: {how}')
+    launch.notes.append(
+        f"`{display}` runs ms-swift's rlhf entry directly: its arguments are read as `swift rlhf`'s "
+        f"and the processes are the launcher's: {how}"
+    )
     note = _srun_note(srun.opts if srun else None, layout['nnodes'], source) if procs else None
     if note:
         launch.notes.append(note)
@@ -234,7 +270,9 @@ def default_swift_processes(launch: Launch, gpus: int | None) -> str | None:
         if layout['cvd'] is not None:
             launch.env['CUDA_VISIBLE_DEVICES'] = layout['cvd']
     if not n:
-        return f'`{entry["display"]}` starts one process per GPU and the GPU count is not known (pass --gpus); ' \
-               f'planned as 1 process'
+        return (
+            f'`{entry["display"]}` starts one process per GPU and the GPU count is not known (pass --gpus); '
+            f'planned as 1 process'
+        )
     launch.env['NPROC_PER_NODE'] = str(n)
     return f'`{entry["display"]}` starts one process per GPU of the node: {n} process(es)'

@@ -1,5 +1,6 @@
 """ms-swift (``swift rlhf``, ``swift rollout``) as the shared pipeline sees it: its facts and hooks
 (:class:`grpo_recipes.framework.Framework`, registered in ``frontends/__init__.py``)."""
+
 from __future__ import annotations
 
 import re
@@ -22,6 +23,7 @@ def read_config(launch, packages: dict):
     from ..cluster import check_placeholders  # <DATA_PATH> the parser accepts: exit 2, fill it in
     from ..shell_expand import unresolved_message
     from .versions import config_from_argv
+
     try:
         cfg, remaining, notes = config_from_argv(launch.argv, packages.get('ms-swift'))
         check_placeholders(launch.argv, str(launch.config_file))
@@ -41,6 +43,7 @@ def read_config(launch, packages: dict):
 def post_read(cfg, launch, packages: dict):
     """ms-swift < 3.6: vLLM inside the trainer (versions.py ``in_trainer_vllm``)."""
     from .versions import in_trainer_vllm
+
     return in_trainer_vllm(cfg, launch, packages.get('ms-swift'))
 
 
@@ -49,11 +52,18 @@ def render_fixes(report) -> None:
     YAML keys."""
     from ...fix_syntax import syntax_of
     from .wording import swift_cli_fix, swift_flags
+
     if syntax_of(report.launch)[0] != 'flags':
         return
-    report.findings = [replace(f, fix=swift_cli_fix(report.fixes[0], report.launch)
-                               if f.rule == 'memory.fix' and report.fixes else swift_flags(f.fix))
-                       for f in report.findings]
+    report.findings = [
+        replace(
+            f,
+            fix=swift_cli_fix(report.fixes[0], report.launch)
+            if f.rule == 'memory.fix' and report.fixes
+            else swift_flags(f.fix),
+        )
+        for f in report.findings
+    ]
 
 
 def fixed_launch(launch, fix):
@@ -64,32 +74,60 @@ def fixed_launch(launch, fix):
 def fix_text(fix, launch, syntax: str, config: str | None, env: dict) -> list[str]:
     """A fix as flags on a command line, or a YAML diff (with an ``ENV:`` line) for a config file."""
     from .wording import swift_cli_fix
+
     text = swift_cli_fix(fix, launch) if syntax == 'flags' else fix.yaml_diff()
     lines = [text] if text else []
     if env:
-        lines.insert(0, '+ ENV: ' + ', '.join(f'{k}: "{v}"' for k, v in env.items()) if syntax == 'yaml' else
-                     ' '.join(f'{k}={v}' for k, v in env.items()) + ' before swift rlhf')
+        lines.insert(
+            0,
+            '+ ENV: ' + ', '.join(f'{k}: "{v}"' for k, v in env.items())
+            if syntax == 'yaml'
+            else ' '.join(f'{k}={v}' for k, v in env.items()) + ' before swift rlhf',
+        )
     return lines
 
 
 def server_command(model, tp: int, dp: int) -> str:
     """``swift rollout`` with tp x dp engines."""
-    return f'swift rollout --model {model} ' + (f'--vllm_data_parallel_size {dp}' if tp == 1 else
-                                                f'--vllm_tensor_parallel_size {tp}')
+    return f'swift rollout --model {model} ' + (
+        f'--vllm_data_parallel_size {dp}' if tp == 1 else f'--vllm_tensor_parallel_size {tp}'
+    )
 
 
 SWIFT = Framework(
-    name='swift', display='ms-swift', server='swift rollout', server_flag_prefix='--vllm_',
+    name='swift',
+    display='ms-swift',
+    server='swift rollout',
+    server_flag_prefix='--vllm_',
     server_unknown_source='swift/pipelines/base.py (remaining_argv)',
     server_port_source='swift/arguments/deploy_args.py (DeployArguments.port, default 8000)',
     server_gpu_check_source='swift/arguments/deploy_args.py::RolloutArguments',
-    server_host_required=True, launcher_places_processes=False, prompt_limit=True, own_batch_source=None,
+    server_host_required=True,
+    launcher_places_processes=False,
+    prompt_limit=True,
+    own_batch_source=None,
     registry_check=f'{CHECKS}:registry_check',
-    requires_model_flag=True, checks_packages=True, rewards_by_name=True, expandable_toggle_from=TOGGLES_FROM,
-    zero3_gathers_for_generation=False, weight_sync='batched', old_logps_always=True, missing_knobs=(),
-    fix_arguments=None, model_hub=None, runnable=True, swift_release=True, shows_resolved=False,
+    requires_model_flag=True,
+    checks_packages=True,
+    rewards_by_name=True,
+    expandable_toggle_from=TOGGLES_FROM,
+    zero3_gathers_for_generation=False,
+    weight_sync='batched',
+    old_logps_always=True,
+    missing_knobs=(),
+    fix_arguments=None,
+    model_hub=None,
+    runnable=True,
+    swift_release=True,
+    shows_resolved=False,
     settings_yaml_in_config=True,
-    read_config=f'{HERE}:read_config', post_read=f'{HERE}:post_read', reword=None,
-    render_fixes=f'{HERE}:render_fixes', fixed_launch=f'{HERE}:fixed_launch', fix_text=f'{HERE}:fix_text',
-    server_command=f'{HERE}:server_command', unknown_arguments=f'{CHECKS}:unknown_arguments',
-    validator='grpo_recipes.realparse:swift_parse')
+    read_config=f'{HERE}:read_config',
+    post_read=f'{HERE}:post_read',
+    reword=None,
+    render_fixes=f'{HERE}:render_fixes',
+    fixed_launch=f'{HERE}:fixed_launch',
+    fix_text=f'{HERE}:fix_text',
+    server_command=f'{HERE}:server_command',
+    unknown_arguments=f'{CHECKS}:unknown_arguments',
+    validator='grpo_recipes.realparse:swift_parse',
+)

@@ -2,6 +2,7 @@
 servers, read exactly as ``swift/cli/main.py`` 4.6 reads them (``parse_yaml_args``: each top-level key
 becomes ``--key value``; lists become several values, dicts JSON; the file's ``ENV:`` block sets
 variables the environment does not already set)."""
+
 from __future__ import annotations
 
 import json
@@ -23,12 +24,15 @@ def _value_to_argv(value: Any) -> list[str]:
     return [str(value)]
 
 
-def launch_from_mapping(config: Mapping[str, Any], extra_argv: list[str], environ: Mapping[str, str],
-                        source: str = '<config>') -> Launch:
+def launch_from_mapping(
+    config: Mapping[str, Any], extra_argv: list[str], environ: Mapping[str, str], source: str = '<config>'
+) -> Launch:
     """Pure core of ``parse_yaml_args``: config mapping + extra argv + process environment → Launch."""
     if not isinstance(config, Mapping):
-        raise GuardError(f'{source}: the top level must be a mapping of argument: value '
-                         f'(got {type(config).__name__}); write e.g. `rlhf_type: grpo`')
+        raise GuardError(
+            f'{source}: the top level must be a mapping of argument: value '
+            f'(got {type(config).__name__}); write e.g. `rlhf_type: grpo`'
+        )
     config = dict(config)
     env_block = config.pop('ENV', None)
     file_env: dict[str, str] = {}
@@ -36,15 +40,18 @@ def launch_from_mapping(config: Mapping[str, Any], extra_argv: list[str], enviro
     merged = dict(environ)
     if env_block:
         if not isinstance(env_block, Mapping):
-            raise GuardError(f'{source}: `ENV:` must be a mapping of VARIABLE: value '
-                             f'(got {type(env_block).__name__}); write e.g. `ENV: {{NPROC_PER_NODE: 2}}`')
+            raise GuardError(
+                f'{source}: `ENV:` must be a mapping of VARIABLE: value '
+                f'(got {type(env_block).__name__}); write e.g. `ENV: {{NPROC_PER_NODE: 2}}`'
+            )
         for k, v in env_block.items():
             file_env[str(k)] = str(v)
             if k not in environ:
                 merged[str(k)] = str(v)
             elif str(v) != environ[k]:
-                notes.append(f'{k} is already set in environment, using `{environ[k]}` instead of `{v}` '
-                             f'(from {source} ENV)')
+                notes.append(
+                    f'{k} is already set in environment, using `{environ[k]}` instead of `{v}` (from {source} ENV)'
+                )
     argv: list[str] = []
     for k, v in config.items():
         argv.append(f'--{k}')
@@ -73,6 +80,7 @@ def read_config_file(path: str | os.PathLike) -> Any:
         except json.JSONDecodeError as e:
             raise GuardError(f'{p}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}') from None
     import yaml
+
     try:
         return safe_load_yaml(text)
     except yaml.YAMLError as e:
@@ -107,11 +115,35 @@ def load_swift(args: list[str], environ: Mapping[str, str] | None = None) -> Lau
 # Arguments ``swift rollout`` defines beyond the VllmArguments it shares with ``swift rlhf``
 # (swift/arguments/deploy_args.py: DeployArguments and RolloutArguments, ms-swift 4.6).
 # tests/test_frontends.py checks this list against the installed RolloutArguments.
-ROLLOUT_ONLY = ('host', 'port', 'api_key', 'ssl_keyfile', 'ssl_certfile', 'owned_by', 'served_model_name',
-                'verbose', 'log_interval', 'log_level', 'max_logprobs', 'vllm_use_async_engine', 'use_gym_env',
-                'multi_turn_scheduler', 'max_turns', 'vllm_enable_lora', 'vllm_max_lora_rank', 'gym_env',
-                'context_manager', 'infer_backend', 'result_path', 'write_batch_size', 'metric', 'val_dataset_sample',
-                'reward_model_plugin', 'stream', 'vllm_server_pass_dataset')
+ROLLOUT_ONLY = (
+    'host',
+    'port',
+    'api_key',
+    'ssl_keyfile',
+    'ssl_certfile',
+    'owned_by',
+    'served_model_name',
+    'verbose',
+    'log_interval',
+    'log_level',
+    'max_logprobs',
+    'vllm_use_async_engine',
+    'use_gym_env',
+    'multi_turn_scheduler',
+    'max_turns',
+    'vllm_enable_lora',
+    'vllm_max_lora_rank',
+    'gym_env',
+    'context_manager',
+    'infer_backend',
+    'result_path',
+    'write_batch_size',
+    'metric',
+    'val_dataset_sample',
+    'reward_model_plugin',
+    'stream',
+    'vllm_server_pass_dataset',
+)
 
 
 def read_rollout(argv: list[str], env: Mapping[str, str], source: str) -> Rollout:
@@ -133,8 +165,11 @@ def read_rollout(argv: list[str], env: Mapping[str, str], source: str) -> Rollou
     while i < len(remaining):
         tok = remaining[i]
         flag = tok.split('=', 1)[0]
-        value = tok.split('=', 1)[1] if '=' in tok else (remaining[i + 1] if i + 1 < len(remaining) and
-                                                          not remaining[i + 1].startswith('--') else None)
+        value = (
+            tok.split('=', 1)[1]
+            if '=' in tok
+            else (remaining[i + 1] if i + 1 < len(remaining) and not remaining[i + 1].startswith('--') else None)
+        )
         step = 1 + (value is not None and '=' not in tok)
         if flag in known_rollout:
             i += step
@@ -153,14 +188,23 @@ def read_rollout(argv: list[str], env: Mapping[str, str], source: str) -> Rollou
             return cast(v) if v is not None else default
         except (TypeError, ValueError):
             return default
+
     util = values.get('vllm_gpu_memory_utilization') if 'vllm_gpu_memory_utilization' in explicit else None
     return Rollout(
-        framework='swift', argv=args, env=dict(env), source=source, model=values.get('model'),
+        framework='swift',
+        argv=args,
+        env=dict(env),
+        source=source,
+        model=values.get('model'),
         tensor_parallel_size=pick('vllm_tensor_parallel_size', int, 1),
         data_parallel_size=pick('vllm_data_parallel_size', int, 1),
         max_model_len=pick('vllm_max_model_len', int, None),
         gpu_memory_utilization=pick('vllm_gpu_memory_utilization', float, 0.9) if util is None else float(util),
         max_num_seqs=pick('vllm_max_num_seqs', int, None) or 256,
         enforce_eager=bool(values.get('vllm_enforce_eager')),
-        engine_kwargs=values.get('vllm_engine_kwargs'), quantization=values.get('vllm_quantization'),
-        use_gym_env=bool(values.get('use_gym_env')), unknown=unknown, intended=intended)
+        engine_kwargs=values.get('vllm_engine_kwargs'),
+        quantization=values.get('vllm_quantization'),
+        use_gym_env=bool(values.get('use_gym_env')),
+        unknown=unknown,
+        intended=intended,
+    )

@@ -11,6 +11,7 @@ The suggestion is the right name where the snapshot knows it: a template name gi
 (``--model_type qwen2_5``) gets the model's type (``qwen2``, from the registered model id, else the types that use
 that template), a model type given as a template gets that type's templates, anything else the closest name.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -40,8 +41,10 @@ def model_type_problem(name: str, model: str | None) -> tuple[str, str] | None:
     types = snap['model_types']
     if name in types:
         return None
-    msg = (f'--model_type {name}: not a model type of ms-swift {snap["ms_swift_version"]}; it stops with '
-           f'"model_type: \'{name}\' not in [...]" once loading starts')
+    msg = (
+        f'--model_type {name}: not a model type of ms-swift {snap["ms_swift_version"]}; it stops with '
+        f'"model_type: \'{name}\' not in [...]" once loading starts'
+    )
     known = registered(model)
     if name in snap['templates']:
         users = sorted(t for t, meta in types.items() if name in meta['templates'])
@@ -49,14 +52,16 @@ def model_type_problem(name: str, model: str | None) -> tuple[str, str] | None:
         msg += f' ({name!r} is a template name, for --template'
         if right:
             return msg + f'; the model type{" of " + model if known else ""} is {right!r})', f'model_type: {right}'
-        return (msg + f'; model types that use it: {", ".join(users[:8])})',
-                f'model_type: one of {", ".join(users[:8])} (or drop it: ms-swift matches the model\'s architecture)')
+        return (
+            msg + f'; model types that use it: {", ".join(users[:8])})',
+            f"model_type: one of {', '.join(users[:8])} (or drop it: ms-swift matches the model's architecture)",
+        )
     if known:
         return msg + f' (the model type of {model} is {known[0]!r})', f'model_type: {known[0]}'
     close = difflib.get_close_matches(name, list(types), n=1, cutoff=0.6)
     if close:
         return msg + f'; closest: {close[0]!r}', f'model_type: {close[0]}'
-    return msg, 'drop --model_type (ms-swift matches the model\'s architecture) or pick one from ms-swift\'s list'
+    return msg, "drop --model_type (ms-swift matches the model's architecture) or pick one from ms-swift's list"
 
 
 def template_problem(name: str, model: str | None) -> tuple[str, str] | None:
@@ -64,8 +69,10 @@ def template_problem(name: str, model: str | None) -> tuple[str, str] | None:
     snap = snapshot()
     if name in snap['templates']:
         return None
-    msg = (f'--template {name}: not a template of ms-swift {snap["ms_swift_version"]}; it stops with '
-           f'"template_type: \'{name}\' not in [...]"')
+    msg = (
+        f'--template {name}: not a template of ms-swift {snap["ms_swift_version"]}; it stops with '
+        f'"template_type: \'{name}\' not in [...]"'
+    )
     known = registered(model)
     meta = snap['model_types'].get(name)
     close = difflib.get_close_matches(name, snap['templates'], n=1, cutoff=0.75)
@@ -81,4 +88,4 @@ def template_problem(name: str, model: str | None) -> tuple[str, str] | None:
         of_model = f' (the template of {model})' if known else ''
     if right:
         return msg + f'; use {right!r}' + of_model, f'template: {right}'
-    return msg, 'drop --template (ms-swift takes the model type\'s default template)'
+    return msg, "drop --template (ms-swift takes the model type's default template)"

@@ -19,6 +19,7 @@ What changed where it changes the plan (read in the releases' code; the per-rele
 - ``vllm_max_num_seqs``: the release's own default (256 in 3.7-3.10, None from 3.11 on: vLLM's own default);
   256 where the release has no such argument.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -32,8 +33,10 @@ from ...versions import version_tuple
 # from releases.json (``first_without``).
 REMOVED = {
     'train_type': ('tuner_type', 'renamed --tuner_type in ms-swift 4.0'),
-    'vllm_device': ('vllm_mode', 'use --vllm_mode colocate, or --vllm_mode server with `swift rollout` on its own '
-                                 'GPUs'),
+    'vllm_device': (
+        'vllm_mode',
+        'use --vllm_mode colocate, or --vllm_mode server with `swift rollout` on its own GPUs',
+    ),
     'num_infer_workers': ('vllm_mode', 'use --vllm_mode colocate or server'),
     'gpu_memory_utilization': ('vllm_gpu_memory_utilization', 'the unprefixed alias'),
     'tensor_parallel_size': ('vllm_tensor_parallel_size', 'the unprefixed alias'),
@@ -76,26 +79,34 @@ def judged_release(version: str | None) -> tuple[str | None, str | None]:
     vt = vt + (0,) * (2 - len(vt))  # "4" is 4.0
     rels = known_releases()
     if vt[:2] < OLDEST:
-        raise GuardError(f'ms-swift {version}: older than 3.0, and the guard knows the `swift rlhf` arguments of '
-                         f'ms-swift {rels[0]} to {rels[-1]} only; check with --swift-version of the 3.x/4.x release '
-                         f'you will run (pip install -U ms-swift)')
+        raise GuardError(
+            f'ms-swift {version}: older than 3.0, and the guard knows the `swift rlhf` arguments of '
+            f'ms-swift {rels[0]} to {rels[-1]} only; check with --swift-version of the 3.x/4.x release '
+            f'you will run (pip install -U ms-swift)'
+        )
     newest = rels[-1]
     same = [r for r in rels if _vt(r)[:2] == vt[:2]]
     if same:
         r = same[0]
         note = None
         if len(_vt(version)) > 2 and _vt(r)[:3] != vt[:3]:
-            note = (f'ms-swift {version}: its arguments are checked against ms-swift {r}\'s (the guard keeps one '
-                    f'snapshot per minor release: {_short(r)}\'s is {r})')
+            note = (
+                f"ms-swift {version}: its arguments are checked against ms-swift {r}'s (the guard keeps one "
+                f"snapshot per minor release: {_short(r)}'s is {r})"
+            )
         return r, note
     if vt > _vt(newest):
         line = _dotted(_vt(newest)[:2])
-        return newest, (f'ms-swift {version} is newer than the newest release the guard knows ({line}.x); its '
-                        f'arguments are read as {line}\'s')
+        return newest, (
+            f'ms-swift {version} is newer than the newest release the guard knows ({line}.x); its '
+            f"arguments are read as {line}'s"
+        )
     older = [r for r in rels if _vt(r) < vt]
     r = older[-1]
-    return r, (f'ms-swift {version}: not a release the guard knows; its arguments are read as ms-swift {r}\'s, the '
-               f'newest known release before it')
+    return r, (
+        f"ms-swift {version}: not a release the guard knows; its arguments are read as ms-swift {r}'s, the "
+        f'newest known release before it'
+    )
 
 
 def snapshot_for(version: str | None) -> tuple[str, str, str | None]:
@@ -133,6 +144,7 @@ def config_from_argv(argv: list[str], version: str | None):
     then read into the 4.x-named config (``--train_type`` -> tuner_type where the release has it) with the release's
     vllm_mode and vllm_max_num_seqs semantics."""
     from ...config import GRPOConfig
+
     name, release, note = snapshot_for(version)
     notes = [note] if note else []
     if name == swift_args.SNAPSHOT_FILE:
@@ -144,8 +156,11 @@ def config_from_argv(argv: list[str], version: str | None):
         key = tok[2:].split('=', 1)[0].replace('-', '_') if tok.startswith('--') else None
         if key in REMOVED and key in fields and key != 'train_type':
             _, gone = history(key)
-            how = ('vLLM is placed as that release placed it (in_trainer_vllm)'
-                   if key in ('vllm_device', 'num_infer_workers') else 'its effect is not modelled here')
+            how = (
+                'vLLM is placed as that release placed it (in_trainer_vllm)'
+                if key in ('vllm_device', 'num_infer_workers')
+                else 'its effect is not modelled here'
+            )
             note = f'--{key}: an argument of ms-swift {version} (removed in {_short(gone)}); {how}'
             if note not in notes:
                 notes.append(note)
@@ -171,6 +186,7 @@ def config_from_argv(argv: list[str], version: str | None):
 class UnknownArgument:
     """A flag the judged ms-swift release's parser leaves in ``remaining_argv`` (the interface of
     swift_args.UnknownArgument, with the release named)."""
+
     flag: str
     suggestion: str | None
     reason: str
@@ -181,8 +197,10 @@ class UnknownArgument:
         if self.stops:
             return f'{self.flag}: ambiguous to ms-swift {self.version}; use {self.suggestion} ({self.reason})'
         if self.suggestion:
-            return (f'{self.flag}: ms-swift {self.version} has no argument {self.flag}; use {self.suggestion} '
-                    f'({self.reason})')
+            return (
+                f'{self.flag}: ms-swift {self.version} has no argument {self.flag}; use {self.suggestion} '
+                f'({self.reason})'
+            )
         return f'{self.flag}: ms-swift {self.version} has no argument {self.flag} ({self.reason})'
 
 
@@ -206,15 +224,23 @@ def explain(remaining: list[str], version: str | None) -> list[UnknownArgument]:
             continue
         key = flag[2:].replace('-', '_')
         first, gone = history(key)
-        when = (f'it came in ms-swift {_short(first)}' if first and _vt(first) > _vt(release) else
-                f'removed in ms-swift {_short(gone)}' if gone and _vt(gone) <= _vt(release) else None)
+        when = (
+            f'it came in ms-swift {_short(first)}'
+            if first and _vt(first) > _vt(release)
+            else f'removed in ms-swift {_short(gone)}'
+            if gone and _vt(gone) <= _vt(release)
+            else None
+        )
         if key in INTRODUCED and INTRODUCED[key][0] in fields:
             old, why = INTRODUCED[key]
             out.append(UnknownArgument(flag, f'--{old}', '; '.join(filter(None, [why, when])), shown))
         elif key in REMOVED:
             new, why = REMOVED[key]
-            out.append(UnknownArgument(flag, f'--{new}' if new in fields else None,
-                                       '; '.join(filter(None, [why, when])), shown))
+            out.append(
+                UnknownArgument(
+                    flag, f'--{new}' if new in fields else None, '; '.join(filter(None, [why, when])), shown
+                )
+            )
         else:
             close = difflib.get_close_matches(key, names, n=1, cutoff=0.8)
             reason = when or ('closest known argument' if close else 'no similar argument')
@@ -234,15 +260,18 @@ def checked_packages(version: str, packages: dict) -> dict:
 def require_installed(version: str) -> None:
     """``validate`` runs the installed ms-swift's own parser: another release cannot be parsed here."""
     import importlib.metadata as md
+
     try:
         have = md.version('ms-swift')
     except md.PackageNotFoundError:
         have = None
     if have != version and (have is None or not have.startswith(version.rstrip('.') + '.')):
-        raise GuardError(f'--swift-version {version}: validate runs the installed ms-swift\'s own parser, and '
-                         f'ms-swift {have or "(none)"} is installed; install ms-swift=={version} (e.g. in a venv) and '
-                         f'run grpo-guard from there, or drop --swift-version (check judges {version} from its '
-                         f'argument snapshot)')
+        raise GuardError(
+            f"--swift-version {version}: validate runs the installed ms-swift's own parser, and "
+            f'ms-swift {have or "(none)"} is installed; install ms-swift=={version} (e.g. in a venv) and '
+            f'run grpo-guard from there, or drop --swift-version (check judges {version} from its '
+            f'argument snapshot)'
+        )
 
 
 IN_TRAINER_UNTIL = (3, 6)
@@ -266,30 +295,61 @@ def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
     planned like a rollout server's at the launch's own vllm_gpu_memory_utilization. Returns (the config, the launch
     with the layout in its ``trl``: a copy, ``launch`` is left as it is, assumptions)."""
     vt = _vt(version)
-    if not (vt is not None and vt < IN_TRAINER_UNTIL and cfg.use_vllm and not cfg.vllm_server_host
-            and not cfg.vllm_server_base_url):
+    if not (
+        vt is not None
+        and vt < IN_TRAINER_UNTIL
+        and cfg.use_vllm
+        and not cfg.vllm_server_host
+        and not cfg.vllm_server_base_url
+    ):
         return cfg, launch, []
     niw = _num_infer_workers(launch.argv)
     raw = launch.env.get('CUDA_VISIBLE_DEVICES', '')
     vis = [int(x) for x in raw.split(',')] if raw.replace(',', '').strip().isdigit() else None
     nproc = int(launch.env['NPROC_PER_NODE']) if str(launch.env.get('NPROC_PER_NODE', '')).isdigit() else None
     if vis is None or nproc is None:
-        return cfg, launch, [f'ms-swift {version}: vLLM runs inside the trainer (num_infer_workers {niw}); its GPUs '
-                             f'are not known without CUDA_VISIBLE_DEVICES and NPROC_PER_NODE, so colocate is assumed']
+        return (
+            cfg,
+            launch,
+            [
+                f'ms-swift {version}: vLLM runs inside the trainer (num_infer_workers {niw}); its GPUs '
+                f'are not known without CUDA_VISIBLE_DEVICES and NPROC_PER_NODE, so colocate is assumed'
+            ],
+        )
     if len(vis) == niw:
-        return replace(cfg, vllm_mode='colocate'), launch, [
-            f'ms-swift {version}: {niw} visible GPU(s) = num_infer_workers: colocate mode (training and sampling '
-            f'on every GPU)']
-    launch = replace(launch, trl=replace(launch.trl, swift_infer_workers={'workers': niw, 'visible': vis,
-                                                                           'nproc': nproc, 'version': version}))
+        return (
+            replace(cfg, vllm_mode='colocate'),
+            launch,
+            [
+                f'ms-swift {version}: {niw} visible GPU(s) = num_infer_workers: colocate mode (training and sampling '
+                f'on every GPU)'
+            ],
+        )
+    launch = replace(
+        launch,
+        trl=replace(
+            launch.trl, swift_infer_workers={'workers': niw, 'visible': vis, 'nproc': nproc, 'version': version}
+        ),
+    )
     if len(vis) != nproc + niw:
         return cfg, launch, []  # rule in_trainer_vllm_layout reports ms-swift's own assertion
     gpus = vis[-niw:]
     # async mode: TP 1, one engine per GPU
-    cfg = replace(cfg, vllm_mode='server', vllm_server_host=['127.0.0.1'], vllm_tensor_parallel_size=1,
-                  vllm_data_parallel_size=niw, vllm_in_trainer=True)
+    cfg = replace(
+        cfg,
+        vllm_mode='server',
+        vllm_server_host=['127.0.0.1'],
+        vllm_tensor_parallel_size=1,
+        vllm_data_parallel_size=niw,
+        vllm_in_trainer=True,
+    )
     launch = replace(launch, trl=replace(launch.trl, vllm_device_gpu=tuple(gpus)))
-    return cfg, launch, [
+    return (
+        cfg,
+        launch,
+        [
             f'ms-swift {version}: "async mode": training on GPU(s) {",".join(map(str, vis[:nproc]))}, vLLM inside the '
             f'trainer on GPU(s) {",".join(map(str, gpus))} (vllm_device auto: the last num_infer_workers={niw}) at '
-            f'vllm_gpu_memory_utilization {cfg.vllm_gpu_memory_utilization}; planned like a rollout server\'s GPUs']
+            f"vllm_gpu_memory_utilization {cfg.vllm_gpu_memory_utilization}; planned like a rollout server's GPUs"
+        ],
+    )

@@ -1,5 +1,6 @@
 """ms-swift's command-line wording of a fix: the rules and the fix search write ``key: value`` (ms-swift's YAML
 names); a launch given as a command line gets ``--key value`` flags."""
+
 from __future__ import annotations
 
 import re
@@ -7,6 +8,7 @@ import re
 
 def _swift_names() -> set[str]:
     from ...swift_args import all_flags
+
     return {f.lstrip('-') for f in all_flags()}
 
 
@@ -23,10 +25,10 @@ def swift_flags(text: str | None) -> str | None:
     text = re.sub(r'ENV:\s*\{([^}]*)\}', env_block, text)
     text = re.sub(r'\bCUDA_VISIBLE_DEVICES: "([^"]*)"', r'CUDA_VISIBLE_DEVICES=\1', text)
     names = _swift_names()
-    text = re.sub(r'(?m)^([-+]) (\w+): ', lambda m: f'{m.group(1)} --{m.group(2)} ' if m.group(2) in names
-                  else m.group(0), text)  # a diff's lines
-    return re.sub(r'(?<![\w-])(\w+): (?=\S)', lambda m: f'--{m.group(1)} ' if m.group(1) in names else m.group(0),
-                  text)
+    text = re.sub(
+        r'(?m)^([-+]) (\w+): ', lambda m: f'{m.group(1)} --{m.group(2)} ' if m.group(2) in names else m.group(0), text
+    )  # a diff's lines
+    return re.sub(r'(?<![\w-])(\w+): (?=\S)', lambda m: f'--{m.group(1)} ' if m.group(1) in names else m.group(0), text)
 
 
 def swift_cli_fix(fix, launch) -> str:
@@ -34,6 +36,7 @@ def swift_cli_fix(fix, launch) -> str:
     and what they were."""
     from ...memory.envfix import render
     from ...memory.search import _yaml
+
     parts = [render({k: v for k, (_, v) in fix.env.items()}, launch)] if fix.env else []
     if fix.changes:
         new = ' '.join(f'--{k} {_yaml(v)}' for k, (_, v) in fix.changes.items())

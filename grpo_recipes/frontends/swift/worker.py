@@ -13,6 +13,7 @@ Two things that cannot happen on a CPU-only machine are simulated, and the resul
   parsing (and wait ``vllm_server_timeout`` seconds); it is replaced by a no-op, and the server
   arguments are checked by the guard's own rules instead.
 """
+
 import enum
 import json
 import os
@@ -24,10 +25,28 @@ RESULT_MARK = '@@GRPO_RECIPES_RESULT@@ '
 
 # Resolved values reported back (those a GRPO launch depends on).
 REPORT_FIELDS = [
-    'rlhf_type', 'model_type', 'template', 'tuner_type', 'torch_dtype', 'use_vllm', 'vllm_mode',
-    'vllm_gpu_memory_utilization', 'vllm_max_model_len', 'vllm_tensor_parallel_size', 'num_generations',
-    'per_device_train_batch_size', 'gradient_accumulation_steps', 'max_completion_length', 'max_length',
-    'truncation_strategy', 'beta', 'loss_type', 'reward_funcs', 'sleep_level', 'quant_method', 'quant_bits',
+    'rlhf_type',
+    'model_type',
+    'template',
+    'tuner_type',
+    'torch_dtype',
+    'use_vllm',
+    'vllm_mode',
+    'vllm_gpu_memory_utilization',
+    'vllm_max_model_len',
+    'vllm_tensor_parallel_size',
+    'num_generations',
+    'per_device_train_batch_size',
+    'gradient_accumulation_steps',
+    'max_completion_length',
+    'max_length',
+    'truncation_strategy',
+    'beta',
+    'loss_type',
+    'reward_funcs',
+    'sleep_level',
+    'quant_method',
+    'quant_bits',
 ]
 
 
@@ -62,6 +81,7 @@ def run(request: dict) -> dict:
     from swift.arguments import RLHFArguments
     from swift.rlhf_trainers import arguments as swift_rlhf_arguments
     from swift.utils import parse_args
+
     import_s = time.time() - t0
 
     simulated = []
@@ -109,6 +129,7 @@ def main() -> int:
     requests = payload if isinstance(payload, list) else [payload]
     try:
         from swift.arguments import RLHFArguments
+
         _ORIGINAL_INIT_EXTERNAL['fn'] = RLHFArguments._init_external_vllm
     except BaseException:
         pass
@@ -116,8 +137,13 @@ def main() -> int:
         try:
             result = run(request)
         except BaseException as e:  # an import failure, not a verdict on the config
-            result = {'ok': False, 'crashed': True, 'error_type': type(e).__name__, 'message': str(e),
-                      'traceback': traceback.format_exc()[-4000:]}
+            result = {
+                'ok': False,
+                'crashed': True,
+                'error_type': type(e).__name__,
+                'message': str(e),
+                'traceback': traceback.format_exc()[-4000:],
+            }
         sys.stdout.flush()
         print(RESULT_MARK + json.dumps(result), flush=True)
     return 0

@@ -1,5 +1,6 @@
 """accelerate's options and config file, read as ``accelerate launch`` applies them (accelerate/commands/launch.py:
 command-line options win over the config file; ``--gpu_ids`` becomes the processes' CUDA_VISIBLE_DEVICES)."""
+
 from __future__ import annotations
 
 import os
@@ -14,6 +15,7 @@ def _accelerate_options(args: list[str], source: str = 'accelerate launch') -> t
     its args), from accelerate's own ``launch_command_parser`` (accelerate/commands/launch.py): its flags, its options
     with a value, and where the training script begins. No script: (options, [])."""
     from ..launchers import _parse_failed, _ParseError, _raise, need
+
     parser = need('accelerate.commands.launch', 'accelerate launch', source).launch_command_parser()
     parser.error = _raise  # type: ignore[method-assign]
     try:
@@ -34,6 +36,7 @@ def accelerate_option_names(source: str = 'trl grpo') -> tuple[set[str], set[str
     ``launch_command_parser`` (``trl grpo`` hands the words its own parser does not know to it:
     trl/cli/accelerate_launcher.py)."""
     from ..launchers import need
+
     parser = need('accelerate.commands.launch', 'accelerate launch', source).launch_command_parser()
     values: set[str] = set()
     flags: set[str] = set()
@@ -47,8 +50,9 @@ def _given(parser, args: list[str], ns, n: int) -> dict[str, Any]:
     """The options among ``args[:n]`` (accelerate's own words), with the parsed values (True for a flag)."""
     out: dict[str, Any] = {}
     for action in parser._actions:
-        if not action.option_strings or not any(w == o or w.startswith(o + '=') for w in args[:n]
-                                                for o in action.option_strings):
+        if not action.option_strings or not any(
+            w == o or w.startswith(o + '=') for w in args[:n] for o in action.option_strings
+        ):
             continue
         out[action.dest] = getattr(ns, action.dest)
     return out
@@ -58,8 +62,9 @@ def _read_yaml(path: Path, what: str) -> dict:
     import yaml
 
     from ...bounded_load import safe_load_yaml
+
     try:
-        data = safe_load_yaml(path.read_text(encoding="utf-8")) or {}  # bounded: alias bombs, deep nesting
+        data = safe_load_yaml(path.read_text(encoding='utf-8')) or {}  # bounded: alias bombs, deep nesting
     except FileNotFoundError:
         raise GuardError(f'{what} {path}: no such file') from None
     except (OSError, yaml.YAMLError) as e:
@@ -80,6 +85,7 @@ def packaged_accelerate_config(name: str) -> Path | None:
     """One of the accelerate configs the installed TRL ships (``trl/accelerate_configs/NAME.yaml``: zero1-3,
     fsdp1-2, multi_gpu, single_gpu), found without importing TRL; None if TRL or the config is missing."""
     import importlib.util
+
     try:
         spec = importlib.util.find_spec('trl')
     except (ImportError, ValueError):
@@ -99,11 +105,11 @@ def _config_file(cfg_path: str) -> tuple[Path, str]:
     path = Path(cfg_path)
     if path.is_file() or path.parent.name != 'accelerate_configs':
         return path, str(cfg_path)
-    name = path.stem[len('deepspeed_'):] if path.stem.startswith('deepspeed_') else path.stem
+    name = path.stem[len('deepspeed_') :] if path.stem.startswith('deepspeed_') else path.stem
     packaged = packaged_accelerate_config(name)
     if packaged is None:
         return path, str(cfg_path)
-    return packaged, f'{cfg_path} (not found here; read as the installed TRL\'s trl/accelerate_configs/{name}.yaml)'
+    return packaged, f"{cfg_path} (not found here; read as the installed TRL's trl/accelerate_configs/{name}.yaml)"
 
 
 def accelerate_settings(opts: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
@@ -135,9 +141,19 @@ def accelerate_settings(opts: dict[str, Any], environ: Mapping[str, str]) -> dic
     }
     if source is not None:  # a config file without num_processes (or distributed_type): accelerate_cmd.py
         from .accelerate_cmd import config_num_processes
+
         out['num_processes'] = config_num_processes(conf, source, opts.get('num_processes'))
-    for key in ('num_processes', 'num_machines', 'machine_rank', 'main_process_ip', 'gpu_ids', 'mixed_precision',
-                'zero_stage', 'offload_optimizer_device', 'offload_param_device'):
+    for key in (
+        'num_processes',
+        'num_machines',
+        'machine_rank',
+        'main_process_ip',
+        'gpu_ids',
+        'mixed_precision',
+        'zero_stage',
+        'offload_optimizer_device',
+        'offload_param_device',
+    ):
         if opts.get(key) is not None:
             out[key] = opts[key]
     if opts.get('use_deepspeed') and out['zero_stage'] is None:

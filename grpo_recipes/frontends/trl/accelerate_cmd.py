@@ -11,6 +11,7 @@ found, enabling multi-GPU training" (``multi_gpu``). ``torch.cuda.device_count()
 ``CUDA_VISIBLE_DEVICES`` leaves visible. TRL 0.29 ``trl/cli/accelerate_launcher.py`` parses ``trl grpo``'s
 launch options with the same ``launch_command_parser`` and calls ``launch_command``, so the same defaults apply.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,6 +28,7 @@ def display_command(argv: list[str], script: str | None) -> str:
     if head == 'trl':
         return 'trl ' + (argv[1] if len(argv) > 1 else 'grpo')
     from ..launchers import is_python, python_options
+
     if is_python(head):
         rest = python_options(argv[1:])[1]
         if rest[:1] == ['-m'] and rest[1:2] and rest[1].startswith('torch.distributed.'):
@@ -49,16 +51,20 @@ class NoScript(GuardError):
 
     def __init__(self, source: str):
         self.source = source
-        super().__init__(f'{source}: `accelerate launch` has no training script, so accelerate stops at once with '
-                         f'"error: the following arguments are required: training_script" '
-                         f'(accelerate/commands/launch.py launch_command_parser)')
+        super().__init__(
+            f'{source}: `accelerate launch` has no training script, so accelerate stops at once with '
+            f'"error: the following arguments are required: training_script" '
+            f'(accelerate/commands/launch.py launch_command_parser)'
+        )
 
     def with_next(self, following: str | None) -> str:
         """The message, naming the script's next command (a continuation line whose ``\\`` was lost)."""
         if not following:
             return str(self)
-        return (f'{self}; the next command (`{following[:60]}`) runs on its own: did the line above it lose its '
-                f'trailing `\\`?')
+        return (
+            f'{self}; the next command (`{following[:60]}`) runs on its own: did the line above it lose its '
+            f'trailing `\\`?'
+        )
 
 
 def require_script(script: str | None, source: str) -> None:
@@ -80,12 +86,16 @@ def default_processes(launch_env: dict[str, str], trl: dict[str, Any], gpus: int
         launch_env['NPROC_PER_NODE'] = str(max(1, n))
         return f'`{name}` starts one process per visible GPU ({why}): {n} process(es)'
     if n is None:
-        return (f'`{name}` has no --num_processes and no accelerate config file: accelerate starts one process per '
-                f'visible GPU, and {why}; planned as 1 process')
+        return (
+            f'`{name}` has no --num_processes and no accelerate config file: accelerate starts one process per '
+            f'visible GPU, and {why}; planned as 1 process'
+        )
     launch_env['NPROC_PER_NODE'] = str(max(1, n))
     multi = ', multi-GPU' if n > 1 else ''
-    return (f'`{name}` has no --num_processes and no accelerate config file: accelerate 1.x starts one process per '
-            f'visible GPU ({why}: {n} process(es){multi}; accelerate/commands/launch.py _validate_launch_command)')
+    return (
+        f'`{name}` has no --num_processes and no accelerate config file: accelerate 1.x starts one process per '
+        f'visible GPU ({why}: {n} process(es){multi}; accelerate/commands/launch.py _validate_launch_command)'
+    )
 
 
 def config_num_processes(conf: dict, source: str, given=None):
@@ -98,27 +108,43 @@ def config_num_processes(conf: dict, source: str, given=None):
     file at all: :func:`default_processes`)."""
     kind = conf.get('distributed_type')
     if 'distributed_type' not in conf:
-        raise GuardError(f'accelerate config {source}: no distributed_type, so accelerate stops with "A '
-                         f'`distributed_type` must be specified in the config file." (accelerate/commands/config/'
-                         f'config_args.py process_config); add e.g. `distributed_type: MULTI_GPU` and `num_processes`')
+        raise GuardError(
+            f'accelerate config {source}: no distributed_type, so accelerate stops with "A '
+            f'`distributed_type` must be specified in the config file." (accelerate/commands/config/'
+            f'config_args.py process_config); add e.g. `distributed_type: MULTI_GPU` and `num_processes`'
+        )
     if given is not None or 'num_processes' in conf:
         return conf.get('num_processes')  # the command line's --num_processes is applied after
     if kind == 'NO':
         return 1
-    raise GuardError(f'accelerate config {source}: distributed_type {kind} and no num_processes, so '
-                     f'`accelerate launch` '
-                     f'stops with "You need to manually pass in `--num_processes` using this config yaml." (accelerate/'
-                     f'commands/launch.py _validate_launch_command); add `num_processes: N` to the file or pass '
-                     f'--num_processes N')
+    raise GuardError(
+        f'accelerate config {source}: distributed_type {kind} and no num_processes, so '
+        f'`accelerate launch` '
+        f'stops with "You need to manually pass in `--num_processes` using this config yaml." (accelerate/'
+        f'commands/launch.py _validate_launch_command); add `num_processes: N` to the file or pass '
+        f'--num_processes N'
+    )
 
 
 # accelerate launch's flags (no value) that `trl grpo` hands to accelerate (accelerate/commands/launch.py).
-ACCELERATE_FLAGS = {'multi_gpu', 'use_deepspeed', 'use_fsdp', 'cpu', 'tpu', 'debug', 'quiet', 'same_network',
-                    'use_megatron_lm', 'no_python', 'module'}
+ACCELERATE_FLAGS = {
+    'multi_gpu',
+    'use_deepspeed',
+    'use_fsdp',
+    'cpu',
+    'tpu',
+    'debug',
+    'quiet',
+    'same_network',
+    'use_megatron_lm',
+    'no_python',
+    'module',
+}
 
 
-def trl_cli_launch_args(args: list[str], value_options: set[str], trl_fields: set[str],
-                        flags: set[str] = ACCELERATE_FLAGS) -> tuple[list[str], list]:
+def trl_cli_launch_args(
+    args: list[str], value_options: set[str], trl_fields: set[str], flags: set[str] = ACCELERATE_FLAGS
+) -> tuple[list[str], list]:
     """``trl grpo ARGS``: TRL's CLI parses ARGS with its GRPO parser and hands what that parser does not know to
     ``accelerate launch`` (trl/cli/commands/training.py: ``context.remaining_args``). -> (accelerate's words, the
     rest): an option accelerate knows and no TRL dataclass field has (``--num_processes 2``, ``--multi_gpu``)."""
@@ -130,7 +156,7 @@ def trl_cli_launch_args(args: list[str], value_options: set[str], trl_fields: se
         key = name.replace('-', '_')
         if key and key not in trl_fields and (key in value_options or key in flags):
             n = 1 if eq or key in flags else 2
-            acc += args[i:i + n]
+            acc += args[i : i + n]
             i += n
             continue
         rest.append(args[i])

@@ -1,6 +1,7 @@
 """TRL's argument names, read from a snapshot of the installed TRL's fields (``trl_args_snapshot.json``, written by
 scripts/gen_trl_snapshot.py; a test fails when it drifts) as ``TrlParser`` reads them over GRPOConfig, ModelConfig
 and ScriptArguments; names older TRL releases had; and TRL's wording of a finding (``trl_terms``)."""
+
 from __future__ import annotations
 
 import difflib
@@ -15,49 +16,132 @@ from ...versions import version_tuple
 # accelerate launch options that take a value (accelerate/commands/launch.py launch_command_parser);
 # every other option of it is a flag.
 ACCELERATE_VALUE_OPTIONS = {
-    'config_file', 'num_processes', 'num_machines', 'machine_rank', 'main_process_ip', 'main_process_port',
-    'gpu_ids', 'mixed_precision', 'dynamo_backend', 'dynamo_mode', 'num_cpu_threads_per_process', 'zero_stage',
-    'offload_optimizer_device', 'offload_param_device', 'offload_optimizer_nvme_path', 'offload_param_nvme_path',
-    'gradient_accumulation_steps', 'gradient_clipping', 'zero3_init_flag', 'zero3_save_16bit_model',
-    'deepspeed_config_file', 'deepspeed_hostfile', 'deepspeed_exclusion_filter', 'deepspeed_inclusion_filter',
-    'deepspeed_multinode_launcher', 'fsdp_version', 'fsdp_sharding_strategy', 'fsdp_reshard_after_forward',
-    'fsdp_offload_params', 'fsdp_auto_wrap_policy', 'fsdp_transformer_layer_cls_to_wrap', 'fsdp_state_dict_type',
-    'fsdp_activation_checkpointing', 'rdzv_backend', 'rdzv_conf', 'max_restarts', 'monitor_interval',
-    'log_dir', 'role', 'tee', 'main_training_function', 'downcast_bf16', 'tpu_cluster', 'tpu_vm', 'env',
-    'parallelism_config_dp_replicate_size', 'parallelism_config_dp_shard_size', 'parallelism_config_tp_size',
-    'parallelism_config_cp_size', 'fsdp_min_num_params', 'fsdp_backward_prefetch', 'fsdp_forward_prefetch',
-    'fsdp_use_orig_params', 'fsdp_cpu_ram_efficient_loading', 'fsdp_sync_module_states', 'mpirun_hostfile',
-    'mpirun_ccl', 'same_network', 'dynamo_use_fullgraph', 'dynamo_use_dynamic', 'dynamo_use_regional_compilation',
+    'config_file',
+    'num_processes',
+    'num_machines',
+    'machine_rank',
+    'main_process_ip',
+    'main_process_port',
+    'gpu_ids',
+    'mixed_precision',
+    'dynamo_backend',
+    'dynamo_mode',
+    'num_cpu_threads_per_process',
+    'zero_stage',
+    'offload_optimizer_device',
+    'offload_param_device',
+    'offload_optimizer_nvme_path',
+    'offload_param_nvme_path',
+    'gradient_accumulation_steps',
+    'gradient_clipping',
+    'zero3_init_flag',
+    'zero3_save_16bit_model',
+    'deepspeed_config_file',
+    'deepspeed_hostfile',
+    'deepspeed_exclusion_filter',
+    'deepspeed_inclusion_filter',
+    'deepspeed_multinode_launcher',
+    'fsdp_version',
+    'fsdp_sharding_strategy',
+    'fsdp_reshard_after_forward',
+    'fsdp_offload_params',
+    'fsdp_auto_wrap_policy',
+    'fsdp_transformer_layer_cls_to_wrap',
+    'fsdp_state_dict_type',
+    'fsdp_activation_checkpointing',
+    'rdzv_backend',
+    'rdzv_conf',
+    'max_restarts',
+    'monitor_interval',
+    'log_dir',
+    'role',
+    'tee',
+    'main_training_function',
+    'downcast_bf16',
+    'tpu_cluster',
+    'tpu_vm',
+    'env',
+    'parallelism_config_dp_replicate_size',
+    'parallelism_config_dp_shard_size',
+    'parallelism_config_tp_size',
+    'parallelism_config_cp_size',
+    'fsdp_min_num_params',
+    'fsdp_backward_prefetch',
+    'fsdp_forward_prefetch',
+    'fsdp_use_orig_params',
+    'fsdp_cpu_ram_efficient_loading',
+    'fsdp_sync_module_states',
+    'mpirun_hostfile',
+    'mpirun_ccl',
+    'same_network',
+    'dynamo_use_fullgraph',
+    'dynamo_use_dynamic',
+    'dynamo_use_regional_compilation',
 }
-TORCHRUN_VALUE_OPTIONS = {'nproc_per_node', 'nproc-per-node', 'nnodes', 'node_rank', 'node-rank', 'master_addr',
-                          'master-addr', 'master_port', 'master-port', 'rdzv_backend', 'rdzv-backend', 'rdzv_endpoint',
-                          'rdzv-endpoint', 'rdzv_id', 'rdzv-id', 'max_restarts', 'max-restarts', 'log_dir', 'log-dir'}
+TORCHRUN_VALUE_OPTIONS = {
+    'nproc_per_node',
+    'nproc-per-node',
+    'nnodes',
+    'node_rank',
+    'node-rank',
+    'master_addr',
+    'master-addr',
+    'master_port',
+    'master-port',
+    'rdzv_backend',
+    'rdzv-backend',
+    'rdzv_endpoint',
+    'rdzv-endpoint',
+    'rdzv_id',
+    'rdzv-id',
+    'max_restarts',
+    'max-restarts',
+    'log_dir',
+    'log-dir',
+}
 
 # Names older TRL releases had and the installed TRL does not: (the release that removed it, or None where
 # that release is not pinned down here, and the current equivalent).
 # vllm_device/vllm_dtype: TRL 0.14-0.15 started vLLM inside the trainer on one spare GPU; 0.16 replaced
 # that with `trl vllm-serve` (huggingface/trl PR #3094), and 0.18 added --vllm_mode colocate.
 STALE = {
-    'vllm_device': ((0, 16), 'TRL 0.14-0.15 ran vLLM on one spare GPU of the trainer\'s (vllm_device); from 0.16 use '
-                             '--vllm_mode server with `trl vllm-serve` on GPUs of its own, or (0.18+) --vllm_mode '
-                             'colocate'),
-    'vllm_dtype': ((0, 16), 'removed with vllm_device (TRL 0.16): the server\'s dtype is `trl vllm-serve --dtype`'),
-    'vllm_max_model_len': (None, 'TRL\'s name is vllm_max_model_length (colocate); for a server, '
-                                 '`trl vllm-serve --max_model_len`'),
-    'max_prompt_length': ((0, 28), 'TRL 0.26 stopped truncating prompts and 0.28 removed max_prompt_length: filter '
-                                   'the data to the prompt length you plan for (grpo-data filter)'),
+    'vllm_device': (
+        (0, 16),
+        "TRL 0.14-0.15 ran vLLM on one spare GPU of the trainer's (vllm_device); from 0.16 use "
+        '--vllm_mode server with `trl vllm-serve` on GPUs of its own, or (0.18+) --vllm_mode '
+        'colocate',
+    ),
+    'vllm_dtype': ((0, 16), "removed with vllm_device (TRL 0.16): the server's dtype is `trl vllm-serve --dtype`"),
+    'vllm_max_model_len': (
+        None,
+        "TRL's name is vllm_max_model_length (colocate); for a server, `trl vllm-serve --max_model_len`",
+    ),
+    'max_prompt_length': (
+        (0, 28),
+        'TRL 0.26 stopped truncating prompts and 0.28 removed max_prompt_length: filter '
+        'the data to the prompt length you plan for (grpo-data filter)',
+    ),
     'torch_dtype': ((0, 27), 'TRL 0.27 removed --torch_dtype (an alias of --dtype from 0.23): use --dtype'),
 }
 
 # Framework-neutral field (GRPOConfig of this package, ms-swift's names) -> TRL's flag, where they differ.
 TRL_FLAGS = {
-    'vllm_max_model_len': 'vllm_max_model_length', 'tuner_type': 'use_peft', 'lora_rank': 'lora_r',
-    'model': 'model_name_or_path', 'sleep_level': 'vllm_enable_sleep_mode', 'target_modules': 'lora_target_modules',
+    'vllm_max_model_len': 'vllm_max_model_length',
+    'tuner_type': 'use_peft',
+    'lora_rank': 'lora_r',
+    'model': 'model_name_or_path',
+    'sleep_level': 'vllm_enable_sleep_mode',
+    'target_modules': 'lora_target_modules',
     'torch_dtype': 'dtype',
 }
 # Launch settings that accelerate, not the script, holds.
-ACCELERATE_FLAGS = {'NPROC_PER_NODE': 'num_processes', 'NNODES': 'num_machines', 'NODE_RANK': 'machine_rank',
-                    'MASTER_ADDR': 'main_process_ip', 'MASTER_PORT': 'main_process_port'}
+ACCELERATE_FLAGS = {
+    'NPROC_PER_NODE': 'num_processes',
+    'NNODES': 'num_machines',
+    'NODE_RANK': 'machine_rank',
+    'MASTER_ADDR': 'main_process_ip',
+    'MASTER_PORT': 'main_process_port',
+}
 # ms-swift settings with no TRL equivalent: the fix search leaves them alone for a TRL launch.
 SWIFT_ONLY = ('offload_model', 'offload_optimizer', 'move_model_batches', 'max_length', 'truncation_strategy')
 
@@ -113,8 +197,10 @@ def value_error(key: str, value: str | None, spec: dict) -> str | None:
     if value is None:
         return f'argument {option_name(key)}: expected one argument' if takes_a_value(spec) else None
     if value.lower() not in BOOL_WORDS:
-        return (f'argument {option_name(key)}: Truthy value expected: got {value} but expected one of yes/no, '
-                f'true/false, t/f, y/n, 1/0 (case insensitive).')
+        return (
+            f'argument {option_name(key)}: Truthy value expected: got {value} but expected one of yes/no, '
+            f'true/false, t/f, y/n, 1/0 (case insensitive).'
+        )
     return None
 
 
@@ -220,14 +306,17 @@ def describe_unknown(flag: str, classes: tuple[str, ...], trl_version: str | Non
         return '', False  # a TrainingArguments field of the transformers that TRL release ran with
     close = difflib.get_close_matches(key, list(_fields(*classes)), n=1, cutoff=0.75)
     hint = f'; did you mean --{close[0]}?' if close else ''
-    older = (f' (fields read from TRL {snap}; TRL {version} may differ)' if vt and st and vt != st else '')
-    return (f'{flag}: not an argument of TRL {version}\'s GRPOConfig, ModelConfig or ScriptArguments (your script '
-            f'may define it){hint}{older}'), False
+    older = f' (fields read from TRL {snap}; TRL {version} may differ)' if vt and st and vt != st else ''
+    return (
+        f"{flag}: not an argument of TRL {version}'s GRPOConfig, ModelConfig or ScriptArguments (your script "
+        f'may define it){hint}{older}'
+    ), False
 
 
 def in_trl_terms(finding):
     """A finding of a TRL launch with TRL's and accelerate's names in its arguments, message and fix."""
     from dataclasses import replace
+
     args = [TRL_FLAGS.get(a, ACCELERATE_FLAGS.get(a, a)) for a in finding.arguments]
     return replace(finding, arguments=args, message=trl_terms(finding.message), fix=trl_terms(finding.fix))
 
@@ -264,10 +353,13 @@ def trl_terms(text: str | None) -> str | None:
 
     text = re.sub(r'\bdeepspeed: zero(\d)(_offload)?', zero, text)
     for key, flag in ACCELERATE_FLAGS.items():
-        text = re.sub(rf'\b{key}\b', f'accelerate\'s --{flag}', text)
+        text = re.sub(rf'\b{key}\b', f"accelerate's --{flag}", text)
     flags = {f['name'] for cls in CLASSES for f in snapshot()[cls]} | set(TRL_FLAGS)
-    text = re.sub(r'(?<![\w-])(\w+): (?=\S)',
-                  lambda m: f'--{TRL_FLAGS.get(m.group(1), m.group(1))} ' if m.group(1) in flags else m.group(0), text)
+    text = re.sub(
+        r'(?<![\w-])(\w+): (?=\S)',
+        lambda m: f'--{TRL_FLAGS.get(m.group(1), m.group(1))} ' if m.group(1) in flags else m.group(0),
+        text,
+    )
     for key, flag in TRL_FLAGS.items():
         if '_' in key:  # a bare word like "model" is prose, not a flag
             text = re.sub(rf'(?<![\w-]){key}\b', flag, text)

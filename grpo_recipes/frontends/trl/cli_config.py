@@ -10,6 +10,7 @@ ships, e.g. ``zero3``), an accelerate option (``num_processes: 4``) is accelerat
 wins), and anything else stops accelerate's parser: "Accelerate launch command: error: unrecognized arguments".
 TRL's own docs show such files (docs/source/clis.md: ``accelerate_config: zero2`` in a ``trl sft --config`` file).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,6 +30,7 @@ def config_launch_words(script_args: list[str]) -> tuple[list[str], str | None, 
     from .accelerate import _read_yaml
     from .accelerate_cmd import ACCELERATE_FLAGS
     from .arguments import ACCELERATE_VALUE_OPTIONS, TRL_GRPO_CLASSES, _fields
+
     data = _read_yaml(Path(script_args[i + 1]), '--config')
     fields = set(_fields(*TRL_GRPO_CLASSES))
     words: list[str] = []

@@ -18,6 +18,7 @@ TRL's classes lack is, on TRL >= 0.19, an error for TRL's own classes and a warn
 a warning (it has no effect). ``validate`` runs the installed TRL's parser and judges what it leaves to a script's own
 dataclasses by their fields where they were read (realparse.py ``_own_leftovers``), so both say the same.
 """
+
 from __future__ import annotations
 
 import ast
@@ -59,10 +60,20 @@ def parser_classes(script: str | None, text: str | None = None) -> str | None:
             continue
         arg = node.args[0]
         items = arg.elts if isinstance(arg, (ast.Tuple, ast.List)) else [arg]
-        names = [(i.attr if isinstance(i, ast.Attribute) and isinstance(i.value, ast.Name) and i.value.id == 'trl'
-                  else i.id if isinstance(i, ast.Name) else None) for i in items]
-        own = any(n is None or n not in TRL_CLASSES or (n not in from_trl and not isinstance(i, ast.Attribute))
-                  for n, i in zip(names, items))
+        names = [
+            (
+                i.attr
+                if isinstance(i, ast.Attribute) and isinstance(i.value, ast.Name) and i.value.id == 'trl'
+                else i.id
+                if isinstance(i, ast.Name)
+                else None
+            )
+            for i in items
+        ]
+        own = any(
+            n is None or n not in TRL_CLASSES or (n not in from_trl and not isinstance(i, ast.Attribute))
+            for n, i in zip(names, items)
+        )
         kinds.append('own' if own else 'trl')
     if not kinds:
         return None
@@ -71,6 +82,7 @@ def parser_classes(script: str | None, text: str | None = None) -> str | None:
 
 def _vt(v):
     from ...versions import version_tuple
+
     return version_tuple(v)
 
 
@@ -78,12 +90,12 @@ def config_key_verdict(flag: str, launch, trl_version: str | None):
     """None when ``flag`` is not a key of the launch's --config file alone (the command-line rules judge it);
     else (severity or None for no finding, message, fix)."""
     from .arguments import CLASSES, describe_unknown, snapshot
+
     key = flag.lstrip('-').split('=', 1)[0].replace('-', '_')
     info = launch.trl
     if key not in (info.trl_config_keys or ()):
         return None
-    typed = {a.lstrip('-').split('=', 1)[0].replace('-', '_') for a in (info.script_args or [])
-             if a.startswith('--')}
+    typed = {a.lstrip('-').split('=', 1)[0].replace('-', '_') for a in (info.script_args or []) if a.startswith('--')}
     if key in typed:
         return None
     msg, _ = describe_unknown(flag, CLASSES, trl_version)
@@ -98,11 +110,17 @@ def config_key_verdict(flag: str, launch, trl_version: str | None):
         what = what.replace(' (your script may define it)', '')
     where = f'{config}: `{key}`'
     if vt is not None and vt >= REJECTS_FROM:
-        head = (f'{where}: {what}. TRL {version}\'s TrlParser stops with "Unknown arguments from config file: '
-                f'[\'--{key}\', ...]"')
+        head = (
+            f'{where}: {what}. TRL {version}\'s TrlParser stops with "Unknown arguments from config file: '
+            f"['--{key}', ...]\""
+        )
         if kind == 'own':
-            return ('warning', head + ' unless the script\'s own dataclasses define it', None)
-        assumed = '' if kind == 'trl' else ' (the script\'s parser was not read; TRL\'s own dataclasses assumed)'
+            return ('warning', head + " unless the script's own dataclasses define it", None)
+        assumed = '' if kind == 'trl' else " (the script's parser was not read; TRL's own dataclasses assumed)"
         return ('error', head + assumed, f'remove `{key}` from {config}')
-    return ('warning', f'{where}: {what}. TRL {version}\'s TrlParser drops unknown config-file keys silently '
-                       f'(rejected from 0.19): it has no effect', f'remove `{key}` from {config}')
+    return (
+        'warning',
+        f"{where}: {what}. TRL {version}'s TrlParser drops unknown config-file keys silently "
+        f'(rejected from 0.19): it has no effect',
+        f'remove `{key}` from {config}',
+    )

@@ -1,6 +1,7 @@
 """TRL (``accelerate launch``/``python``/``torchrun``/``trl grpo`` running GRPOTrainer, ``trl vllm-serve``) as the
 shared pipeline sees it: its facts and hooks (:class:`grpo_recipes.framework.Framework`, registered in
 ``frontends/__init__.py``)."""
+
 from __future__ import annotations
 
 from ...framework import Framework
@@ -17,6 +18,7 @@ def read_config(launch, packages: dict):
     from ..cluster import check_placeholders  # <DATA_PATH> the parser accepts: exit 2, fill it in
     from ..shell_expand import unresolved_message
     from .reader import read_config as read
+
     try:
         got = read(launch, packages.get('trl'))
         check_placeholders(launch.argv, str(launch.config_file))
@@ -32,40 +34,64 @@ def post_read(cfg, launch, packages: dict):
     """TRL 0.14-0.15's ``vllm_device`` (reader.py ``old_vllm_device``); the settings the script writes in code and
     accelerate's config file, as assumptions."""
     from .reader import old_vllm_device
+
     cfg, launch, assumptions = old_vllm_device(cfg, launch, packages.get('trl'))
     if launch.trl.script_settings:
         assumptions.append(launch.trl.script_settings)
     source = (launch.trl.accelerate or {}).get('config_source')
     if source:
-        assumptions.append(f'accelerate\'s settings from {source}, then its command-line options')
+        assumptions.append(f"accelerate's settings from {source}, then its command-line options")
     return cfg, launch, assumptions
 
 
 def server_command(model, tp: int, dp: int) -> str:
     """``trl vllm-serve`` with tp x dp engines."""
-    return f'trl vllm-serve --model {model} ' + (f'--data-parallel-size {dp}' if tp == 1 else
-                                                 f'--tensor-parallel-size {tp}')
+    return f'trl vllm-serve --model {model} ' + (
+        f'--data-parallel-size {dp}' if tp == 1 else f'--tensor-parallel-size {tp}'
+    )
 
 
 def unknown_arguments(ctx):
     """Whose parser refuses each word: TrlParser, the script's own argparse, accelerate (verdicts.py)."""
     from .verdicts import argument_findings
+
     return argument_findings(ctx.launch, ctx.remaining, ctx.packages.get('trl'))
 
 
 TRL = Framework(
-    name='trl', display='TRL', server='trl vllm-serve', server_flag_prefix='--',
+    name='trl',
+    display='TRL',
+    server='trl vllm-serve',
+    server_flag_prefix='--',
     server_unknown_source='trl/scripts/vllm_serve.py (TrlParser)',
     server_port_source='trl/scripts/vllm_serve.py (ScriptArguments.port, default 8000)',
     server_gpu_check_source=None,
-    server_host_required=False, launcher_places_processes=True, prompt_limit=False,
-    own_batch_source='trl/trainer/grpo_config.py::GRPOConfig.__post_init__', registry_check=None,
-    requires_model_flag=False, checks_packages=False, rewards_by_name=False, expandable_toggle_from=None,
-    zero3_gathers_for_generation=True, weight_sync='per_param', old_logps_always=False,
-    missing_knobs=SWIFT_ONLY, fix_arguments=f'{WORDING}:fix_arguments',
-    model_hub='TRL loads the model with transformers from the Hugging Face hub', runnable=False,
-    swift_release=False, shows_resolved=True, settings_yaml_in_config=False,
-    read_config=f'{HERE}:read_config', post_read=f'{HERE}:post_read', reword=f'{WORDING}:reword',
-    render_fixes=f'{WORDING}:render_fixes', fixed_launch=f'{WORDING}:fixed_launch', fix_text=f'{WORDING}:fix_text',
-    server_command=f'{HERE}:server_command', unknown_arguments=f'{HERE}:unknown_arguments',
-    validator='grpo_recipes.realparse:trl_parse')
+    server_host_required=False,
+    launcher_places_processes=True,
+    prompt_limit=False,
+    own_batch_source='trl/trainer/grpo_config.py::GRPOConfig.__post_init__',
+    registry_check=None,
+    requires_model_flag=False,
+    checks_packages=False,
+    rewards_by_name=False,
+    expandable_toggle_from=None,
+    zero3_gathers_for_generation=True,
+    weight_sync='per_param',
+    old_logps_always=False,
+    missing_knobs=SWIFT_ONLY,
+    fix_arguments=f'{WORDING}:fix_arguments',
+    model_hub='TRL loads the model with transformers from the Hugging Face hub',
+    runnable=False,
+    swift_release=False,
+    shows_resolved=True,
+    settings_yaml_in_config=False,
+    read_config=f'{HERE}:read_config',
+    post_read=f'{HERE}:post_read',
+    reword=f'{WORDING}:reword',
+    render_fixes=f'{WORDING}:render_fixes',
+    fixed_launch=f'{WORDING}:fixed_launch',
+    fix_text=f'{WORDING}:fix_text',
+    server_command=f'{HERE}:server_command',
+    unknown_arguments=f'{HERE}:unknown_arguments',
+    validator='grpo_recipes.realparse:trl_parse',
+)

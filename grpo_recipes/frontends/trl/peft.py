@@ -7,6 +7,7 @@ TRL's helper ``get_peft_config`` (trl/trainer/utils.py, the same body from v0.14
 its optimizer states) unless ``--use_peft`` is on the command line or in the ``--config`` file. The trainer
 call is therefore not a LoRA setting by itself; the flags decide, and they are read as TRL's parser reads them.
 """
+
 from __future__ import annotations
 
 import ast
@@ -29,8 +30,10 @@ def peft_from_command_line(value: ast.expr, tree: ast.Module) -> bool:
         return True
     if isinstance(value, ast.Name):
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == value.id
-                                                     for t in node.targets)
-                    and _callee(node.value) in HELPERS):
+            if (
+                isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == value.id for t in node.targets)
+                and _callee(node.value) in HELPERS
+            ):
                 return True
     return False

@@ -9,6 +9,7 @@ over the config file; ``--gpu_ids`` becomes the processes' CUDA_VISIBLE_DEVICES)
 read by their own parsers (accelerate's ``launch_command_parser``, torchrun's, DeepSpeed's: frontends/launchers.py),
 imported when a launch uses them; nothing is imported from TRL, nothing is run.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -37,6 +38,7 @@ from .arguments import TRL_GRPO_CLASSES, _fields, classes_of, parse_args, snapsh
 def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
     """A TRL training launch -> Launch (framework 'trl'); the GRPO settings are read by :func:`to_config`."""
     from ..launchers import _srun_note, is_process_launcher, is_python, process_launch, slurm_tasks, through_srun
+
     srun: dict[str, str] | None = None
     typed = list(argv)
     env = dict(env)
@@ -47,8 +49,9 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
     if is_python(head):
         head = 'python'
     info: dict[str, Any] = {'launcher': os.path.basename(argv[0]) if argv else head}
-    launch_env: dict[str, str] = {k: env[k] for k in ('CUDA_VISIBLE_DEVICES', 'NNODES', 'NODE_RANK', 'MASTER_ADDR')
-                                  if k in env}
+    launch_env: dict[str, str] = {
+        k: env[k] for k in ('CUDA_VISIBLE_DEVICES', 'NNODES', 'NODE_RANK', 'MASTER_ADDR') if k in env
+    }
     script_args: list[str]
     cli_taken: list[str] = []  # trl grpo: --config keys TRL's CLI hands to accelerate (frontends/trl/cli_config.py)
     if head == 'accelerate' or (head == 'trl' and argv[1:2] == ['grpo']):
@@ -61,6 +64,7 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
             values, flags = accelerate_option_names(source)  # accelerate's own parser's options
             acc_words, script_args = trl_cli_launch_args(argv[2:], values, set(_fields(*TRL_GRPO_CLASSES)), flags)
             from .cli_config import config_launch_words  # --config keys TRL's CLI hands to accelerate
+
             file_words, file_acc_config, cli_taken = config_launch_words(script_args)
             acc_words = file_words + acc_words  # the config's leftovers come first: the command line's win
             if cli_taken:
@@ -75,11 +79,13 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
                 name = script_args[i + 1]
                 found = name if Path(name).is_file() else packaged_accelerate_config(name)
                 if found is None:
-                    raise GuardError(f'{source}: --accelerate_config {name}: neither a file nor a config the '
-                                     f'installed TRL ships (trl/accelerate_configs: zero1, zero2, zero3, fsdp1, '
-                                     f'fsdp2, multi_gpu, single_gpu)')
+                    raise GuardError(
+                        f'{source}: --accelerate_config {name}: neither a file nor a config the '
+                        f'installed TRL ships (trl/accelerate_configs: zero1, zero2, zero3, fsdp1, '
+                        f'fsdp2, multi_gpu, single_gpu)'
+                    )
                 opts['config_file'] = str(found)
-                script_args = script_args[:i] + script_args[i + 2:]
+                script_args = script_args[:i] + script_args[i + 2 :]
         acc = accelerate_settings(opts, env)
         info.update(accelerate=acc, script=script)
         if acc.get('num_processes') is None and acc.get('config_source') is None:  # accelerate_cmd.py
@@ -110,6 +116,7 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
             launch_env['CUDA_VISIBLE_DEVICES'] = lay['cvd']
     else:  # python SCRIPT / python -m module
         from ..launchers import python_options
+
         _, rest = python_options(argv[1:])
         if rest[:1] == ['-m']:
             script, script_args = ' '.join(rest[:2]), rest[2:]
@@ -126,6 +133,7 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
     if script and script.endswith('.py') and os.path.isfile(script):
         # the script read as Python runs it: the settings it writes, then the words TRL's parser gets
         from .script_launch import read_script
+
         script_args = read_script(script, script_args, info)
     config_file = None
     if '--config' in script_args:  # TrlParser: a YAML whose keys are defaults, command line wins
@@ -138,24 +146,40 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
         for k, v in data.items():
             if (k == 'env' and isinstance(v, dict)) or k in cli_taken:  # env: TrlParser sets it; taken: accelerate's
                 continue
-            file_args += [f'--{k}'] + ([str(x) for x in v] if isinstance(v, list) else [json.dumps(v) if isinstance(
-                v, dict) else str(v)])
-        script_args = file_args + script_args[:i] + script_args[i + 2:]
+            file_args += [f'--{k}'] + (
+                [str(x) for x in v] if isinstance(v, list) else [json.dumps(v) if isinstance(v, dict) else str(v)]
+            )
+        script_args = file_args + script_args[:i] + script_args[i + 2 :]
         info['trl_config'] = config_file
         # judged by frontends/trl/verdicts.py
         info['trl_config_keys'] = [str(k) for k in data if k != 'env' and k not in cli_taken]
     from .config_keys import parser_classes
+
     info['parser_classes'] = parser_classes(script)  # 'trl', 'own' or None: whose dataclasses parse the flags
-    names = {'max_length': 'max_prompt_length', 'vllm_max_model_len': 'vllm_max_model_length',
-             'tuner_type': 'use_peft', 'lora_rank': 'lora_r', 'model': 'model_name_or_path',
-             'sleep_level': 'vllm_enable_sleep_mode', 'NPROC_PER_NODE': 'accelerate launch --num_processes',
-             'deepspeed': 'accelerate --config_file (deepspeed_config.zero_stage)'}
+    names = {
+        'max_length': 'max_prompt_length',
+        'vllm_max_model_len': 'vllm_max_model_length',
+        'tuner_type': 'use_peft',
+        'lora_rank': 'lora_r',
+        'model': 'model_name_or_path',
+        'sleep_level': 'vllm_enable_sleep_mode',
+        'NPROC_PER_NODE': 'accelerate launch --num_processes',
+        'deepspeed': 'accelerate --config_file (deepspeed_config.zero_stage)',
+    }
     notes = []
     if srun is not None and head != 'python':
         note = _srun_note(srun, int(launch_env.get('NNODES', '1')), source)
         notes += [note] if note else []
-    return Launch(argv=script_args, env=launch_env, config_file=config_file or source, framework='trl', names=names,
-                  trl=TrlSpecifics(**info), command=typed, notes=notes)
+    return Launch(
+        argv=script_args,
+        env=launch_env,
+        config_file=config_file or source,
+        framework='trl',
+        names=names,
+        trl=TrlSpecifics(**info),
+        command=typed,
+        notes=notes,
+    )
 
 
 # TRL 0.14-0.15 (vLLM inside the trainer): the defaults that differ from the snapshot's TRL, from
@@ -188,6 +212,7 @@ def read_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOCon
     m.update({k: v for k, v in values.items() if k in m})
     old = values.get('_unknown_values', {})
     from .versions import apply_defaults, apply_semantics  # an older TRL's defaults, names and semantics
+
     version_notes = apply_defaults(d, m, values, old, trl_version, launch.trl.script)
     if is_in_trainer_vllm(trl_version):
         for k, default in OLD_VLLM_DEFAULTS.items():
@@ -195,8 +220,9 @@ def read_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOCon
         if str(old.get('vllm_max_model_len', '')).isdigit():
             d['vllm_max_model_length'] = int(old['vllm_max_model_len'])
         d['vllm_mode'] = 'colocate'  # replaced by old_vllm_device once the device is known
-        launch = replace(launch, trl=replace(launch.trl, vllm_device=str(d['vllm_device']) if d.get('use_vllm')
-                                             else None))
+        launch = replace(
+            launch, trl=replace(launch.trl, vllm_device=str(d['vllm_device']) if d.get('use_vllm') else None)
+        )
     acc = launch.trl.accelerate or {}
     stage = acc.get('zero_stage')
     deepspeed = None
@@ -215,21 +241,30 @@ def read_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOCon
     if hosts == ['0.0.0.0']:
         hosts = ['127.0.0.1']  # TRL's client default host is where the server listens
     cfg = GRPOConfig(
-        model=m.get('model_name_or_path'), rlhf_type='grpo', tuner_type='lora' if peft else 'full',
-        torch_dtype={'bfloat16': 'bfloat16', 'float16': 'float16', 'float32': 'float32'}.get(str(m.get('dtype')),
-                                                                                               None),
+        model=m.get('model_name_or_path'),
+        rlhf_type='grpo',
+        tuner_type='lora' if peft else 'full',
+        torch_dtype={'bfloat16': 'bfloat16', 'float16': 'float16', 'float32': 'float32'}.get(str(m.get('dtype')), None),
         quant_method='bnb' if (m.get('load_in_4bit') or m.get('load_in_8bit')) else None,
         quant_bits=4 if m.get('load_in_4bit') else (8 if m.get('load_in_8bit') else None),
-        lora_rank=int(m.get('lora_r') or 16), lora_alpha=float(m.get('lora_alpha') or 32), target_modules=targets,
+        lora_rank=int(m.get('lora_r') or 16),
+        lora_alpha=float(m.get('lora_alpha') or 32),
+        target_modules=targets,
         beta=float(d.get('beta') or 0.0),
         per_device_train_batch_size=int(d['per_device_train_batch_size']),
-        gradient_accumulation_steps=(int(d['gradient_accumulation_steps'])  # 0 kept: batch.accumulation refuses it
-                                     if d.get('gradient_accumulation_steps') is not None else None),
-        steps_per_generation=d.get('steps_per_generation'), generation_batch_size=d.get('generation_batch_size'),
-        num_generations=int(d['num_generations']), num_iterations=int(d.get('num_iterations') or 1),
+        gradient_accumulation_steps=(
+            int(d['gradient_accumulation_steps'])  # 0 kept: batch.accumulation refuses it
+            if d.get('gradient_accumulation_steps') is not None
+            else None
+        ),
+        steps_per_generation=d.get('steps_per_generation'),
+        generation_batch_size=d.get('generation_batch_size'),
+        num_generations=int(d['num_generations']),
+        num_iterations=int(d.get('num_iterations') or 1),
         max_length=int(d['max_prompt_length']) if d.get('max_prompt_length') is not None else None,
         max_completion_length=int(d['max_completion_length']),
-        use_vllm=bool(d.get('use_vllm')), vllm_mode=d.get('vllm_mode') if d.get('use_vllm') else None,
+        use_vllm=bool(d.get('use_vllm')),
+        vllm_mode=d.get('vllm_mode') if d.get('use_vllm') else None,
         vllm_gpu_memory_utilization=float(d.get('vllm_gpu_memory_utilization') or 0.3),
         vllm_tensor_parallel_size=int(d.get('vllm_tensor_parallel_size') or 1),
         vllm_max_model_len=d.get('vllm_max_model_length'),
@@ -238,7 +273,8 @@ def read_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOCon
         vllm_server_host=hosts,
         vllm_server_port=[int(d.get('vllm_server_port') or 8000)],
         vllm_server_base_url=[d['vllm_server_base_url']] if d.get('vllm_server_base_url') else None,
-        deepspeed=deepspeed, fsdp='full_shard' if acc.get('fsdp') else None,
+        deepspeed=deepspeed,
+        fsdp='full_shard' if acc.get('fsdp') else None,
         gradient_checkpointing=bool(d.get('gradient_checkpointing')),
         use_liger_kernel=bool(d.get('use_liger_loss') or d.get('use_liger_kernel')),
         optim=str(values['optim']) if 'optim' in values else None,
@@ -253,8 +289,7 @@ def read_config(launch: Launch, trl_version: str | None = None) -> tuple[GRPOCon
     return cfg, unknown, replace(launch, notes=notes)
 
 
-def old_vllm_device(cfg: GRPOConfig, launch: Launch,
-                    trl_version: str | None) -> tuple[GRPOConfig, Launch, list[str]]:
+def old_vllm_device(cfg: GRPOConfig, launch: Launch, trl_version: str | None) -> tuple[GRPOConfig, Launch, list[str]]:
     """TRL 0.14-0.15: where ``vllm_device`` puts vLLM, as GRPOTrainer resolves it ("auto": cuda:0 when one GPU
     is visible, else cuda:<num_processes>, the GPU after the training ones). A dedicated device is planned like a
     rollout server on that GPU; one shared with training like colocate. Returns the config so planned, the launch
@@ -276,16 +311,26 @@ def old_vllm_device(cfg: GRPOConfig, launch: Launch,
         return cfg, launch, [f'vllm_device {dev!r}: not a cuda:N device; vLLM planned beside rank 0']
     if idx < nproc:
         cfg = replace(cfg, vllm_tensor_parallel_size=1, vllm_mode='colocate')
-        return cfg, replace(launch, trl=replace(launch.trl, vllm_device_index=idx)), [
-            f'TRL {trl_version}: vLLM runs in the training process on cuda:{idx} (vllm_device {dev}), beside '
-            f'the trainer on that GPU; planned as colocate']
+        return (
+            cfg,
+            replace(launch, trl=replace(launch.trl, vllm_device_index=idx)),
+            [
+                f'TRL {trl_version}: vLLM runs in the training process on cuda:{idx} (vllm_device {dev}), beside '
+                f'the trainer on that GPU; planned as colocate'
+            ],
+        )
     cfg = replace(cfg, vllm_tensor_parallel_size=1, vllm_mode='server', vllm_server_host=None, vllm_in_trainer=True)
     physical = vis[idx] if vis is not None and idx < len(vis) else idx
     launch = replace(launch, trl=replace(launch.trl, vllm_device_index=idx, vllm_device_gpu=physical))
-    return cfg, launch, [
+    return (
+        cfg,
+        launch,
+        [
             f'TRL {trl_version}: vLLM runs in the training process of rank 0 on its own GPU (vllm_device {dev} = '
             f'cuda:{idx}, physical GPU {physical}) at vllm_gpu_memory_utilization '
-            f'{cfg.vllm_gpu_memory_utilization}; that GPU is planned like a rollout server\'s']
+            f"{cfg.vllm_gpu_memory_utilization}; that GPU is planned like a rollout server's"
+        ],
+    )
 
 
 def read_vllm_serve(argv: list[str], env: Mapping[str, str], source: str) -> Rollout:
@@ -301,13 +346,21 @@ def read_vllm_serve(argv: list[str], env: Mapping[str, str], source: str) -> Rol
     descr = []
     for u in unknown:
         close = difflib.get_close_matches(u.lstrip('-').replace('-', '_'), list(d), n=1, cutoff=0.75)
-        descr.append(f'{u}: not an argument of trl vllm-serve {snapshot()["trl_version"]}'
-                     + (f'; did you mean --{close[0]}?' if close else ''))
-    return Rollout(framework='trl', argv=args, env=dict(env), source=source, model=d.get('model'),
-                   tensor_parallel_size=int(d.get('tensor_parallel_size') or 1),
-                   data_parallel_size=int(d.get('data_parallel_size') or 1),
-                   max_model_len=d.get('max_model_len'),
-                   gpu_memory_utilization=float(d.get('gpu_memory_utilization') or 0.9),
-                   enforce_eager=bool(d.get('enforce_eager')), unknown=descr,
-                   engine_kwargs=json.dumps({'kv_cache_dtype': d['kv_cache_dtype']}) if d.get('kv_cache_dtype')
-                   else None)
+        descr.append(
+            f'{u}: not an argument of trl vllm-serve {snapshot()["trl_version"]}'
+            + (f'; did you mean --{close[0]}?' if close else '')
+        )
+    return Rollout(
+        framework='trl',
+        argv=args,
+        env=dict(env),
+        source=source,
+        model=d.get('model'),
+        tensor_parallel_size=int(d.get('tensor_parallel_size') or 1),
+        data_parallel_size=int(d.get('data_parallel_size') or 1),
+        max_model_len=d.get('max_model_len'),
+        gpu_memory_utilization=float(d.get('gpu_memory_utilization') or 0.9),
+        enforce_eager=bool(d.get('enforce_eager')),
+        unknown=descr,
+        engine_kwargs=json.dumps({'kv_cache_dtype': d['kv_cache_dtype']}) if d.get('kv_cache_dtype') else None,
+    )

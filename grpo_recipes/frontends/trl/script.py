@@ -8,6 +8,7 @@ rest of the guard sees one launch. Values computed at run time are not guessed: 
 
 Pure: the script's text in, flags and notes out. Nothing is imported or executed.
 """
+
 from __future__ import annotations
 
 import ast
@@ -15,8 +16,12 @@ import json
 from dataclasses import dataclass, field
 
 # LoraConfig keywords -> TRL ModelConfig flags (trl/trainer/model_config.py)
-LORA_FLAGS = {'r': 'lora_r', 'lora_alpha': 'lora_alpha', 'lora_dropout': 'lora_dropout',
-              'target_modules': 'lora_target_modules'}
+LORA_FLAGS = {
+    'r': 'lora_r',
+    'lora_alpha': 'lora_alpha',
+    'lora_dropout': 'lora_dropout',
+    'target_modules': 'lora_target_modules',
+}
 _UNREAD = object()
 
 
@@ -69,8 +74,12 @@ def _constants(tree: ast.Module) -> dict[str, ast.expr]:
 def _value(node: ast.expr, names: dict[str, ast.expr], depth: int = 0, bound: dict | None = None):
     """A literal, or a name bound to one; ``torch.bfloat16`` -> 'bfloat16'; ``args.lr`` where ``args`` is the script's
     parsed argparse namespace -> its value (``bound``: ``'args.lr'`` -> value); else _UNREAD."""
-    if (bound and isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-            and f'{node.value.id}.{node.attr}' in bound):
+    if (
+        bound
+        and isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and f'{node.value.id}.{node.attr}' in bound
+    ):
         v = bound[f'{node.value.id}.{node.attr}']
         return _UNREAD if v is None else v
     if isinstance(node, ast.Name) and node.id in names and depth < 5:
@@ -94,8 +103,11 @@ def _assigned_before(tree: ast.Module, name: str, line: int) -> ast.expr | None:
     """The value last bound to ``name`` (anywhere in the script: open-r1 binds inside ``main``) before ``line``."""
     best = None
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Assign) and node.lineno < line
-                and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)):
+        if (
+            isinstance(node, ast.Assign)
+            and node.lineno < line
+            and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+        ):
             if best is None or node.lineno > best.lineno:
                 best = node
     return best.value if best is not None else None
@@ -112,15 +124,18 @@ def _peft_model(model: ast.expr, tree: ast.Module, names: dict[str, ast.expr]):
     None when the model is not a PeftModel."""
     node, seen = model, 0
     while isinstance(node, ast.Name) and seen < 8:
-        nxt = _assigned_before(tree, node.id, getattr(node, 'lineno', 10 ** 9) if seen else _use_line(model, tree))
+        nxt = _assigned_before(tree, node.id, getattr(node, 'lineno', 10**9) if seen else _use_line(model, tree))
         if nxt is None:
             return None
         node, seen = nxt, seen + 1
     if not isinstance(node, ast.Call):
         return None
     kind = _name(node.func)
-    is_peft_loader = (kind == 'from_pretrained' and isinstance(node.func, ast.Attribute)
-                      and _name(node.func.value) in ('PeftModel', 'PeftModelForCausalLM', 'AutoPeftModelForCausalLM'))
+    is_peft_loader = (
+        kind == 'from_pretrained'
+        and isinstance(node.func, ast.Attribute)
+        and _name(node.func.value) in ('PeftModel', 'PeftModelForCausalLM', 'AutoPeftModelForCausalLM')
+    )
     if kind != 'get_peft_model' and not is_peft_loader:
         return None
     kws = {k.arg: k.value for k in node.keywords if k.arg}
@@ -137,7 +152,7 @@ def _peft_model(model: ast.expr, tree: ast.Module, names: dict[str, ast.expr]):
 
 
 def _use_line(expr: ast.expr, tree: ast.Module) -> int:
-    return getattr(expr, 'lineno', 10 ** 9)
+    return getattr(expr, 'lineno', 10**9)
 
 
 def _calls(tree: ast.Module, name: str) -> list[ast.Call]:
@@ -211,12 +226,17 @@ def read_script_settings(text: str, bound: dict | None = None) -> ScriptSettings
             if lora is not None:
                 take(lora, LORA_FLAGS, of='LoraConfig ')
             elif kind.endswith('from_pretrained'):
-                where = peft_call.args[1] if len(peft_call.args) > 1 else next(
-                    (k.value for k in peft_call.keywords if k.arg == 'model_id'), None)
+                where = (
+                    peft_call.args[1]
+                    if len(peft_call.args) > 1
+                    else next((k.value for k in peft_call.keywords if k.arg == 'model_id'), None)
+                )
                 path = _value(where, names, bound=bound) if where is not None else _UNREAD
                 out.adapter = path if isinstance(path, str) else None
-                out.unread.append(f'the adapter\'s LoraConfig (line {peft_call.lineno}: PeftModel.from_pretrained '
-                                  f'reads it from the adapter; PEFT\'s defaults planned)')
+                out.unread.append(
+                    f"the adapter's LoraConfig (line {peft_call.lineno}: PeftModel.from_pretrained "
+                    f"reads it from the adapter; PEFT's defaults planned)"
+                )
         if model is not None:
             v = _value(model, names, bound=bound)
             loader = _call(model, names)
@@ -233,6 +253,7 @@ def read_script_settings(text: str, bound: dict | None = None) -> ScriptSettings
                 out.unread.append(f'model (line {model.lineno})')
         peft = kws.get('peft_config')
         from .peft import peft_from_command_line
+
         if wrapped is not None:
             pass  # TRL refuses a PeftModel with a peft_config ("Please first merge and unload the existing adapter")
         elif peft is not None and peft_from_command_line(peft, tree):

@@ -6,6 +6,7 @@ that parses ``sys.argv`` sees it: TRL's own ``trl/scripts/grpo.py`` does (``TrlP
 settings the script writes, says which flags are ignored, and points every fix at the script's file and line
 (:func:`point_fix`), not at a flag that would be ignored again. Pure: the script's text in; nothing is run.
 """
+
 from __future__ import annotations
 
 import ast
@@ -14,10 +15,22 @@ import re
 from ...findings import declare
 
 # What reads a command line: TRL's and transformers' parsers, argparse and the usual CLI libraries, sys.argv itself.
-PARSER_NAMES = frozenset({'TrlParser', 'HfArgumentParser', 'ArgumentParser', 'parse_args', 'parse_args_and_config',
-                          'parse_args_into_dataclasses', 'parse_known_args', 'argv', 'from_cli'})
-PARSER_MODULES = frozenset({'argparse', 'click', 'typer', 'fire', 'hydra', 'jsonargparse', 'absl', 'tyro',
-                            'simple_parsing', 'docopt'})
+PARSER_NAMES = frozenset(
+    {
+        'TrlParser',
+        'HfArgumentParser',
+        'ArgumentParser',
+        'parse_args',
+        'parse_args_and_config',
+        'parse_args_into_dataclasses',
+        'parse_known_args',
+        'argv',
+        'from_cli',
+    }
+)
+PARSER_MODULES = frozenset(
+    {'argparse', 'click', 'typer', 'fire', 'hydra', 'jsonargparse', 'absl', 'tyro', 'simple_parsing', 'docopt'}
+)
 
 
 def parses_command_line(text: str) -> bool:
@@ -33,17 +46,20 @@ def parses_command_line(text: str) -> bool:
             return True
         if isinstance(node, ast.Import) and any(a.name.split('.')[0] in PARSER_MODULES for a in node.names):
             return True
-        if isinstance(node, ast.ImportFrom) and ((node.module or '').split('.')[0] in PARSER_MODULES or
-                                                 any(a.name in PARSER_NAMES for a in node.names)):
+        if isinstance(node, ast.ImportFrom) and (
+            (node.module or '').split('.')[0] in PARSER_MODULES or any(a.name in PARSER_NAMES for a in node.names)
+        ):
             return True
     return False
 
 
 def ignored_note(script: str, flags: list[str]) -> str:
     shown = [f for f in flags if f.startswith('--')]
-    return (f'{script} never reads its command line (no TrlParser, HfArgumentParser, argparse or sys.argv): the '
-            f'flags after it ({" ".join(shown[:8])}{" ..." if len(shown) > 8 else ""}) are ignored and were not '
-            f'checked; the settings are those the script writes')
+    return (
+        f'{script} never reads its command line (no TrlParser, HfArgumentParser, argparse or sys.argv): the '
+        f'flags after it ({" ".join(shown[:8])}{" ..." if len(shown) > 8 else ""}) are ignored and were not '
+        f'checked; the settings are those the script writes'
+    )
 
 
 def point_fix(text: str | None, script: str, lines: dict, config_line: int | None) -> str | None:
@@ -54,6 +70,7 @@ def point_fix(text: str | None, script: str, lines: dict, config_line: int | Non
         return text
 
     from .arguments import CLASSES, snapshot
+
     fields = {f['name'] for cls in CLASSES for f in snapshot()[cls]}
 
     def one(m: re.Match) -> str:
@@ -71,9 +88,22 @@ def point_fix(text: str | None, script: str, lines: dict, config_line: int | Non
     return re.sub(rf'(?<!^change) (?={re.escape(script)}:\d+: )', '; ', out)  # one place per setting
 
 
-ACCELERATE_OPTIONS = frozenset({'num_processes', 'num_machines', 'machine_rank', 'main_process_ip', 'main_process_port',
-                                'use_deepspeed', 'zero_stage', 'offload_optimizer_device', 'offload_param_device',
-                                'gpu_ids', 'config_file', 'mixed_precision'})
+ACCELERATE_OPTIONS = frozenset(
+    {
+        'num_processes',
+        'num_machines',
+        'machine_rank',
+        'main_process_ip',
+        'main_process_port',
+        'use_deepspeed',
+        'zero_stage',
+        'offload_optimizer_device',
+        'offload_param_device',
+        'gpu_ids',
+        'config_file',
+        'mixed_precision',
+    }
+)
 
 
 def _number(v: str) -> bool:
@@ -91,9 +121,15 @@ def argparse_fix(text: str | None, script: str, info: dict) -> str | None:
     if not text:
         return text
     options = info.get('options') or {}
-    masked = re.sub(r'(?<![\w-])--([\w-]+)(?=[ =]|$)',
-                    lambda m: ('; ' if m.start() else '') + '\0' + options[m.group(1)].lstrip('-')
-                    if m.group(1) in options else m.group(0), text)
+    masked = re.sub(
+        r'(?<![\w-])--([\w-]+)(?=[ =]|$)',
+        lambda m: (
+            ('; ' if m.start() else '') + '\0' + options[m.group(1)].lstrip('-')
+            if m.group(1) in options
+            else m.group(0)
+        ),
+        text,
+    )
     pointed = point_fix(masked, script, info.get('lines') or {}, info.get('config_line'))
     return pointed.replace('\0', '--').replace(' ; ', '; ') if pointed else pointed
 
@@ -104,24 +140,34 @@ def apply_to_report(report) -> None:
     if report.launch.framework != 'trl':
         return
     from dataclasses import replace
+
     parsed = (report.launch.trl.script_parse or {}).get('argparse')
     if parsed and 'lines' in parsed:
-        report.findings = [replace(f, fix=argparse_fix(f.fix, report.launch.trl.script, parsed))
-                           for f in report.findings]
+        report.findings = [
+            replace(f, fix=argparse_fix(f.fix, report.launch.trl.script, parsed)) for f in report.findings
+        ]
         return
     info = report.launch.trl.ignores_cli
     if not info:
         return
     from ...findings import WARNING, Finding
+
     script = info['script']
-    report.findings = [replace(f, fix=point_fix(f.fix, script, info['lines'], info['config_line']))
-                       for f in report.findings]
+    report.findings = [
+        replace(f, fix=point_fix(f.fix, script, info['lines'], info['config_line'])) for f in report.findings
+    ]
     if info['ignored']:
-        report.findings.append(Finding(WARNING, 'trl.script-ignores-command-line', [script],
-                                       ignored_note(script, info['ignored']),
-                                       f'set them in {script} (GRPOConfig(...), GRPOTrainer(...)), or parse the '
-                                       f'command line there as trl/scripts/grpo.py does (TrlParser)',
-                                       'trl/scripts/grpo.py (TrlParser((ScriptArguments, GRPOConfig, ModelConfig)))'))
+        report.findings.append(
+            Finding(
+                WARNING,
+                'trl.script-ignores-command-line',
+                [script],
+                ignored_note(script, info['ignored']),
+                f'set them in {script} (GRPOConfig(...), GRPOTrainer(...)), or parse the '
+                f'command line there as trl/scripts/grpo.py does (TrlParser)',
+                'trl/scripts/grpo.py (TrlParser((ScriptArguments, GRPOConfig, ModelConfig)))',
+            )
+        )
     else:
         report.assumptions.append(ignored_note(script, []).split(':')[0] + ': the settings are those it writes')
 

@@ -9,6 +9,7 @@ launch's words TRL's parser gets, the settings the script writes, and what its o
 - a script that loads its own YAML into a GRPOConfig class (``MyConfig(**yaml.safe_load(...))``): the file's keys are
   that class's keyword arguments.
 """
+
 from __future__ import annotations
 
 import ast
@@ -25,8 +26,9 @@ def yaml_flags(data: dict, skip: tuple[str, ...] = ()) -> list[str]:
     for k, v in data.items():
         if k in skip:
             continue
-        out += [f'--{k}'] + ([str(x) for x in v] if isinstance(v, list) else
-                             [json.dumps(v) if isinstance(v, dict) else str(v)])
+        out += [f'--{k}'] + (
+            [str(x) for x in v] if isinstance(v, list) else [json.dumps(v) if isinstance(v, dict) else str(v)]
+        )
     return out
 
 
@@ -37,6 +39,7 @@ def read_script(script: str, script_args: list[str], info: dict[str, Any]) -> li
     from .script import read_script_settings
     from .script_cli import parses_command_line
     from .script_parsers import config_file_of, has_trl_parser, parser_dataclasses, script_argparse, self_loaded_config
+
     try:
         text = Path(script).read_text(encoding='utf-8')
     except (OSError, UnicodeDecodeError) as e:
@@ -53,8 +56,13 @@ def read_script(script: str, script_args: list[str], info: dict[str, Any]) -> li
     trl_parser = text_ok and has_trl_parser(text)
     ap = script_argparse(text, script_args, prog=script) if text_ok else None
     if ap is not None and (not trl_parser or ap.known):
-        parse['argparse'] = {'error': ap.error, 'rest': ap.rest if ap.known else [], 'known': ap.known,
-                             'line': ap.line, 'to_trl': trl_parser}
+        parse['argparse'] = {
+            'error': ap.error,
+            'rest': ap.rest if ap.known else [],
+            'known': ap.known,
+            'line': ap.line,
+            'to_trl': trl_parser,
+        }
         bound = {f'{ns}.{k}': v for ns in ap.namespaces for k, v in ap.values.items()}
         # parse_known_args and a TRL parser: it reads what argparse left when handed it (``args=rest``), else the
         # whole command line (sys.argv), argparse's own options included
@@ -63,20 +71,35 @@ def read_script(script: str, script_args: list[str], info: dict[str, Any]) -> li
     settings = read_script_settings(text, bound)
     _adapter_config(settings)
     if 'argparse' in parse and not trl_parser:  # fixes go where the script takes its settings (script_cli.py)
-        parse['argparse'].update(lines=settings.lines, config_line=settings.config_line, options={
-            flag: ap.options[attr.split('.', 1)[1]] for flag, attr in settings.from_cli.items()
-            if attr.split('.', 1)[1] in ap.options})
+        parse['argparse'].update(
+            lines=settings.lines,
+            config_line=settings.config_line,
+            options={
+                flag: ap.options[attr.split('.', 1)[1]]
+                for flag, attr in settings.from_cli.items()
+                if attr.split('.', 1)[1] in ap.options
+            },
+        )
     if trl_parser:
         own = parser_dataclasses(text, script)
         if own is not None:
-            parse.update(own_fields=sorted(own.fields), own_classes=own.classes, own_unread=own.unread,
-                         parse_method=own.method, remaining_ok=own.remaining_ok)
+            parse.update(
+                own_fields=sorted(own.fields),
+                own_classes=own.classes,
+                own_unread=own.unread,
+                parse_method=own.method,
+                remaining_ok=own.remaining_ok,
+            )
     loaded = self_loaded_config(text, script) if text_ok else None
     flags = list(settings.flags)
     if loaded is not None:
         path = config_file_of(script_args)
-        parse['self_loaded'] = {'cls': loaded.cls, 'fields': sorted(loaded.fields) if loaded.fields is not None
-                                else None, 'line': loaded.line, 'file': path}
+        parse['self_loaded'] = {
+            'cls': loaded.cls,
+            'fields': sorted(loaded.fields) if loaded.fields is not None else None,
+            'line': loaded.line,
+            'file': path,
+        }
         trl_words = []  # the command line is the script's own (the file's path); the file is the config
         if path is not None:
             data = _read_yaml(Path(path), f'the config {script} loads')
@@ -86,15 +109,21 @@ def read_script(script: str, script_args: list[str], info: dict[str, Any]) -> li
     if parse:
         info['script_parse'] = parse
     if not parses_command_line(text):  # its flags are ignored when it runs: plan without them
-        info['ignores_cli'] = {'script': script, 'ignored': list(script_args), 'lines': settings.lines,
-                               'config_line': settings.config_line}
+        info['ignores_cli'] = {
+            'script': script,
+            'ignored': list(script_args),
+            'lines': settings.lines,
+            'config_line': settings.config_line,
+        }
         trl_words = []
     info['script_args'] = trl_words
     if flags or settings.unread:
         note = settings.note(script)
         if loaded is not None and info.get('trl_config'):
-            note = (f'{info["trl_config"]}\'s keys are {loaded.cls}\'s keyword arguments ({script}:{loaded.line} '
-                    f'loads the file itself)' + (f'; {note}' if note else ''))
+            note = (
+                f"{info['trl_config']}'s keys are {loaded.cls}'s keyword arguments ({script}:{loaded.line} "
+                f'loads the file itself)' + (f'; {note}' if note else '')
+            )
         info['script_settings'] = note
         info['script_flags'] = flags
         return flags + trl_words
@@ -114,10 +143,11 @@ def _adapter_config(settings) -> None:
     if not isinstance(data, dict) or data.get('peft_type', 'LORA') != 'LORA':
         return
     from .script import LORA_FLAGS
+
     for key, flag in LORA_FLAGS.items():
         v = data.get(key)
         if v is None or flag == 'lora_dropout':
             continue
         settings.flags += [f'--{flag}', *([str(x) for x in v] if isinstance(v, list) else [str(v)])]
         settings.read.append(f'{path} {key}')
-    settings.unread = [u for u in settings.unread if not u.startswith('the adapter\'s LoraConfig')]
+    settings.unread = [u for u in settings.unread if not u.startswith("the adapter's LoraConfig")]

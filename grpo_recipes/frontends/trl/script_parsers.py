@@ -13,6 +13,7 @@
   ``GRPOConfig`` (sub)class: the file's keys are that dataclass's keyword arguments, so a key it lacks stops
   ``__init__`` ("got an unexpected keyword argument") whatever the TRL release, and ``env:`` is a key like any other.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PARSERS = ('TrlParser', 'HfArgumentParser')
-PARSE_METHODS = ('parse_args_and_config', 'parse_args_into_dataclasses', 'parse_args', 'parse_known_args',
-                 'parse_yaml_file', 'parse_json_file', 'parse_dict')
+PARSE_METHODS = (
+    'parse_args_and_config',
+    'parse_args_into_dataclasses',
+    'parse_args',
+    'parse_known_args',
+    'parse_yaml_file',
+    'parse_json_file',
+    'parse_dict',
+)
 SNAPSHOT_CLASSES = ('ScriptArguments', 'GRPOConfig', 'ModelConfig', 'GRPOScriptArguments', 'DatasetMixtureConfig')
 TRAINING_ARGUMENTS = ('TrainingArguments',)
 """transformers' base of GRPOConfig: its fields are GRPOConfig's (in the snapshot) for a class built on it."""
@@ -41,6 +49,7 @@ def _name(node: ast.expr | None) -> str | None:
 @dataclass
 class Module:
     """One parsed Python file: its classes, its ``from X import Y`` names, and where it lies."""
+
     path: Path | None
     tree: ast.Module
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)
@@ -148,8 +157,9 @@ class ClassReader:
         for item in node.body:
             if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
                 v = item.value
-                if isinstance(v, ast.Call) and any(k.arg == 'init' and isinstance(k.value, ast.Constant)
-                                                   and k.value.value is False for k in v.keywords):
+                if isinstance(v, ast.Call) and any(
+                    k.arg == 'init' and isinstance(k.value, ast.Constant) and k.value.value is False for k in v.keywords
+                ):
                     continue
                 if 'ClassVar' in ast.unparse(item.annotation):
                     continue
@@ -159,6 +169,7 @@ class ClassReader:
 
 def _snapshot_fields(name: str) -> set[str] | None:
     from .arguments import snapshot
+
     snap = snapshot()
     if name in TRAINING_ARGUMENTS:
         name = 'GRPOConfig'
@@ -194,23 +205,35 @@ def parser_dataclasses(text: str, script: str | None) -> OwnClasses | None:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _name(node.func) in PARSERS and node.args:
             arg = node.args[0]
-            for item in (arg.elts if isinstance(arg, (ast.Tuple, ast.List)) else [arg]):
+            for item in arg.elts if isinstance(arg, (ast.Tuple, ast.List)) else [arg]:
                 n = _name(item)
                 if n and n not in classes:
                     classes.append(n)
     if not classes:
         return None
     method, remaining_ok = None, False
-    parser_vars = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
-                   and _name(n.value.func) in PARSERS for t in n.targets if isinstance(t, ast.Name)}
+    parser_vars = {
+        t.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and _name(n.value.func) in PARSERS
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in PARSE_METHODS
-                and (_name(node.func.value) in parser_vars or (isinstance(node.func.value, ast.Call)
-                                                             and _name(node.func.value.func) in PARSERS))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in PARSE_METHODS
+            and (
+                _name(node.func.value) in parser_vars
+                or (isinstance(node.func.value, ast.Call) and _name(node.func.value.func) in PARSERS)
+            )
+        ):
             method = method or node.func.attr
             remaining_ok |= node.func.attr == 'parse_known_args' or any(
                 k.arg == 'return_remaining_strings' and not (isinstance(k.value, ast.Constant) and not k.value.value)
-                for k in node.keywords)
+                for k in node.keywords
+            )
     fields: set[str] = set()
     unread = []
     for n in classes:
@@ -255,8 +278,10 @@ def self_loaded_config(text: str, script: str | None) -> SelfLoaded | None:
         if not (isinstance(node, ast.Call) and any(k.arg is None for k in node.keywords)):
             continue
         star = next(k.value for k in node.keywords if k.arg is None)
-        if not ((isinstance(star, ast.Name) and star.id in loaded)
-                or (isinstance(star, ast.Call) and _name(star.func) in LOADERS)):
+        if not (
+            (isinstance(star, ast.Name) and star.id in loaded)
+            or (isinstance(star, ast.Call) and _name(star.func) in LOADERS)
+        ):
             continue
         name = _name(node.func)
         if not name or not _is_grpo_config(name, mod, reader):
@@ -288,6 +313,7 @@ def config_file_of(script_args: list[str]) -> str | None:
 
 
 # --- the script's own argparse ----------------------------------------------------------------------------------------
+
 
 class _Stop(Exception):
     pass
@@ -337,12 +363,16 @@ def script_argparse(text: str, script_args: list[str], prog: str = 'script') -> 
             v, t = node.value, node.targets[0].id
             if isinstance(v, ast.Call) and _name(v.func) == 'ArgumentParser':
                 parsers[t] = v
-            elif (isinstance(v, ast.Call) and _name(v.func) in ('add_argument_group', 'add_mutually_exclusive_group')
-                  and isinstance(v.func, ast.Attribute) and isinstance(v.func.value, ast.Name)):
+            elif (
+                isinstance(v, ast.Call)
+                and _name(v.func) in ('add_argument_group', 'add_mutually_exclusive_group')
+                and isinstance(v.func, ast.Attribute)
+                and isinstance(v.func.value, ast.Name)
+            ):
                 groups[t] = v.func.value.id
     if len(parsers) != 1:
         return None
-    (pname, pcall), = parsers.items()
+    ((pname, pcall),) = parsers.items()
     owners = {pname} | {g for g, p in groups.items() if p == pname or groups.get(p) == pname}
     if any(k.arg in ('parents', 'fromfile_prefix_chars', 'argument_default') for k in pcall.keywords):
         return None  # options from elsewhere, or files of arguments: not rebuilt here
@@ -356,8 +386,12 @@ def script_argparse(text: str, script_args: list[str], prog: str = 'script') -> 
     parse = None
     namespaces: set[str] = set()
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _name(node.func.value) == pname
-                and node.func.attr in ('parse_args', 'parse_known_args')):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and _name(node.func.value) == pname
+            and node.func.attr in ('parse_args', 'parse_known_args')
+        ):
             parse = parse or node
     if parse is None:
         return None
@@ -375,11 +409,17 @@ def script_argparse(text: str, script_args: list[str], prog: str = 'script') -> 
                 if len(t.elts) > 1 and isinstance(t.elts[1], ast.Name):
                     rest_name = t.elts[1].id
     rest_passed = rest_name is not None and any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in PARSE_METHODS
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in PARSE_METHODS
         and _name(n.func.value) != pname
-        and any(isinstance(x, ast.Name) and x.id == rest_name
-                for a in [*n.args, *(k.value for k in n.keywords)] for x in ast.walk(a))
-        for n in ast.walk(tree))
+        and any(
+            isinstance(x, ast.Name) and x.id == rest_name
+            for a in [*n.args, *(k.value for k in n.keywords)]
+            for x in ast.walk(a)
+        )
+        for n in ast.walk(tree)
+    )
     kw = {k.arg: k.value for k in pcall.keywords if k.arg}
     opts = {}
     for key in ('allow_abbrev', 'prefix_chars'):
@@ -390,8 +430,12 @@ def script_argparse(text: str, script_args: list[str], prog: str = 'script') -> 
                 pass
     parser = _Parser(prog=os.path.basename(prog), add_help=True, **opts)
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == 'add_argument'
-                and _name(node.func.value) in owners):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == 'add_argument'
+            and _name(node.func.value) in owners
+        ):
             continue
         try:
             names = [ast.literal_eval(a) for a in node.args]
@@ -424,8 +468,11 @@ def script_argparse(text: str, script_args: list[str], prog: str = 'script') -> 
         except (ValueError, TypeError, argparse.ArgumentError):
             return None
     known = parse.func.attr == 'parse_known_args'
-    options = {a.dest: next((o for o in a.option_strings if o.startswith('--')), a.option_strings[0])
-               for a in parser._actions if a.option_strings}
+    options = {
+        a.dest: next((o for o in a.option_strings if o.startswith('--')), a.option_strings[0])
+        for a in parser._actions
+        if a.option_strings
+    }
     try:
         ns, rest = parser.parse_known_args(list(script_args))
     except _Stop as e:

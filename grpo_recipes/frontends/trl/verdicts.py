@@ -7,6 +7,7 @@ release: TRL >= 0.19 refuses a config-file key no dataclass defines; an older TR
 TrainingArguments fields of the transformers it required. One decision per word, for ``check``; ``validate`` runs the
 real parsers where they can run here.
 """
+
 from __future__ import annotations
 
 from ...findings import ERROR, WARNING, Finding
@@ -68,11 +69,22 @@ def argument_findings(launch, remaining: list[str], trl_version: str | None) -> 
             if key == 'bf16' and vt is not None and vt[:2] < BF16_OPTIONAL_FROM and msg and 'expected one' in msg:
                 continue  # that release's bf16 was TrainingArguments' `bool = False`: a bare flag is True
             if msg:
-                why = (f' ({key} is typed `{spec["type"]}` with default None, and HfArgumentParser gives such a '
-                       f'flag no implicit value)' if takes_a_value(spec) else '')
-                out.append(Finding(ERROR, 'args.value', [key], f'{flag}: TRL {version}\'s parser stops with '
-                                   f'"{msg}"{why}', f'--{key} true' if takes_a_value(spec) else f'--{key} true|false',
-                                   'transformers/hf_argparser.py (HfArgumentParser._parse_dataclass_field)'))
+                why = (
+                    f' ({key} is typed `{spec["type"]}` with default None, and HfArgumentParser gives such a '
+                    f'flag no implicit value)'
+                    if takes_a_value(spec)
+                    else ''
+                )
+                out.append(
+                    Finding(
+                        ERROR,
+                        'args.value',
+                        [key],
+                        f'{flag}: TRL {version}\'s parser stops with "{msg}"{why}',
+                        f'--{key} true' if takes_a_value(spec) else f'--{key} true|false',
+                        'transformers/hf_argparser.py (HfArgumentParser._parse_dataclass_field)',
+                    )
+                )
             continue
         if own is not None and (key in own or key in release_fields):
             continue  # the script's own dataclasses define it
@@ -99,10 +111,21 @@ def argument_findings(launch, remaining: list[str], trl_version: str | None) -> 
         msg, fatal = describe_unknown(flag, classes, trl_version)
         if not msg:
             continue
-        out.append(Finding(ERROR if fatal else WARNING, 'args.unknown', [key],
-                           msg + ('. TrlParser stops with "Some specified arguments are not used by the '
-                                  'HfArgumentParser"' if fatal else ''),
-                           f'remove {flag}' if fatal else None, 'trl/scripts/utils.py (TrlParser)'))
+        out.append(
+            Finding(
+                ERROR if fatal else WARNING,
+                'args.unknown',
+                [key],
+                msg
+                + (
+                    '. TrlParser stops with "Some specified arguments are not used by the HfArgumentParser"'
+                    if fatal
+                    else ''
+                ),
+                f'remove {flag}' if fatal else None,
+                'trl/scripts/utils.py (TrlParser)',
+            )
+        )
     if own_read:
         out += _trl_fields_the_script_lacks(info, parse, set(own) | release_fields, version, vt)
     if parse.get('cli_taken') and vt is not None and vt[:2] < TRL_CLI_FROM:
@@ -115,14 +138,28 @@ def _before_trl_cli(key: str, info, version: str, vt) -> Finding:
     an older TRL: its trl/cli.py launched grpo.py with ``launch_command_parser().parse_args([script])`` (no launch
     options), and grpo.py reads the key as any other config key."""
     config = info.trl_config
-    head = (f'{config}: `{key}`: TRL {version}\'s `trl grpo` passes no launch options to accelerate (trl/cli.py before '
-            f'0.29); this plan uses it as TRL 0.29\'s CLI does')
+    head = (
+        f"{config}: `{key}`: TRL {version}'s `trl grpo` passes no launch options to accelerate (trl/cli.py before "
+        f"0.29); this plan uses it as TRL 0.29's CLI does"
+    )
     if REJECTS_FROM <= vt[:2] < GRPO_SCRIPT_REMAINING_FROM:
-        return Finding(ERROR, 'args.config-key', [key], f'{head}, but TRL {version}\'s trl/scripts/grpo.py stops with '
-                       f'"Unknown arguments from config file: [\'--{key}\', ...]"', f'remove `{key}` from {config}',
-                       TRL_PARSER)
-    return Finding(WARNING, 'args.config-key', [key], f'{head}; there it has no effect',
-                   f'remove `{key}` from {config} and pass accelerate\'s options to `accelerate launch`', TRL_PARSER)
+        return Finding(
+            ERROR,
+            'args.config-key',
+            [key],
+            f"{head}, but TRL {version}'s trl/scripts/grpo.py stops with "
+            f'"Unknown arguments from config file: [\'--{key}\', ...]"',
+            f'remove `{key}` from {config}',
+            TRL_PARSER,
+        )
+    return Finding(
+        WARNING,
+        'args.config-key',
+        [key],
+        f'{head}; there it has no effect',
+        f"remove `{key}` from {config} and pass accelerate's options to `accelerate launch`",
+        TRL_PARSER,
+    )
 
 
 def _trl_fields_the_script_lacks(info, parse: dict, own: set[str], version: str, vt) -> list[Finding]:
@@ -152,18 +189,35 @@ def _argparse_findings(info, parse: dict) -> list[Finding]:
     if ap.get('error'):
         words = ap['error'].split(': ', 1)[1].split() if ap['error'].startswith('unrecognized') else []
         flags = [w for w in words if w.startswith('-')] or [script]
-        fix = (f'remove {" ".join(words)} (or add_argument it in {script})' if words
-               else f'the value {script}\'s argparse expects')
-        return [Finding(ERROR, 'args.unknown', [_key(f) for f in flags],
-                        f'{script}: the script\'s argparse would exit 2: {ap["error"]} ({script}:{ap["line"]} parses '
-                        f'its command line with argparse)', fix,
-                        'argparse (Python standard library: ArgumentParser.parse_args -> error)')]
+        fix = (
+            f'remove {" ".join(words)} (or add_argument it in {script})'
+            if words
+            else f"the value {script}'s argparse expects"
+        )
+        return [
+            Finding(
+                ERROR,
+                'args.unknown',
+                [_key(f) for f in flags],
+                f"{script}: the script's argparse would exit 2: {ap['error']} ({script}:{ap['line']} parses "
+                f'its command line with argparse)',
+                fix,
+                'argparse (Python standard library: ArgumentParser.parse_args -> error)',
+            )
+        ]
     rest = [w for w in ap.get('rest') or [] if w.startswith('-')]
     if rest and not ap.get('to_trl'):
-        return [Finding(WARNING, 'args.unknown', [_key(f) for f in rest],
-                        f'{script}: {" ".join(ap["rest"])}: left by the script\'s parse_known_args ({script}:'
-                        f'{ap["line"]}) and read by nothing else in it: no effect', f'remove {" ".join(ap["rest"])}',
-                        'argparse (Python standard library: ArgumentParser.parse_known_args)')]
+        return [
+            Finding(
+                WARNING,
+                'args.unknown',
+                [_key(f) for f in rest],
+                f"{script}: {' '.join(ap['rest'])}: left by the script's parse_known_args ({script}:"
+                f'{ap["line"]}) and read by nothing else in it: no effect',
+                f'remove {" ".join(ap["rest"])}',
+                'argparse (Python standard library: ArgumentParser.parse_known_args)',
+            )
+        ]
     return []
 
 
@@ -177,12 +231,18 @@ def _self_loaded_findings(info, loaded: dict, trl_version: str | None) -> list[F
     for key in info.trl_config_keys or ():
         if key in known:
             continue
-        out.append(Finding(ERROR, 'args.config-key', [key],
-                           f'{config}: `{key}`: {cls}.__init__() got an unexpected keyword argument \'{key}\' '
-                           f'({script}:{loaded["line"]} passes the file\'s keys to {cls}(**...): each must be one of '
-                           f'its fields, TRL\'s GRPOConfig\'s and its own)',
-                           f'remove `{key}` from {config} (or add the field to {cls})',
-                           'dataclasses (the generated __init__ takes the fields only)'))
+        out.append(
+            Finding(
+                ERROR,
+                'args.config-key',
+                [key],
+                f"{config}: `{key}`: {cls}.__init__() got an unexpected keyword argument '{key}' "
+                f"({script}:{loaded['line']} passes the file's keys to {cls}(**...): each must be one of "
+                f"its fields, TRL's GRPOConfig's and its own)",
+                f'remove `{key}` from {config} (or add the field to {cls})',
+                'dataclasses (the generated __init__ takes the fields only)',
+            )
+        )
     return out
 
 
@@ -192,44 +252,71 @@ def _trl_cli(flag: str, key: str, info, version: str, vt, config_only: bool) -> 
     classes = ', '.join(classes_of('trl grpo'))
     if vt[:2] >= TRL_CLI_FROM:
         where = f'{config}: `{key}`' if config_only else flag
-        return Finding(ERROR, 'args.config-key' if config_only else 'args.unknown', [key],
-                       f'{where}: neither a field of `trl grpo`\'s dataclasses ({classes}) nor an accelerate launch '
-                       f'option: TRL {version}\'s CLI hands it to accelerate launch, which stops with "Accelerate '
-                       f'launch command: error: unrecognized arguments: --{key}"',
-                       f'remove `{key}` from {config}' if config_only else f'remove {flag}',
-                       'trl/cli/main.py (parse_args_and_config(return_remaining_strings=True)), '
-                       'trl/cli/commands/training.py')
+        return Finding(
+            ERROR,
+            'args.config-key' if config_only else 'args.unknown',
+            [key],
+            f"{where}: neither a field of `trl grpo`'s dataclasses ({classes}) nor an accelerate launch "
+            f'option: TRL {version}\'s CLI hands it to accelerate launch, which stops with "Accelerate '
+            f'launch command: error: unrecognized arguments: --{key}"',
+            f'remove `{key}` from {config}' if config_only else f'remove {flag}',
+            'trl/cli/main.py (parse_args_and_config(return_remaining_strings=True)), trl/cli/commands/training.py',
+        )
     if config_only and GRPO_SCRIPT_REMAINING_FROM <= vt[:2]:
-        return Finding(WARNING, 'args.config-key', [key],
-                       f'{config}: `{key}`: not a field of `trl grpo`\'s dataclasses ({classes}); TRL {version}\'s '
-                       f'trl/scripts/grpo.py parses with return_remaining_strings=True and drops it: it has no effect',
-                       f'remove `{key}` from {config}', 'trl/scripts/grpo.py (parse_args_and_config)')
+        return Finding(
+            WARNING,
+            'args.config-key',
+            [key],
+            f"{config}: `{key}`: not a field of `trl grpo`'s dataclasses ({classes}); TRL {version}'s "
+            f'trl/scripts/grpo.py parses with return_remaining_strings=True and drops it: it has no effect',
+            f'remove `{key}` from {config}',
+            'trl/scripts/grpo.py (parse_args_and_config)',
+        )
     return None
 
 
 def _own_config_key(flag: str, key: str, info, parse: dict, version: str, vt) -> Finding:
     config, classes = info.trl_config, ', '.join(parse.get('own_classes') or ())
-    where = f'{config}: `{key}`: none of the script\'s dataclasses ({classes}) defines it'
+    where = f"{config}: `{key}`: none of the script's dataclasses ({classes}) defines it"
     if vt is not None and vt[:2] >= REJECTS_FROM and not parse.get('remaining_ok'):
-        return Finding(ERROR, 'args.config-key', [key],
-                       f'{where}. TRL {version}\'s TrlParser stops with "Unknown arguments from config file: '
-                       f'[\'--{key}\', ...]"', f'remove `{key}` from {config}', TRL_PARSER)
-    return Finding(WARNING, 'args.config-key', [key],
-                   f'{where}. TRL {version}\'s TrlParser drops it '
-                   + ('(the script asks for the remaining strings)' if parse.get('remaining_ok')
-                      else 'silently (rejected from 0.19)') + ': it has no effect',
-                   f'remove `{key}` from {config}', TRL_PARSER)
+        return Finding(
+            ERROR,
+            'args.config-key',
+            [key],
+            f"{where}. TRL {version}'s TrlParser stops with \"Unknown arguments from config file: ['--{key}', ...]\"",
+            f'remove `{key}` from {config}',
+            TRL_PARSER,
+        )
+    return Finding(
+        WARNING,
+        'args.config-key',
+        [key],
+        f"{where}. TRL {version}'s TrlParser drops it "
+        + (
+            '(the script asks for the remaining strings)'
+            if parse.get('remaining_ok')
+            else 'silently (rejected from 0.19)'
+        )
+        + ': it has no effect',
+        f'remove `{key}` from {config}',
+        TRL_PARSER,
+    )
 
 
 def _own_command_line(flag: str, key: str, info, parse: dict) -> Finding:
     classes = ', '.join(parse.get('own_classes') or ())
     method = parse.get('parse_method')
     if method in ('parse_args_and_config', 'parse_args_into_dataclasses'):
-        stop = f'ValueError: Some specified arguments are not used by the HfArgumentParser: [\'{flag}\', ...]'
+        stop = f"ValueError: Some specified arguments are not used by the HfArgumentParser: ['{flag}', ...]"
         src = HF_PARSER
     else:
         stop = f'{info.script}: error: unrecognized arguments: {flag}'
         src = 'argparse (ArgumentParser.parse_args, which HfArgumentParser is)'
-    return Finding(ERROR, 'args.unknown', [key],
-                   f'{flag}: none of the script\'s dataclasses ({classes}) defines it; its parser stops with "{stop}"',
-                   f'remove {flag}', src)
+    return Finding(
+        ERROR,
+        'args.unknown',
+        [key],
+        f'{flag}: none of the script\'s dataclasses ({classes}) defines it; its parser stops with "{stop}"',
+        f'remove {flag}',
+        src,
+    )

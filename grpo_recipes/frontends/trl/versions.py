@@ -27,6 +27,7 @@ named (github.com/huggingface/trl):
 - ``beta`` defaults to 0.04 up to 0.18 and to 0.0 from 0.19; ``gradient_checkpointing`` defaults to False up to
   0.21 (TrainingArguments' default) and True from 0.22 (grpo_config.py at each tag).
 """
+
 from __future__ import annotations
 
 import json
@@ -49,12 +50,14 @@ DTYPE_KEY_FROM = (0, 23)
 
 def _vt(v):
     from ...versions import version_tuple
+
     return version_tuple(v)
 
 
 def _older(version: str | None) -> tuple[int, ...] | None:
     """The release as a tuple when it is older than the snapshot's TRL, else None (nothing to change)."""
     from .arguments import snapshot
+
     vt, st = _vt(version), _vt(snapshot()['trl_version'])
     return vt if vt is not None and st is not None and vt[:2] < st[:2] else None
 
@@ -72,15 +75,23 @@ def apply_defaults(d: dict, m: dict, values: dict, old: dict, version: str | Non
     given = old.get('max_prompt_length', values.get('max_prompt_length'))
     if vt[:2] < PROMPT_TRUNCATED_UNTIL:
         d['max_prompt_length'] = int(given) if str(given).isdigit() else 512
-        notes.append(f'TRL {version}: prompts are truncated to max_prompt_length {d["max_prompt_length"]} '
-                     f'({"given" if given is not None else "its default"})')
-        if (d.get('use_vllm') and d.get('vllm_mode') == 'colocate' and (0, 18) <= vt[:2]
-                and 'vllm_max_model_length' not in values):
+        notes.append(
+            f'TRL {version}: prompts are truncated to max_prompt_length {d["max_prompt_length"]} '
+            f'({"given" if given is not None else "its default"})'
+        )
+        if (
+            d.get('use_vllm')
+            and d.get('vllm_mode') == 'colocate'
+            and (0, 18) <= vt[:2]
+            and 'vllm_max_model_length' not in values
+        ):
             d['vllm_max_model_length'] = d['max_prompt_length'] + int(d['max_completion_length'])
     elif given is not None and vt[:2] < PROMPT_LENGTH_REMOVED:
         d['max_prompt_length'] = None
-        notes.append(f'TRL {version}: --max_prompt_length is deprecated and ignored (prompts are not truncated); '
-                     f'filter the data to the prompt length you plan for')
+        notes.append(
+            f'TRL {version}: --max_prompt_length is deprecated and ignored (prompts are not truncated); '
+            f'filter the data to the prompt length you plan for'
+        )
     # the model's dtype
     if 'dtype' not in values:
         dtype = None
@@ -97,8 +108,10 @@ def apply_defaults(d: dict, m: dict, values: dict, old: dict, version: str | Non
             if passes_model_args:
                 dtype = old['torch_dtype']
             else:
-                notes.append(f'TRL {version}: `trl grpo` does not pass --torch_dtype to the trainer (trl/scripts/'
-                             f'grpo.py before 0.23); the model loads in float32')
+                notes.append(
+                    f'TRL {version}: `trl grpo` does not pass --torch_dtype to the trainer (trl/scripts/'
+                    f'grpo.py before 0.23); the model loads in float32'
+                )
         if dtype is None:
             dtype = 'auto' if vt[:2] == (0, 26) else 'float32'
         m['dtype'] = str(dtype)
@@ -113,13 +126,20 @@ def apply_semantics(cfg, version: str | None) -> tuple:
         return cfg, []
     if vt[:2] == (0, 14):
         prompts = cfg.per_device_train_batch_size
-        cfg = replace(cfg, per_device_train_batch_size=prompts * cfg.num_generations, steps_per_generation=1,
-                      generation_batch_size=None)
-        return cfg, [f'TRL {version}: per_device_train_batch_size counts prompts ({prompts} prompts x '
-                     f'{cfg.num_generations} generations = {cfg.per_device_train_batch_size} completions per '
-                     f'micro-batch), generated at every micro-step']
+        cfg = replace(
+            cfg,
+            per_device_train_batch_size=prompts * cfg.num_generations,
+            steps_per_generation=1,
+            generation_batch_size=None,
+        )
+        return cfg, [
+            f'TRL {version}: per_device_train_batch_size counts prompts ({prompts} prompts x '
+            f'{cfg.num_generations} generations = {cfg.per_device_train_batch_size} completions per '
+            f'micro-batch), generated at every micro-step'
+        ]
     if vt[:2] == (0, 15):
         return replace(cfg, steps_per_generation=1, generation_batch_size=None), [
             f'TRL {version}: completions are generated at every micro-step (per_device_train_batch_size x '
-            f'processes per generation; buffering over gradient_accumulation_steps came in 0.16)']
+            f'processes per generation; buffering over gradient_accumulation_steps came in 0.16)'
+        ]
     return cfg, []

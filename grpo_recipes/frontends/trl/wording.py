@@ -1,5 +1,6 @@
 """TRL's wording of a finished check: a finding's names in TRL's and accelerate's terms (``arguments.trl_terms``),
 a fix in TrlParser's ``--config`` YAML, a fix applied to the launch for ``--verify``."""
+
 from __future__ import annotations
 
 import re
@@ -10,12 +11,14 @@ from pathlib import Path
 def reword(report) -> None:
     """Every finding and assumption of a TRL launch in TRL's names."""
     from .arguments import in_trl_terms, trl_terms
+
     report.findings = [in_trl_terms(f) for f in report.findings]
     report.assumptions = [trl_terms(a) for a in report.assumptions]
 
 
 def _trl_script_flags() -> set[str]:
     from .arguments import CLASSES, snapshot
+
     return {f['name'] for cls in CLASSES for f in snapshot()[cls]}
 
 
@@ -25,8 +28,11 @@ def trl_yaml(text: str | None, config: str) -> str | None:
     if not text:
         return text
     names = _trl_script_flags()
-    out = re.sub(r'(?<![\w-])--(\w+)(?:[ =]((?!--)\S+))?',
-                 lambda m: f'{m.group(1)}: {m.group(2) or "true"}' if m.group(1) in names else m.group(0), text)
+    out = re.sub(
+        r'(?<![\w-])--(\w+)(?:[ =]((?!--)\S+))?',
+        lambda m: f'{m.group(1)}: {m.group(2) or "true"}' if m.group(1) in names else m.group(0),
+        text,
+    )
     return re.sub(r'^add ', f'in {Path(config).name}: ', out) if out != text else out
 
 
@@ -34,9 +40,11 @@ def render_fixes(report) -> None:
     """A script that ignores its command line (or parses it with its own argparse): fixes at its lines; a launch
     with TrlParser's ``--config``: fixes as that file's keys; else TRL's flags as ``reword`` wrote them."""
     from ...fix_syntax import syntax_of
+
     own_argparse = (report.launch.trl.script_parse or {}).get('argparse') or {}
     if report.launch.trl.ignores_cli or 'lines' in own_argparse:
         from .script_cli import apply_to_report
+
         apply_to_report(report)  # the script's file and line (or its own argparse options), not flags it ignores
         return
     syntax, config = syntax_of(report.launch)
@@ -49,6 +57,7 @@ def fixed_launch(launch, fix):
     process count in the environment), and the parts of the fix the parser cannot see (accelerate's options)."""
     from ...memory.search import _yaml
     from .arguments import trl_terms
+
     flags: list[str] = []
     outside: list[str] = []
     env = dict(launch.env)
@@ -70,9 +79,13 @@ def fix_arguments(fix) -> str:
     """A memory fix's changes as TRL/accelerate flags: the script's flags, then accelerate's."""
     from ...memory.search import _yaml
     from .arguments import trl_terms
+
     parts = [trl_terms(f'{k}: {_yaml(new)}') for k, (_, new) in fix.changes.items()]
-    return 'add ' + ' '.join(p for p in parts if not p.startswith('accelerate')) + ''.join(
-        f'; {p}' for p in parts if p.startswith('accelerate'))
+    return (
+        'add '
+        + ' '.join(p for p in parts if not p.startswith('accelerate'))
+        + ''.join(f'; {p}' for p in parts if p.startswith('accelerate'))
+    )
 
 
 def fix_text(fix, launch, syntax: str, config: str | None, env: dict) -> list[str]:
@@ -81,6 +94,9 @@ def fix_text(fix, launch, syntax: str, config: str | None, env: dict) -> list[st
     text = trl_yaml(text, config) if syntax == 'yaml' else text
     lines = [text] if text else []
     if env:
-        lines.insert(0, f'CUDA_VISIBLE_DEVICES={env["CUDA_VISIBLE_DEVICES"]} accelerate launch --num_processes '
-                        f'{env["NPROC_PER_NODE"]} ... (the training command)')
+        lines.insert(
+            0,
+            f'CUDA_VISIBLE_DEVICES={env["CUDA_VISIBLE_DEVICES"]} accelerate launch --num_processes '
+            f'{env["NPROC_PER_NODE"]} ... (the training command)',
+        )
     return lines

@@ -24,6 +24,7 @@ What a CPU-only machine cannot have is simulated, and the result says so:
 - ``--use_cpu true`` is added when the launch does not set ``use_cpu`` (TrainingArguments refuses bf16
   without a GPU: "Your setup doesn't support bf16/gpu").
 """
+
 import contextlib
 import io
 import json
@@ -34,11 +35,25 @@ import traceback
 
 from grpo_recipes.frontends.swift.worker import RESULT_MARK, _where, jsonable
 
-REPORT_FIELDS = ['per_device_train_batch_size', 'gradient_accumulation_steps', 'num_generations',
-                 'generation_batch_size', 'steps_per_generation', 'max_completion_length', 'use_vllm', 'vllm_mode',
-                 'vllm_gpu_memory_utilization', 'vllm_tensor_parallel_size', 'vllm_max_model_length',
-                 'vllm_enable_sleep_mode', 'gradient_checkpointing', 'beta', 'loss_type', 'bf16',
-                 'ds3_gather_for_generation']
+REPORT_FIELDS = [
+    'per_device_train_batch_size',
+    'gradient_accumulation_steps',
+    'num_generations',
+    'generation_batch_size',
+    'steps_per_generation',
+    'max_completion_length',
+    'use_vllm',
+    'vllm_mode',
+    'vllm_gpu_memory_utilization',
+    'vllm_tensor_parallel_size',
+    'vllm_max_model_length',
+    'vllm_enable_sleep_mode',
+    'gradient_checkpointing',
+    'beta',
+    'loss_type',
+    'bf16',
+    'ds3_gather_for_generation',
+]
 MODEL_FIELDS = ['model_name_or_path', 'dtype', 'use_peft', 'lora_r', 'lora_target_modules', 'load_in_4bit']
 
 
@@ -60,8 +75,9 @@ def _exit_message(e: BaseException, printed: str) -> tuple[str, str]:
         msg = _argparse_message(printed)
         if msg:
             return 'SystemExit', msg
-        return 'SystemExit', f'exit status {e.code}' + (f': {printed.strip().splitlines()[-1]}' if printed.strip()
-                                                         else '')
+        return 'SystemExit', f'exit status {e.code}' + (
+            f': {printed.strip().splitlines()[-1]}' if printed.strip() else ''
+        )
     return type(e).__name__, str(e)
 
 
@@ -71,6 +87,7 @@ def _trl_cli(argv: list[str], result: dict) -> list[str] | None:
     on what is left; -> the words trl/scripts/grpo.py gets (None: a TRL before 0.29, without that CLI). Nothing is
     launched."""
     from accelerate.commands.launch import launch_command_parser
+
     try:
         from trl.cli.accelerate_config import resolve_accelerate_config_argument
         from trl.cli.commands import get_commands
@@ -82,8 +99,9 @@ def _trl_cli(argv: list[str], result: dict) -> list[str] | None:
     args, remaining = parser.parse_args_and_config(args=list(argv), return_remaining_strings=True)
     context = CommandContext(argv=list(argv), remaining_args=remaining)
     launch_args = resolve_accelerate_config_argument(context.remaining_args)
-    result['stage'] = ('accelerate/commands/launch.py (launch_command_parser, as trl/cli/accelerate_launcher.py '
-                       'calls it)')
+    result['stage'] = (
+        'accelerate/commands/launch.py (launch_command_parser, as trl/cli/accelerate_launcher.py calls it)'
+    )
     launch_command_parser().parse_args(launch_args + ['grpo.py'] + context.argv_after('grpo'))
     result.pop('stage')
     return context.argv_after('grpo')
@@ -92,12 +110,14 @@ def _trl_cli(argv: list[str], result: dict) -> list[str] | None:
 def run(request: dict) -> dict:
     t0 = time.time()
     from trl import GRPOConfig, ModelConfig, ScriptArguments, TrlParser
+
     import_s = time.time() - t0
     simulated: list[str] = []
     argv = list(request['argv'])
     result: dict = {'ok': False, 'simulated': simulated, 'import_s': round(import_s, 3)}
     if request.get('what') == 'rollout':
         from trl.scripts.vllm_serve import ScriptArguments as ServeArguments
+
         parser = TrlParser((ServeArguments,))
     else:
         world = int(request.get('world_size') or 1)
@@ -110,6 +130,7 @@ def run(request: dict) -> dict:
         classes = (ScriptArguments, GRPOConfig, ModelConfig)
         if request.get('classes'):  # the script's TrlParser takes some of TRL's classes only
             import trl
+
             classes = tuple(getattr(trl, c) for c in request['classes'])
         parser = TrlParser(classes)
     saved = dict(os.environ)
@@ -132,8 +153,10 @@ def run(request: dict) -> dict:
     else:
         grpo = next((x for x in parsed if isinstance(x, GRPOConfig)), None)
         model = next((x for x in parsed if isinstance(x, ModelConfig)), None)
-        result['resolved'] = {**{k: jsonable(getattr(grpo, k, None)) for k in REPORT_FIELDS},
-                              **{k: jsonable(getattr(model, k, None)) for k in MODEL_FIELDS}}
+        result['resolved'] = {
+            **{k: jsonable(getattr(grpo, k, None)) for k in REPORT_FIELDS},
+            **{k: jsonable(getattr(model, k, None)) for k in MODEL_FIELDS},
+        }
     return result
 
 
@@ -141,17 +164,19 @@ def _parse(request: dict, parser, argv: list[str], result: dict, simulated: list
     """The parse the launch's own code makes; -> (script args, GRPOConfig, ModelConfig) or (serve args,)."""
     if request.get('what') == 'trl-cli':  # trl grpo: TRL's CLI, accelerate's parser, then trl/scripts/grpo.py's
         from trl.scripts.grpo import make_parser
+
         words = _trl_cli(request['cli_argv'], result)
         if words is not None:
             extra = [] if _has(words, 'use_cpu') else ['--use_cpu', 'true']
             *parsed, _ = make_parser().parse_args_and_config(words + extra, return_remaining_strings=True)
             return parsed[:3]
-        simulated.append('TRL\'s parser over ScriptArguments, GRPOConfig, ModelConfig (no trl.cli.main before 0.29)')
+        simulated.append("TRL's parser over ScriptArguments, GRPOConfig, ModelConfig (no trl.cli.main before 0.29)")
     if request.get('what') == 'dataclass':  # MyConfig(**yaml.safe_load(...)): the dataclass's own __init__
         import dataclasses
 
         import yaml
         from trl import GRPOConfig, ModelConfig
+
         with open(request['config']) as f:
             data = yaml.safe_load(f) or {}
         extra = [(n, 'typing.Any', dataclasses.field(default=None)) for n in request.get('extra') or ()]
@@ -165,8 +190,9 @@ def _parse(request: dict, parser, argv: list[str], result: dict, simulated: list
         *parsed, left = parser.parse_args_and_config(argv, return_remaining_strings=True)
         if left:
             result['left_to_script'] = [a for a in left if a.startswith('--')]
-            simulated.append('the script\'s own dataclasses (not run here) are left: '
-                             + ' '.join(result['left_to_script']))
+            simulated.append(
+                "the script's own dataclasses (not run here) are left: " + ' '.join(result['left_to_script'])
+            )
         return parsed
     return parser.parse_args_and_config(argv)
 
@@ -175,12 +201,18 @@ def main() -> int:
     payload = json.loads(sys.stdin.read())
     requests = payload if isinstance(payload, list) else [payload]
     import trl
+
     for request in requests:
         try:
             result = run(request)
         except BaseException as e:  # an import failure, not a verdict on the launch
-            result = {'ok': False, 'crashed': True, 'error_type': type(e).__name__, 'message': str(e),
-                      'traceback': traceback.format_exc()[-4000:]}
+            result = {
+                'ok': False,
+                'crashed': True,
+                'error_type': type(e).__name__,
+                'message': str(e),
+                'traceback': traceback.format_exc()[-4000:],
+            }
         result['trl_version'] = trl.__version__
         print(RESULT_MARK + json.dumps(result), flush=True)
     return 0
