@@ -75,8 +75,9 @@ def test_rendered_in_the_launch_own_form(tmp_path, write_yaml):
         'PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True swift rlhf'
     )
     cfg = write_yaml('rlhf_type: grpo\nmodel: Qwen/Qwen2.5-7B-Instruct\n')
-    assert render(env, load_launch([str(cfg)], environ={})).startswith(
-        "+ ENV:\n+   PYTORCH_CUDA_ALLOC_CONF: 'expandable_segments:True'"
+    # the lines to paste into the config, no diff markers (issue 31 item 3)
+    assert render(env, load_launch([str(cfg)], environ={})).endswith(
+        "\nENV:\n  PYTORCH_CUDA_ALLOC_CONF: 'expandable_segments:True'"
     )
     # the environment would win over the file's ENV block (ms-swift's parse_yaml_args): a prefix then
     set_there = load_launch([str(cfg)], environ={'PYTORCH_CUDA_ALLOC_CONF': 'max_split_size_mb:64'})

@@ -219,7 +219,8 @@ def test_fastest_lists_configs_that_fit_and_are_faster_in_the_launchs_syntax():
     assert [c.seconds_per_prompt for c in r.candidates] == sorted(c.seconds_per_prompt for c in r.candidates)
     assert all(c.peak_fraction <= 1.0 for c in r.candidates)
     assert first.why.startswith('faster')
-    assert any(f'+ {k}:' in first.text for k in first.changes)  # a YAML config gets YAML lines
+    # a YAML config gets the `key: value` lines to paste (no diff markers)
+    assert any(f'\n{k}:' in first.text for k in first.changes) and '\n+ ' not in first.text
     # the prompts per optimizer step are kept
     for c in r.candidates:
         bs = c.changes.get('per_device_train_batch_size', (None, 8))[1]
@@ -345,8 +346,8 @@ def test_a_server_layout_is_written_with_its_rollout_command_and_keeps_the_promp
             serve,
         )
         assert 'rollout server: CUDA_VISIBLE_DEVICES=' in text and 'swift rollout' in text
-        assert '+ vllm_mode: server' in text and 'vllm_tensor_parallel_size:' not in text  # the server's, not here
-        assert '+ ENV: NPROC_PER_NODE' in text
+        assert '\nvllm_mode: server' in text and 'vllm_tensor_parallel_size:' not in text  # the server's, not here
+        assert '\nENV: {NPROC_PER_NODE' in text and '+ ' not in text
 
 
 def test_old_policy_log_probs_follow_each_framework():

@@ -136,6 +136,10 @@ def _checked(opts, extra: list[str]):
         from .bars import write_plot  # matplotlib is imported only here
 
         write_plot(report, opts.plot)
+    if getattr(opts, 'write_fix', None):
+        from ..write_fix import write_fix
+
+        print(write_fix(opts.write_fix, launch_args(opts.config, extra), report), file=sys.stderr)
     return report
 
 

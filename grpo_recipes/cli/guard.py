@@ -220,6 +220,12 @@ def _hardware_args(p: argparse.ArgumentParser) -> None:
         help='GPU capacity in GiB as torch reports it (overrides the --gpu-type catalogue)',
     )
     p.add_argument(
+        '--write-fix',
+        metavar='OUT',
+        help='write the launch with the first fix applied to OUT: the config with its keys changed (comments kept), '
+        'or the patched command line; never over the input',
+    )
+    p.add_argument(
         '--verify',
         action='store_true',
         help="also put the proposed memory fix through ms-swift's real parser (about 10 s)",

@@ -193,12 +193,20 @@ def print_report(report: CheckReport, console: Console | None = None, allow_unch
         grid.add_column(overflow='fold')
         for f in report.findings:
             body = f'[dim]{f.rule}[/] ({escape(", ".join(f.arguments))})\n{escape(f.message)}'
-            if f.fix:
+            if f.fix and '\n' in f.fix:  # lines to paste: printed below the findings, at column 0
+                body += '\n[green]fix:[/] ' + escape(f.fix.splitlines()[0]) + ' (the lines below the findings)'
+            elif f.fix:
                 body += '\n[green]fix:[/] ' + escape(f.fix)
             if f.source:
                 body += '\n[dim]source: ' + escape(f.source) + '[/]'
             grid.add_row(f'[{STYLE[f.severity]}]{f.severity.upper()}[/]', body)
         out.print(grid)
+        for f in report.findings:
+            if f.fix and '\n' in f.fix:  # as the user pastes them: no table indentation, no wrapping
+                first, *rest = f.fix.splitlines()
+                out.print(f'[green]fix[/] ({f.rule}): ' + escape(first))
+                for line in rest:
+                    out.print(escape(line), soft_wrap=True)
     if report.fix_verified is not None:
         fv = report.fix_verified
         ok = fv.get('ok')

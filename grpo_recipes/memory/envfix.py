@@ -116,10 +116,11 @@ def render(env: dict[str, str], launch) -> str:
         where = (setting.script_line or launch.config_file).rsplit(':', 1)
         return '\n'.join(f'export {k}={v}' for k, v in env.items()) + f'   (add above line {where[1]} of {where[0]})'
     if how == 'yaml' and not any(setting.sources.get(k) == 'environment' for k in env):
+        from pathlib import Path
+
         return (
-            '+ ENV:\n'
-            + '\n'.join(f"+   {k}: '{v}'" for k, v in env.items())
-            + f'   (ms-swift sets ENV before it starts training; {launch.config_file})'
+            f'in {Path(launch.config_file).name}, set (in its ENV: block, which ms-swift sets before it starts '
+            'training):\nENV:\n' + '\n'.join(f"  {k}: '{v}'" for k, v in env.items())
         )
     head = ' '.join(launch.command[:2]) if launch.command else 'swift rlhf'
     return ' '.join(f'{k}={v}' for k, v in env.items()) + f' {head} ...   (as a prefix of the command)'

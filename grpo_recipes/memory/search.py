@@ -67,14 +67,28 @@ class Fix:
 
     def text(self, launch) -> str:
         """The fix as the user applies it: the environment line in the launch's own form (envfix.render), then the
-        arguments (a YAML diff, or the framework's flags: ``Framework.fix_arguments``)."""
+        arguments (``in CONFIG, set:`` and the ``key: value`` lines to paste, or the framework's flags:
+        ``Framework.fix_arguments``)."""
+        from ..fix_syntax import syntax_of
         from .envfix import render
 
         parts = [render({k: new for k, (_, new) in self.env.items()}, launch)] if self.env else []
         if self.changes:
             flags = launch.fw.fix_arguments
-            parts.append(launch.fw.call('fix_arguments', self) if flags else self.yaml_diff())
+            parts.append(
+                launch.fw.call('fix_arguments', self) if flags else self.yaml_set(syntax_of(launch)[1] or 'the config')
+            )
         return '\n'.join(parts)
+
+    def yaml_lines(self) -> list[str]:
+        """The changed keys as ``key: value`` lines, as they are pasted into the config."""
+        return [f'{k}: {_yaml(new)}' for k, (_, new) in self.changes.items()]
+
+    def yaml_set(self, config: str) -> str:
+        """``in CONFIG, set:`` and the lines to paste there (no diff markers, no indentation)."""
+        from pathlib import Path
+
+        return f'in {Path(config).name}, set:\n' + '\n'.join(self.yaml_lines())
 
     def yaml_diff(self) -> str:
         lines = []

@@ -72,19 +72,24 @@ def fixed_launch(launch, fix):
 
 
 def fix_text(fix, launch, syntax: str, config: str | None, env: dict) -> list[str]:
-    """A fix as flags on a command line, or a YAML diff (with an ``ENV:`` line) for a config file."""
+    """A fix as flags on a command line, or ``in CONFIG, set:`` and the ``key: value`` lines (an ``ENV:`` line among
+    them) to paste into a config file."""
     from .wording import swift_cli_fix
 
-    text = swift_cli_fix(fix, launch) if syntax == 'flags' else fix.yaml_diff()
-    lines = [text] if text else []
+    if syntax == 'flags':
+        text = swift_cli_fix(fix, launch)
+        lines = [text] if text else []
+        if env:
+            lines.insert(0, ' '.join(f'{k}={v}' for k, v in env.items()) + ' before swift rlhf')
+        return lines
+    body = fix.yaml_lines()
     if env:
-        lines.insert(
-            0,
-            '+ ENV: ' + ', '.join(f'{k}: "{v}"' for k, v in env.items())
-            if syntax == 'yaml'
-            else ' '.join(f'{k}={v}' for k, v in env.items()) + ' before swift rlhf',
-        )
-    return lines
+        body.insert(0, 'ENV: {' + ', '.join(f'{k}: "{v}"' for k, v in env.items()) + '}')
+    if not body:
+        return []
+    from pathlib import Path
+
+    return [f'in {Path(config or "the config").name}, set:\n' + '\n'.join(body)]
 
 
 def server_command(model, tp: int, dp: int) -> str:

@@ -40,6 +40,7 @@ def swift_cli_fix(fix, launch) -> str:
     parts = [render({k: v for k, (_, v) in fix.env.items()}, launch)] if fix.env else []
     if fix.changes:
         new = ' '.join(f'--{k} {_yaml(v)}' for k, (_, v) in fix.changes.items())
-        old = ', '.join(f'--{k} {_yaml(o)}' for k, (o, _) in fix.changes.items())
-        parts.append(f'set {new} on the command line (was {old})')
+        # what the user wrote: a value left unset is not quoted back as 'null'
+        old = ', '.join(f'--{k} {_yaml(o)}' for k, (o, _) in fix.changes.items() if o is not None)
+        parts.append(f'set {new} on the command line' + (f' (was {old})' if old else ''))
     return '\n'.join(parts)
