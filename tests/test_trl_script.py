@@ -104,3 +104,21 @@ def test_bare_accelerate_launch_reads_the_script(tmp_path):
     assert 'per_device_train_batch_size (line 18)' in note and 'LoraConfig r (line 15)' in note
     assert 'not read (computed when the script runs): learning_rate (line 24)' in note
     assert out['memory'], 'the model is known, so memory is planned'
+
+
+def test_a_placeholder_stays_one_token_in_a_script_fix():
+    """Issue 31 item 3: `<your longest prompt> + 2048` is never split into `'<your'` and the rest."""
+    from grpo_recipes.frontends.trl.arguments import trl_terms
+    from grpo_recipes.frontends.trl.script_cli import argparse_fix, point_fix
+
+    text = trl_terms('vllm_max_model_len: <your longest prompt> + 2048 (grpo-data stats gives the prompt length)')
+    at_line = point_fix(text, 'train.py', {'vllm_max_model_length': 12}, 9)
+    assert at_line.startswith('train.py:12: vllm_max_model_length=<your longest prompt> + 2048 ')
+    added = point_fix(text, 'train.py', {}, 9)
+    assert 'add vllm_max_model_length=<your longest prompt> + 2048 to GRPOConfig(...)' in added
+    for out in (at_line, added, argparse_fix(text, 'train.py', {'options': {'vllm_max_model_length': '--max-len'}})):
+        assert "'<your" not in out and '"<your' not in out
+    assert (
+        point_fix('--vllm_mode colocate', 'train.py', {}, 9)
+        == "train.py:9: add vllm_mode='colocate' to GRPOConfig(...)"
+    )

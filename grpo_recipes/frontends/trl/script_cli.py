@@ -77,16 +77,22 @@ def point_fix(text: str | None, script: str, lines: dict, config_line: int | Non
         flag, value = m.group(1).replace('-', '_'), m.group(2)
         if flag not in fields or flag in ACCELERATE_OPTIONS:
             return m.group(0)  # another tool's option (accelerate's, grpo-data's): it applies as written
-        py = {'true': 'True', 'false': 'False', None: 'True'}.get(value, value if _number(value) else repr(value))
+        if value and value.startswith('<'):  # a placeholder (`<your longest prompt> + 2048`): one token, as written
+            py = value
+        else:
+            py = {'true': 'True', 'false': 'False', None: 'True'}.get(value, value if _number(value) else repr(value))
         if flag in lines:
             return f'{script}:{lines[flag]}: {flag}={py}'
         where = f'{script}:{config_line}' if config_line else script
         return f'{where}: add {flag}={py} to GRPOConfig(...)'
 
-    out = re.sub(r'(?<![\w-])--([\w-]+)(?:[ =]((?!--)[^\s;,]+))?', one, text)
+    out = re.sub(rf'(?<![\w-])--([\w-]+)(?:[ =]((?!--){PLACEHOLDER}|(?!--)[^\s;,]+))?', one, text)
     out = re.sub(rf'^add (?={re.escape(script)}:\d+: )', 'change ', out)
     return re.sub(rf'(?<!^change) (?={re.escape(script)}:\d+: )', '; ', out)  # one place per setting
 
+
+PLACEHOLDER = r'<[^<>]*>(?:\s*[-+*/]\s*\d+)*'
+"""A value the user fills in (``<your longest prompt> + 2048``): never split into words nor quoted as a string."""
 
 ACCELERATE_OPTIONS = frozenset(
     {
