@@ -109,6 +109,13 @@ class Framework:
     """Hook: (ctx) -> findings: the words the framework's parser refuses (ctx.remaining and the launch's own)."""
     validator: str
     """Hook: (launch, timeout, python, trl_version, model_config) -> RealParseResult: its real parser."""
+    server_flag_dashes: bool = False
+    """Its rollout server's flags are spelled with dashes (``trl vllm-serve --gpu-memory-utilization``)."""
+
+    def server_arg(self, neutral: str) -> str:
+        """The rollout server's own flag for one of its vLLM settings, as a fix writes it on its command line:
+        ``--vllm_gpu_memory_utilization`` (``swift rollout``), ``--gpu-memory-utilization`` (``trl vllm-serve``)."""
+        return self.server_flag_prefix + (neutral.replace('_', '-') if self.server_flag_dashes else neutral)
 
     def call(self, hook: str, *args: Any, **kwargs: Any) -> Any:
         """Run one of the hooks above by its field name."""

@@ -130,3 +130,55 @@ def test_server_alone_prints_no_trainer_lines(server, capsys, monkeypatch):
     for trainer_line in ('(lora)', '(full)', 'world ', 'prompts', 'micro-batch', 'optimizer step', 'a rollout needs'):
         assert trainer_line not in out, trainer_line
     assert 'Rollout server plan' in out and 'TP 1 × DP 2 = 2' in out and 'port 8000' in out
+
+
+# --- issue 31 item 3: a server's fix is on its own command line, in its own flags ---
+
+OWN_KNOBS = ('ROLLOUT_GPUS', 'TRAIN_GPUS', 'GPU_TYPE', '--rollout-gpus', 'GPUS=')
+
+
+def _fixes(args, capsys):
+    import json
+
+    guard.main(['check', '--json', *args])
+    return {f['rule']: f['fix'] or '' for f in json.loads(capsys.readouterr().out)['findings']}
+
+
+def test_server_gpu_fixes_name_the_servers_own_command(capsys):
+    # GPU 1 is both training's and the server's: the fix names the server's CUDA_VISIBLE_DEVICES, not this project's
+    # ROLLOUT_GPUS / --rollout-gpus
+    overlap = _fixes(
+        [*HW, '--rollout', 'CUDA_VISIBLE_DEVICES=1 swift rollout --model Qwen/Qwen2.5-7B-Instruct', *TRAIN], capsys
+    )
+    fix = overlap['device.rollout-overlap']
+    assert 'CUDA_VISIBLE_DEVICES=2 swift rollout' in fix and not any(k in fix for k in OWN_KNOBS)
+    # more GPUs than TP x DP: the server's CUDA_VISIBLE_DEVICES with fewer ids
+    idle = _fixes([*HW, '--rollout-gpus', '2,3', *TRAIN], capsys)['device.rollout-count']
+    assert idle.startswith('CUDA_VISIBLE_DEVICES=2 swift rollout') and not any(k in idle for k in OWN_KNOBS)
+    # fewer GPUs than TP x DP: the server's own --vllm_tensor_parallel_size, not the trainer's (ignored in server mode)
+    short = _fixes([*HW, '--rollout-gpus', '2', *TRAIN, '--vllm_tensor_parallel_size', '2'], capsys)
+    fix = short['device.rollout-count']
+    assert 'swift rollout ... --vllm_tensor_parallel_size 1' in fix and not any(k in fix for k in OWN_KNOBS)
+
+
+def test_trl_server_fixes_use_vllm_serves_spelling():
+    from grpo_recipes.frontends import FRAMEWORKS
+
+    assert FRAMEWORKS['trl'].server_arg('gpu_memory_utilization') == '--gpu-memory-utilization'
+    assert FRAMEWORKS['swift'].server_arg('gpu_memory_utilization') == '--vllm_gpu_memory_utilization'
+
+
+def test_a_rollout_gpu_that_does_not_fit_gets_the_servers_flags(capsys):
+    # a 72B model's weights on one 80 GB rollout GPU: the fix is on `swift rollout`'s command line, in its flags
+    roll = 'CUDA_VISIBLE_DEVICES=2 swift rollout --model Qwen/Qwen2.5-72B-Instruct'
+    args = [
+        *HW,
+        '--rollout',
+        roll,
+        *[a if a != 'Qwen/Qwen2.5-7B-Instruct' else 'Qwen/Qwen2.5-72B-Instruct' for a in TRAIN],
+    ]
+    fixes = _fixes(args, capsys)
+    server_fixes = [f for f in fixes.values() if 'rollout server' in f]
+    assert server_fixes, fixes
+    for fix in server_fixes:
+        assert 'swift rollout ... --vllm_' in fix and not any(k in fix for k in OWN_KNOBS)

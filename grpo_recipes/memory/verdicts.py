@@ -379,15 +379,14 @@ def _problem_findings(report, m, seen: set) -> list[Finding]:
                 report.launch.rollout.flag('gpu_memory_utilization').lstrip('-'),
                 report.launch.rollout.flag('max_model_len').lstrip('-'),
             ]
-        fix = (
-            None
-            if sev != 'error'
-            else (
-                "change the rollout server's command (no trainer setting moves this GPU)"
-                if m.role == 'rollout'
-                else None
-            )
+        server_fw = report.launch.rollout.fw if report.launch.rollout is not None else report.launch.fw
+        on_server = (  # its own flags on its own command line: the trainer's vllm_* settings are ignored there
+            f"on the rollout server's command line: {server_fw.server} ... "
+            f'{server_fw.server_arg("gpu_memory_utilization")} (higher) or '
+            f'{server_fw.server_arg("max_model_len")} (lower), or more GPUs: '
+            f'{server_fw.server_arg("tensor_parallel_size")} (no trainer setting moves this GPU)'
         )
+        fix = None if sev != 'error' else (on_server if m.role == 'rollout' else None)
         out.append(
             Finding(
                 {'error': ERROR, 'info': INFO}.get(sev, WARNING),
@@ -398,7 +397,12 @@ def _problem_findings(report, m, seen: set) -> list[Finding]:
                 if sev == 'error'
                 else 'give the server\'s command: --rollout "CUDA_VISIBLE_DEVICES=... <server command>"'
                 if assumed
-                else 'raise vllm_gpu_memory_utilization or lower the rollout batch',
+                else (
+                    f'{server_fw.server} ... {server_fw.server_arg("gpu_memory_utilization")} (higher) on the '
+                    "rollout server's command line"
+                    if m.role == 'rollout' and report.cfg.rollout_mode == 'server'
+                    else 'raise vllm_gpu_memory_utilization or lower the rollout batch'
+                ),
             )
         )
     return out

@@ -207,6 +207,7 @@ def rollout_gpus(ctx: Context) -> list[Finding]:
     TP x DP of them (swift/arguments/deploy_args.py RolloutArguments, "local_device_count ... must be greater than or
     equal"), and GPUs shared with training or missing from the node fail at vLLM start-up."""
     cfg, p, hw = ctx.cfg, ctx.plan, ctx.hw
+    srv = ctx.launch.fw.server  # a fix for the server is written on its own command line (`swift rollout`)
     if ctx.launch.trl.vllm_device_gpu is not None:
         return []  # TRL 0.14-0.15's in-trainer vLLM: trl.vllm-device checks its GPU as TRL did
     if not (cfg.rollout_mode == 'server'):
@@ -229,11 +230,12 @@ def rollout_gpus(ctx: Context) -> list[Finding]:
                 'device.rollout-gpus-unknown',
                 ['--rollout-gpus'],
                 "server mode: the rollout server's GPUs are not known, so overlap and count are not checked",
-                'pass --rollout-gpus IDS (the CUDA_VISIBLE_DEVICES of `swift rollout`)',
+                f'give the guard the server\'s command: --rollout "CUDA_VISIBLE_DEVICES=IDS {srv} ..."',
             )
         ]
     out = []
     need = max(1, cfg.vllm_tensor_parallel_size) * max(1, cfg.vllm_data_parallel_size)
+    arg = ctx.launch.fw.server_arg  # the server's own flags: the trainer's vllm_* settings are ignored in server mode
     have = len(p.rollout_gpus)
     train = set(p.visible_gpus or [])
     if ctx.launch.fw.launcher_places_processes and ctx.launch.trl.launcher != 'python':
@@ -249,8 +251,7 @@ def rollout_gpus(ctx: Context) -> list[Finding]:
                 f'GPU(s) {_ids(overlap)} are given to both training ({_ids(p.visible_gpus or [])}) and '
                 f'the rollout server ({_ids(p.rollout_gpus)}): vLLM reserves '
                 f'{cfg.vllm_gpu_memory_utilization:.0%} of them and training OOMs',
-                f'CUDA_VISIBLE_DEVICES: "{_ids(sorted(train - set(overlap)))}" for training, '
-                f'and ROLLOUT_GPUS / --rollout-gpus on GPUs not in it',
+                _overlap_fix(sorted(train), sorted(p.rollout_gpus), hw.gpus, srv),
             )
         )
     if have < need:
@@ -262,8 +263,8 @@ def rollout_gpus(ctx: Context) -> list[Finding]:
                 f'Error: local_device_count ({have}) must be greater than or equal to the product of '
                 f'vllm_data_parallel_size ({cfg.vllm_data_parallel_size}) and vllm_tensor_parallel_size '
                 f'({cfg.vllm_tensor_parallel_size}) ({need}) [swift rollout]',
-                f'give the rollout server {need} GPU(s), or vllm_tensor_parallel_size: '
-                f'{max(1, have // max(1, cfg.vllm_data_parallel_size))}',
+                f'CUDA_VISIBLE_DEVICES=<{need} GPU ids> {srv} ..., or {srv} ... '
+                f'{arg("tensor_parallel_size")} {max(1, have // max(1, cfg.vllm_data_parallel_size))}',
                 'swift/arguments/deploy_args.py::RolloutArguments',
             )
         )
@@ -274,7 +275,7 @@ def rollout_gpus(ctx: Context) -> list[Finding]:
                 'device.rollout-count',
                 ['--rollout-gpus'],
                 f'the rollout server gets {have} GPUs but uses only dp×tp = {need}; the rest idle',
-                f'--rollout-gpus {_ids(p.rollout_gpus[:need])}',
+                f'CUDA_VISIBLE_DEVICES={_ids(p.rollout_gpus[:need])} {srv} ...',
             )
         )
     if ctx.hw.gpus is not None and here:
@@ -288,10 +289,22 @@ def rollout_gpus(ctx: Context) -> list[Finding]:
                     f'training ({len(train)}) plus rollout ({have}) GPUs need ids {_ids(sorted(used))}, '
                     f'but this node has {hw.gpus} GPU(s) (ids 0..{hw.gpus - 1}): "The requested device '
                     f'for vllm is not available"',
-                    'use fewer training processes (NPROC_PER_NODE and CUDA_VISIBLE_DEVICES) or a '
-                    'smaller vllm_tensor_parallel_size',
+                    'use fewer training processes (NPROC_PER_NODE and CUDA_VISIBLE_DEVICES), or fewer GPUs for '
+                    f'the server: {srv} ... {arg("tensor_parallel_size")} N (on its CUDA_VISIBLE_DEVICES)',
                 )
             )
+    return out
+
+
+def _overlap_fix(train: list[int], rollout: list[int], node: int | None, srv: str) -> str:
+    """Training off the server's GPUs, or (where the node has enough) the server on GPUs training does not use: on
+    the server's own command line, its CUDA_VISIBLE_DEVICES."""
+    keep = [i for i in train if i not in rollout]
+    free = [i for i in range(node or 0) if i not in train]
+    out = f'CUDA_VISIBLE_DEVICES: "{_ids(keep)}" for training (and NPROC_PER_NODE to match)'
+    if len(free) >= len(rollout):
+        ids = _ids(free[: len(rollout)])
+        out += f', or the server on GPUs training does not use: CUDA_VISIBLE_DEVICES={ids} {srv} ...'
     return out
 
 

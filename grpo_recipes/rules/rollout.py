@@ -47,7 +47,8 @@ def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> lis
                 'rollout.gpu-count',
                 [tp.lstrip('-'), dp.lstrip('-'), 'CUDA_VISIBLE_DEVICES'],
                 f'{srv} ({r.source}): {msg}',
-                f'CUDA_VISIBLE_DEVICES with {need} GPU ids, or {dp} {max(1, have // r.tensor_parallel_size)}',
+                f'CUDA_VISIBLE_DEVICES=<{need} GPU ids> {srv} ..., or {srv} ... '
+                f'{fw.server_arg("data_parallel_size")} {max(1, have // r.tensor_parallel_size)}',
                 fw.server_gpu_check_source,
             )
         )
@@ -73,7 +74,8 @@ def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> lis
                 [tp.lstrip('-')],
                 f'Total number of attention heads ({heads}) must be divisible by tensor parallel size '
                 f'({r.tensor_parallel_size}). [vLLM, at engine start]',
-                f'{tp} one of {[t for t in (1, 2, 4, 8) if heads % t == 0]}',
+                f'{srv} ... {fw.server_arg("tensor_parallel_size")} one of '
+                f'{[t for t in (1, 2, 4, 8) if heads % t == 0]}',
                 'vllm/config/model.py',
             )
         )
@@ -87,7 +89,7 @@ def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> lis
                 f'User-specified max_model_len ({r.max_model_len}) is greater than the derived '
                 f'max_model_len '
                 f'({mmax}) [vLLM, at engine start]',
-                f'{r.flag("max_model_len")} {mmax}',
+                f'{srv} ... {fw.server_arg("max_model_len")} {mmax}',
                 'vllm/config/model.py',
             )
         )

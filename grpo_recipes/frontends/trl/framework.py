@@ -94,4 +94,5 @@ TRL = Framework(
     server_command=f'{HERE}:server_command',
     unknown_arguments=f'{HERE}:unknown_arguments',
     validator='grpo_recipes.realparse:trl_parse',
+    server_flag_dashes=True,
 )
