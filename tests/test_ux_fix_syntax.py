@@ -1,6 +1,7 @@
 """Fixes in the launch's own syntax, and --verify for TRL launches (issue 21, 14)."""
 
 import json
+import re
 
 import pytest
 
@@ -119,6 +120,10 @@ def test_trl_config_file_gets_yaml_keys_with_trl_names(tmp_path, capsys):
     fix = _memory_fix(out)
     assert rc == 1 and 'vllm_gpu_memory_utilization: ' in fix and '--vllm_gpu_memory_utilization' not in fix
     assert 'grpo.yaml' in fix
+    # one `key: value` line each, to paste into grpo.yaml (issue 31 item 3)
+    lines = fix.splitlines()
+    assert lines[0].startswith('in grpo.yaml, set') and lines[0].endswith(':') and len(lines) > 1
+    assert all(re.fullmatch(r'\w+: \S+', ln) for ln in lines[1:]), lines
 
 
 def test_trl_command_line_keeps_flags(capsys):

@@ -28,6 +28,13 @@ def trl_yaml(text: str | None, config: str) -> str | None:
     if not text:
         return text
     names = _trl_script_flags()
+    m = re.fullmatch(r'add ((?:--\w+(?: (?!--)[^\s;]+)? ?)+)((?:; .*)?)', text, flags=re.S)
+    pairs = re.findall(r'--(\w+)(?: ((?!--)[^\s;]+))?', m.group(1)) if m else []
+    if pairs and all(k in names for k, _ in pairs):  # a memory fix: the lines to paste into the file
+        lines = [f'{k}: {v or "true"}' for k, v in pairs]
+        rest = '; '.join(p.strip() for p in m.group(2).split(';') if p.strip())  # accelerate's: not config keys
+        also = f' (and on the command line: {rest})' if rest else ''
+        return f'in {Path(config).name}, set{also}:\n' + '\n'.join(lines)
     out = re.sub(
         r'(?<![\w-])--(\w+)(?:[ =]((?!--)\S+))?',
         lambda m: f'{m.group(1)}: {m.group(2) or "true"}' if m.group(1) in names else m.group(0),
