@@ -182,3 +182,28 @@ def test_a_rollout_gpu_that_does_not_fit_gets_the_servers_flags(capsys):
     assert server_fixes, fixes
     for fix in server_fixes:
         assert 'swift rollout ... --vllm_' in fix and not any(k in fix for k in OWN_KNOBS)
+
+
+def test_no_fix_names_the_project_launchers_variables():
+    """ROLLOUT_GPUS, TRAIN_GPUS, GPUS and GPU_TYPE are scripts/launch_lib.sh's: only recipe_launcher.py (this
+    project's own launchers) may name them; a fix for a user's launch never does (issue 31 item 3)."""
+    import ast
+    import re
+    from pathlib import Path
+
+    import grpo_recipes
+
+    pat = re.compile(r'(?<![\w-])(ROLLOUT_GPUS|TRAIN_GPUS|GPU_TYPE|GPUS)(?!\w)')
+    root = Path(grpo_recipes.__file__).parent
+    found = []
+    for path in sorted(root.rglob('*.py')):
+        if path.name in ('recipe_launcher.py', 'recipe_header.py'):
+            continue
+        tree = ast.parse(path.read_text())
+        docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+        found += [
+            f'{path.relative_to(root)}:{n.lineno}'
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs and pat.search(n.value)
+        ]
+    assert not found, found
