@@ -107,6 +107,12 @@ def _command_line(args: list[str], launch, fix) -> str:
         raise GuardError(f'--write-fix: part of the fix is not a flag of the command ({"; ".join(outside)})')
     prefix, rest = split_env(args)
     env = {k: v for k, v in fixed.env.items() if launch.env.get(k) != v}
+    if 'NPROC_PER_NODE' in env and launch.fw.launcher_places_processes:  # accelerate's process count: its option
+        n = env.pop('NPROC_PER_NODE')
+        at = [i for i, w in enumerate(rest) if w in ('--num_processes', '--num-processes')]
+        if not at or at[0] + 1 >= len(rest):
+            raise GuardError(f'--write-fix: the fix runs {n} processes; add --num_processes {n} to accelerate launch')
+        rest[at[0] + 1] = n
     env.update({k: str(new) for k, (_, new) in fix.env.items()})
     words = [f'{k}={v}' for k, v in {**prefix, **env}.items()] + rest + fixed.argv[len(launch.argv) :]
     return shlex.join(words) + '\n'

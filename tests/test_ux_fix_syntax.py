@@ -216,3 +216,20 @@ def test_cli_fix_does_not_quote_an_unset_value_as_null():
     assert text == 'set --deepspeed zero3 on the command line' and 'null' not in text
     text = swift_cli_fix(Fix({'deepspeed': (None, 'zero3'), 'beta': (0.04, 0.0)}, 0.9, 'train'), launch)
     assert text.endswith('(was --beta 0.04)')
+
+
+def test_write_fix_puts_accelerates_process_count_on_its_option(monkeypatch):
+    from dataclasses import replace
+
+    from grpo_recipes import fix_syntax
+    from grpo_recipes.frontends import read_launch
+    from grpo_recipes.memory.search import Fix
+    from grpo_recipes.write_fix import _command_line
+
+    args = [*ACCEL, *TRL_OOM]
+    launch = read_launch(args, environ={})
+    monkeypatch.setattr(
+        fix_syntax, 'fixed_launch', lambda lau, fix: (replace(lau, env={**lau.env, 'NPROC_PER_NODE': '3'}), [])
+    )
+    line = _command_line(args, launch, Fix({}, 0.9, 'train'))
+    assert line.startswith('accelerate launch --num_processes 3 ') and 'NPROC_PER_NODE' not in line
