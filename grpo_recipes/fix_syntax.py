@@ -10,7 +10,12 @@ the front end's ``render_fixes`` turns that into the launch's syntax after the c
 
 from __future__ import annotations
 
+import re
+
 from .launch import CONFIG_SUFFIXES
+
+PLACEHOLDER = r'<[^<>]*>(?:\s*[-+*/]\s*\d+)*'
+"""A value the user works out (``<your longest prompt> + 2048``): never split into words nor quoted as a string."""
 
 
 def syntax_of(launch) -> tuple[str, str | None]:
@@ -33,3 +38,13 @@ def fixed_launch(launch, fix):
     """The launch with ``fix`` applied as the user would apply it, for the real parser (``--verify``); and the
     parts of the fix the parser cannot see (accelerate's own options)."""
     return launch.fw.call('fixed_launch', launch, fix)
+
+
+def placeholder_named(text: str | None) -> str | None:
+    """A setting whose value is a placeholder, as one token the user replaces and the placeholder beside it:
+    ``--flag <your longest prompt> + 2048`` -> ``--flag N (N = <your longest prompt> + 2048)`` (a shell would read
+    ``<your`` as a redirection), ``key: <...>`` -> ``key: N  # N = <...>`` (YAML would read a string)."""
+    if not text:
+        return text
+    text = re.sub(rf'(?m)^(\w+): ({PLACEHOLDER})(.*)$', r'\1: N  # N = \2\3', text)
+    return re.sub(rf'((?<![\w-])--[\w-]+|(?<![\w-])\w+:) ({PLACEHOLDER})', r'\1 N (N = \2)', text)

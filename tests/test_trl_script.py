@@ -122,3 +122,15 @@ def test_a_placeholder_stays_one_token_in_a_script_fix():
         point_fix('--vllm_mode colocate', 'train.py', {}, 9)
         == "train.py:9: add vllm_mode='colocate' to GRPOConfig(...)"
     )
+
+
+def test_a_placeholder_on_a_command_line_or_in_yaml_is_one_token():
+    """`--flag <your longest prompt> + 2048` pasted into a shell redirects from a file `your`: the value is one
+    token (N) and the placeholder says what N is."""
+    from grpo_recipes.fix_syntax import placeholder_named
+
+    flag = placeholder_named('--vllm_max_model_length <your longest prompt> + 2048 (grpo-data stats)')
+    assert flag.startswith('--vllm_max_model_length N (N = <your longest prompt> + 2048)')
+    key = placeholder_named('vllm_max_model_length: <your longest prompt> + 2048')
+    assert key == 'vllm_max_model_length: N  # N = <your longest prompt> + 2048'
+    assert placeholder_named('--vllm_mode colocate') == '--vllm_mode colocate'

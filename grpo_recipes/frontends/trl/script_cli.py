@@ -13,6 +13,7 @@ import ast
 import re
 
 from ...findings import declare
+from ...fix_syntax import PLACEHOLDER
 
 # What reads a command line: TRL's and transformers' parsers, argparse and the usual CLI libraries, sys.argv itself.
 PARSER_NAMES = frozenset(
@@ -90,9 +91,6 @@ def point_fix(text: str | None, script: str, lines: dict, config_line: int | Non
     out = re.sub(rf'^add (?={re.escape(script)}:\d+: )', 'change ', out)
     return re.sub(rf'(?<!^change) (?={re.escape(script)}:\d+: )', '; ', out)  # one place per setting
 
-
-PLACEHOLDER = r'<[^<>]*>(?:\s*[-+*/]\s*\d+)*'
-"""A value the user fills in (``<your longest prompt> + 2048``): never split into words nor quoted as a string."""
 
 ACCELERATE_OPTIONS = frozenset(
     {

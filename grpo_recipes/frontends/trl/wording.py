@@ -46,7 +46,7 @@ def trl_yaml(text: str | None, config: str) -> str | None:
 def render_fixes(report) -> None:
     """A script that ignores its command line (or parses it with its own argparse): fixes at its lines; a launch
     with TrlParser's ``--config``: fixes as that file's keys; else TRL's flags as ``reword`` wrote them."""
-    from ...fix_syntax import syntax_of
+    from ...fix_syntax import placeholder_named, syntax_of
 
     own_argparse = (report.launch.trl.script_parse or {}).get('argparse') or {}
     if report.launch.trl.ignores_cli or 'lines' in own_argparse:
@@ -57,6 +57,7 @@ def render_fixes(report) -> None:
     syntax, config = syntax_of(report.launch)
     if syntax == 'yaml':
         report.findings = [replace(f, fix=trl_yaml(f.fix, config)) for f in report.findings]
+    report.findings = [replace(f, fix=placeholder_named(f.fix)) for f in report.findings]
 
 
 def fixed_launch(launch, fix):
