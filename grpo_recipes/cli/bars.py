@@ -10,6 +10,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from .gpu_ids import id_ranges
+
 # (category, character, rich colour, matplotlib colour), in drawing order
 CATEGORIES = (
     ('weights', '█', 'blue', '#4c72b0'),
@@ -97,9 +99,7 @@ def print_bars(report, out: Console) -> None:
         return
     rows = []
     for ids, m in groups(memory):
-        from .render import _id_ranges
-
-        label = f'GPU {_id_ranges(ids)}'
+        label = f'GPU {id_ranges(ids)}'
         for i, (phase, cats) in enumerate(gpu_phases(m)):
             total = sum(cats.values())
             rows.append((label if i == 0 else '', phase, cats, total, m.capacity_gib))
@@ -136,7 +136,6 @@ def write_plot(report, path: str) -> None:
         import matplotlib.pyplot as plt
     except ImportError as e:
         raise GuardError(f'--plot needs matplotlib ({e}); pip install matplotlib') from None
-    from .render import _id_ranges
 
     panels = groups(memory)
     fig, axes = plt.subplots(
@@ -151,7 +150,7 @@ def write_plot(report, path: str) -> None:
             ax.barh(names, vals, left=left, color=colour, label=cat, edgecolor='white', linewidth=0.5)
             left = [a + b for a, b in zip(left, vals)]
         ax.axvline(m.capacity_gib, color='black', linestyle='--', linewidth=1)
-        ax.set_title(f'GPU {_id_ranges(ids)} ({m.role}): capacity {m.capacity_gib:.1f} GiB', loc='left', fontsize=10)
+        ax.set_title(f'GPU {id_ranges(ids)} ({m.role}): capacity {m.capacity_gib:.1f} GiB', loc='left', fontsize=10)
         for y, total in enumerate(left):
             ax.text(total, y, f' {total:.1f} GiB ({total / m.capacity_gib:.0%})', va='center', fontsize=8)
         ax.set_xlim(0, max(max(left), m.capacity_gib) * 1.25)

@@ -12,6 +12,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..check import CheckReport
+from .bars import print_bars
+from .gpu_ids import id_ranges
 from .verdict import verdict
 
 STYLE = {'error': 'bold red', 'warning': 'yellow', 'info': 'cyan'}
@@ -19,25 +21,6 @@ STYLE = {'error': 'bold red', 'warning': 'yellow', 'info': 'cyan'}
 
 def _ids(ids) -> str:
     return ','.join(str(i) for i in ids) if ids else '-'
-
-
-def _id_ranges(ids: list[str]) -> str:
-    """'0,1,2,3,5' -> '0-3,5' so a GPU column stays narrow."""
-    prefix = ids[0].rstrip('0123456789') if ids else ''
-    if prefix and all(i.startswith(prefix) for i in ids):
-        return prefix + _id_ranges([i[len(prefix) :] for i in ids])  # 'remote:0,remote:1' -> 'remote:0-1'
-    if not ids or not all(i.isdigit() for i in ids):
-        return ','.join(ids)
-    nums, out = sorted(int(i) for i in ids), []
-    start = prev = nums[0]
-    for n in nums[1:] + [None]:
-        if n is not None and n == prev + 1:
-            prev = n
-            continue
-        out.append(str(start) if start == prev else f'{start}-{prev}')
-        if n is not None:
-            start = prev = n
-    return ','.join(out)
 
 
 def plan_table(report: CheckReport) -> Table:
@@ -128,7 +111,7 @@ def memory_table(report: CheckReport) -> Table:
         groups.setdefault(key, []).append(m)
     for ms in groups.values():
         m = ms[0]
-        ids = _id_ranges([x.gpu for x in ms])
+        ids = id_ranges([x.gpu for x in ms])
         model = _col(
             m,
             'weights',
@@ -261,7 +244,6 @@ def _plan_memory_speed(report: CheckReport, out: Console) -> None:
             if 'rollout_tokens' in kv and report.launch.kind != 'rollout':  # a server alone has no trainer batch
                 line += f'; a rollout needs {kv["rollout_tokens"]:,} tokens'
             out.print(escape(line))
-        from .bars import print_bars  # each GPU's memory by phase, against its capacity
 
         print_bars(report, out)
     from ..speed.report import speed_lines  # predicted seconds per step, phases, --fastest's ranking
