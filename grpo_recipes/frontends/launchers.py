@@ -730,8 +730,6 @@ def process_launch(argv: list[str], env: Mapping[str, str], source: str) -> dict
     if layer.kind == 'torchrun':
         lay = dict(launcher_layout(layer, env, source), cvd=None)
     else:
-        from .swift.entry import deepspeed_layout
-
         d = (
             {'nproc': None, 'nnodes': 1, 'cvd': None}
             if layer.opts.get('exclude')
@@ -744,3 +742,82 @@ def process_launch(argv: list[str], env: Mapping[str, str], source: str) -> dict
         'script_args': args,
         'opts': {k: layer.opts[k] for k in sorted(layer.given) if k in layer.opts},
     }
+
+
+# DeepSpeed's runner (deepspeed/launcher/runner.py): which GPUs of this node its options select
+def _hostfile(path: str) -> dict[str, int] | None:
+    """deepspeed's ``fetch_hostfile``: ``host slots=N`` lines; None when the file is not there."""
+    if not os.path.isfile(path):
+        return None
+    pool: dict[str, int] = {}
+    with open(path, encoding='utf-8') as f:
+        for line in f:
+            m = re.search(r'^(\S+)\s+slots=(\d+)', line.strip())
+            if m:
+                pool[m.group(1)] = int(m.group(2))
+    return pool or None
+
+
+def _slots(spec: str, pool: int | None, source: str) -> list[int] | None:
+    """``localhost:0,1`` / ``localhost`` -> slots on this node (``parse_node_config_list``); None: all of them."""
+    out: list[int] = []
+    for node in spec.split('@'):
+        host, _, slots = node.partition(':')
+        if host != 'localhost':
+            raise GuardError(
+                f'{source}: deepspeed --include/--exclude {spec}: host {host!r} is not in a hostfile, '
+                f'so deepspeed stops with "Hostname \'{host}\' not found in hostfile"; name localhost'
+            )
+        if not slots:
+            return None
+        out += [_int(s, '--include/--exclude slot', source) for s in slots.split(',')]
+    bad = [s for s in out if pool is not None and s >= pool]
+    if bad:
+        raise GuardError(
+            f'{source}: deepspeed --include/--exclude {spec}: the node has {pool} GPU(s), so deepspeed '
+            f"stops with \"No slot '{bad[0]}' specified on host 'localhost'\""
+        )
+    return sorted(set(out))
+
+
+def deepspeed_layout(opts: dict[str, Any], cvd: str | None, gpus: int | None, source: str) -> dict[str, Any]:
+    """deepspeed runner's processes: {'nproc', 'nnodes', 'cvd'} (nproc None: one per GPU of the node, count unknown
+    here; cvd None: the node's GPUs from 0)."""
+    include, exclude = opts.get('include') or '', opts.get('exclude') or ''
+    num_nodes = _int(opts.get('num_nodes', -1), 'deepspeed --num_nodes', source)
+    num_gpus = _int(opts.get('num_gpus', -1), 'deepspeed --num_gpus', source)
+    hosts = _hostfile(str(opts.get('hostfile') or '/job/hostfile'))
+    if hosts:  # multi-node: the hostfile's hosts, trimmed to --num_nodes, the first host's slots per node
+        names = list(hosts)[:num_nodes] if num_nodes > 0 else list(hosts)
+        per = num_gpus if num_gpus > 0 else hosts[names[0]]
+        return {'nproc': per, 'nnodes': len(names), 'cvd': None}
+    if cvd and not (include or exclude or num_nodes > 1 or num_gpus > 0):
+        include = f'localhost:{cvd}'
+    if (num_nodes >= 0 or num_gpus >= 0) and (include or exclude):
+        raise GuardError(
+            f'{source}: deepspeed stops with "Cannot specify num_nodes/gpus with include/exclude" '
+            f'(deepspeed/launcher/runner.py); keep --num_gpus or --include, not both'
+        )
+    if num_nodes > 1:
+        raise GuardError(
+            f'{source}: deepspeed --num_nodes {num_nodes} with no hostfile: deepspeed stops with "Num '
+            f'nodes is >1 but no extra nodes available via hostfile"; pass --hostfile or drop --num_nodes'
+        )
+    slots = list(range(gpus)) if gpus else None
+    if include:
+        chosen = _slots(include, gpus, source)
+        slots = chosen if chosen is not None else slots
+    elif exclude:
+        dropped = _slots(exclude, gpus, source)
+        if dropped is None:
+            raise GuardError(f'{source}: deepspeed --exclude {exclude} leaves no GPU on this node')
+        if slots is None:
+            raise GuardError(
+                f"{source}: deepspeed --exclude {exclude}: the node's GPU count is not known (pass --gpus)"
+            )
+        slots = [s for s in slots if s not in dropped]
+    if num_gpus > 0:
+        slots = list(range(num_gpus))
+    if slots is None:
+        return {'nproc': None, 'nnodes': 1, 'cvd': None}
+    return {'nproc': len(slots), 'nnodes': 1, 'cvd': ','.join(map(str, slots))}
