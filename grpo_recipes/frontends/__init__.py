@@ -293,7 +293,7 @@ def _alloc(environ, command_env, sources, launch: Launch, script_line: str | Non
 
 def _inner_command(env: dict[str, str], argv: list[str], environ: Mapping[str, str]) -> tuple[dict, list[str]]:
     """``bash -c 'cd x && accelerate launch ...'`` -> the first command the guard reads, with its environment."""
-    from .shell_expand import shell_c
+    from .bash.wrappers import shell_c
 
     text = shell_c(argv)
     if text is None:

@@ -490,8 +490,8 @@ def through_srun(
     wrapper (``nohup``, ``timeout``) and a shell's command string (``bash -c "VAR=1 accelerate launch ..."``, the
     shape of open-r1's slurm/train.slurm) are read through as the script reader reads them."""
     from . import kind_of
+    from .bash.wrappers import shell_c, strip_wrapper
     from .shell import read_script
-    from .shell_expand import shell_c, strip_wrapper
 
     opts, inner = slurm_options(argv[1:])
     more: dict[str, str] = {}

@@ -15,7 +15,7 @@ from typing import Mapping
 
 from ..errors import GuardError
 from .bash import Command, evaluate_script
-from .shell_expand import strip_wrapper
+from .bash.wrappers import strip_wrapper
 
 _ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$', re.S)
 

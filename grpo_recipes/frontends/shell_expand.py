@@ -1,7 +1,7 @@
 """What bash does to a word or a command before the framework sees it, for :mod:`.shell`: parameter expansion
 (``$VAR``, ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}``, ``${VAR:=default}``, ``${VAR=default}``,
-``${VAR:+alt}``, ``${VAR+alt}``) and the commands that run another command (``nohup``, ``setsid``,
-``timeout 1h``, ``nice -n 5``, ``bash -c '...'``, ``sh -c "..."``).
+``${VAR:+alt}``, ``${VAR+alt}``), done by the evaluator in bash/; the commands that run another command (``nohup``,
+``timeout 1h``, ``bash -c '...'``) are read in bash/wrappers.py.
 
 Semantics follow bash(1), "Parameter Expansion": with the colon the default applies when the variable is unset
 *or empty*, without it only when unset; ``:=``/``=`` also assign the default to the variable (a shell variable;
@@ -20,23 +20,6 @@ _NAME = r'[A-Za-z_][A-Za-z0-9_]*'
 # nested ${...} in the word is expanded first by :func:`expand`'s inner-first loop).
 # what :func:`unresolved` finds: $NAME, ${...}, $(...) and $((...)) (one level of nested parentheses)
 _LEFT = re.compile(rf'\$(?:\{{{_NAME}[^{{}}]*\}}|{_NAME}|\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\))')
-
-# Commands that run the rest of their words as a command of their own, with the options each takes a value for.
-# nohup/exec/time/command: coreutils and bash builtins; setsid (util-linux): -c -f -w, no values; timeout
-# (coreutils): DURATION before the command, -s/-k take a value; nice: -n takes a value; stdbuf: -i/-o/-e values.
-WRAPPERS: dict[str, set[str]] = {
-    'nohup': set(),
-    'exec': set(),
-    'time': set(),
-    'command': set(),
-    'setsid': set(),
-    'timeout': {'-s', '--signal', '-k', '--kill-after'},
-    'nice': {'-n', '--adjustment'},
-    'stdbuf': {'-i', '-o', '-e', '--input', '--output', '--error'},
-}
-# Wrappers whose first positional word is theirs, not the command's (timeout's DURATION).
-_POSITIONAL = {'timeout': 1}
-SHELLS = ('bash', 'sh', 'dash', 'zsh')
 
 
 def expand(word: str, scope: MutableMapping[str, str], exported: MutableMapping[str, str] | None = None) -> str:
@@ -60,43 +43,6 @@ def unresolved(word: str) -> list[str]:
     """The ``$VAR``/``${...}``/``$(...)`` references left in an expanded word (set nowhere the reader could see, or
     a command substitution that only running a program could give)."""
     return _LEFT.findall(word)
-
-
-def strip_wrapper(words: list[str]) -> list[str] | None:
-    """``nohup cmd ...`` / ``timeout -s INT 2h cmd ...`` / ``nice -n 5 cmd`` -> ``cmd ...``; None if ``words``
-    does not start with a wrapper (or the wrapper has no command after it)."""
-    head = words[0] if words else ''
-    if head not in WRAPPERS:
-        return None
-    takes = WRAPPERS[head]
-    i, positional = 1, _POSITIONAL.get(head, 0)
-    while i < len(words):
-        w = words[i]
-        if w == '--':
-            i += 1
-            break
-        if w.startswith('-') and len(w) > 1:
-            i += 2 if w in takes else 1  # --signal=INT and -n5 carry their value
-            continue
-        if positional:
-            positional -= 1
-            i += 1
-            continue
-        break
-    rest = words[i:]
-    return rest or None
-
-
-def shell_c(words: list[str]) -> str | None:
-    """``bash -c 'STRING' [name args]`` (also ``sh``, ``-lc``, ``-ec`` ...) -> STRING; None otherwise."""
-    if not words or words[0].rsplit('/', 1)[-1] not in SHELLS:
-        return None
-    for i, w in enumerate(words[1:], 1):
-        if not w.startswith('-'):
-            return None  # bash script.sh: a script, not a command string
-        if 'c' in w.lstrip('-') and not w.startswith('--') and i + 1 < len(words):
-            return words[i + 1]
-    return None
 
 
 def unresolved_message(argv: list[str], source: str, error: str = '') -> str | None:

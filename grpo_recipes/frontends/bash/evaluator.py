@@ -19,7 +19,6 @@ import time
 from dataclasses import dataclass
 
 from ...errors import GuardError
-from ..shell_expand import shell_c, strip_wrapper
 from . import conditions, pure
 from .builtins import Builtins
 from .command import Command
@@ -33,6 +32,7 @@ from .expand import Expander, NotKnown, assemble, glob_regex, join
 from .state import State
 from .syntax import Src, parse
 from .syntax import raw as _raw
+from .wrappers import shell_c, strip_wrapper
 
 _ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?=)', re.S)
 _ENV_ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$', re.S)
