@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """The Megatron memory model (grpo_recipes/frontends/megatron/memory.py) against ms-swift's published Megatron figures.
 
-ms-swift's Megatron GRPO examples (examples/megatron/grpo/*.sh: dense_colocate, dense_server, moe_colocate_full,
-moe_colocate_lora, ...) carry no `# N * XXGiB` header in any stored version, so nothing published measures a Megatron
-GRPO launch. The published Megatron-SWIFT figures that do exist are the `megatron rlhf` DPO examples
-(examples/megatron/rlhf/dpo/*.sh, `# N * XXGiB` = nvidia-smi per GPU). Their trainer is the same Megatron state this
-model counts for GRPO's train phase -- bf16 weights, fp32 gradient buffers, the distributed optimizer, the reference
-model a full-tuning RLHF run builds (swift/megatron/trainers/rlhf_mixin.py prepare_model), activations with full
-recompute and sequence parallelism, the logits on the last stage -- so they calibrate those terms. Only packed
-examples are used: a packed micro-batch holds max_length tokens whatever the data (the unpacked dense.sh depends on
-its data's lengths, which are not published). Nothing here is fitted: the model's constants are cited in memory.py.
+ms-swift's Megatron GRPO examples (examples/megatron/grpo/*.sh) carry no `# N * XXGiB` header, so nothing published
+measures a Megatron GRPO launch. The published Megatron-SWIFT figures (`# N * XXGiB` = nvidia-smi per GPU) are on
+its `megatron rlhf` (DPO, KTO) and `megatron sft` examples. Their trainer is the same Megatron state this model counts
+for GRPO's train phase -- bf16 weights, fp32 gradient buffers, the distributed optimizer (or Megatron-LM's
+HybridDeviceOptimizer on the CPU), the reference model a full-tuning RLHF run builds (swift/megatron/trainers/
+rlhf_mixin.py prepare_model; none for SFT), activations, the MoE layer's buffers, the logits on the last stage -- so
+they test those terms. Every packed example whose model is a text LLM with a known config.json is used: a packed
+micro-batch holds max_length tokens whatever the data. Left out: the unpacked ones (their tokens per micro-batch
+depend on the data, which is not published: lora/dense.sh, lora/moe.sh, lora/dpo.sh, sft.sh, rlhf/dpo/dense.sh,
+kto/dense.sh, rm/*), the multimodal and embedding/reranker ones, and FP8. Nothing here is fitted: the model's
+constants are cited in memory.py. All figures from ms-swift at commit 3602360a562313afbf2ef6065fdf61f271a2c5b9.
 
 Then the GRPO examples' shapes (our own variants of the scripts' arguments) are planned and their phases printed,
 with no published figure to compare.
@@ -64,87 +66,113 @@ QWEN3_30B_A3B_2507 = {
     'torch_dtype': 'bfloat16',
 }
 
-# (name, source, published GiB per GPU, argv after `megatron rlhf`, env, config, packed tokens per micro-batch)
+QWEN3_32B = {
+    'model_type': 'qwen3',
+    'hidden_size': 5120,
+    'intermediate_size': 25600,
+    'num_hidden_layers': 64,
+    'num_attention_heads': 64,
+    'num_key_value_heads': 8,
+    'head_dim': 128,
+    'vocab_size': 151936,
+    'tie_word_embeddings': False,
+    'max_position_embeddings': 40960,
+    'torch_dtype': 'bfloat16',
+}
+# huggingface.co/Qwen/Qwen1.5-MoE-A2.7B/blob/main/config.json
+QWEN15_MOE_A27B = {
+    'model_type': 'qwen2_moe',
+    'hidden_size': 2048,
+    'intermediate_size': 5632,
+    'moe_intermediate_size': 1408,
+    'shared_expert_intermediate_size': 5632,
+    'num_experts': 60,
+    'num_experts_per_tok': 4,
+    'num_hidden_layers': 24,
+    'num_attention_heads': 16,
+    'num_key_value_heads': 16,
+    'vocab_size': 151936,
+    'tie_word_embeddings': False,
+    'max_position_embeddings': 8192,
+    'torch_dtype': 'bfloat16',
+}
+
+COMMIT = '3602360'
+RECOMPUTE = '--recompute_granularity full --recompute_method uniform --recompute_num_layers 1'
+MOE = '--moe_permute_fusion true --moe_grouped_gemm true --moe_shared_expert_overlap true'
+OFFLOAD = '--optimizer_cpu_offload true --use_precision_aware_optimizer true --optimizer_offload_fraction 1'
+SP = '--sequence_parallel true --attention_backend flash --packing true --max_length 8192'
+
+# (example path, published GiB per GPU, kind, model config, world, flags after `megatron rlhf|sft` that shape memory)
 PUBLISHED = [
     (
-        'dpo/packing.sh Qwen3-4B TP4',
-        'ms-swift examples/megatron/rlhf/dpo/packing.sh "# 4 * 28GiB"',
+        'rlhf/dpo/packing.sh',
         28.0,
-        [
-            '--rlhf_type',
-            'dpo',
-            '--model',
-            'Qwen/Qwen3-4B-Instruct-2507',
-            '--tensor_model_parallel_size',
-            '4',
-            '--packing',
-            'true',
-            '--micro_batch_size',
-            '1',
-            '--global_batch_size',
-            '4',
-            '--recompute_granularity',
-            'full',
-            '--recompute_method',
-            'uniform',
-            '--recompute_num_layers',
-            '1',
-            '--max_length',
-            '8192',
-            '--sequence_parallel',
-            'true',
-            '--attention_backend',
-            'flash',
-            '--tuner_type',
-            'full',
-        ],
-        {'NPROC_PER_NODE': '4'},
+        'dpo',
         QWEN3_4B_2507,
-        8192,
+        4,
+        f'--tensor_model_parallel_size 4 --micro_batch_size 1 --global_batch_size 4 {RECOMPUTE} {SP}',
     ),
     (
-        'dpo/moe.sh Qwen3-30B-A3B TP4 EP8',
-        'ms-swift examples/megatron/rlhf/dpo/moe.sh "# 8 * 46GiB"',
+        'rlhf/dpo/moe.sh',
         46.0,
-        [
-            '--rlhf_type',
-            'dpo',
-            '--model',
-            'Qwen/Qwen3-30B-A3B-Instruct-2507',
-            '--packing',
-            'true',
-            '--tensor_model_parallel_size',
-            '4',
-            '--expert_tensor_parallel_size',
-            '1',
-            '--expert_model_parallel_size',
-            '8',
-            '--micro_batch_size',
-            '1',
-            '--global_batch_size',
-            '4',
-            '--recompute_granularity',
-            'full',
-            '--recompute_method',
-            'uniform',
-            '--recompute_num_layers',
-            '1',
-            '--max_length',
-            '8192',
-            '--sequence_parallel',
-            'true',
-            '--attention_backend',
-            'flash',
-            '--optimizer_cpu_offload',
-            'true',
-            '--use_precision_aware_optimizer',
-            'true',
-            '--optimizer_offload_fraction',
-            '1',
-        ],
-        {'NPROC_PER_NODE': '8'},
+        'dpo',
         QWEN3_30B_A3B_2507,
-        8192,
+        8,
+        '--tensor_model_parallel_size 4 --expert_tensor_parallel_size 1 --expert_model_parallel_size 8 '
+        f'{MOE} --micro_batch_size 1 --global_batch_size 4 {RECOMPUTE} {SP} {OFFLOAD}',
+    ),
+    (
+        'rlhf/kto/moe.sh',
+        48.0,
+        'kto',
+        QWEN3_30B_A3B_2507,
+        2,
+        '--tuner_type lora --lora_rank 8 --target_modules all-linear --expert_model_parallel_size 2 '
+        f'{MOE} --micro_batch_size 1 --global_batch_size 4 {RECOMPUTE} {SP}',
+    ),
+    (
+        'moe/qwen3_moe_offload.sh',
+        75.0,
+        'sft',
+        QWEN3_30B_A3B_2507,
+        4,
+        f'--expert_model_parallel_size 4 {MOE} --micro_batch_size 1 --global_batch_size 16 {RECOMPUTE} {SP} {OFFLOAD}',
+    ),
+    (
+        'moe/qwen3_moe.sh (2 nodes)',
+        60.0,
+        'sft',
+        QWEN3_30B_A3B_2507,
+        16,
+        f'--pipeline_model_parallel_size 2 --expert_model_parallel_size 8 {MOE} --micro_batch_size 1 '
+        f'--global_batch_size 16 {RECOMPUTE} {SP}',
+    ),
+    (
+        'mcore_bridge/full/moe.sh',
+        76.0,
+        'sft',
+        QWEN3_30B_A3B_2507,
+        8,
+        '--pipeline_model_parallel_size 2 --decoder_first_pipeline_num_layers 25 --tensor_model_parallel_size 4 '
+        f'--expert_model_parallel_size 4 {MOE} --micro_batch_size 1 --global_batch_size 4 {RECOMPUTE} {SP}',
+    ),
+    (
+        'moe/moe.sh',
+        57.0,
+        'sft',
+        QWEN15_MOE_A27B,
+        8,
+        '--pipeline_model_parallel_size 2 --decoder_last_pipeline_num_layers 11 --expert_model_parallel_size 4 '
+        f'{MOE} --micro_batch_size 1 --global_batch_size 16 {RECOMPUTE} {SP}',
+    ),
+    (
+        'dense/qwen3_32b.sh',
+        80.0,
+        'sft',
+        QWEN3_32B,
+        8,
+        f'--tensor_model_parallel_size 8 --micro_batch_size 1 --global_batch_size 16 {RECOMPUTE} {SP}',
     ),
 ]
 
@@ -213,8 +241,11 @@ GRPO = [
 ]
 
 
-def dpo_row(name, source, published, argv, env, config, tokens):
-    la = mg.read(argv, env)
+def published_row(path, published, kind, config, world, flags):
+    """One published figure: the example's memory-shaping flags read as `megatron rlhf` (an SFT example as a
+    full-tuning run without the reference model), its Megatron state and one packed micro-batch of max_length."""
+    argv = ['--rlhf_type', 'dpo' if kind == 'sft' else kind, '--model', 'bench', *flags.split()]
+    la = mg.read(argv, {'NPROC_PER_NODE': str(min(world, 8)), 'NNODES': str(max(1, world // 8))})
     plan = make_plan(la)
     a = Arch.from_config(config)
     par = {
@@ -224,13 +255,15 @@ def dpo_row(name, source, published, argv, env, config, tokens):
         'sequence_parallel': plan['sequence_parallel'],
     }
     state = mm.megatron_state(la.args, a, par)
-    # a packed DPO micro-batch: `tokens` tokens (chosen and rejected packed together, padding_free)
+    if kind == 'sft':
+        state.pop('ref_model')
+    tokens = int(la.args['max_length'])
     act = mm.activations({**la.args, 'micro_batch_size': 1}, a, par, tokens, plan['num_microbatches'] or 1)
     terms = {**state, **act}
     total = sum(terms.values()) / GiB
     return {
-        'case': name,
-        'source': source,
+        'case': path,
+        'source': f'ms-swift examples/megatron/{path.split(" ")[0]}@{COMMIT}',
         'published_gib': published,
         'predicted_gib': round(total, 2),
         'error_pct': round(100 * (total - published) / published, 1),
@@ -254,17 +287,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--json', action='store_true')
     opts = ap.parse_args()
-    rows = [dpo_row(*r) for r in PUBLISHED]
+    rows = [published_row(*r) for r in PUBLISHED]
     grpo = [grpo_row(*r) for r in GRPO]
     if opts.json:
         print(json.dumps({'published': rows, 'grpo': grpo}, indent=1))
         return
-    print(f'{"case":38} {"published":>9} {"predicted":>9} {"error":>7}')
+    print(f'{"case":30} {"published":>9} {"predicted":>9} {"error":>7}')
     for r in rows:
-        print(f'{r["case"]:38} {r["published_gib"]:>8.1f}G {r["predicted_gib"]:>8.1f}G {r["error_pct"]:>+6.1f}%')
+        print(f'{r["case"]:30} {r["published_gib"]:>8.1f}G {r["predicted_gib"]:>8.1f}G {r["error_pct"]:>+6.1f}%')
         print('    ' + ', '.join(f'{k} {v}' for k, v in r['terms_gib'].items()))
     errs = [abs(r['error_pct']) for r in rows]
-    print(f'mean |error| {sum(errs) / len(errs):.1f}% over {len(rows)} published Megatron figures')
+    worst = max(rows, key=lambda r: abs(r['error_pct']))
+    print(
+        f'mean |error| {sum(errs) / len(errs):.1f}%, worst {worst["error_pct"]:+.1f}% ({worst["case"]}) '
+        f'over {len(rows)} published Megatron figures'
+    )
     for g in grpo:
         print(f'{g["case"]}: no published figure; phases {g["phases_gib"]} (peak {g["peak"]}); {g["findings"]}')
 

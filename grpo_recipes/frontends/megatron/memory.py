@@ -6,8 +6,11 @@ Megatron state on one GPU (bf16 training, Megatron-LM's distributed optimizer), 
   (docs/source/api-guide/dist_optimizer.md; megatron/training/theoretical_memory_usage.py
   ``compute_weight_and_optimizer_memory``: 18 bytes without it, ``6 + 12 / data_parallel_size`` with it).
   The rank's parameters: the embedding on the first stage and the output layer on the last (split by TP), the
-  decoder layers split by PP, and their dense weights by TP; routed experts by EP and expert-TP, their optimizer
+  decoder layers split by PP (an uneven first/last stage as given), their attention and dense MLP by TP, norms and
+  the router whole on every rank; routed experts (and their LoRA adapters) by EP and expert-TP, their optimizer
   states by the expert data-parallel size (megatron/core/parallel_state.py: world / (ETP x EP x PP)).
+  ``optimizer_cpu_offload`` with fraction 1 leaves no optimizer state on the GPU (HybridDeviceOptimizer copies the
+  shard's parameters to pinned CPU memory, steps there and copies them back).
   ``optimizer_cpu_offload`` keeps ``1 - optimizer_offload_fraction`` of the states on the GPU; the precision-aware
   optimizer stores the moments in ``exp_avg_dtype``/``exp_avg_sq_dtype`` and the main weights in
   ``main_params_dtype``.
@@ -20,7 +23,9 @@ Activations per transformer layer per micro-batch (Korthikanti et al. 2022, "Red
   full recompute: the layer input only, 2sbh (2sbh/t with sequence parallelism).
   Flash/fused attention never stores the a x s x s scores, so the 5as/(ht) term is dropped with them (Table 2's
   selective row is what a flash kernel keeps). Context parallelism divides s. Padding-free packing: b = 1,
-  s = micro_batch_size x the sequence length. The first pipeline stage holds min(PP, micro-batches) micro-batches
+  s = micro_batch_size x the sequence length. An MoE layer also keeps its router's fp32 scores and, per routed
+  token copy, the grouped MLP's input, intermediates and output (``moe_layer_bytes``; every layer without
+  recompute, one at a time with full recompute). The first pipeline stage holds min(PP, micro-batches) micro-batches
   in flight under 1F1B (Megatron-LM theoretical_memory_usage.py ``compute_activation_memory``); the last stage holds
   the logits: s x V/t in bf16 plus the fp32 log-softmax and its gradient (swift/megatron/trainers/
   vocab_parallel_utils.py), 10 bytes per element. Fragmentation x1.05 on activations (memory/inputs.py).
@@ -55,21 +60,44 @@ LOGIT_BYTES = 2 + 4 + 4
 """bf16 logits, their fp32 log-softmax and its gradient per vocabulary element on the last stage."""
 
 
-def rank_params(a: Arch, tp: int, pp: int, ep: int, etp: int) -> dict[str, float]:
-    """Parameters one rank holds on the heaviest stage: dense (split by TP), experts (split by EP x ETP), the
-    embedding/output layer on their stages (split by TP). Norms and biases are counted with the dense part."""
-    layers = -(-a.layers // pp)
+def stage_layers(args: dict, layers: int, pp: int) -> list[int]:
+    """Decoder layers per pipeline stage: ``decoder_first_pipeline_num_layers`` / ``decoder_last_pipeline_num_layers``
+    on the edge stages and the rest split evenly over the others (Megatron-LM megatron/core/transformer/
+    transformer_block.py ``get_num_layers_to_build``); else ceil(layers / PP) on the heaviest stage."""
+    if pp <= 1:
+        return [layers]
+    first, last = args.get('decoder_first_pipeline_num_layers'), args.get('decoder_last_pipeline_num_layers')
+    if first is None and last is None:
+        return [-(-layers // pp)] * pp
+    middle = pp - (first is not None) - (last is not None)
+    rest = layers - (first or 0) - (last or 0)
+    each = -(-rest // middle) if middle > 0 else 0
+    return [first if first is not None else each] + [each] * (pp - 2) + [last if last is not None else each]
+
+
+def rank_params(a: Arch, tp: int, pp: int, ep: int, etp: int, args: dict | None = None) -> dict[str, float]:
+    """Parameters one rank holds on the heaviest stage, split as Megatron-LM splits them (megatron/training/
+    theoretical_memory_usage.py ``compute_weight_and_optimizer_memory``): attention and dense MLP by TP; norms and
+    the router replicated on every TP rank; routed experts by EP x expert-TP; the embedding on the first stage and
+    the output layer on the last (split by TP; tied and PP 1: one matrix)."""
     h = a.hidden
     expert = a.experts * 3 * h * a.moe_intermediate if a.experts else 0
-    dense_layer = a.attention_linear_params() + a.mlp_linear_params() - expert + a.layer_small_params()
+    tp_split = a.attention_linear_params() + a.mlp_linear_params() - expert
+    replicated = a.layer_small_params()
     emb = a.vocab * h
-    first = emb  # the embedding
-    last = (0 if a.tied and pp == 1 else emb) + h  # output layer (tied: shared when PP is 1) + final norm
-    edge = first + last if pp == 1 else max(first, last)
+    per_stage = stage_layers(args or {}, a.layers, pp)
+    best = None
+    for i, n in enumerate(per_stage):
+        edge = (emb if i == 0 else 0) + ((0 if a.tied and pp == 1 else emb) if i == pp - 1 else 0)
+        total = n * (tp_split / tp + replicated + expert / (ep * etp)) + edge / tp + (h if i == pp - 1 else 0)
+        if best is None or total > best[0]:
+            best = (total, i, n, edge)
+    _, i, n, edge = best
     return {
-        'dense': layers * dense_layer / tp + edge / tp,
-        'expert': layers * expert / (ep * etp),
-        'layers_per_stage': layers,
+        'dense': n * (tp_split / tp + replicated) + edge / tp + (h if i == pp - 1 else 0),
+        'expert': n * expert / (ep * etp),
+        'layers_per_stage': n,
+        'first_stage_layers': per_stage[0],
     }
 
 
@@ -77,7 +105,7 @@ def megatron_state(args: dict, a: Arch, par: dict) -> dict[str, float]:
     """Bytes per GPU of the training model, its gradients, optimizer states and the reference model."""
     tp, pp, ep, etp = par['tp'], par['pp'], par['ep'], par['etp']
     dp, edp = par['dp'] or 1, par['expert_dp'] or 1
-    p = rank_params(a, tp, pp, ep, etp)
+    p = rank_params(a, tp, pp, ep, etp, args)
     full = tuner(args) == 'full'
     grad_b = DTYPE_BYTES.get(str(args.get('main_grads_dtype') or 'fp32'), 4)
     main_b = DTYPE_BYTES.get(str(args.get('main_params_dtype') or 'fp32'), 4)
@@ -95,12 +123,23 @@ def megatron_state(args: dict, a: Arch, par: dict) -> dict[str, float]:
         trained_dense, trained_expert = p['dense'], p['expert']
     else:
         # LoRA: rank r adapters on every linear of the stage's layers (A: d_in x r, B: r x d_out), split like the
-        # layer they wrap (an upper bound: ms-swift does not split A under TP)
+        # layer they wrap: the attention/dense MLP ones by TP (an upper bound: ms-swift does not split A under TP),
+        # the routed experts' by EP x expert-TP, as the experts are (megatron/core/transformer/moe/experts.py)
         r = int(args.get('lora_rank') or 8)
         targets = args.get('target_modules')
-        lora = a.lora_params(r, targets if isinstance(targets, list) else None) / max(1, a.layers)
-        trained_dense, trained_expert = lora * p['layers_per_stage'] / tp, 0.0
-        weights += 2 * trained_dense
+        targets = targets if isinstance(targets, list) else None
+        lora = a.lora_params(r, targets) / max(1, a.layers)
+        lora_expert = 0.0
+        if a.experts:
+            dense_only = replace(a, experts=0, intermediate=a.shared_expert_intermediate)
+            lora_dense = dense_only.lora_params(r, targets) / max(1, a.layers)
+            if not a.shared_expert_intermediate:
+                lora_dense -= dense_only.lora_params(r, ['gate_proj', 'up_proj', 'down_proj']) / max(1, a.layers)
+            lora_expert = max(0.0, lora - lora_dense)
+            lora = lora_dense
+        n = p['layers_per_stage']
+        trained_dense, trained_expert = lora * n / tp, lora_expert * n / (ep * etp)
+        weights += 2 * (trained_dense + trained_expert)
     grads = grad_b * (trained_dense + trained_expert)
     optim = opt_b * (trained_dense / (dp if distributed else 1) + trained_expert / (edp if distributed else 1)) * on_gpu
     ref = 2 * (p['dense'] + p['expert']) if full and args.get('rlhf_type') not in ('rm', 'gkd') else 0.0
@@ -113,6 +152,25 @@ def megatron_state(args: dict, a: Arch, par: dict) -> dict[str, float]:
         'cuda_context': CUDA_CONTEXT,
         'nccl': groups * NCCL_PER_GROUP,
     }
+
+
+def moe_layer_bytes(a: Arch, tokens: float) -> float:
+    """Bytes one MoE layer keeps for its backward beyond the dense-layer formula, for ``tokens`` tokens on the rank:
+    the router's fp32 logits and probabilities (tokens x experts; megatron/core/transformer/moe/router.py, with
+    ms-swift's ``moe_router_dtype`` fp32 default), and per routed copy of a token (top-k of them, an even load
+    assumed): the received hidden states (the grouped fc1's input) and the expert output the unpermute weights by
+    the probabilities (h each, bf16), the fc1 output (2 x moe_intermediate, SwiGLU) and its activation
+    (moe_intermediate) (megatron/core/transformer/moe/token_dispatcher.py ``MoEAlltoAllTokenDispatcher``,
+    experts.py ``TEGroupedMLP``). A shared expert is a dense MLP of shared_expert_intermediate. The dense-layer
+    formula's own MLP intermediates (16 sbh/t of Korthikanti's 24 sbh/t) are taken out, since an MoE layer has no
+    4h MLP. 0 for a dense model."""
+    if not a.experts:
+        return 0.0
+    k = max(1, a.experts_per_token)
+    routed = tokens * k * 2 * (2 * a.hidden + 3 * a.moe_intermediate)
+    router = tokens * a.experts * 4 * 2
+    shared = tokens * 2 * 3 * a.shared_expert_intermediate
+    return routed + router + shared
 
 
 def activations(args: dict, a: Arch, par: dict, seq: int, num_microbatches: int) -> dict[str, float]:
@@ -139,7 +197,15 @@ def activations(args: dict, a: Arch, par: dict, seq: int, num_microbatches: int)
     else:
         per_layer = s * b * h * ((34 / tp + scores) if sp else (10 + 24 / tp + scores))
         layer_peak = 0.0
-    layers = -(-a.layers // pp)
+    moe = moe_layer_bytes(a, s * b / (tp if sp else 1))
+    if moe:
+        moe = max(0.0, moe - 16 * s * b * h / tp)
+    if gran == 'full':
+        layer_peak += moe
+    else:
+        per_layer += moe
+    stages = stage_layers(args, a.layers, pp)
+    layers = stages[0]
     in_flight = min(pp, max(1, num_microbatches)) if pp > 1 else 1
     if par.get('vpp') and pp > 1:
         in_flight *= 1 + (pp - 1) / (pp * par['vpp'])  # interleaved 1F1B: the first stage's extra warm-up
@@ -149,7 +215,7 @@ def activations(args: dict, a: Arch, par: dict, seq: int, num_microbatches: int)
         return {'activations': first, 'logits': logits}
     # PP > 1: the first stage holds the most micro-batches in flight, the last one micro-batch and the logits;
     # the heavier of the two is the GPU to plan for
-    last = (per_layer * layers + layer_peak) * FRAGMENTATION
+    last = (per_layer * stages[-1] + layer_peak) * FRAGMENTATION
     return {'activations': first, 'logits': 0.0} if first >= last + logits else {'activations': last, 'logits': logits}
 
 

@@ -1,0 +1,78 @@
+"""The Megatron memory model's split of parameters and its MoE terms, each against the rule of the code it cites."""
+
+from grpo_recipes.frontends.megatron import memory as mm
+from grpo_recipes.memory.arch import Arch
+from grpo_recipes.models import load_model_config
+
+MOE = Arch.from_config(load_model_config('Qwen/Qwen3-30B-A3B'))
+DENSE = Arch.from_config(load_model_config('Qwen/Qwen3-32B'))
+
+
+def test_uneven_pipeline_stages_as_megatron_builds_them():
+    # transformer_block.py get_num_layers_to_build: the edge stages take the given counts, the others split the rest
+    assert mm.stage_layers({'decoder_first_pipeline_num_layers': 25}, 48, 2) == [25, 23]
+    assert mm.stage_layers({'decoder_last_pipeline_num_layers': 11}, 24, 2) == [13, 11]
+    assert mm.stage_layers({'decoder_first_pipeline_num_layers': 4}, 48, 4) == [4, 15, 15, 15]
+    assert mm.stage_layers({}, 48, 4) == [12] * 4
+    heavy = mm.rank_params(MOE, 1, 2, 1, 1, {'decoder_first_pipeline_num_layers': 25})
+    assert heavy['layers_per_stage'] == 25
+
+
+def test_norms_and_router_are_not_split_by_tp():
+    one, four = mm.rank_params(MOE, 1, 1, 1, 1), mm.rank_params(MOE, 4, 1, 1, 1)
+    replicated = MOE.layers * MOE.layer_small_params() + MOE.hidden  # + the final norm
+    # what TP splits shrinks 4x; the replicated part stays whole on every rank
+    assert abs((one['dense'] - replicated) / 4 - (four['dense'] - replicated)) < 1e3
+
+
+def test_experts_split_by_ep_times_expert_tp():
+    base = mm.rank_params(MOE, 1, 1, 1, 1)['expert']
+    assert mm.rank_params(MOE, 4, 1, 8, 1)['expert'] == base / 8
+    assert mm.rank_params(MOE, 4, 1, 4, 2)['expert'] == base / 8
+
+
+def _par(tp=1, ep=1, dp=None, world=8):
+    return {
+        'tp': tp,
+        'pp': 1,
+        'cp': 1,
+        'ep': ep,
+        'etp': 1,
+        'dp': dp or world // tp,
+        'expert_dp': world // ep,
+        'world_size': world,
+        'sequence_parallel': tp > 1,
+    }
+
+
+def test_lora_on_experts_is_split_by_ep():
+    args = {'tuner_type': 'lora', 'lora_rank': 8, 'target_modules': ['all-linear']}
+    one = mm.megatron_state(args, MOE, _par(ep=1))
+    two = mm.megatron_state(args, MOE, _par(ep=2))
+    # the adapters' gradients: the experts' LoRA (most of it) halves with EP 2, the attention's does not
+    assert 0.5 * one['grads'] < two['grads'] < 0.6 * one['grads']
+
+
+def test_optimizer_offload_fraction_one_leaves_no_optimizer_state_on_the_gpu():
+    # HybridDeviceOptimizer (megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py): the states of the first
+    # fraction x numel parameters live on the CPU
+    args = {'tuner_type': 'full', 'optimizer_cpu_offload': True, 'optimizer_offload_fraction': 1.0}
+    assert mm.megatron_state(args, MOE, _par(tp=4, ep=8))['optimizer'] == 0.0
+    half = mm.megatron_state({**args, 'optimizer_offload_fraction': 0.5}, MOE, _par(tp=4, ep=8))['optimizer']
+    full = mm.megatron_state({'tuner_type': 'full'}, MOE, _par(tp=4, ep=8))['optimizer']
+    assert abs(half - full / 2) < 1
+
+
+def test_moe_layer_buffers_scale_with_routed_tokens_and_vanish_for_a_dense_model():
+    assert mm.moe_layer_bytes(DENSE, 8192) == 0.0
+    one = mm.moe_layer_bytes(MOE, 1000)
+    assert mm.moe_layer_bytes(MOE, 2000) == 2 * one
+    # top-8 routing: the routed copies dominate the router's fp32 logits
+    assert one > 1000 * MOE.experts_per_token * 2 * (2 * MOE.hidden + 3 * MOE.moe_intermediate)
+    full = {'recompute_granularity': 'full', 'micro_batch_size': 1}
+    none = {'micro_batch_size': 1}
+    # without recompute every layer keeps its MoE buffers; with full recompute one layer at a time
+    assert (
+        mm.activations(none, MOE, _par(), 4096, 1)['activations']
+        > 10 * mm.activations(full, MOE, _par(), 4096, 1)['activations']
+    )
