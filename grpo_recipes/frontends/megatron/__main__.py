@@ -44,6 +44,13 @@ def main(argv: list[str] | None = None) -> int:
             gpu_mem_gib=a.gpu_mem,
         )
         findings, plan, mem = check(launch, hw, prompt_len=a.prompt_len)
+        if mem is not None:
+            from . import _model_config
+            from .search import search, with_fixes
+
+            findings = with_fixes(
+                findings, search(launch, hw, _model_config(launch, None)[0], None, a.prompt_len), launch
+            )
     except GuardError as e:
         print(f'error: {e}', file=sys.stderr)
         return e.exit_code

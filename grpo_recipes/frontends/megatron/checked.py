@@ -89,7 +89,7 @@ class MegatronReport:
             'fits': self.fits,
             'memory': [m.to_dict() for m in self.memory],
             'memory_phases': self.phases,
-            'fixes': [],
+            'fixes': [f.to_dict() for f in self.fixes],
             'fix_verified': self.fix_verified,
             'hardware': self.hardware.to_dict(),
             'launch': {
@@ -119,6 +119,14 @@ def check_report(
     if data_stats:
         prompt_len = data_stats.get('max_prompt_tokens') or data_stats.get('prompt_max')
     findings, plan, mem = check(launch, hw, model_config, packages.get('vllm'), prompt_len)
+    fixes = []
+    if mem is not None:
+        from . import _model_config
+        from .search import search, with_fixes
+
+        cfg = _model_config(launch, model_config)[0]
+        fixes = search(launch, hw, cfg, packages.get('vllm'), prompt_len) if cfg is not None else []
+        findings = with_fixes(findings, fixes, launch)
     assumptions = [launch.snapshot_note] if launch.snapshot_note else []
     if mem is None:
         cap = hw.capacity()[1] if hw is not None else None
@@ -144,6 +152,7 @@ def check_report(
         assumptions=assumptions,
         memory_unchecked=why,
         packages=packages,
+        fixes=fixes,
     )
     if getattr(launch, 'rollout', None) is not None:
         _with_rollout_server(rep, hw, packages)

@@ -72,6 +72,14 @@ class MegatronLaunch:
     def world_size(self) -> int:
         return self.nproc_per_node * self.nnodes
 
+    @property
+    def fw(self):
+        """The Framework (framework.py's MEGATRON: ms-swift's facts and hooks), as a Launch's ``fw``: what
+        --write-fix and fix_syntax read (a YAML config edited as text, flags after the launch's own)."""
+        from .framework import MEGATRON
+
+        return MEGATRON
+
 
 def _env_int(env: Mapping[str, str], key: str, default: int) -> int:
     raw = env.get(key)
