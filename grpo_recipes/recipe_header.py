@@ -32,7 +32,8 @@ def inputs_line(recipe, report) -> str:
         {'argv': launch.argv, 'env': launch.file_env, 'hardware': hardware}, sort_keys=True, default=str
     )
     digest = hashlib.sha256(payload.encode('utf-8')).hexdigest()[:16]
-    return f'{INPUTS_PREFIX} model {report.cfg.model}; arguments and @hardware sha256 {digest}'
+    model = getattr(report, 'model_name', None) or report.cfg.model
+    return f'{INPUTS_PREFIX} model {model}; arguments and @hardware sha256 {digest}'
 
 
 def full_block(recipe, report) -> list[str]:

@@ -56,9 +56,10 @@ class RecipeLauncher:
             except ValueError:
                 raise GuardError(f'{self.script}: GPUS={raw!r} is not a number of GPUs') from None
         gpu_type = gpu_type or env.get('GPU_TYPE') or meta.get('gpu_type')
-        base = load_launch([str(self.recipe), *extra], environ=env)
-        cfg, _ = GRPOConfig.from_argv(base.argv)
-        if rollout is None and cfg.rollout_mode == 'server':
+        command = meta.get('command', '').split()  # `@command: megatron rlhf`: launch_lib.sh runs the YAML with it
+        base = load_launch([*command, str(self.recipe), *extra], environ=env)
+        cfg = None if command else GRPOConfig.from_argv(base.argv)[0]
+        if rollout is None and cfg is not None and cfg.rollout_mode == 'server':
             from .recipes import rollout_argv
 
             if env.get('ROLLOUT_HOST'):
@@ -76,7 +77,7 @@ class RecipeLauncher:
             f"recipe header's hardware, as scripts/launch_lib.sh runs its guard step"
         )
         return {
-            'args': [str(self.recipe), *extra],
+            'args': [*command, str(self.recipe), *extra],
             'environ': env,
             'gpus': gpus,
             'gpu_type': gpu_type,

@@ -9,6 +9,7 @@ machine-readable header comments, and the human-readable plan summary between th
     # @gpu_type: A100-80G
     # @rollout_gpus: 1            (server mode: the GPU ids of `swift rollout`)
     # @validation: parsed guard cpu-e2e
+    # @command: megatron rlhf     (the command that runs the YAML; none: `swift rlhf`)
 """
 
 from __future__ import annotations
@@ -21,14 +22,15 @@ from pathlib import Path
 from .errors import GuardError
 
 META_RE = re.compile(r'^#\s*@(\w+):\s*(.*?)\s*$')
-LEVELS = ('parsed', 'guard', 'cpu-e2e', 'gpu-run')
+LEVELS = ('parsed', 'snapshot', 'guard', 'cpu-e2e', 'gpu-run')
 LEVEL_TEXT = {
     'parsed': 'parsed by the real ms-swift 4.6',
+    'snapshot': "arguments read against the release's argument snapshot (Megatron needs GPUs: no CPU run)",
     'guard': 'guard plan within 75-90%',
     'cpu-e2e': 'CPU end-to-end run (2 steps, tiny model)',
     'gpu-run': 'GPU run',
 }
-LEVEL_CODE = {'parsed': 'P', 'guard': 'G', 'cpu-e2e': 'C', 'gpu-run': 'R'}
+LEVEL_CODE = {'parsed': 'P', 'snapshot': 'S', 'guard': 'G', 'cpu-e2e': 'C', 'gpu-run': 'R'}
 PLAN_BEGIN = '# --- plan (grpo-recipes header --write; do not edit by hand)'
 PLAN_END = '# --- end plan'
 
@@ -67,6 +69,16 @@ class Recipe:
     @property
     def validation(self) -> list[str]:
         return self.meta.get('validation', '').split()
+
+    @property
+    def command(self) -> list[str]:
+        """The command that runs the YAML (``@command: megatron rlhf``); [] for ``swift rlhf RECIPE.yaml``, which
+        the guard reads from the YAML alone."""
+        return self.meta.get('command', '').split()
+
+    def launch_argv(self, extra: list[str] | None = None) -> list[str]:
+        """What the guard reads for this recipe: its command, the YAML, then ``extra`` arguments."""
+        return [*self.command, str(self.path), *(extra or [])]
 
 
 def read_meta(path: Path) -> dict:
@@ -124,7 +136,10 @@ def eval_batch(cfg, plan) -> str:
 
 
 def plan_block(report) -> list[str]:
-    """The human-readable plan summary written into a recipe's header."""
+    """The human-readable plan summary written into a recipe's header (a front end with its own plan writes its
+    own lines: ``report.plan_lines()``)."""
+    if hasattr(report, 'plan_lines'):
+        return [PLAN_BEGIN, *report.plan_lines(), PLAN_END]
     cfg, plan = report.cfg, report.plan
     lines = [PLAN_BEGIN]
     hw = report.hardware

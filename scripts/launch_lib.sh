@@ -9,7 +9,8 @@
 #   2. guard    grpo-guard check on the recipe's hardware; stops here on any error
 #   3. rollout  server-mode recipes: `swift rollout` on ROLLOUT_GPUS, health-checked; a trap stops it
 #               on every exit (success, failure, Ctrl-C)
-#   4. train    swift rlhf RECIPE --model --dataset [--val_dataset] --output_dir [extra args]
+#   4. train    swift rlhf RECIPE --model --dataset [--val_dataset] --output_dir [extra args]; a recipe whose
+#               header says `# @command: megatron rlhf` runs with that command instead (Megatron-SWIFT)
 #
 # Environment (all optional):
 #   MODEL          model id or local dir (default: the recipe's `model`)
@@ -135,9 +136,15 @@ grpo_launch() {
   # every recipe value in one call (one Python start-up instead of ten), one per line in this order
   local values
   values="$(grpo-recipes arg "$recipe" model max_length vllm_mode use_vllm @gpus @gpu_type @rollout_gpus \
-    vllm_server_host vllm_server_port ENV.NNODES val_dataset)" || grpo_die "cannot read $recipe (see the error above)"
+    vllm_server_host vllm_server_port ENV.NNODES val_dataset @command)" || grpo_die "cannot read $recipe (see the error above)"
   local -a v
   mapfile -t v <<< "$values"
+  # the command that runs the recipe: `swift rlhf`, or the recipe's own (`# @command: megatron rlhf`)
+  local -a train_cmd=("$swift" rlhf) guard_target=("$recipe")
+  if [[ -n "${v[11]:-}" ]]; then
+    read -r -a train_cmd <<< "${v[11]}"
+    guard_target=(-- "${train_cmd[@]}" "$recipe")
+  fi
   local model="${MODEL:-${v[0]:-}}"
   local dataset="${DATASET:-}"
   if [[ -z "$dataset" && "${DEMO:-0}" == "1" ]]; then
@@ -234,7 +241,11 @@ grpo_launch() {
     fi
     hw+=(--rollout "$rollout_line")
   fi
-  grpo_run grpo-guard check "$recipe" "${hw[@]}" -- "${swift_args[@]}" "$@" ||
+  local -a guard_cmd=(grpo-guard check "$recipe" "${hw[@]}" -- "${swift_args[@]}" "$@")
+  if [[ "${guard_target[0]}" == "--" ]]; then  # the recipe's own command, then its arguments
+    guard_cmd=(grpo-guard check "${hw[@]}" "${guard_target[@]}" "${swift_args[@]}" "$@")
+  fi
+  grpo_run "${guard_cmd[@]}" ||
     grpo_die "grpo-guard refused the launch (fix the errors above, or run swift rlhf by hand)"
 
   trap grpo_cleanup EXIT
@@ -262,11 +273,11 @@ grpo_launch() {
 
   # 4. train
   if [[ "${DRY_RUN:-0}" == "1" ]]; then
-    grpo_run "$swift" rlhf "$recipe" "${swift_args[@]}" "$@"
+    grpo_run "${train_cmd[@]}" "$recipe" "${swift_args[@]}" "$@"
     return
   fi
-  grpo_print "$swift" rlhf "$recipe" "${swift_args[@]}" "$@"
-  setsid "$swift" rlhf "$recipe" "${swift_args[@]}" "$@" &
+  grpo_print "${train_cmd[@]}" "$recipe" "${swift_args[@]}" "$@"
+  setsid "${train_cmd[@]}" "$recipe" "${swift_args[@]}" "$@" &
   TRAIN_PID=$!
   local rc=0
   wait "$TRAIN_PID" || rc=$?

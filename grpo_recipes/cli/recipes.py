@@ -85,9 +85,11 @@ def recipe_report(recipe, environ: dict | None = None, extra: list[str] | None =
     from ..frontends.swift.reader import read_rollout
     from ..hardware import Hardware, parse_gpu_ids
 
-    launch = load_launch([str(recipe.path), *(extra or [])], environ=environ if environ is not None else {})
+    launch = load_launch(recipe.launch_argv(extra), environ=environ if environ is not None else {})
     rollout = parse_gpu_ids(recipe.rollout_gpus, '@rollout_gpus') if recipe.rollout_gpus else None
     hw = Hardware(gpus=recipe.gpus or None, gpu_type=recipe.gpu_type, source='recipe header', rollout_gpus=rollout)
+    if recipe.command:  # run by its own command (`megatron rlhf`): no `swift rollout` beside it
+        return check_launch(launch, hw, model_config=model_config)
     from ..config import GRPOConfig
 
     cfg, _ = GRPOConfig.from_argv(launch.argv)
@@ -98,11 +100,24 @@ def recipe_report(recipe, environ: dict | None = None, extra: list[str] | None =
     return check_launch(launch, hw, model_config=model_config)
 
 
+def _facts(report) -> dict:
+    """Model, mode, tuner and nodes of a recipe's report (a front end with its own plan says them itself)."""
+    if hasattr(report, 'recipe_facts'):
+        return report.recipe_facts()
+    cfg = report.cfg
+    return {
+        'model': cfg.model,
+        'mode': cfg.vllm_mode if cfg.use_vllm else 'hf-generate',
+        'tuner': cfg.tuner_type + (f'+{cfg.quant_method}{cfg.quant_bits}' if cfg.quant_method else ''),
+        'nodes': report.plan.nnodes if report.plan else 1,  # NNODES: the header's @gpus are one node's
+    }
+
+
 def _summary(recipe) -> dict:
     report = recipe_report(recipe)
-    cfg = report.cfg
+    facts = _facts(report)
     peak = max((m.peak_fraction for m in report.memory), default=None)
-    nodes = report.plan.nnodes if report.plan else 1  # NNODES: the header's @gpus are one node's
+    nodes = facts['nodes']
     rollout_node = recipe.meta.get('rollout_node')  # server mode on a node of its own
     hw = f'{recipe.gpus}x {recipe.gpu_type}'
     if nodes > 1:
@@ -113,14 +128,14 @@ def _summary(recipe) -> dict:
         'name': recipe.name,
         'path': str(recipe.path),
         'launcher': str(recipe.launcher),
-        'model': cfg.model,
+        'model': facts['model'],
         'hardware': hw,
         'gpus': recipe.gpus,
         'gpu_type': recipe.gpu_type,
         'nodes': nodes,
         'rollout_node': rollout_node,
-        'mode': cfg.vllm_mode if cfg.use_vllm else 'hf-generate',
-        'tuner': cfg.tuner_type + (f'+{cfg.quant_method}{cfg.quant_bits}' if cfg.quant_method else ''),
+        'mode': facts['mode'],
+        'tuner': facts['tuner'],
         'peak_fraction': peak,
         'peak_gib': max((m.total_gib for m in report.memory), default=None),
         'fits': report.fits,
@@ -221,15 +236,23 @@ def _write_atomic(target: Path, text: str, mode: int) -> None:
 
 def cmd_validate(opts) -> int:
     from ..frontends import read_launch as load_launch
-    from ..realparse import validate_many
+    from ..realparse import swift_parse, validate, validate_many
     from ..recipes import discover, find
 
     recipes = [find(n) for n in opts.names] if opts.names else discover()
-    launches = [load_launch([str(r.path)], environ={}) for r in recipes]
+    launches = [load_launch(r.launch_argv(), environ={}) for r in recipes]
     from .progress import progress
 
+    # `swift rlhf` recipes through ms-swift's parser in one subprocess; another command's recipe through its front
+    # end's own validator (Megatron-SWIFT: its release's argument snapshot)
+    own = [i for i, la in enumerate(launches) if la.fw.validator != f'{swift_parse.__module__}:{swift_parse.__name__}']
+    shared = [i for i in range(len(launches)) if i not in own]
+    parsed = [None] * len(launches)
     with progress(f"validate: ms-swift's own parser on {len(launches)} recipe(s)"):
-        parsed = validate_many(launches)
+        for i, res in zip(shared, validate_many([launches[i] for i in shared]) if shared else []):
+            parsed[i] = res
+    for i in own:
+        parsed[i] = validate(launches[i])
     results = []
     for r, res in zip(recipes, parsed):
         s = _summary(r)
@@ -238,6 +261,7 @@ def cmd_validate(opts) -> int:
             {
                 'name': r.name,
                 'parsed': res.ok,
+                'parser': res.parser,
                 'parse_message': res.message,
                 'guard_ok': s['guard_ok'],
                 'peak_fraction': s['peak_fraction'],
@@ -254,7 +278,7 @@ def cmd_validate(opts) -> int:
             peak = f'{r["peak_fraction"]:.0%}' if r['peak_fraction'] is not None else '-'
             parsed = 'ok' if r['parsed'] else 'REJECTED: ' + str(r['parse_message'])
             print(
-                f'{mark} {r["name"]}: ms-swift parser {parsed}'
+                f'{mark} {r["name"]}: {r["parser"]} {parsed}'
                 f'; guard {"ok" if r["guard_ok"] else "errors: " + "; ".join(r["errors"])}; peak {peak}'
                 f'{"" if r["in_band"] else " (outside 75-90%)"}'
             )
@@ -316,14 +340,22 @@ def cmd_arg(opts) -> int:
     from ..recipes import find
 
     recipe = find(opts.recipe)
-    launch = load_launch([str(recipe.path)], environ={})
-    cfg, _ = GRPOConfig.from_argv(launch.argv)
+    launch = load_launch(recipe.launch_argv(), environ={})
+    # a recipe run by its own command: the values as its front end read them (every field of its argument class)
+    fields = getattr(launch, 'args', None) if recipe.command else None
+    cfg = None if fields is not None else GRPOConfig.from_argv(launch.argv)[0]
     values = []
     for key in opts.keys:  # all checked before anything is printed
         if key.startswith('@'):
             value = recipe.meta.get(key[1:], '')
         elif key.startswith('ENV.'):
             value = launch.env.get(key[4:], '')
+        elif fields is not None:
+            if key not in fields:
+                raise GuardError(f'{key}: not an argument of `{" ".join(recipe.command)}`')
+            value = fields[key]
+            value = '' if value is None else (' '.join(map(str, value)) if isinstance(value, list) else value)
+            value = str(value).lower() if isinstance(value, bool) else value
         else:
             if not hasattr(cfg, key):
                 raise GuardError(f'{key}: not a field grpo-recipes reads (see grpo_recipes/config.py)')
@@ -342,6 +374,8 @@ def cmd_rollout_args(opts) -> int:
     from ..recipes import find
 
     recipe = find(opts.recipe)
+    if recipe.command:
+        raise GuardError(f'{recipe.name}: not a server-mode recipe (it runs `{" ".join(recipe.command)}`)')
     cfg, _ = GRPOConfig.from_argv(load_launch([str(recipe.path)], environ={}).argv)
     args = rollout_argv(cfg)
     if args is None:

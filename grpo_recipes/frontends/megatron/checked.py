@@ -76,6 +76,66 @@ class MegatronReport:
             )
         return out
 
+    @property
+    def model_name(self) -> str | None:
+        """The model the launch trains (what a recipe header's ``planned from`` line names)."""
+        return self.launch.args.get('model')
+
+    def recipe_facts(self) -> dict:
+        """What ``grpo-recipes ls`` shows of a recipe run by ``megatron rlhf``: model, mode, tuner, nodes."""
+        from .plan import tuner
+
+        a = self.launch.args
+        par = self.plan.get('parallel', {})
+        layout = ' '.join(f'{k.upper()}{v}' for k, v in par.items() if k in ('tp', 'pp', 'ep', 'dp') and v)
+        return {
+            'model': a.get('model'),
+            'mode': (a.get('vllm_mode') or 'vllm') if a.get('use_vllm') else 'hf-generate',
+            'tuner': f'{tuner(a)} megatron {layout}',
+            'nodes': self.launch.nnodes,
+        }
+
+    def lengths(self) -> dict:
+        """max_length, max_completion_length, vllm_max_model_len and truncation_strategy as the launch sets them."""
+        a = self.launch.args
+        keys = ('max_length', 'max_completion_length', 'vllm_max_model_len', 'truncation_strategy')
+        return {k: a.get(k) for k in keys}
+
+    def plan_lines(self) -> list[str]:
+        """A recipe header's plan lines (recipes.plan_block; each starts as recipe_header.GENERATED says): the
+        hardware and layout, the batch, the lengths, the peak per GPU and the colocated engine's KV cache."""
+        a, p, hw = self.launch.args, self.plan, self.hardware
+        par = p.get('parallel', {})
+        layout = ', '.join(f'{k.upper()} {v}' for k, v in par.items() if v is not None)
+        nodes = f'{self.launch.nnodes} nodes x ' if self.launch.nnodes > 1 else ''
+        lines = [
+            f'# hardware: {nodes}{hw.gpus}x {hw.gpu_type}; world {p.get("world_size")}; Megatron {layout}; vLLM '
+            f'{a.get("vllm_mode")} TP {a.get("vllm_tensor_parallel_size") or 1}, util '
+            f'{a.get("vllm_gpu_memory_utilization")}, sleep {a.get("sleep_level") or 0}',
+            f'# batch: micro {p.get("micro_batch")} x {p.get("num_microbatches")} micro-batches x DP {par.get("dp")} = '
+            f'{p.get("global_batch")} completions = {p.get("prompts_per_optimizer_step")} prompts x '
+            f'{p.get("num_generations")} per step; rollout {p.get("generation_batch")} completions '
+            f'(steps_per_generation {p.get("steps_per_generation")})',
+            f'# lengths: prompt <= {a.get("max_length")} (grpo-data stats, GSM8K p99.9 = 216), completion <= '
+            f'{a.get("max_completion_length")}, vllm_max_model_len {a.get("vllm_max_model_len")}',
+        ]
+        if self.phases:
+            m = self.phases
+            terms = sorted(m['terms'][m['peak_phase']].items(), key=lambda kv: -kv[1])[:4]
+            frac = m['peak_gib'] / m['capacity_gib']
+            lines.append(
+                f'# GPU all {p.get("world_size")} (train+vllm): peak {m["peak_gib"]:.1f} of {m["capacity_gib"]:.1f} '
+                f'GiB ({frac:.0%}, headroom {100 * (1 - frac):.0f}%) in {m["peak_phase"]}: '
+                + ', '.join(f'{k} {v:.1f}' for k, v in terms)
+            )
+            v = m.get('vllm') or {}
+            if v.get('kv_tokens'):
+                lines.append(
+                    f'#   vLLM KV {v.get("kv_cache", 0):.1f} GiB = {v["kv_tokens"]:,} tokens; a rollout needs '
+                    f'{v.get("rollout_tokens", 0):,}'
+                )
+        return lines
+
     def to_dict(self) -> dict:
         return {
             'framework': 'megatron',
@@ -175,3 +235,22 @@ def _with_rollout_server(rep: MegatronReport, hw, packages: dict) -> None:
     rep.assumptions += [f'rollout server ({roll.source}): {a}' for a in got.assumptions]
     if got.memory_unchecked and not rep.memory_unchecked:
         rep.memory_unchecked = f'rollout server: {got.memory_unchecked}'
+
+
+def snapshot_parse(launch, timeout, python, trl_version, model_config):
+    """The validator of Megatron-SWIFT's front end: the launch read against its release's ``MegatronRLHFArguments``
+    snapshot (reader.py: HfArgumentParser's flag semantics; unknown and renamed names). The real class imports
+    megatron-core, which needs GPUs and CUDA builds, so it is not run here (tests/test_megatron_snapshot.py holds
+    the snapshot to the real class's fields)."""
+    from ...realparse import RealParseResult
+
+    problems = [f'unknown argument {u!r}' for u in launch.unknown] + [
+        f'{r["old"]} was renamed {r["new"]}' for r in launch.renamed
+    ]
+    return RealParseResult(
+        ok=not problems,
+        error_type='ValueError' if problems else None,
+        message='; '.join(problems) or None,
+        world_size=launch.world_size,
+        parser=f'ms-swift {launch.snapshot} MegatronRLHFArguments (snapshot)',
+    )

@@ -8,4 +8,9 @@ from dataclasses import replace
 
 from ..swift.framework import SWIFT
 
-MEGATRON = replace(SWIFT, name='megatron', runnable=False)
+MEGATRON = replace(
+    SWIFT,
+    name='megatron',
+    runnable=False,
+    validator='grpo_recipes.frontends.megatron.checked:snapshot_parse',
+)
