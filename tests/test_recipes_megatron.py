@@ -111,3 +111,14 @@ def test_the_guard_reads_the_launcher_as_megatron():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = json.loads(proc.stdout)
     assert out['framework'] == 'megatron' and out['plan']['world_size'] == 16
+
+
+def test_the_moe_lora_recipe_splits_the_experts_by_ep_and_its_models_are_catalogued():
+    report = recipe_report(find('qwen3-30b-a3b/lora-8xa100-80g-megatron'))
+    assert isinstance(report, MegatronReport) and report.ok
+    assert report.plan['parallel']['ep'] == 8 and report.plan['expert_dp'] == 1
+    assert 0.75 <= report.phases['peak_gib'] / report.phases['capacity_gib'] <= 0.90
+    catalogue = json.loads((ROOT / 'grpo_recipes' / 'model_configs' / 'catalogue.json').read_text())['models']
+    for model in ('Qwen/Qwen3-30B-A3B', 'Qwen/Qwen2.5-32B-Instruct'):
+        entry = catalogue[model]
+        assert entry['source'].startswith(f'https://huggingface.co/{model}/') and entry['licence']
