@@ -115,3 +115,15 @@ def test_layout_moves_respect_the_node_and_the_world():
     # never a knob that changes the batch
     keys = {k for _, ms_ in ms._moves(la) for m in ms_ for k in m}
     assert not keys & {'global_batch_size', 'num_generations', 'steps_per_generation', 'generation_batch_size'}
+
+
+def test_verify_reads_the_fixed_launch_again():
+    from grpo_recipes.fix_syntax import fixed_launch
+
+    la = mg.read(OOM, ENV)
+    fix = ms.search(la, A100_8, load_model_config(QWEN14))[0]
+    fixed, outside = fixed_launch(la, fix)
+    assert outside == []
+    for k, (_, new) in fix.changes.items():
+        assert fixed.args[k] == new, k
+    assert fixed.argv[len(la.argv) :] == fix.argv()

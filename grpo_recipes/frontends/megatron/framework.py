@@ -13,4 +13,5 @@ MEGATRON = replace(
     name='megatron',
     runnable=False,
     validator='grpo_recipes.frontends.megatron.checked:snapshot_parse',
+    fixed_launch='grpo_recipes.frontends.megatron.search:fixed_launch',
 )

@@ -151,6 +151,14 @@ def search(
     return out
 
 
+def fixed_launch(launch, fix: Fix):
+    """The launch with the fix's flags after its own, read again as ms-swift reads it (the ``fixed_launch`` hook of
+    framework.py's MEGATRON: ``--verify`` and ``--write-fix``), and the parts of the fix that are no flag (none)."""
+    from . import read
+
+    return read(fixed_argv(launch, fix), launch.env, launch.source, launch.release), []
+
+
 def fix_text(fix: Fix, launch) -> str:
     """A fix as the user pastes it: ``megatron rlhf`` flags for a command line, or ``in CONFIG, set:`` and one
     ``key: value`` line per setting for a YAML/JSON launch."""
