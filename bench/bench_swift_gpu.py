@@ -191,7 +191,12 @@ def recipe_runs(
                 argv += ['--external_plugins', str(workdir / 'emulate_card.py')]
                 env['GRPO_BENCH_EMULATE_GIB'] = str(emulate_gib)
             skip = None
-            if quant in ('gptq', 'awq'):
+            if recipe.command:
+                skip = (
+                    f'run by `{" ".join(recipe.command)}`, not `swift rlhf`: this harness measures the swift rlhf '
+                    f'trainer step'
+                )
+            elif quant in ('gptq', 'awq'):
                 skip = (
                     f'{quant.upper()} int4 checkpoint: its packed weights and scales come from a quantiser run and '
                     f'cannot be built at random from config.json'

@@ -47,7 +47,7 @@ def test_a_megatron_typo_fails_validate(tmp_path):
 def test_ls_and_arg_and_header():
     rows = json.loads(run_cli('grpo_recipes.cli.recipes', 'ls', '--json').stdout)
     row = next(r for r in rows if r['name'] == NAME)
-    assert row['hardware'].startswith('2 nodes') and 'megatron' in row['tuner'] and row['mode'] == 'colocate'
+    assert row['hardware'].startswith('2 nodes') and row['tuner'] == 'full TP8' and row['mode'] == 'colocate'
     proc = run_cli('grpo_recipes.cli.recipes', 'arg', NAME, 'model', 'tensor_model_parallel_size', '@command')
     assert proc.stdout.split('\n')[:3] == ['Qwen/Qwen2.5-32B-Instruct', '8', 'megatron rlhf']
     bad = run_cli('grpo_recipes.cli.recipes', 'arg', NAME, 'per_device_train_batch_size')
@@ -97,12 +97,15 @@ def test_the_launcher_runs_megatron_rlhf_on_every_node(tmp_path):
     assert [c.split()[:2] for c in cmds] == [
         ['grpo-data', 'prepare-gsm8k'],
         ['grpo-data', 'filter'],
+        ['grpo-data', 'prepare-gsm8k'],  # the held-out eval set
+        ['grpo-data', 'filter'],
         ['grpo-guard', 'check'],
         ['megatron', 'rlhf'],
     ]
     recipe = str(ROOT / 'recipes' / f'{NAME}.yaml')
-    assert f'-- megatron rlhf {recipe} --model Qwen/Qwen2.5-32B-Instruct' in cmds[2]
-    assert cmds[3].startswith(f'megatron rlhf {recipe} --model Qwen/Qwen2.5-32B-Instruct --dataset ')
+    assert f'-- megatron rlhf {recipe} --model Qwen/Qwen2.5-32B-Instruct' in cmds[4]
+    assert cmds[5].startswith(f'megatron rlhf {recipe} --model Qwen/Qwen2.5-32B-Instruct --dataset ')
+    assert f'--val_dataset {tmp_path / "out" / "data" / "val.jsonl"}' in cmds[5]
     assert not (tmp_path / 'out').exists()
 
 

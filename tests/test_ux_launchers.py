@@ -36,7 +36,7 @@ def test_every_launcher_is_checked_as_its_recipe(recipe, capsys, monkeypatch):
     assert out['launch']['config_file'].endswith(recipe.path.name)
     assert out['hardware']['gpus'] == recipe.gpus and out['hardware']['gpu_type'] == recipe.gpu_type
     assert out['hardware']['source'] == 'recipe header'
-    if out['config']['vllm_mode'] == 'server':  # the swift rollout command launch_lib.sh runs is read
+    if out['config'].get('vllm_mode') == 'server':  # the swift rollout command launch_lib.sh runs is read
         assert out['launch']['rollout'] is not None
 
 

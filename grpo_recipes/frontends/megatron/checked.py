@@ -87,11 +87,11 @@ class MegatronReport:
 
         a = self.launch.args
         par = self.plan.get('parallel', {})
-        layout = ' '.join(f'{k.upper()}{v}' for k, v in par.items() if k in ('tp', 'pp', 'ep', 'dp') and v)
+        layout = ' '.join(f'{k.upper()}{v}' for k, v in par.items() if k in ('tp', 'pp', 'ep') and v and v > 1)
         return {
             'model': a.get('model'),
             'mode': (a.get('vllm_mode') or 'vllm') if a.get('use_vllm') else 'hf-generate',
-            'tuner': f'{tuner(a)} megatron {layout}',
+            'tuner': f'{tuner(a)} {layout}'.strip(),
             'nodes': self.launch.nnodes,
         }
 
@@ -100,6 +100,19 @@ class MegatronReport:
         a = self.launch.args
         keys = ('max_length', 'max_completion_length', 'vllm_max_model_len', 'truncation_strategy')
         return {k: a.get(k) for k in keys}
+
+    def _eval_text(self) -> str:
+        """The eval batch as Megatron-SWIFT forms it: with a val_dataset, every eval_steps (default save_steps) it
+        runs eval_iters iterations of global_batch_size completions in groups of num_generations_eval
+        (swift/megatron/arguments/megatron_args.py: eval_iters = val rows x num_generations / global_batch_size);
+        empty without a val_dataset."""
+        a = self.launch.args
+        if not a.get('val_dataset'):
+            return ''
+        g = a.get('global_batch_size') or 0
+        ng = a.get('num_generations_eval') or a.get('num_generations') or 1
+        every = a.get('eval_steps') or a.get('save_steps')
+        return f'; eval every {every} steps: {g} completions = {g / ng:g} prompts x {ng} per eval iteration'
 
     def plan_lines(self) -> list[str]:
         """A recipe header's plan lines (recipes.plan_block; each starts as recipe_header.GENERATED says): the
@@ -115,7 +128,7 @@ class MegatronReport:
             f'# batch: micro {p.get("micro_batch")} x {p.get("num_microbatches")} micro-batches x DP {par.get("dp")} = '
             f'{p.get("global_batch")} completions = {p.get("prompts_per_optimizer_step")} prompts x '
             f'{p.get("num_generations")} per step; rollout {p.get("generation_batch")} completions '
-            f'(steps_per_generation {p.get("steps_per_generation")})',
+            f'(steps_per_generation {p.get("steps_per_generation")})' + self._eval_text(),
             f'# lengths: prompt <= {a.get("max_length")} (grpo-data stats, GSM8K p99.9 = 216), completion <= '
             f'{a.get("max_completion_length")}, vllm_max_model_len {a.get("vllm_max_model_len")}',
         ]
@@ -145,6 +158,7 @@ class MegatronReport:
             'assumptions': self.assumptions,
             'counts': self.counts(),
             'findings': [f.to_dict() for f in self.findings],
+            'config': dict(self.launch.args),
             'plan': self.plan,
             'fits': self.fits,
             'memory': [m.to_dict() for m in self.memory],
