@@ -34,6 +34,7 @@ from grpo_recipes.frontends.megatron.plan import plan as make_plan
 from grpo_recipes.hardware import Hardware
 from grpo_recipes.memory.arch import Arch
 from grpo_recipes.memory.inputs import GiB
+from grpo_recipes.memory.reserve import DEVICE_CONTEXT
 
 # config.json of the models the examples train (huggingface.co/Qwen/<name>/blob/main/config.json)
 QWEN3_4B_2507 = {
@@ -235,7 +236,7 @@ GRPO = [
             '--padding_free',
             'true',
         ],
-        {'NPROC_PER_NODE': '8'},
+        {'NPROC_PER_NODE': '8', 'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'},
         QWEN3_30B_A3B_2507,
     ),
 ]
@@ -258,7 +259,12 @@ def published_row(path, published, kind, config, world, flags):
     if kind == 'sft':
         state.pop('ref_model')
     tokens = int(la.args['max_length'])
-    act = mm.activations({**la.args, 'micro_batch_size': 1}, a, par, tokens, plan['num_microbatches'] or 1)
+    one = {**la.args, 'micro_batch_size': 1}
+    act = mm.activations(one, a, par, tokens, plan['num_microbatches'] or 1)
+    # every example sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; nvidia-smi shows what torch reserves plus
+    # the context the allocator never sees (memory/reserve.py DEVICE_CONTEXT, measured), not memory.CUDA_CONTEXT
+    act['allocator_reserve'] = mm.allocator_reserve(one, a, par, tokens, 'expandable')
+    state['cuda_context'] = DEVICE_CONTEXT
     terms = {**state, **act}
     total = sum(terms.values()) / GiB
     return {

@@ -76,3 +76,24 @@ def test_moe_layer_buffers_scale_with_routed_tokens_and_vanish_for_a_dense_model
         mm.activations(none, MOE, _par(), 4096, 1)['activations']
         > 10 * mm.activations(full, MOE, _par(), 4096, 1)['activations']
     )
+
+
+def test_the_allocator_reserve_follows_the_launchs_allocator_setting():
+    from grpo_recipes.frontends import megatron as mg
+    from grpo_recipes.hardware import Hardware
+    from grpo_recipes.memory.reserve import RESERVE_PER_BLOCK
+
+    argv = (
+        '--rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct --global_batch_size 64 --micro_batch_size 2 '
+        '--num_generations 8 --reward_funcs accuracy --use_vllm true --vllm_mode colocate --max_length 512 '
+        '--max_completion_length 1024 --vllm_max_model_len 1536'
+    ).split()
+    hw = Hardware(gpus=8, gpu_type='A100-80G', source='flags')
+    terms = {}
+    for kind, env in (('default', {}), ('expandable', {'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'})):
+        _, _, mem = mg.check(mg.read(argv, {'NPROC_PER_NODE': '8', **env}), hw)
+        terms[kind] = mem['terms']['train']['allocator_reserve']
+    # one micro-batch's fp32 logits block (2 x 1536 tokens x vocab x 4 bytes) times the per-setting ratio
+    block = 2 * 1536 * 152064 * 4 / 2**30
+    for kind, got in terms.items():
+        assert abs(got - RESERVE_PER_BLOCK[kind] * block) < 0.02, kind

@@ -79,7 +79,9 @@ def check(
     if cfg is not None and cap[1] and not blocking and plan['parallel']['dp']:
         from ...memory.arch import Arch
 
-        mem = _memory.estimate(launch.args, Arch.from_config(cfg), plan, cap[1], cap[0], vllm_version, prompt_len)
+        mem = _memory.estimate(
+            launch.args, Arch.from_config(cfg), plan, cap[1], cap[0], vllm_version, prompt_len, _allocator(launch)
+        )
         for p in mem['problems']:
             rid = {
                 'vllm-startup': 'megatron.vllm-startup-memory',
@@ -105,6 +107,16 @@ def check(
             )
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     return findings, plan, mem
+
+
+def _allocator(launch: MegatronLaunch) -> str:
+    """'default' or 'expandable': the caching allocator the training processes start with (the dispatcher's reading
+    of every place the launch sets it, else its environment)."""
+    from ...allocconf import conf_of
+    from ...memory.reserve import allocator_kind
+
+    conf = launch.alloc.conf if launch.alloc is not None else conf_of(launch.env.get('PYTORCH_CUDA_ALLOC_CONF'))
+    return allocator_kind(conf)[0]
 
 
 def _memory_fix(launch: MegatronLaunch, mem: dict, problem: dict) -> str | None:

@@ -28,7 +28,9 @@ Activations per transformer layer per micro-batch (Korthikanti et al. 2022, "Red
   recompute, one at a time with full recompute). The first pipeline stage holds min(PP, micro-batches) micro-batches
   in flight under 1F1B (Megatron-LM theoretical_memory_usage.py ``compute_activation_memory``); the last stage holds
   the logits: s x V/t in bf16 plus the fp32 log-softmax and its gradient (swift/megatron/trainers/
-  vocab_parallel_utils.py), 10 bytes per element. Fragmentation x1.05 on activations (memory/inputs.py).
+  vocab_parallel_utils.py), 10 bytes per element. Fragmentation x1.05 on activations (memory/inputs.py), and the
+  caching allocator's reserve beyond the allocated peak (memory/reserve.py, per allocator setting) in the train
+  phase.
 vLLM (colocate): one engine shard per GPU from memory/vllm.py ``vllm_terms``, sized by ms-swift's max_num_seqs
   (rollout_mixin.py ``_prepare_vllm_engine``); vLLM's own KV checks from ``vllm_checks`` (one max_model_len sequence,
   the completions one engine generates per rollout).
@@ -219,6 +221,18 @@ def activations(args: dict, a: Arch, par: dict, seq: int, num_microbatches: int)
     return {'activations': first, 'logits': 0.0} if first >= last + logits else {'activations': last, 'logits': logits}
 
 
+def allocator_reserve(args: dict, a: Arch, par: dict, seq: int, allocator: str = 'default') -> float:
+    """What the caching allocator reserves beyond the allocated peak: memory/reserve.py's ``RESERVE_PER_BLOCK`` (from
+    its allocator simulator, one number per setting) times the step's largest transient block, here one
+    micro-batch's fp32 logits on the last stage (s x V/TP x 4 bytes; swift/megatron/trainers/vocab_parallel_utils.py
+    and Megatron-LM's vocab-parallel cross entropy upcast them)."""
+    from ...memory.reserve import RESERVE_PER_BLOCK
+
+    mbs = int(args.get('micro_batch_size') or 1)
+    tokens = mbs * seq / (par.get('cp') or 1)
+    return RESERVE_PER_BLOCK[allocator] * tokens * a.vocab / (par.get('tp') or 1) * 4
+
+
 def vllm_engine(
     args: dict,
     a: Arch,
@@ -275,9 +289,11 @@ def estimate(
     gpu_name: str | None = None,
     vllm_version: str | None = None,
     prompt_len: int | None = None,
+    allocator: str = 'default',
 ) -> dict:
     """{'phases': {phase: GiB}, 'terms': {phase: {term: GiB}}, 'peak_phase', 'peak_gib', 'capacity_gib',
-    'vllm': {...}, 'problems': [...]} for one GPU."""
+    'vllm': {...}, 'problems': [...]} for one GPU. ``allocator``: 'default' or 'expandable' (the caching allocator
+    setting of the launch, memory/reserve.py ``allocator_kind``)."""
     par = {
         **plan['parallel'],
         'world_size': plan['world_size'],
@@ -287,6 +303,7 @@ def estimate(
     state = megatron_state(args, a, par)
     prompt, seq = sequence_length(args, a, prompt_len)
     act = activations(args, a, par, seq, plan.get('num_microbatches') or 1)
+    act['allocator_reserve'] = allocator_reserve(args, a, par, seq, allocator)
     cap = capacity_gib * GiB
     colocate = args.get('vllm_mode') == 'colocate'
     off_model, off_opt = bool(args.get('offload_model')), bool(args.get('offload_optimizer'))
