@@ -62,6 +62,7 @@ def _lengths(args: dict, a: Arch, data_stats: dict | None, completion_mean: int 
 def _one(args: dict, plan: dict, a: Arch, spec, nnodes: int, kv_tokens: int | None, L, c: _Consts):
     par = plan['parallel']
     tp, pp, dp = par['tp'], par['pp'], max(1, par['dp'] or 1)
+    mpc = tp * pp * max(1, par.get('cp') or 1)  # the GPUs one DP rank's sequences are split over
     vpp = par.get('vpp') or 1
     world = max(1, plan['world_size'])
     pm, cm, cx = L
@@ -83,7 +84,7 @@ def _one(args: dict, plan: dict, a: Arch, spec, nnodes: int, kv_tokens: int | No
     else:
         per_tok = (8 if full_recompute else 6) * n
     bubble = 1 + (pp - 1) / (vpp * m)
-    train = tokens * (per_tok + 3 * attn) / (tp * pp) / peak * bubble
+    train = tokens * (per_tok + 3 * attn) / mpc / peak * bubble
     if tp > 1:  # 2 all-reduces forward + 2 backward per layer (+2 with full recompute), ring: 2 (t-1)/t x bytes
         ars = (6 if full_recompute else 4) * a.layers / pp
         train += ars * tokens * a.hidden * 2 * 2 * (tp - 1) / tp / (spec.link_gbps * 1e9)
@@ -91,7 +92,7 @@ def _one(args: dict, plan: dict, a: Arch, spec, nnodes: int, kv_tokens: int | No
     beta = 0.04 if beta is None else beta
     passes = 1 + (1 if beta != 0 else 0)  # the old policy's, always; the reference's with beta
     mu = max(1, int(args.get('num_iterations') or 1))
-    fwd = tokens * (2 * n + attn) / (tp * pp) / peak * bubble
+    fwd = tokens * (2 * n + attn) / mpc / peak * bubble
     logprobs = passes * fwd / mu
     # optimizer and gradient reduction on one GPU's shard
     trainable = a.lora_params(int(args.get('lora_rank') or 8), args.get('target_modules')) if lora else a.param_count()
