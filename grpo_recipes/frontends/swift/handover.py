@@ -85,9 +85,12 @@ RELEASES: tuple[tuple[tuple[int, int], Handover], ...] = (
 )
 
 
-def handover(packages: dict) -> Handover:
-    """The row for the ms-swift release that judges the launch (installed or ``--swift-version``; unknown: 4.6)."""
+def handover(packages: dict) -> Handover | None:
+    """The row for the ms-swift release that judges the launch (installed or ``--swift-version``; none named: 4.6,
+    as versions.py judges it); None for a release named without its minor ("3.x"): the rows differ within 3.x."""
     v = version_tuple(packages.get('ms-swift') or '') or (4, 6)
+    if len(v) < 2:
+        return None
     row = RELEASES[0][1]
     for since, h in RELEASES:
         if v[:2] >= since:
