@@ -38,6 +38,8 @@ class Handover:
     """With the engine asleep (sleep_level > 0), the cache is emptied before the weights wake for the sync."""
     empty_before_rollout: bool
     """With the engine asleep, the cache is emptied before the KV cache wakes for the rollout."""
+    empty_before_generate: bool
+    """Without vLLM, the cache is emptied between the train step and the trainer's own generation (HF generate)."""
     offload_empties: tuple[str, ...]
     """The offload settings whose move empties the cache (``offload_model``, ``offload_optimizer``); () none."""
     source: str

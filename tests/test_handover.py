@@ -159,3 +159,14 @@ def test_fast_path_and_allocator_replay_agree_on_the_sync(batch, completion):
     assert abs(held - fast) <= 0.12 * held
     _, held_empty = handover(step, gather, None, empty=True)
     assert held_empty <= held and abs(held_empty - sum(gather)) <= 0.3 * held_empty
+
+
+def test_hf_generation_starts_with_the_step_cache():
+    # no vLLM: neither ms-swift nor TRL empties the cache before the trainer's own generation, so what the step
+    # reserved stays reserved and the generate phase never drops below it
+    _, r = make({'use_vllm': False, 'vllm_mode': None, 'per_device_train_batch_size': 4})
+    m = r.memory[0]
+    gen, train = m.phase_parts['generate'], m.phase_parts['train']
+    assert gen.get('train_cache', 0) > 0
+    step = sum(v for k, v in train.items() if k in ('activations', 'logits', 'allocator_reserve', 'overlap'))
+    assert m.phases['generate'] >= m.phases['train'] - 0.05 and gen['train_cache'] < step

@@ -119,6 +119,12 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
             'hf_generate_kv': gen_kv,
             **({'zero3_generation_gather': tr['zero3_generation_gather']} if tr.get('zero3_generation_gather') else {}),
         }
+        h = inp.handover
+        if h is not None and not h.empty_before_generate:  # generation's requests take the step's cached blocks first
+            kept = carried(train_parts, gen_kv + tr.get('zero3_generation_gather', 0.0))
+            if kept:
+                parts['generate'][CARRIED] = kept
+                components[CARRIED] = _g(carried(train_parts, 0.0))
         parts['train'] = train_parts
     role = 'train' if inp.sft else ('train+vllm' if colocate else ('train' if server else 'train+hf-generate'))
     for gid in train_ids:

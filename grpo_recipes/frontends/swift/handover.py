@@ -13,6 +13,8 @@ swift/rlhf_trainers/rollout_mixin.py from 4.0) and ``offload_context`` / ``offlo
 - 4.0 on (4.6 installed): as 3.11, and ``offload_model`` calls ``torch.cuda.empty_cache()`` when it moved weights
   (``offload_optimizer`` does not).
 
+Without vLLM (the trainer's own HF generate) no release empties the cache between the train step and generation
+(the only ``empty_cache()`` calls are the ones above: grpo_trainer.py@v3.8.0, rollout_mixin.py@v3.12.0, 4.6).
 With sleep_level 0 the engine never sleeps or wakes, so none of the wake-time releases run at any release.
 """
 
@@ -34,6 +36,7 @@ RELEASES: tuple[tuple[tuple[int, int], Handover], ...] = (
             offload_before_sync=True,
             empty_before_sync=False,
             empty_before_rollout=False,
+            empty_before_generate=False,
             offload_empties=(),
             source=f'{_GRPO}@v3.5.0 _fast_infer (offload, then wake_up, then _move_model_to_vllm)',
         ),
@@ -45,6 +48,7 @@ RELEASES: tuple[tuple[tuple[int, int], Handover], ...] = (
             offload_before_sync=False,
             empty_before_sync=False,
             empty_before_rollout=False,
+            empty_before_generate=False,
             offload_empties=('offload_model', 'offload_optimizer'),
             source=f'{_GRPO}@v3.8.0 _fast_infer and offload_context (empty_cache() after offloading)',
         ),
@@ -56,6 +60,7 @@ RELEASES: tuple[tuple[tuple[int, int], Handover], ...] = (
             offload_before_sync=False,
             empty_before_sync=False,
             empty_before_rollout=True,
+            empty_before_generate=False,
             offload_empties=(),
             source=f'{_MIXIN}@v3.10.0 _fast_infer (aggressive_empty_cache() before wake_up(tags=["kv_cache"]))',
         ),
@@ -67,6 +72,7 @@ RELEASES: tuple[tuple[tuple[int, int], Handover], ...] = (
             offload_before_sync=False,
             empty_before_sync=True,
             empty_before_rollout=True,
+            empty_before_generate=False,
             offload_empties=(),
             source=f'{_MIXIN}@v3.11.0 _fast_infer (aggressive_empty_cache() before wake_up(tags=["weights"]))',
         ),
@@ -78,6 +84,7 @@ RELEASES: tuple[tuple[tuple[int, int], Handover], ...] = (
             offload_before_sync=False,
             empty_before_sync=True,
             empty_before_rollout=True,
+            empty_before_generate=False,
             offload_empties=('offload_model',),
             source=f'{_MIXIN4}@v4.0.0 _fast_infer and offload_model (torch.cuda.empty_cache() when moved)',
         ),
