@@ -170,3 +170,33 @@ def test_hf_generation_starts_with_the_step_cache():
     assert gen.get('train_cache', 0) > 0
     step = sum(v for k, v in train.items() if k in ('activations', 'logits', 'allocator_reserve', 'overlap'))
     assert m.phases['generate'] >= m.phases['train'] - 0.05 and gen['train_cache'] < step
+
+
+def test_trace_and_fast_path_agree_on_what_the_step_leaves_cached():
+    # Qwen2.5-1.5B full, micro-batch 8, 512-token prompts and completions (the H100 grid's shape): the cache the
+    # traced step leaves in the allocator model (reserved - allocated at its end) against the fast path's step terms,
+    # which the next phase carries at sleep level 0
+    pytest.importorskip('torch')
+    import json
+    from pathlib import Path
+
+    import grpo_recipes
+    from grpo_recipes.allocconf import DEFAULT
+    from grpo_recipes.config import GRPOConfig
+    from grpo_recipes.memory.arch import Arch
+    from grpo_recipes.memory.estimate import estimate
+    from grpo_recipes.memory.inputs import Inputs
+    from grpo_recipes.memory.trace import trace_launch
+    from grpo_recipes.plan import build_plan
+
+    catalogue = Path(grpo_recipes.__file__).parent / 'model_configs' / 'catalogue.json'
+    mc = json.loads(catalogue.read_text())['models']['Qwen/Qwen2.5-1.5B-Instruct']['config']
+    argv = ['--rlhf_type', 'grpo', '--tuner_type', 'full', '--per_device_train_batch_size', '8']
+    argv += ['--max_completion_length', '512', '--max_length', '512', '--gradient_checkpointing', 'true']
+    argv += ['--torch_dtype', 'bfloat16', '--beta', '0', '--use_vllm', 'true', '--vllm_mode', 'colocate']
+    cfg, _ = GRPOConfig.from_argv(argv + ['--sleep_level', '0'])
+    plan = build_plan(cfg, {'NPROC_PER_NODE': '1', 'CUDA_VISIBLE_DEVICES': '0'}, Hardware(gpus=1))
+    traced = trace_launch(cfg, plan, mc, 512, 'Qwen2.5-1.5B', alloc_conf=DEFAULT).cached_after_step_gib
+    inp = Inputs(Arch.from_config(mc), 80.0, prompt_len=512, alloc=DEFAULT, handover=swift_handover({}))
+    carried = estimate(cfg, plan, inp)[0].phase_parts['rollout']['train_cache']
+    assert abs(carried - traced) <= 0.1 * traced

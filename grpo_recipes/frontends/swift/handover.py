@@ -5,7 +5,8 @@ Read in ms-swift's ``_fast_infer`` (swift/trainers/rlhf_trainer/grpo_trainer.py 
 swift/rlhf_trainers/rollout_mixin.py from 4.0) and ``offload_context`` / ``offload_model`` at each tag:
 
 - 3.0-3.5: ``offload_model`` / ``offload_optimizer`` run before the engine wakes and the weights are synced; the only
-  cache release there is ``gc_collect()`` under ``gc_collect_after_offload`` (default False).
+  cache release there is ``gc_collect()`` under ``gc_collect_after_offload`` (default False; the typed config does
+  not read it, so a launch that sets it is planned as if it did not: too high at the rollout).
 - 3.6-3.9: the weights wake and ``_move_model_to_vllm`` runs first, with no ``empty_cache()``; then
   ``offload_context`` offloads and calls ``empty_cache()``; the KV cache wakes inside it.
 - 3.10: as 3.6, but ``offload_context`` empties nothing; ``aggressive_empty_cache()`` runs before the KV cache wakes.
