@@ -280,7 +280,14 @@ def check_launch(
 
     own = own_check(launch)  # a front end with its own plan and memory model (Megatron-SWIFT)
     if own is not None:
-        return own(launch, hw, packages=packages, model_config=model_config, data_stats=data_stats)
+        return own(
+            launch,
+            hw,
+            packages=packages,
+            model_config=model_config,
+            data_stats=data_stats,
+            completion_mean=completion_mean,
+        )
     fw = launch.fw  # the front end reads the typed config, then lays out what its framework does after reading
     cfg, remaining, launch = fw.call('read_config', launch, packages)
     cfg, assumptions = with_rollout(cfg, launch)

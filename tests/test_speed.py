@@ -288,7 +288,9 @@ def test_bench_reproduces_its_fitted_rows_and_keeps_the_band_narrow():
     spec = importlib.util.spec_from_file_location('bench_throughput', ROOT / 'bench' / 'bench_throughput.py')
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    result = bench.score(bench.h100_rows() + bench.trl_ratio_rows() + bench.fitted_rows())
+    result = bench.score(
+        bench.h100_rows() + bench.trl_ratio_rows() + bench.nemo_rows() + bench.nemo_ratio_rows() + bench.fitted_rows()
+    )
     fitted = [r for r in result['rows'] if r['kind'] == 'fitted']
     assert fitted and all(abs(r['error']) < 0.01 for r in fitted)
     scored = [r for r in result['rows'] if r['kind'] != 'fitted']

@@ -45,6 +45,15 @@ TP_ALLREDUCE_S = 2e-5
 SLEEP_WAKE = {1: (0.546, 0.800), 2: (1.531, 0.348)}
 SLEEP_BAND = (0.7, 1.5)  # judgement: two points on one card
 
+# A rollout server fed one tensor at a time (TRL's ``VLLMClient.update_named_param``, trl/generation/vllm_client.py @
+# 0.29.1: one HTTP POST, one collective_rpc on the server and one NCCL broadcast + barrier per parameter tensor): the
+# fixed cost per tensor. huggingface/trl PR #5249 (batching these calls): "For Qwen2 0.5B, this cuts the weight sync
+# from 0.6sec to 0.15sec"; Qwen2-0.5B has 290 tensors (24 layers x 12 + embeddings + final norm), 1 GB of bf16 weights
+# (2 ms of it the transfer at NVLink speed): (0.6 - 0.002) / 290 = 2.1 ms per tensor. Band 1-4 ms: a judgement (one
+# measurement, its card and host not stated). ms-swift sends flattened buckets (Framework.weight_sync 'batched').
+SERVER_SYNC_PER_TENSOR_S = 2.06e-3
+SERVER_SYNC_BAND = (0.5, 2.0)
+
 # Across nodes: 400 Gb/s per GPU (NVIDIA DGX H100 data sheet: 8x ConnectX-7 400 Gb/s), 50 GB/s.
 INTERNODE_GBPS = 50.0
 

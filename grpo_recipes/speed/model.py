@@ -91,11 +91,33 @@ class _Consts:
     mfu: float
     hf_overhead: float
     sleep: float
+    per_tensor: float = K.SERVER_SYNC_PER_TENSOR_S
 
 
 POINT = _Consts(K.DECODE_BW_EFF[0], K.MFU[0], K.HF_LAYER_OVERHEAD_S, 1.0)
-FAST = _Consts(K.DECODE_BW_EFF[1], K.MFU[1], K.HF_LAYER_OVERHEAD_S * K.HF_OVERHEAD_BAND[0], K.SLEEP_BAND[0])
-SLOW = _Consts(K.DECODE_BW_EFF[2], K.MFU[2], K.HF_LAYER_OVERHEAD_S * K.HF_OVERHEAD_BAND[1], K.SLEEP_BAND[1])
+FAST = _Consts(
+    K.DECODE_BW_EFF[1],
+    K.MFU[1],
+    K.HF_LAYER_OVERHEAD_S * K.HF_OVERHEAD_BAND[0],
+    K.SLEEP_BAND[0],
+    K.SERVER_SYNC_PER_TENSOR_S * K.SERVER_SYNC_BAND[0],
+)
+SLOW = _Consts(
+    K.DECODE_BW_EFF[2],
+    K.MFU[2],
+    K.HF_LAYER_OVERHEAD_S * K.HF_OVERHEAD_BAND[1],
+    K.SLEEP_BAND[1],
+    K.SERVER_SYNC_PER_TENSOR_S * K.SERVER_SYNC_BAND[1],
+)
+
+
+def weight_tensors(a: Arch) -> int:
+    """Parameter tensors of the Hugging Face model (what a per-tensor weight sync sends one by one): per layer q, k, v,
+    o (+ 3 biases, + q/k norms), the MLP's 3 (a MoE layer: 3 per expert + the router + a shared expert's 3) and 2
+    norms; the embeddings, the final norm and an untied lm_head."""
+    mlp = (3 * a.experts + 1 + (3 if a.shared_expert_intermediate else 0)) if a.experts else 3
+    per_layer = 4 + (3 if a.attention_bias else 0) + (2 if a.qk_norm else 0) + 2 + mlp
+    return a.layers * per_layer + 2 + (0 if a.tied else 1)
 
 
 def train_flops_per_token(cfg: GRPOConfig, n: float) -> float:
@@ -229,7 +251,12 @@ def _weight_sync(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> t
         sent = a.lora_params(cfg.lora_rank, cfg.target_modules) * 2 if (cfg.is_lora and cfg.vllm_enable_lora) else w16
         link = K.INTERNODE_GBPS if plan.rollout_remote else spec.link_gbps
         load = sent / (link * 1e9)  # NCCL broadcast trainer -> server
-        d.update(broadcast=load, broadcast_bytes=sent)
+        calls = 0.0
+        if as_framework(inp.framework).weight_sync == 'per_param':
+            # one HTTP request + collective_rpc + broadcast per tensor (constants.SERVER_SYNC_PER_TENSOR_S)
+            calls = weight_tensors(a) * c.per_tensor
+        load += calls
+        d.update(broadcast=load, broadcast_bytes=sent, per_tensor_calls=calls)
         sleep = 0.0
     else:
         tp = max(1, cfg.vllm_tensor_parallel_size)

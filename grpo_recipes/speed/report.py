@@ -4,6 +4,15 @@ prints them)."""
 from __future__ import annotations
 
 PHASES = ('rollout', 'logprobs', 'train', 'weight_sync', 'other')
+# GSM8K's train split: 7,473 rows (huggingface.co/datasets/openai/gsm8k, config "main", split "train"): the recipes'
+# data set, so a header's GPU-hours are per GSM8K epoch
+GSM8K_TRAIN_ROWS = 7473
+
+
+def gpu_hours_per_epoch(est, rows: int = GSM8K_TRAIN_ROWS, num_iterations: int = 1) -> float:
+    """GPU-hours of one pass over ``rows`` prompts: every prompt trained once (num_iterations times on its rollout),
+    at the estimate's seconds per prompt, on all the launch's GPUs (a rollout server's included)."""
+    return rows * est.seconds_per_prompt * max(1, num_iterations) * est.gpus / 3600
 
 
 def speed_json(report) -> dict:
@@ -87,8 +96,11 @@ def header_line(report) -> str | None:
         return None
     shares = est.shares
     phases = ' '.join(f'{k} {shares[k]:.0%}' for k in PHASES if est.phases.get(k, 0) and shares[k] >= 0.005)
+    mu = getattr(getattr(report, 'cfg', None), 'num_iterations', 1) or 1
+    gpu_h = gpu_hours_per_epoch(est, num_iterations=mu)
     return (
         f'# speed (predicted, docs/throughput.md): {est.step_seconds:.0f} s/step (band {est.step_seconds_low:.0f}-'
-        f'{est.step_seconds_high:.0f}), {est.seconds_per_prompt:.1f} s/prompt; {phases}; completions '
+        f'{est.step_seconds_high:.0f}), {est.seconds_per_prompt:.1f} s/prompt, {gpu_h:.0f} GPU-hours per GSM8K '
+        f'epoch ({GSM8K_TRAIN_ROWS:,} prompts, {est.gpus} GPUs); {phases}; completions '
         f'{est.completion_tokens_assumed["mean"]} avg / {est.completion_tokens_assumed["max"]} max assumed'
     )

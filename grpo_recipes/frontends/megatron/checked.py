@@ -26,6 +26,9 @@ class MegatronReport:
     fixes: list = field(default_factory=list)
     fix_verified: dict | None = None
     packages: dict = field(default_factory=dict)
+    speed: object = None
+    """speed.py's SpeedEstimate (docs/throughput.md), None with speed_unchecked saying why."""
+    speed_unchecked: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -74,7 +77,9 @@ class MegatronReport:
                 '  peak terms    '
                 + ', '.join(f'{k} {v:.1f}' for k, v in sorted(terms.items(), key=lambda kv: -kv[1]) if v)
             )
-        return out
+        from ...speed.report import speed_lines
+
+        return out + speed_lines(self)
 
     @property
     def model_name(self) -> str | None:
@@ -174,6 +179,7 @@ class MegatronReport:
                 'nproc_per_node': self.launch.nproc_per_node,
                 'nnodes': self.launch.nnodes,
             },
+            **_speed_json(self),
         }
 
 
@@ -183,6 +189,7 @@ def check_report(
     packages: dict | None = None,
     model_config: dict | None = None,
     data_stats: dict | None = None,
+    completion_mean: int | None = None,
     **_ignored,
 ) -> MegatronReport:
     """check() of one launch, as a report (``data_stats``' longest prompt bounds the prompts planned)."""
@@ -230,7 +237,17 @@ def check_report(
     )
     if getattr(launch, 'rollout', None) is not None:
         _with_rollout_server(rep, hw, packages)
+    if launch.args.get('rlhf_type') == 'grpo':
+        from .speed import predict
+
+        rep.speed, rep.speed_unchecked = predict(launch, hw, model_config, plan, mem, data_stats, completion_mean)
     return rep
+
+
+def _speed_json(rep) -> dict:
+    from ...speed.report import speed_json
+
+    return speed_json(rep)
 
 
 def _with_rollout_server(rep: MegatronReport, hw, packages: dict) -> None:
