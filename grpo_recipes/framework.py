@@ -24,6 +24,29 @@ def resolve(target: str) -> Callable:
 
 
 @dataclass(frozen=True)
+class Handover:
+    """What a framework runs between its train step, the weight sync and the rollout on a colocated GPU, at one
+    release range: whether the train step's cached blocks (torch's caching allocator keeps freed blocks until
+    ``torch.cuda.empty_cache()``) are still reserved when the next phase allocates (``memory.estimate``)."""
+
+    release: str
+    """The releases the row holds for, as messages name them (``ms-swift 3.6-3.9``)."""
+    offload_before_sync: bool
+    """offload_model / offload_optimizer move the weights and optimizer state to the CPU before the weight sync
+    (else after it, around the rollout)."""
+    empty_before_sync: bool
+    """With the engine asleep (sleep_level > 0), the cache is emptied before the weights wake for the sync."""
+    empty_before_rollout: bool
+    """With the engine asleep, the cache is emptied before the KV cache wakes for the rollout."""
+    empty_before_generate: bool
+    """Without vLLM, the cache is emptied between the train step and the trainer's own generation (HF generate)."""
+    offload_empties: tuple[str, ...]
+    """The offload settings whose move empties the cache (``offload_model``, ``offload_optimizer``); () none."""
+    source: str
+    """Where the row was read (file@tag and function)."""
+
+
+@dataclass(frozen=True)
 class Framework:
     """One framework's facts (what it does) and hooks (what its front end does for the shared pipeline)."""
 
@@ -109,6 +132,9 @@ class Framework:
     """Hook: (ctx) -> findings: the words the framework's parser refuses (ctx.remaining and the launch's own)."""
     validator: str
     """Hook: (launch, timeout, python, trl_version, model_config) -> RealParseResult: its real parser."""
+    handover: str | None = None
+    """Hook: (packages) -> :class:`Handover` at the release that judges the launch; None: the memory model plans
+    each phase from an empty cache."""
     server_flag_dashes: bool = False
     """Its rollout server's flags are spelled with dashes (``trl vllm-serve --gpu-memory-utilization``)."""
 

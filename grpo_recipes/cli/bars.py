@@ -34,7 +34,7 @@ _TERMS = {
     'optimizer': ('grads+optimizer', 'adamw_foreach_temp'),
     'activations': ('activations', 'overlap', 'hf_generate_kv', 'tied_embedding_grad_temp'),
     'logits': ('logits',),
-    'reserve': ('allocator_reserve',),
+    'reserve': ('allocator_reserve', 'train_cache'),
     'context': ('cuda_context', 'nccl'),
 }
 _CATEGORY_OF = {term: cat for cat, terms in _TERMS.items() for term in terms}

@@ -81,16 +81,19 @@ def _col(m, *keys) -> float:
     return sum(m.phase_terms.get(k, 0.0) for k in keys)
 
 
+# The one basis every memory figure of check is on (memory.reserve.quantities' device figure): what nvidia-smi shows
+# and what an OOM is measured against.
+MEMORY_BASIS = 'the device: torch reserved + CUDA context'
+# The verdict column of a GPU (memory.inputs.GPUMemory.verdict; '' : fits or OOM by its peak).
+VERDICT_STYLE = {'OOM if long': '[yellow]OOM if long[/]', 'withheld': '[bright_black]withheld[/]'}
+
+
 def memory_table(report: CheckReport) -> Table:
     """One row per group of identical GPUs; the terms of each GPU's peak phase (GiB)."""
     caps = sorted({m.capacity_gib for m in report.memory})
-    device = any(m.quantities.get('allocated_gib') is not None for m in report.memory)
-    what = (
-        'the device: torch reserved + CUDA context' if device else 'torch allocated + 5% allowance + CUDA context'
-    )  # reserve.quantities says which
     t = Table(
         title=f'Predicted memory per GPU (GiB of {"/".join(f"{c:.1f}" for c in caps)}, terms of the peak '
-        f'phase; {what})',
+        f'phase; {MEMORY_BASIS})',
         title_justify='left',
         title_style='bold',
         box=box.SIMPLE_HEAD,
@@ -128,7 +131,7 @@ def memory_table(report: CheckReport) -> Table:
         )
         vllm = sum(v for k, v in m.phase_terms.items() if k.startswith('vllm_'))
         other = m.total_gib - model - optim - act - vllm
-        verdict = '[green]fits[/]' if m.fits else '[bold red]OOM[/]'
+        verdict = VERDICT_STYLE.get(m.verdict) or ('[green]fits[/]' if m.fits else '[bold red]OOM[/]')
         pct = f'{m.peak_fraction:.0%}'
         t.add_row(
             ids,

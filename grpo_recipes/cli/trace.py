@@ -79,6 +79,11 @@ def run(opts, extra: list[str]) -> int:
         f'reserved   {result.reserved_peak_gib:.2f} GiB (the same allocations through the caching-allocator model, '
         f'{result.allocator or "default allocator"}; no CUDA context)'
     )
+    if result.cached_after_step_gib is not None:
+        print(
+            f'cached     {result.cached_after_step_gib:.2f} GiB after the step (freed blocks the allocator keeps until '
+            'torch.cuda.empty_cache(): the weight sync and the rollout start with them where none runs between)'
+        )
     if result.model_peak_gib is not None:
         diff = result.model_peak_gib / result.traced_peak_gib - 1 if result.traced_peak_gib else 0.0
         print(f"analytic   {result.model_peak_gib:.2f} GiB (the memory model's trainer terms; {diff:+.1%})")

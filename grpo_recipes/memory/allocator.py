@@ -450,3 +450,30 @@ def replay(events, conf: AllocConf | None = None, capacity: int | None = None) -
             elif n > 0:
                 a.malloc(rid, n)
     return a.finish()
+
+
+def handover(step_events, new_sizes, conf: AllocConf | None = None, empty: bool = False) -> tuple[int, int]:
+    """A train step, then the next phase on the same allocator: the step's events replayed (what the step frees
+    stays cached), ``torch.cuda.empty_cache()`` when ``empty``, then the next phase's requests held together
+    (``new_sizes``: the ZeRO-3 weights gathered for the weight sync, one request per parameter as DeepSpeed's
+    ``_allgather_params_coalesced`` makes them). Returns (bytes cached at the step's end: reserved - allocated,
+    bytes the next phase holds reserved above the step's resident allocations). The fast path's
+    ``reserve.carried`` is the same handover in closed form."""
+    a = CachingAllocator(conf)
+    for ev in step_events:
+        if ev == 'empty_cache':
+            a.empty_cache()
+        elif ev != 'reset_peak':
+            rid, n = ev
+            if n is None:
+                if rid in a.live:
+                    a.free(rid)
+            elif n > 0:
+                a.malloc(rid, n)
+    resident, cached = a.allocated, a.reserved - a.allocated
+    if empty:
+        a.empty_cache()
+    for i, n in enumerate(new_sizes):
+        if n > 0:
+            a.malloc(('next phase', i), n)
+    return cached, a.reserved - resident

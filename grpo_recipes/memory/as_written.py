@@ -30,6 +30,8 @@ def memory_as_written(report, inp) -> tuple[list, str | None]:
         return [], None  # the plan the errors describe cannot be sized (e.g. no processes)
     if not memory:
         return [], None
+    for m in memory:  # no verdict on a launch that will not start as written
+        m.verdict = 'withheld'
     return memory, (
         'memory is shown for the launch as written; no memory verdict or fix is given until the errors '
         'that decide the batch or the processes are fixed'

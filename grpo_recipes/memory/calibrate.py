@@ -326,6 +326,16 @@ def _alloc_conf(case: dict):
     return DEFAULT
 
 
+def _handover(case: dict):
+    """What the case's framework runs between its phases at the release the case states (``framework.Handover``,
+    the front end's ``handover`` hook); None where the case names no release minor (e.g. "3.x")."""
+    from ..frontends import FRAMEWORKS
+
+    fw = FRAMEWORKS['trl' if _is_trl(case) else 'swift']
+    package = 'trl' if _is_trl(case) else 'ms-swift'
+    return fw.call('handover', {package: stated_version(case, package) or case.get('framework_version')})
+
+
 def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict:
     c = case.get('config') or {}
     use_vllm = bool(c.get('use_vllm'))
@@ -357,6 +367,7 @@ def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool) -> d
         sft=sft,
         adamw=adamw,
         alloc=None if sft else _alloc_conf(case),
+        handover=None if sft else _handover(case),
     )  # the reserve was derived from GRPO steps only
 
     def peak(inputs: Inputs):

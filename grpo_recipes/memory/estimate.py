@@ -24,7 +24,7 @@ from dataclasses import replace
 from ..config import GRPOConfig
 from ..plan import Plan, prompt_bound
 from .inputs import CUDA_CONTEXT, FRAGMENTATION, NCCL_PER_GROUP, GiB, GPUMemory, Inputs, _g
-from .reserve import DEVICE_CONTEXT, quantities, reserve_bytes
+from .reserve import CARRIED, DEVICE_CONTEXT, STEP_TERMS, carried, quantities, reserve_bytes
 from .trainer import trainer_terms
 from .vllm import vllm_checks, vllm_terms
 
@@ -44,16 +44,7 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     train_ids = [str(p['gpu']) if p['gpu'] is not None else f'rank{p["local_rank"]}' for p in plan.processes]
 
     resident_keys = ['weights', 'lora_params', 'grads+optimizer', 'ref_model', 'cuda_context', 'nccl']
-    dynamic_keys = [
-        'activations',
-        'logits',
-        'adamw_foreach_temp',
-        'tied_embedding_grad_temp',
-        'overlap',
-        'zero3_live_params',
-        'vision_forward_temp',
-        'allocator_reserve',
-    ]
+    dynamic_keys = list(STEP_TERMS)
 
     def resident(offload_model=False, offload_optimizer=False) -> dict[str, float]:
         out = {}
@@ -94,11 +85,20 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
             if sleep == 0
             else {'vllm_weights': v['weights'], 'vllm_cuda_graphs': v['cuda_graphs'], 'vllm_non_torch': v['non_torch']}
         )
-        parts['sync'] = {
-            **off,
-            **({'zero3_sync_gather': tr['zero3_sync_gather']} if tr.get('zero3_sync_gather') else {}),
-            **sync_vllm,
-        }
+        h = inp.handover
+        gather = {'zero3_sync_gather': tr['zero3_sync_gather']} if tr.get('zero3_sync_gather') else {}
+        # offload_model/offload_optimizer run after the sync from ms-swift 3.6 on (offload_context around the
+        # rollout): the sync sees the trainer's whole resident state
+        at_sync = off if h is None or h.offload_before_sync else resident()
+        parts['sync'] = {**at_sync, **gather, **sync_vllm}
+        if h is not None:
+            keep_sync, keep_rollout = _carries(cfg, h)
+            if keep_sync:
+                parts['sync'][CARRIED] = carried(train_parts, gather.get('zero3_sync_gather', 0.0))
+            if keep_rollout:
+                parts['rollout'][CARRIED] = carried(train_parts, 0.0)
+            if keep_sync or keep_rollout:
+                components[CARRIED] = _g(carried(train_parts, 0.0))
         residue = (
             {'vllm_reserved': v['requested'], 'vllm_cuda_graphs': v['graphs_outside']}
             if sleep == 0
@@ -119,6 +119,12 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
             'hf_generate_kv': gen_kv,
             **({'zero3_generation_gather': tr['zero3_generation_gather']} if tr.get('zero3_generation_gather') else {}),
         }
+        h = inp.handover
+        if h is not None and not h.empty_before_generate:  # generation's requests take the step's cached blocks first
+            kept = carried(train_parts, gen_kv + tr.get('zero3_generation_gather', 0.0))
+            if kept:
+                parts['generate'][CARRIED] = kept
+                components[CARRIED] = _g(carried(train_parts, 0.0))
         parts['train'] = train_parts
     role = 'train' if inp.sft else ('train+vllm' if colocate else ('train' if server else 'train+hf-generate'))
     for gid in train_ids:
@@ -133,11 +139,24 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
                     problems=list(problems),
                 ),
                 parts,
+                modelled=inp.alloc is not None,
             )
         )
     if server and not inp.sft:
         out += _rollout_gpus(cfg, plan, inp)
     return out
+
+
+def _carries(cfg: GRPOConfig, h) -> tuple[bool, bool]:
+    """(the sync, the rollout) start with the train step's cached blocks still reserved, by what the framework runs
+    between the phases at its release (``framework.Handover``): an ``empty_cache()`` before the weights wake (only
+    with the engine asleep), before the KV cache wakes, or in the offload of the settings that empty it."""
+    asleep = cfg.effective_sleep_level > 0
+    offloads = [k for k in ('offload_model', 'offload_optimizer') if getattr(cfg, k)]
+    emptied_by_offload = any(k in h.offload_empties for k in offloads)
+    sync = not (asleep and h.empty_before_sync) and not (h.offload_before_sync and emptied_by_offload)
+    rollout = sync and not (asleep and h.empty_before_rollout) and not emptied_by_offload
+    return sync, rollout
 
 
 def _rollout_gpus(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
@@ -180,15 +199,16 @@ def _rollout_gpus(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     return out
 
 
-def _finish(m: GPUMemory, parts: dict[str, dict[str, float]]) -> GPUMemory:
+def _finish(m: GPUMemory, parts: dict[str, dict[str, float]], modelled: bool | None = None) -> GPUMemory:
     phases = {k: sum(v.values()) for k, v in parts.items()}
     m.phases = {k: _g(v) for k, v in phases.items()}
     m.phase_parts = {k: {t: _g(x) for t, x in v.items() if x} for k, v in parts.items()}
-    m.phase = max(phases, key=phases.get)
+    # a tie (the rollout of an awake engine holds the train step's cached blocks: the same bytes) is the train phase's
+    m.phase = max(phases, key=lambda k: (round(phases[k] / 2**20), k == 'train'))
     m.phase_terms = {k: _g(v) for k, v in sorted(parts[m.phase].items(), key=lambda kv: -kv[1])}
     peak = phases[m.phase]
     m.total_gib = _g(peak)
-    m.quantities = quantities(parts[m.phase], peak)
+    m.quantities = quantities(parts[m.phase], peak, modelled)
     m.peak_fraction = round(peak / (m.capacity_gib * GiB), 4) if m.capacity_gib else 0.0
     m.headroom_pct = round(100 * (1 - m.peak_fraction), 1)
     hard = [p for p in m.problems if p.get('severity', 'error') == 'error']

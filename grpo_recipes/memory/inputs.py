@@ -11,6 +11,7 @@ from .arch import Arch
 
 if TYPE_CHECKING:
     from ..allocconf import AllocConf
+    from ..framework import Handover
 
 GiB = 2**30
 
@@ -84,6 +85,10 @@ class GPUMemory:
     """The terms of the peak phase, largest first (GiB)."""
     quantities: dict = field(default_factory=dict)
     """The peak as torch's allocated and reserved bytes and the device's used memory (``reserve.quantities``)."""
+    verdict: str = ''
+    """What the table's verdict column says when not the peak's own fits/OOM: ``OOM if long`` (the OOM needs prompts
+    or completions longer than those reached as a rule: a warning, not a refusal) or ``withheld`` (errors that decide
+    the batch or the processes are open: the figures are shown, no verdict)."""
     phase_parts: dict = field(default_factory=dict)
     """Every phase's terms (GiB), phase -> {term: GiB}: what ``check``'s bars and ``--plot`` draw."""
 
@@ -139,3 +144,7 @@ class Inputs:
     alloc_vllm: AllocConf | None = None
     """The allocator behind a colocated vLLM engine's torch allocations (``allocconf.AllocConf``); None: no vLLM in
     the training process, or vLLM's sleep-mode pool (never expandable segments)."""
+    handover: Handover | None = None
+    """What the framework runs between the train step, the weight sync and the rollout at its release
+    (``framework.Handover``, from the front end's ``handover`` hook): which phases start with the train step's cached
+    blocks still reserved. None: every phase planned from an empty cache."""

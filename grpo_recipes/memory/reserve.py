@@ -70,22 +70,56 @@ def reserve_bytes(cfg, arch, conf: AllocConf | None) -> float:
     return RESERVE_PER_BLOCK[kind] * largest_transient(cfg, arch)
 
 
+# The train step's own terms (memory.estimate's names): what the step allocates on top of the resident weights,
+# gradients and optimizer state and frees again, with the allocator's reserve above them.
+STEP_TERMS = (
+    'activations',
+    'logits',
+    'adamw_foreach_temp',
+    'tied_embedding_grad_temp',
+    'overlap',
+    'zero3_live_params',
+    'vision_forward_temp',
+    'allocator_reserve',
+)
+# The term of a later phase that holds the train step's cached blocks (memory.estimate).
+CARRIED = 'train_cache'
+
+
+def carried(train_terms: dict, new_bytes: float) -> float:
+    """Bytes of the train step's cached blocks still reserved in a later phase that no ``torch.cuda.empty_cache()``
+    precedes (``release_cached_blocks`` is the only call that hands a cached segment back; a freed block stays in
+    its pool): the step's reserved bytes above its resident state (``STEP_TERMS``: everything it allocated and
+    freed, with the allocator's reserve), less what the phase's own requests through the same allocator
+    (``new_bytes``: the ZeRO-3 weights gathered for the sync) take from them. ``get_free_block`` serves a request
+    from the best-fitting cached block first, and a gathered parameter (at most the embedding, vocabulary x hidden)
+    is no larger than the step's largest freed block (a micro-batch's logits, micro-batch x completion x
+    vocabulary) whenever micro-batch x completion >= hidden, so the phase grows the cache only by what the cache
+    cannot hold. ``memory.trace.handover_replay`` replays the same handover block by block."""
+    step = sum(v for k, v in train_terms.items() if k in STEP_TERMS)
+    return max(0.0, step - new_bytes)
+
+
 # Terms of a phase that torch's caching allocator never holds (memory.estimate's names): what the device adds to
 # torch's reserved bytes (vLLM's weights, KV cache and CUDA-graph pool are torch allocations; its non-torch memory is
 # not).
 OUTSIDE_TORCH = ('cuda_context', 'nccl', 'vllm_non_torch')
 
 
-def quantities(terms: dict, total: float) -> dict:
+def quantities(terms: dict, total: float, modelled: bool | None = None) -> dict:
     """The peak phase as the three figures a GPU reports (GiB): ``allocated`` (torch.cuda.max_memory_allocated,
     what `grpo-guard trace` counts), ``reserved`` (torch.cuda.max_memory_reserved, ms-swift's memory(GiB)) and
-    ``device`` (nvidia-smi's used memory, what an OOM is measured against). Without the allocator model the reserve
-    is the 1.05 allowance inside the dynamic terms and allocated is not told apart (None)."""
+    ``device`` (nvidia-smi's used memory, what an OOM is measured against). ``modelled``: the caching allocator was
+    modelled for the launch (``Inputs.alloc``; None: judged by the phase's terms), whatever phase peaks; its reserve
+    and the train step's carried cache are reserved, not allocated. Without it the reserve is the 1.05 allowance
+    inside the dynamic terms and allocated is not told apart (None)."""
     outside = sum(v for k, v in terms.items() if k in OUTSIDE_TORCH)
     reserved = total - outside
-    modelled = 'allocator_reserve' in terms
+    if modelled is None:
+        modelled = 'allocator_reserve' in terms
+    cached = terms.get('allocator_reserve', 0.0) + terms.get(CARRIED, 0.0)
     return {
-        'allocated_gib': round((reserved - terms['allocator_reserve']) / GiB, 2) if modelled else None,
+        'allocated_gib': round((reserved - cached) / GiB, 2) if modelled else None,
         'reserved_gib': round(reserved / GiB, 2),
         'device_gib': round(total / GiB, 2),
         'reserve_basis': 'caching-allocator reserve (reserve.py)'

@@ -53,6 +53,10 @@ class TraceResult:
     reserved_peak_gib: float | None = None
     """torch's reserved peak: the traced allocations and frees replayed through the caching-allocator model
     (``allocator.replay``) under ``allocator`` settings (what ms-swift logs as memory(GiB); no CUDA context)."""
+    cached_after_step_gib: float | None = None
+    """What the caching allocator still holds after the step frees its transients (reserved - allocated at the
+    step's end, ``allocator.handover``): the next phase starts with it where no ``torch.cuda.empty_cache()`` runs
+    between (``framework.Handover``; the fast path's ``reserve.carried``)."""
     allocator: str = ''
     """The PYTORCH_CUDA_ALLOC_CONF string the reserved figure was simulated with ('' for torch's defaults)."""
     events: list = field(default_factory=list, repr=False)
@@ -403,7 +407,23 @@ def trace_launch(
         # same check uses (memory.trainer_terms), and the rest is traced; a foreach step's copy of the second
         # moments comes after backward, so the larger of it and the traced activations counts
         dynamic = cats['activations'] + cats['temporaries']
-        traced = max(dynamic, terms.get('adamw_foreach_temp', 0.0) / GiB) + per_param
+        foreach = terms.get('adamw_foreach_temp', 0.0) / GiB
+        traced = max(dynamic, foreach) + per_param
+        # the categories on the peak's basis: this process's shards, not the whole model the single process traced
+        states = terms.get('grads+optimizer', 0.0) / GiB
+        cats.update(
+            {
+                'parameters': round(per_param - states, 3),
+                'gradients': 0.0,
+                'optimizer state': round(states, 3),
+                'temporaries': round(cats['temporaries'] + max(0.0, foreach - dynamic), 3),
+            }
+        )
+        notes.append(
+            'categories on the same basis as the peak: parameters, gradients and optimizer state are this '
+            "process's shards (the gradients counted with the optimizer state, one term of DeepSpeed's/FSDP's "
+            'accounting)'
+        )
         notes.append(
             f'{cfg.deepspeed or "FSDP " + str(cfg.fsdp_sharding)}: parameters, gradients and optimizer '
             f"state from DeepSpeed's/FSDP's accounting ({per_param:.2f} GiB); activations traced"
@@ -435,12 +455,14 @@ def trace_launch(
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         model_peak = None
     from ..allocconf import AllocConf, conf_of
-    from .allocator import replay
+    from .allocator import handover, replay
 
     conf = alloc_conf if isinstance(alloc_conf, AllocConf) else conf_of(alloc_conf)
     # the same per-parameter corrections as the allocated figure (sharded or quantised terms) carry over unchanged
     reserved = replay(counter.events, conf).peak_reserved / GiB + traced - counter.peak / GiB
+    cached, _ = handover([e for e, st in zip(counter.events, counter.event_stages) if st != RELEASED], [], conf)
     return TraceResult(
+        cached_after_step_gib=round(cached / GiB, 3),
         reserved_peak_gib=round(reserved, 3),
         allocator=conf.text,
         model=name,

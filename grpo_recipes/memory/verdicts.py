@@ -75,6 +75,7 @@ def memory_inputs(report, model_config: dict | None) -> tuple[Inputs | None, str
         adamw_why=adamw_why,
         vllm_graphs_env=None if env_graphs is None else str(env_graphs),
         weight_sync=report.launch.fw.weight_sync,
+        handover=report.launch.fw.call('handover', pk) if report.launch.fw.handover else None,
     ), None
 
 
@@ -329,6 +330,11 @@ def _gpu_findings(
         if m.peak_fraction > 1.0 and ('oom', m.role) not in seen:
             seen.add(('oom', m.role))
             _oom_finding(report, inp, v, m, lim, why, bounded, completion_mean)
+            if v.findings and v.findings[-1].rule in ('memory.oom-if-long-prompts', 'memory.oom-if-long-completions'):
+                for x in v.memory:  # a warning, not a refusal: the table says so
+                    if x.role == m.role and x.peak_fraction > 1.0:
+                        x.verdict = 'OOM if long'
+
         elif (
             m.fits and m.total_gib + MODEL_ERROR * _uncertain_gib(m) > m.capacity_gib and ('tight', m.role) not in seen
         ):

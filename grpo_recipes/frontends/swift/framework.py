@@ -134,5 +134,6 @@ SWIFT = Framework(
     fix_text=f'{HERE}:fix_text',
     server_command=f'{HERE}:server_command',
     unknown_arguments=f'{CHECKS}:unknown_arguments',
+    handover='grpo_recipes.frontends.swift.handover:handover',
     validator='grpo_recipes.realparse:swift_parse',
 )

@@ -93,6 +93,7 @@ TRL = Framework(
     fix_text=f'{WORDING}:fix_text',
     server_command=f'{HERE}:server_command',
     unknown_arguments=f'{HERE}:unknown_arguments',
+    handover='grpo_recipes.frontends.trl.handover:handover',
     validator='grpo_recipes.realparse:trl_parse',
     server_flag_dashes=True,
 )
