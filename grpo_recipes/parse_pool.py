@@ -160,7 +160,7 @@ def pooled(module: str, stdin: str, env: dict, cwd: str | None, python: str | No
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(timeout)
             s.connect(path)
-            s.sendall(json.dumps({'module': module, 'stdin': stdin, 'env': env, 'cwd': cwd}).encode())
+            s.sendall(json.dumps({'module': module, 'stdin': stdin, 'env': env, 'cwd': cwd or os.getcwd()}).encode())
             s.shutdown(socket.SHUT_WR)
             reply = json.loads(_recv(s))
     except TimeoutError:
