@@ -31,6 +31,7 @@ from .frontends.swift.worker import RESULT_MARK
 from .frontends.trl.arguments import CLASSES, describe_unknown, parse_args
 from .launch import Launch
 from .models import config_only_dir
+from .parse_pool import pooled
 from .plan import world_size
 from .versions import version_tuple
 
@@ -110,21 +111,27 @@ def _run_worker(
     # transformers' _setup_devices may start a CPU process group for a simulated world: on a port of its own, never
     # the launch's (or torch's default 29500), which a training job on this machine may hold (EADDRINUSE)
     child_env.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(_free_port()))
+    stdin = json.dumps(requests)
     try:
-        proc = subprocess.run(
-            [python or sys.executable, '-m', module],
-            input=json.dumps(requests),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd=cwd,
-            env=child_env,
-        )
-    except subprocess.TimeoutExpired:
+        # a warm pool (parse_pool.py) where one is named and can stand for a fresh worker; else a fresh worker
+        ran = pooled(module, stdin, child_env, cwd, python, timeout)
+        if ran is None:
+            proc = subprocess.run(
+                [python or sys.executable, '-m', module],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                cwd=cwd,
+                env=child_env,
+            )
+            ran = proc.returncode, proc.stdout, proc.stderr
+    except (subprocess.TimeoutExpired, TimeoutError):
         raise GuardError(f'{what} did not finish in {timeout:.0f}s') from None
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARK)]
+    _, stdout, stderr = ran
+    lines = [ln for ln in stdout.splitlines() if ln.startswith(RESULT_MARK)]
     if len(lines) != len(requests):
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        tail = (stderr or stdout).strip().splitlines()[-5:]
         raise GuardError(f'{what} crashed before giving a result: ' + ' | '.join(tail))
     return lines
 

@@ -38,6 +38,38 @@ def shared_tmp(tmp_path_factory) -> Path:
     return base.parent if os.environ.get('PYTEST_XDIST_WORKER') else base
 
 
+@pytest.fixture(scope='session', autouse=True)
+def parse_pool():
+    """One warm parser pool per test process (grpo_recipes/parse_pool.py): every `validate` in this session, in this
+    process or a CLI child, is served by a process forked after one import of ms-swift and TRL, instead of importing
+    them again (6-10 s each). Each parse still runs the real worker in a fresh process; a request whose interpreter or
+    environment differs from the pool's goes to a fresh worker as before. GRPO_TESTS_FRESH_PARSERS=1 turns it off;
+    tests/test_parse_pool.py checks that both ways give the same results."""
+    import tempfile
+
+    from grpo_recipes.parse_pool import ENV_VAR
+
+    if os.environ.get('GRPO_TESTS_FRESH_PARSERS') or os.environ.get(ENV_VAR):
+        yield None
+        return
+    where = tempfile.mkdtemp(prefix='grpo-pool-')  # short: a Unix socket path has at most 107 bytes
+    path = os.path.join(where, 's')
+    proc = subprocess.Popen(
+        [sys.executable, '-m', 'grpo_recipes.parse_pool', path],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, 'PYTHONWARNINGS': 'ignore'},
+    )
+    os.environ[ENV_VAR] = path  # served once the pool is ready; before that, fresh workers
+    try:
+        yield path
+    finally:
+        os.environ.pop(ENV_VAR, None)
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(where, ignore_errors=True)
+
+
 @pytest.fixture(scope='session')
 def tiny_qwen2(tmp_path_factory) -> Path:
     """The tiny random Qwen2 with its tokenizer (tests/tiny_model.py), built once per session, for every test that
