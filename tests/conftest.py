@@ -97,3 +97,9 @@ def write_yaml(tmp_path):
         return p
 
     return _write
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests that run ms-swift itself (marked slow: CPU training runs, traces, parser subprocesses) first, in
+    their order, so that under pytest-xdist the long ones start together instead of one finishing alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker('slow') is None)
