@@ -221,6 +221,12 @@ def model_config_for(model: str | None, given: dict | None, hub=None) -> tuple[d
                 f'--model {model}: {", ".join(unresolved(model))} could not be resolved, so the model is '
                 f'not known here; export it before running the guard, or pass --model-config DIR'
             )
+        if not model:
+            return (
+                None,
+                'the launch names no model, so there is no config.json to plan from: name the model, or pass '
+                '--model-config DIR',
+            )
         return None, f'no config.json for {model}: pass --model-config DIR or a local model dir'
 
 

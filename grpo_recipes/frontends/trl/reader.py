@@ -167,6 +167,12 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
         'deepspeed': 'accelerate --config_file (deepspeed_config.zero_stage)',
     }
     notes = []
+    if script and script.endswith('.py') and not os.path.isfile(script):
+        # classify() reads a script it cannot open as a TRL GRPOTrainer script: say so, and what that leaves unread
+        notes.append(
+            f'{script} is not here to read (run the guard where the launch runs): its arguments are read as TRL '
+            f"GRPOConfig's, and what the script sets in code is not seen"
+        )
     if srun is not None and head != 'python':
         note = _srun_note(srun, int(launch_env.get('NNODES', '1')), source)
         notes += [note] if note else []
