@@ -281,12 +281,9 @@ def _bin_edges(lo: int, hi: int, bins: int = 20) -> list[int]:
 
 
 def plot_histogram(lengths, st: Stats, path: Path) -> None:
-    import os
-
-    os.environ.setdefault('MPLBACKEND', 'Agg')
     import matplotlib
 
-    matplotlib.use('Agg')
+    matplotlib.use('Agg')  # no display needed; the process environment is left as it was
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 4))

@@ -50,6 +50,7 @@ _PRELOAD = {
         'swift.arguments',
         'swift.rlhf_trainers.arguments',
         'swift.utils',
+        'deepspeed',  # what a --deepspeed parse imports
     ),
     'grpo_recipes.frontends.trl.worker': (
         'trl',
@@ -125,7 +126,8 @@ def serve(path: str) -> None:
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(str(tmp))
     srv.listen(16)
-    (Path(path + '.env')).write_text(json.dumps({'python': sys.executable, 'env': env0}))
+    meta = {'python': sys.executable, 'env': env0, 'imported': imported_env}
+    (Path(path + '.env')).write_text(json.dumps(meta))
     os.replace(tmp, path)  # the socket appears only when the pool is ready
     while True:
         conn, _ = srv.accept()
@@ -144,6 +146,25 @@ def serve(path: str) -> None:
             pass
 
 
+def _as_before_imports(env: dict, meta: dict) -> dict:
+    """``env`` as the pool's comparison sees it: without what the frameworks' imports set (ms-swift sets
+    TOKENIZERS_PARALLELISM, DeepSpeed PYTORCH_NVML_BASED_CUDA_CHECK), which a caller that imported them in-process has
+    too, with the same values, and a fresh worker has after its own imports."""
+    imported = meta.get('imported') or {}
+    return _comparable({k: v for k, v in env.items() if imported.get(k) != v})
+
+
+def differs(env: dict) -> list[str]:
+    """The environment keys that keep the pool named in this environment from standing for a fresh worker."""
+    path = os.environ.get(ENV_VAR)
+    try:
+        meta = json.loads(Path(str(path) + '.env').read_text())
+    except (OSError, ValueError):
+        return ['(no pool ready)']
+    mine, theirs = meta['env'], _as_before_imports(env, meta)
+    return sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+
+
 def pooled(module: str, stdin: str, env: dict, cwd: str | None, python: str | None, timeout: float):
     """``(returncode, stdout, stderr)`` of the worker run by the pool named in the environment, or None where no pool
     can stand for a fresh worker process (none named or ready, another interpreter, another environment)."""
@@ -154,7 +175,7 @@ def pooled(module: str, stdin: str, env: dict, cwd: str | None, python: str | No
         meta = json.loads(Path(path + '.env').read_text())
     except (OSError, ValueError):
         return None
-    if meta.get('python') != sys.executable or meta.get('env') != _comparable(env):
+    if meta.get('python') != sys.executable or meta.get('env') != _as_before_imports(env, meta):
         return None
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
