@@ -25,7 +25,7 @@ from ..config import GRPOConfig
 from ..plan import Plan, prompt_bound
 from .inputs import CUDA_CONTEXT, FRAGMENTATION, NCCL_PER_GROUP, GiB, GPUMemory, Inputs, _g
 from .reserve import DEVICE_CONTEXT, quantities, reserve_bytes
-from .trainer import trainer_terms
+from .trainer import reserve_inputs, trainer_terms
 from .vllm import vllm_checks, vllm_terms
 
 
@@ -39,7 +39,10 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         inp = replace(inp, prompt_len=prompt_bound(cfg, ctx_len, vllm=False, leave_room=False).tokens)
     tr = trainer_terms(cfg, plan, inp, fragmentation=FRAGMENTATION if inp.alloc is None else 1.0)
     if inp.alloc is not None:  # the caching allocator's reserve and the measured CUDA context (reserve.py)
-        tr.update(allocator_reserve=reserve_bytes(cfg, a, inp.alloc), cuda_context=DEVICE_CONTEXT)
+        tr.update(
+            allocator_reserve=reserve_bytes(cfg, a, inp.alloc, reserve_inputs(cfg, plan, inp)),
+            cuda_context=DEVICE_CONTEXT,
+        )
     out: list[GPUMemory] = []
     train_ids = [str(p['gpu']) if p['gpu'] is not None else f'rank{p["local_rank"]}' for p in plan.processes]
 
