@@ -5,6 +5,7 @@ What runs out on a GPU is what torch *reserves* (cached segments, ``torch.cuda.m
 (``memory.trainer_terms(fragmentation=1.0)`` is what ``grpo-guard trace`` counts); this module adds the reserve:
 
     reserved = allocated + RESERVE_PER_BLOCK[allocator] x the largest transient block
+               (default allocator: at most the segments left free at the peak, ``segments_left_free``)
     device   = reserved + DEVICE_CONTEXT (+ NCCL buffers where the launch has a communicator)
 
 The largest transient block of a GRPO/SFT step is the fp32 logits of one micro-batch (micro-batch x completion x
