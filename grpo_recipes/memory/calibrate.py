@@ -49,6 +49,8 @@ ENGINE_KEYS = (
     'limit_mm_per_prompt',
     'enable_chunked_prefill',
     'mm_processor_kwargs',
+    'block_size',
+    'num_gpu_blocks_override',
 )
 FRAMEWORKS_MAPPED = ('ms-swift', 'trl', 'vllm', 'unsloth')
 
@@ -357,6 +359,7 @@ def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool) -> d
         sft=sft,
         adamw=adamw,
         alloc=None if sft else _alloc_conf(case),
+        vllm_version=stated_version(case, 'vllm'),  # how a colocated engine counts the trainer (vllm_engine)
     )  # the reserve was derived from GRPO steps only
 
     def peak(inputs: Inputs):
