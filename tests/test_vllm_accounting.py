@@ -208,3 +208,30 @@ def test_num_gpu_blocks_override_and_block_size():
     inp2 = Inputs(arch=arch, capacity_gib=H100, gpu_name='H100 80GB', vllm_version='0.10.1.1')
     info2 = vllm_checks(cfg2, build_plan(cfg2, {}, Hardware()), inp2, vllm_terms(cfg2, inp2), H100 * GiB, [])
     assert info2['kv_tokens'] > 0 and info2['kv_tokens'] % 128 == 0
+
+
+def test_a_logged_flashinfer_sampler_sizes_the_profile():
+    """github.com/dennislee22/vLLM-benchmarking log/vllm-7B-1gpuA10080GB-0.25GRAM.log (vLLM 0.10.1.1, V1,
+    Qwen2-7B-Instruct on an A100 80GB, util 0.25, max_model_len 16384, the API server): the log says 'Using
+    FlashInfer for top-p & top-k sampling.' and 'Available KV cache memory: 5.01 GiB'. Quoted, the line decides the
+    profiling sampler; unquoted, a pip install is taken to sample natively (the larger reservation)."""
+    from grpo_recipes.memory.calibrate import predict
+
+    case = {
+        'id': 'dennislee',
+        'kind': 'vllm_startup',
+        'framework': 'vllm',
+        'framework_version': '0.10.1.1',
+        'gpu': 'A100 80GB',
+        'num_gpus': 1,
+        'gpu_total_gib': 79.15,
+        'config': {'vllm_gpu_memory_utilization': 0.25, 'vllm_max_model_len': 16384, 'torch_dtype': 'bfloat16'},
+        'model_config': QWEN7B,  # Qwen2-7B-Instruct has Qwen2.5-7B's memory fields
+        'outcome': {'ran_ok': True, 'kv_cache_gib_per_gpu': 5.01},
+    }
+    native = predict(json.loads(json.dumps(case)))
+    case['quote'] = 'INFO [topk_topp_sampler.py:50] Using FlashInfer for top-p & top-k sampling.'
+    logged = predict(json.loads(json.dumps(case)))
+    assert native['sampler'] == 'native' and logged['sampler'] == 'flashinfer'
+    assert "the case's vLLM log" in logged['sampler_why']
+    assert abs(logged['kv_cache_gib'] / 5.01 - 1) < 0.03 < abs(native['kv_cache_gib'] / 5.01 - 1)

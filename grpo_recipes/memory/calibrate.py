@@ -202,6 +202,9 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     # the sampler: a stated VLLM_USE_FLASHINFER_SAMPLER decides; whether FlashInfer was installed is not
     # a field of the schema, so otherwise vLLM's native sampler (the larger reservation) is assumed
     sampler, why = resolve_sampler(c.get('VLLM_USE_FLASHINFER_SAMPLER'), case.get('framework_version'), None)
+    logged = logged_sampler(case)
+    if c.get('VLLM_USE_FLASHINFER_SAMPLER') is None and logged:
+        sampler, why = logged
     graphs_env = c.get('VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS')
     inp = Inputs(
         arch=arch,
@@ -237,6 +240,27 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
         'fits': not failed,
         'reasons': [p['check'] for p in problems],
     }
+
+
+# V1's sampler says at start which top-k/top-p implementation it took (vllm/v1/sample/ops/topk_topp_sampler.py
+# TopKTopPSampler.__init__, 0.10.1.1): a case that quotes one of these lines states its profiling sampler.
+SAMPLER_LOG_LINES = (
+    ('Using FlashInfer for top-p & top-k sampling', 'flashinfer'),
+    ('Falling back to the PyTorch-native implementation of top-p & top-k sampling', 'native'),
+    ('Falling back to default sampling implementation', 'native'),
+)
+
+
+def logged_sampler(case: dict) -> tuple[str, str] | None:
+    """(sampler, why) from vLLM's own log line in the case's quoted text (``quote``, ``log``, ``outcome.log``), else
+    None."""
+    out = case.get('outcome') if isinstance(case.get('outcome'), dict) else {}
+    for text in (case.get('quote'), case.get('log'), out.get('log')):
+        if isinstance(text, str):
+            for line, sampler in SAMPLER_LOG_LINES:
+                if line in text:
+                    return sampler, f"the case's vLLM log: '{line}'"
+    return None
 
 
 def _engine_keys(c: dict) -> dict:
