@@ -235,3 +235,30 @@ def test_a_logged_flashinfer_sampler_sizes_the_profile():
     assert native['sampler'] == 'native' and logged['sampler'] == 'flashinfer'
     assert "the case's vLLM log" in logged['sampler_why']
     assert abs(logged['kv_cache_gib'] / 5.01 - 1) < 0.03 < abs(native['kv_cache_gib'] / 5.01 - 1)
+
+
+def _capture(util: float, eager: bool = False, version: str = '0.6.4.post1') -> list[dict]:
+    """Qwen2.5-7B at TP 2 on 16 GB cards (15.77 GiB, as vLLM logged them in vllm-project/vllm#11251: V0
+    0.6.4.post1, 7.51 GiB of weights per GPU, OOM while capturing CUDA graphs at util 0.95)."""
+    argv = ['--rlhf_type', 'grpo', '--use_vllm', 'true', '--vllm_mode', 'server', '--vllm_tensor_parallel_size', '2']
+    argv += ['--vllm_gpu_memory_utilization', str(util), '--vllm_max_model_len', '8192']
+    argv += ['--vllm_enforce_eager', 'true'] if eager else []
+    cfg, _ = GRPOConfig.from_argv(argv)
+    inp = Inputs(arch=Arch.from_config(QWEN7B), capacity_gib=15.77, gpu_name='RTX 4060 Ti 16GB', vllm_version=version)
+    problems: list[dict] = []
+    vllm_checks(cfg, build_plan(cfg, {}, Hardware()), inp, vllm_terms(cfg, inp), (15.77 - 1.0) * GiB, problems)
+    return problems
+
+
+def test_graphs_captured_beyond_the_reservation_run_out_of_memory():
+    """Before vLLM's profiler estimated graphs, they were captured after the KV cache filled util x total and came on
+    top (V0 worker.py initialize_cache -> capture_model; V1 gpu_worker.py compile_or_warm_up_model): a utilisation
+    that leaves less than the graphs' allowance beyond the CUDA context fails there (vllm-project/vllm#11251, #19186);
+    eager mode, or a lower utilisation, starts."""
+    problems = _capture(0.93)
+    assert [p['check'] for p in problems] == ['vllm.graph-capture-oom']
+    assert 'capturing CUDA graphs' in problems[0]['message']
+    assert _capture(0.93, eager=True) == []
+    assert _capture(0.85) == []
+    # from 0.21 the profiler takes the graphs out of the KV budget: nothing comes on top
+    assert [p['check'] for p in _capture(0.93, version='0.23.0')] == []

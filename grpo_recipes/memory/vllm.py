@@ -279,6 +279,30 @@ def vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_start
                 ),
             }
         )
+    capture_room = cap if accounting == 'device' else free_at_start  # 'device': util x total holds the others too
+    started = v['weights'] <= cap and (accounting == 'device' or free_at_start >= v['requested'])
+    if (
+        started
+        and v['graphs_outside'] > 0
+        and v['kv_cache'] > 0
+        and v['requested'] + v['graphs_outside'] > capture_room
+    ):
+        # graphs are captured after the KV cache fills the reservation (V0 worker.py initialize_cache ->
+        # _warm_up_model -> capture_model; V1 gpu_worker.py compile_or_warm_up_model -> capture_model, after
+        # initialize_from_config) and, before the profiler estimated them (graphs_profiled), on top of it
+        problems.append(
+            {
+                'check': 'vllm.graph-capture-oom',
+                'phase': 'startup',
+                'message': (
+                    f'CUDA out of memory while capturing CUDA graphs: vLLM {inp.vllm_version or ""} captures them '
+                    f'after its KV cache fills gpu_memory_utilization ({v["requested"] / GiB:.2f} GiB) and about '
+                    f'{v["graphs_outside"] / GiB:.2f} GiB more is needed beyond it, where '
+                    f'{max(0.0, capture_room - v["requested"]) / GiB:.2f} GiB is left (enforce_eager or a lower '
+                    'gpu_memory_utilization avoids it)'
+                ),
+            }
+        )
     if v['kv_cache'] <= 0 and not override:
         why = (
             f" (vLLM {inp.vllm_version}'s V1 engine counts the {others / GiB:.2f} GiB other processes and the CUDA "
