@@ -12,6 +12,8 @@ model_executor/layers/rotary_embedding.py) and 0.6.4.post1 (worker/worker.py); t
   ``cos_sin_cache`` buffer of max_position x rotary_dim values in the model dtype; ``get_rope`` shares one instance
   per shape, so a model holds one. It is allocated while the model loads (in vLLM's "Model loading took" figure) and
   is replicated on every TP rank.
+- ``kv_accounting``: how the engine counts what else holds the GPU at start (V0 worker.py 0.6.3.post1 / 0.7.3 /
+  0.8.5; V1 gpu_worker.py 0.8.5 / 0.9.0 / 0.9.1 / 0.10.1.1 / 0.11.0), the table above it.
 - ``processor_bounds``: ``Qwen2VLProcessingInfo._get_image_processor_kwargs`` (qwen2_vl.py, 0.9.0.1) merges the
   engine's ``mm_processor_kwargs`` into the image processor, so a ``max_pixels``/``min_pixels`` there bounds the
   largest image the profiler builds (``get_image_size_with_most_features``).
