@@ -262,3 +262,14 @@ def test_graphs_captured_beyond_the_reservation_run_out_of_memory():
     assert _capture(0.85) == []
     # from 0.21 the profiler takes the graphs out of the KV budget: nothing comes on top
     assert [p['check'] for p in _capture(0.93, version='0.23.0')] == []
+
+
+def test_before_0_9_1_the_colocated_engine_holds_util_x_total_with_the_trainer_inside():
+    """V1 0.8.5 sizes its cache so that everything on the card comes to util x total: the engine's own reservation is
+    that less what the trainer held at start, and the rollout phase is util x total (+ graphs) beside the trainer's
+    later terms; 0.10.1.1 reserves util x total for itself."""
+    old, new = _colocate('0.8.5', 0.5)[0], _colocate('0.10.1.1', 0.5)[0]
+    held_at_start = sum(new.phase_parts['startup'].values()) - new.phase_parts['startup']['vllm_reserved']
+    assert new.phase_parts['rollout']['vllm_reserved'] == pytest.approx(0.5 * H100, abs=0.01)
+    assert old.phase_parts['rollout']['vllm_reserved'] == pytest.approx(0.5 * H100 - held_at_start, abs=0.02)
+    assert sum(old.phase_parts['startup'].values()) == pytest.approx(0.5 * H100, abs=0.02)

@@ -109,6 +109,10 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         )
         parts['train'] = {**train_parts, **residue}
         vinfo = vllm_checks(cfg, plan, inp, v, cap * GiB - sum(at_start.values()), problems)
+        if vinfo.get('kv_accounting') == 'device':  # V1 before 0.9.1: util x total holds the trainer too (vllm_engine)
+            for terms in parts.values():
+                if 'vllm_reserved' in terms:
+                    terms['vllm_reserved'] = max(0.0, v['requested'] - sum(at_start.values()))
     elif server:
         parts['train'] = train_parts
     else:
