@@ -99,20 +99,23 @@ def _cfg(*argv):
 def test_segments_left_free_terms():
     """Each term of the default allocator's free segments, on sizes chosen so each one shows alone."""
     block = 8 * GiB
-    none = {'recompute': 0.0, 'after_forward': 0.0, 'states': 0.0}
+    # gradients and states after the forward (4 blocks) refill whatever the forward left
+    base = {'recompute': 0.0, 'after_forward': 4 * block, 'states': 0.0}
     cfg = _cfg('--per_device_train_batch_size', '16')
     # the 16-bit logits' segment (half the fp32 block) and two row-sized temporaries
-    assert segments_left_free(cfg, block, none) == block / 2 + 2 * block / 16
+    assert segments_left_free(cfg, block, base) == block / 2 + 2 * block / 16
     # under DeepSpeed the logits stay 16-bit: no upcast segment
     ds = _cfg('--per_device_train_batch_size', '16', '--deepspeed', 'zero2')
-    assert segments_left_free(ds, block, none) == 2 * block / 16
-    # the forward's segments stay free unless the gradients and states land in them
-    fwd = dict(none, recompute=3 * GiB)
-    assert segments_left_free(cfg, block, fwd) - segments_left_free(cfg, block, none) == 3 * GiB
-    assert segments_left_free(cfg, block, dict(fwd, after_forward=5 * GiB)) == segments_left_free(cfg, block, none)
+    assert segments_left_free(ds, block, base) == 2 * block / 16
+    # the forward's segments stay free beyond what the gradients and states put back
+    fwd = dict(base, recompute=4 * block + 3 * GiB)
+    assert segments_left_free(cfg, block, fwd) - segments_left_free(cfg, block, base) == 3 * GiB
     # optimizer states beyond the room of the 16-bit and forward segments displace whole logits blocks
-    states = dict(none, states=block / 2 + 1)
-    assert segments_left_free(cfg, block, states) - segments_left_free(cfg, block, none) == block
+    states = dict(base, states=block / 2 + 1)
+    assert segments_left_free(cfg, block, states) - segments_left_free(cfg, block, base) == block
+    # nothing refills them: the forward's per-row blocks beyond the 16-bit segment (half the rows and one) stay free
+    bare = {'recompute': 0.0, 'after_forward': 0.0, 'states': 0.0}
+    assert segments_left_free(cfg, block, bare) == block / 2 + (block / 2 + block / 16)
 
 
 def test_reserve_never_above_the_sweep_ratio_and_unchanged_for_expandable():

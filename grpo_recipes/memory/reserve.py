@@ -84,10 +84,14 @@ def segments_left_free(cfg, block: float, parts: dict) -> float:
 
     Nothing here is fitted: the terms are sizes the step already has; ``RESERVE_PER_BLOCK`` stays the ceiling."""
     upcast = 0.0 if cfg.deepspeed else block / 2
-    rows = 2 * block / max(1, cfg.per_device_train_batch_size)
+    row = block / max(1, cfg.per_device_train_batch_size)
     forward = max(0.0, parts['recompute'] - parts['after_forward'])
     displaced = math.ceil(max(0.0, parts['states'] - upcast - parts['recompute']) / block) * block if block else 0.0
-    return upcast + rows + forward + displaced
+    # at least: the fp32 path's per-row blocks of the forward that the 16-bit segment did not hold got segments of
+    # their own (half the rows and one; Qwen2.5-0.5B full 32 x 1,152: 18 segments of one row), free at the peak
+    # unless the gradients and states settled in them
+    forward_rows = max(0.0, block - upcast + row - parts['after_forward']) if upcast else 0.0
+    return max(upcast + 2 * row + forward + displaced, upcast + forward_rows)
 
 
 def reserve_bytes(cfg, arch, conf: AllocConf | None, parts: dict | None = None) -> float:
