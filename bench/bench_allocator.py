@@ -90,6 +90,28 @@ def trace_events(config: dict, shape: str):
     return counter.peak, list(counter.events)
 
 
+def fast_reserve(config: dict, shape: str) -> float:
+    """The fast path's default-allocator reserve for the shape (reserve.reserve_bytes with trainer.reserve_inputs)."""
+    from grpo_recipes.allocconf import conf_of
+    from grpo_recipes.config import GRPOConfig
+    from grpo_recipes.hardware import Hardware
+    from grpo_recipes.memory.arch import Arch
+    from grpo_recipes.memory.inputs import Inputs
+    from grpo_recipes.memory.reserve import reserve_bytes
+    from grpo_recipes.memory.trainer import reserve_inputs
+    from grpo_recipes.plan import build_plan
+
+    tuner, gc, bs, prompt, C = shape.split(':')
+    cfg, _ = GRPOConfig.from_argv(
+        ['--rlhf_type', 'grpo', '--tuner_type', tuner, '--per_device_train_batch_size', bs]
+        + ['--max_completion_length', C, '--gradient_checkpointing', 'true' if gc == '1' else 'false']
+        + ['--torch_dtype', 'bfloat16', '--beta', '0', '--lora_rank', '16', '--use_vllm', 'false']
+    )
+    arch = Arch.from_config(config)
+    inp = Inputs(arch=arch, capacity_gib=79.19, prompt_len=int(prompt), adamw='fused', alloc=conf_of(''))
+    return reserve_bytes(cfg, arch, conf_of(''), reserve_inputs(cfg, build_plan(cfg, {}, Hardware(gpus=1)), inp))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--grid', default=str(SHARED / 'harness_grid.jsonl'))
@@ -123,9 +145,10 @@ def main() -> int:
             st = replay(events, parse_alloc_conf(text))
             ratios[kind].append((st.peak_reserved - st.peak_allocated) / block)
             reserve = (st.peak_reserved - st.peak_allocated) / GiB
+            fast = f'; fast path {fast_reserve(config, shape) / GiB:.2f} GiB' if kind == 'default' else ''
             print(
                 f'#   sweep {name} {shape} {kind}: simulated reserve {reserve:.2f} '
-                f'GiB = {ratios[kind][-1]:.2f} x the fp32 logits block ({block / GiB:.2f} GiB)',
+                f'GiB = {ratios[kind][-1]:.2f} x the fp32 logits block ({block / GiB:.2f} GiB){fast}',
                 flush=True,
             )
         for r in group:

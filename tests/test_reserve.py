@@ -13,11 +13,19 @@ from grpo_recipes.hardware import Hardware
 from grpo_recipes.memory.arch import Arch
 from grpo_recipes.memory.estimate import estimate
 from grpo_recipes.memory.inputs import Inputs
-from grpo_recipes.memory.reserve import DEVICE_CONTEXT, RESERVE_PER_BLOCK, allocator_kind, largest_transient
+from grpo_recipes.memory.reserve import (
+    DEVICE_CONTEXT,
+    RESERVE_PER_BLOCK,
+    allocator_kind,
+    largest_transient,
+    reserve_bytes,
+    segments_left_free,
+)
 from grpo_recipes.plan import build_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT.parent / 'shared' / 'calibration' / 'gpu-h100-2026-11-24' / 'swift_runs.jsonl'
+GRID = RUNS.with_name('harness_grid.jsonl')
 CFG7B = json.loads((ROOT / 'grpo_recipes' / 'model_configs' / 'Qwen2.5-7B-Instruct.json').read_text())
 GiB = 2**30
 
@@ -54,8 +62,9 @@ def test_estimate_says_which_quantity_each_figure_is():
     q = m.quantities
     assert q['allocated_gib'] < q['reserved_gib'] < q['device_gib'] == m.total_gib
     assert q['device_gib'] - q['reserved_gib'] == pytest.approx(DEVICE_CONTEXT / GiB, abs=0.02)  # one GPU: no NCCL
-    reserve = RESERVE_PER_BLOCK['default'] * largest_transient(cfg, arch) / GiB
-    assert q['reserved_gib'] - q['allocated_gib'] == pytest.approx(reserve, abs=0.02)
+    # 16 x 1,024 completions: the sweep's ratio is the ceiling; the segments left free at the peak are fewer
+    ceiling = RESERVE_PER_BLOCK['default'] * largest_transient(cfg, arch) / GiB
+    assert 0.5 * ceiling < q['reserved_gib'] - q['allocated_gib'] < ceiling
     old = _peak(None)[2]  # the older accounting: no allocated figure of its own
     assert old.quantities['allocated_gib'] is None and 'FRAGMENTATION' in old.quantities['reserve_basis']
 
@@ -80,3 +89,98 @@ def test_the_real_h100_runs_are_predicted_at_the_device_level():
         assert -0.03 <= r['device']['signed_error'] <= 0.12, r
         # ms-swift's memory(GiB) is torch's reserved peak, compared with the predicted reserved figure
         assert r['peak']['predicted'] == r['predicted']['quantities']['reserved_gib']
+
+
+def _cfg(*argv):
+    cfg, _ = GRPOConfig.from_argv(['--rlhf_type', 'grpo', '--use_vllm', 'false', *argv])
+    return cfg
+
+
+def test_segments_left_free_terms():
+    """Each term of the default allocator's free segments, on sizes chosen so each one shows alone."""
+    block = 8 * GiB
+    # gradients and states after the forward (4 blocks) refill whatever the forward left
+    base = {'recompute': 0.0, 'after_forward': 4 * block, 'states': 0.0}
+    cfg = _cfg('--per_device_train_batch_size', '16')
+    # the 16-bit logits' segment (half the fp32 block) and two row-sized temporaries
+    assert segments_left_free(cfg, block, base) == block / 2 + 2 * block / 16
+    # under DeepSpeed the logits stay 16-bit: no upcast segment
+    ds = _cfg('--per_device_train_batch_size', '16', '--deepspeed', 'zero2')
+    assert segments_left_free(ds, block, base) == 2 * block / 16
+    # the forward's segments stay free beyond what the gradients and states put back
+    fwd = dict(base, recompute=4 * block + 3 * GiB)
+    assert segments_left_free(cfg, block, fwd) - segments_left_free(cfg, block, base) == 3 * GiB
+    # optimizer states beyond the room of the 16-bit and forward segments displace whole logits blocks
+    states = dict(base, states=block / 2 + 1)
+    assert segments_left_free(cfg, block, states) - segments_left_free(cfg, block, base) == block
+    # nothing refills them: the forward's per-row blocks beyond the 16-bit segment (half the rows and one) stay free
+    bare = {'recompute': 0.0, 'after_forward': 0.0, 'states': 0.0}
+    assert segments_left_free(cfg, block, bare) == block / 2 + (block / 2 + block / 16)
+
+
+def test_reserve_never_above_the_sweep_ratio_and_unchanged_for_expandable():
+    arch = Arch.from_config(CFG7B)
+    big = {'recompute': 100 * GiB, 'after_forward': 0.0, 'states': 0.0}
+    cfg = _cfg('--per_device_train_batch_size', '4', '--max_completion_length', '1024')
+    block = largest_transient(cfg, arch)
+    assert reserve_bytes(cfg, arch, conf_of(''), big) == RESERVE_PER_BLOCK['default'] * block
+    exp = conf_of('expandable_segments:True')
+    assert reserve_bytes(cfg, arch, exp, {'recompute': 0.0, 'after_forward': 0.0, 'states': 0.0}) == (
+        RESERVE_PER_BLOCK['expandable'] * block
+    )
+
+
+def _grid_case(row: dict, model_config: dict) -> dict:
+    """A harness-grid row (bench/bench_gpu_memory.py on one H100: beta 0, num_generations = micro-batch, fused AdamW,
+    the prompt at its stated length) as a calibration case, its NVML device-used the observed peak."""
+    tuner, gc, bs, prompt, comp = row['shape'].split(':')
+    config = {
+        'rlhf_type': 'grpo',
+        'torch_dtype': 'bfloat16',
+        'use_vllm': False,
+        'gradient_checkpointing': gc == '1',
+        'max_length': int(prompt),
+        'beta': 0.0,
+        'tuner_type': tuner,
+        'per_device_train_batch_size': int(bs),
+        'num_generations': int(bs),
+        'max_completion_length': int(comp),
+        'model': 'm',
+        'dataset': 'd.jsonl',
+        'reward_funcs': 'format',
+        'env': 'torch 2.11.0, transformers 5.19.0',
+    }
+    return {
+        'id': f'grid-{row["shape"]}-{row["PYTORCH_CUDA_ALLOC_CONF"]}',
+        'kind': 'grpo_train',
+        'framework': 'ms-swift',
+        'framework_version': '4.6.0',
+        'model_config': model_config,
+        'gpu': row['device'],
+        'num_gpus': 1,
+        'gpu_total_gib': 79.19,
+        'environ': {'PYTORCH_CUDA_ALLOC_CONF': row['PYTORCH_CUDA_ALLOC_CONF']},
+        'config': config,
+        'outcome': {
+            'ran_ok': True,
+            'peak_gib_per_gpu': row['reserved_peak_gib'],
+            'measure': 'torch.cuda.max_memory_reserved',
+            'nvidia_smi_used_mib': row['device_used_gib'] * 1024,
+        },
+    }
+
+
+@pytest.mark.skipif(not GRID.is_file(), reason='the shared H100 grid is not beside the repository')
+def test_full_training_at_large_micro_batches_within_the_band_of_nvml():
+    """Qwen2.5-1.5B full training, default allocator, micro-batch 8 to 32 (the harness grid's NVML peaks): the fast
+    path's device figure within -3% / +12%. With the sweep's ratio alone micro-batch 16 and 32 were +21% and +23%."""
+    from grpo_recipes.memory.scoring import score
+
+    full = json.loads(RUNS.read_text().splitlines()[1])['model_config']
+    assert full['hidden_size'] == 1536
+    rows = [json.loads(x) for x in GRID.read_text().splitlines() if x.strip()]
+    rows = [r for r in rows if r['shape'].startswith('full:1:') and not r['PYTORCH_CUDA_ALLOC_CONF']]
+    assert {r['shape'].split(':')[2] for r in rows} >= {'8', '16', '32'}
+    result = score([_grid_case(r, full) for r in rows])
+    for r in result['per_case']:
+        assert -0.03 <= r['device']['signed_error'] <= 0.12, r

@@ -49,6 +49,8 @@ ENGINE_KEYS = (
     'limit_mm_per_prompt',
     'enable_chunked_prefill',
     'mm_processor_kwargs',
+    'block_size',
+    'num_gpu_blocks_override',
 )
 FRAMEWORKS_MAPPED = ('ms-swift', 'trl', 'vllm', 'unsloth')
 
@@ -200,6 +202,9 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     # the sampler: a stated VLLM_USE_FLASHINFER_SAMPLER decides; whether FlashInfer was installed is not
     # a field of the schema, so otherwise vLLM's native sampler (the larger reservation) is assumed
     sampler, why = resolve_sampler(c.get('VLLM_USE_FLASHINFER_SAMPLER'), case.get('framework_version'), None)
+    logged = logged_sampler(case)
+    if c.get('VLLM_USE_FLASHINFER_SAMPLER') is None and logged:
+        sampler, why = logged
     graphs_env = c.get('VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS')
     inp = Inputs(
         arch=arch,
@@ -235,6 +240,27 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
         'fits': not failed,
         'reasons': [p['check'] for p in problems],
     }
+
+
+# V1's sampler says at start which top-k/top-p implementation it took (vllm/v1/sample/ops/topk_topp_sampler.py
+# TopKTopPSampler.__init__, 0.10.1.1): a case that quotes one of these lines states its profiling sampler.
+SAMPLER_LOG_LINES = (
+    ('Using FlashInfer for top-p & top-k sampling', 'flashinfer'),
+    ('Falling back to the PyTorch-native implementation of top-p & top-k sampling', 'native'),
+    ('Falling back to default sampling implementation', 'native'),
+)
+
+
+def logged_sampler(case: dict) -> tuple[str, str] | None:
+    """(sampler, why) from vLLM's own log line in the case's quoted text (``quote``, ``log``, ``outcome.log``), else
+    None."""
+    out = case.get('outcome') if isinstance(case.get('outcome'), dict) else {}
+    for text in (case.get('quote'), case.get('log'), out.get('log')):
+        if isinstance(text, str):
+            for line, sampler in SAMPLER_LOG_LINES:
+                if line in text:
+                    return sampler, f"the case's vLLM log: '{line}'"
+    return None
 
 
 def _engine_keys(c: dict) -> dict:
@@ -368,6 +394,7 @@ def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool) -> d
         adamw=adamw,
         alloc=None if sft else _alloc_conf(case),
         handover=None if sft else _handover(case),
+        vllm_version=stated_version(case, 'vllm'),  # how a colocated engine counts the trainer (vllm_engine)
     )  # the reserve was derived from GRPO steps only
 
     def peak(inputs: Inputs):

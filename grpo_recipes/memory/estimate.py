@@ -25,7 +25,7 @@ from ..config import GRPOConfig
 from ..plan import Plan, prompt_bound
 from .inputs import CUDA_CONTEXT, FRAGMENTATION, NCCL_PER_GROUP, GiB, GPUMemory, Inputs, _g
 from .reserve import CARRIED, DEVICE_CONTEXT, STEP_TERMS, carried, quantities, reserve_bytes
-from .trainer import trainer_terms
+from .trainer import reserve_inputs, trainer_terms
 from .vllm import vllm_checks, vllm_terms
 
 
@@ -39,7 +39,10 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         inp = replace(inp, prompt_len=prompt_bound(cfg, ctx_len, vllm=False, leave_room=False).tokens)
     tr = trainer_terms(cfg, plan, inp, fragmentation=FRAGMENTATION if inp.alloc is None else 1.0)
     if inp.alloc is not None:  # the caching allocator's reserve and the measured CUDA context (reserve.py)
-        tr.update(allocator_reserve=reserve_bytes(cfg, a, inp.alloc), cuda_context=DEVICE_CONTEXT)
+        tr.update(
+            allocator_reserve=reserve_bytes(cfg, a, inp.alloc, reserve_inputs(cfg, plan, inp)),
+            cuda_context=DEVICE_CONTEXT,
+        )
     out: list[GPUMemory] = []
     train_ids = [str(p['gpu']) if p['gpu'] is not None else f'rank{p["local_rank"]}' for p in plan.processes]
 
@@ -106,6 +109,10 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         )
         parts['train'] = {**train_parts, **residue}
         vinfo = vllm_checks(cfg, plan, inp, v, cap * GiB - sum(at_start.values()), problems)
+        if vinfo.get('kv_accounting') == 'device':  # V1 before 0.9.1: util x total holds the trainer too (vllm_engine)
+            for terms in parts.values():
+                if 'vllm_reserved' in terms:
+                    terms['vllm_reserved'] = max(0.0, v['requested'] - sum(at_start.values()))
     elif server:
         parts['train'] = train_parts
     else:

@@ -5,6 +5,7 @@ What runs out on a GPU is what torch *reserves* (cached segments, ``torch.cuda.m
 (``memory.trainer_terms(fragmentation=1.0)`` is what ``grpo-guard trace`` counts); this module adds the reserve:
 
     reserved = allocated + RESERVE_PER_BLOCK[allocator] x the largest transient block
+               (default allocator: at most the segments left free at the peak, ``segments_left_free``)
     device   = reserved + DEVICE_CONTEXT (+ NCCL buffers where the launch has a communicator)
 
 The largest transient block of a GRPO/SFT step is the fp32 logits of one micro-batch (micro-batch x completion x
@@ -64,10 +65,46 @@ def largest_transient(cfg, arch) -> float:
     return bs * C * V * (2 if cfg.deepspeed else 4)
 
 
-def reserve_bytes(cfg, arch, conf: AllocConf | None) -> float:
-    """The allocator's reserve above the allocated peak, in bytes, for the launch's allocator setting."""
+def segments_left_free(cfg, block: float, parts: dict) -> float:
+    """Bytes of cached segments free at the allocated peak (the logits' backward) under the default allocator, from
+    what the simulator (allocator.py) holds there when it replays a traced step (bench/bench_allocator.py; e.g.
+    Qwen2.5-1.5B full 32 x 640: one 4.65 GiB segment and 0.5 GiB of small ones free beside four busy 9.3 GiB
+    logits segments; Qwen2.5-7B LoRA 16 x 1,152: the same plus five 1.3 GiB recompute segments). A segment never
+    merges with another, and a freed block serves a later request only if it is at least that large, so free at the
+    peak are:
+
+    - the 16-bit logits' own segment (half the fp32 block), freed by accelerate's upcast before any fp32 block is
+      asked for, too small for one (accelerate convert_outputs_to_fp32; none under DeepSpeed, which keeps 16 bits);
+    - two row-sized temporaries (block / micro-batch each) of TRL's row-by-row log-softmax and its backward
+      (trl/trainer/utils.py ``selective_log_softmax``, the fp32 path's per-row logsumexp);
+    - the forward's working set (one recomputed layer under checkpointing), less what the gradients and the
+      optimizer states, allocated after that forward, put back into its segments;
+    - whole logits blocks made again where the optimizer states of the first step settled in freed logits segments
+      (the states beyond the room the 16-bit segment and the forward's segments leave).
+
+    Nothing here is fitted: the terms are sizes the step already has; ``RESERVE_PER_BLOCK`` stays the ceiling."""
+    upcast = 0.0 if cfg.deepspeed else block / 2
+    row = block / max(1, cfg.per_device_train_batch_size)
+    forward = max(0.0, parts['recompute'] - parts['after_forward'])
+    displaced = math.ceil(max(0.0, parts['states'] - upcast - parts['recompute']) / block) * block if block else 0.0
+    # at least: the fp32 path's per-row blocks of the forward that the 16-bit segment did not hold got segments of
+    # their own (half the rows and one; Qwen2.5-0.5B full 32 x 1,152: 18 segments of one row), free at the peak
+    # unless the gradients and states settled in them
+    forward_rows = max(0.0, block - upcast + row - parts['after_forward']) if upcast else 0.0
+    return max(upcast + 2 * row + forward + displaced, upcast + forward_rows)
+
+
+def reserve_bytes(cfg, arch, conf: AllocConf | None, parts: dict | None = None) -> float:
+    """The allocator's reserve above the allocated peak, in bytes, for the launch's allocator setting: the sweep's
+    ratio to the logits block (``RESERVE_PER_BLOCK``), and under the default allocator no more than the segments
+    left free at the peak (``segments_left_free``; ``parts`` from ``memory.trainer.reserve_inputs``) when the
+    fp32 logits are the block (not Liger's chunks)."""
     kind, _ = allocator_kind(conf)
-    return RESERVE_PER_BLOCK[kind] * largest_transient(cfg, arch)
+    block = largest_transient(cfg, arch)
+    ceiling = RESERVE_PER_BLOCK[kind] * block
+    if kind != 'default' or parts is None or cfg.use_liger_kernel:
+        return ceiling
+    return min(ceiling, segments_left_free(cfg, block, parts))
 
 
 # The train step's own terms (memory.estimate's names): what the step allocates on top of the resident weights,

@@ -196,6 +196,23 @@ def optimizer(cfg: GRPOConfig, r: Rank, inp: Inputs) -> dict[str, float]:
     return t
 
 
+def reserve_inputs(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]:
+    """What the caching allocator's reserve depends on besides the logits block (``reserve.segments_left_free``),
+    bytes per rank: ``recompute`` (one recomputed layer's working set under checkpointing, else 0: its segments are
+    free while the logits' backward runs), ``after_forward`` (gradients and optimizer states first allocated after
+    the first forward: they fill the segments that forward freed) and ``states`` (the optimizer states the first
+    step creates, which stay: where they land in a freed logits segment, that block is made again)."""
+    r = rank_of(cfg, plan, inp)
+    _, recompute, _ = activations(cfg, r, inp)
+    if r.stage is not None or r.fsdp is not None or r.offload_opt:
+        # DeepSpeed and FSDP allocate their flat gradient and optimizer partitions when the engine is built,
+        # before any forward: nothing lands in the logits' segments later
+        return {'recompute': recompute, 'after_forward': 0.0, 'states': 0.0}
+    go = optimizer(cfg, r, inp).get('grads+optimizer', 0.0)
+    grads = (4 if cfg.is_lora else r.pb) * r.T
+    return {'recompute': recompute, 'after_forward': go, 'states': max(0.0, go - grads)}
+
+
 def ref_model(cfg: GRPOConfig, r: Rank) -> float | None:
     """The reference model: full training with beta != 0 (LoRA disables the adapter instead); None: none."""
     if cfg.is_lora or cfg.beta == 0:

@@ -25,6 +25,7 @@ declare(
         'vllm.startup-free-memory',
         'vllm.no-kv-memory',
         'vllm.kv-one-sequence',
+        'vllm.graph-capture-oom',
         'vllm.kv-concurrency',
         'memory.oom-if-long-prompts',
         'memory.oom-if-long-completions',

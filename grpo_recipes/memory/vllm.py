@@ -205,13 +205,28 @@ def _max_model_len(cfg: GRPOConfig, a: Arch) -> int:
 
 
 def vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_start: float, problems: list[dict]) -> dict:
-    """vLLM's own three checks: start-up free memory, one max-length sequence, rollout concurrency."""
+    """vLLM's own checks: start-up free memory, the KV cache against what else holds the GPU at start (settled into
+    ``v['kv_cache']`` as the version counts it, ``vllm_engine.kv_accounting``), one max-length sequence, rollout
+    concurrency."""
     a = inp.arch
     cap = inp.capacity_gib * GiB
+    opts = vllm_engine_options(cfg)
+    v0 = ve.uses_v0(inp.vllm_version, inp.gpu_name, opts.get('kv_cache_dtype'), a.dtype, inp.vllm_use_v1_env)
+    accounting = ve.kv_accounting(inp.vllm_version, v0)
+    others = max(0.0, cap - free_at_start)  # the trainer's resident terms, the CUDA context, NCCL
+    if accounting == 'device':
+        # V1 before 0.9.1 counts every byte the device holds outside this process's torch allocations
+        v['kv_cache'] -= others
+    block = _positive_int(opts.get('block_size')) or KV_BLOCK
     kv_per_token = vllm_kv_bytes_per_token(cfg, a)
     mml = _max_model_len(cfg, a)
     per_token = vs.bytes_per_token(kv_per_token, a, max(1, cfg.vllm_tensor_parallel_size), mml)  # + hybrid state
-    kv_tokens = max(0, int(v['kv_cache'] // per_token)) // KV_BLOCK * KV_BLOCK if kv_per_token else 0
+    kv_tokens = max(0, int(v['kv_cache'] // per_token)) // block * block if kv_per_token else 0
+    override = _positive_int(opts.get('num_gpu_blocks_override'))
+    if override:
+        # both engines replace the profiled block count with it (V0 engine/llm_engine.py _initialize_kv_caches, V1
+        # v1/core/kv_cache_utils.py may_override_num_blocks)
+        kv_tokens = override * block
     info = {
         'requested_gib': _g(v['requested']),
         'weights_gib': _g(v['weights']),
@@ -220,6 +235,7 @@ def vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_start
         'sampler': inp.vllm_sampler,
         'sampler_basis': inp.vllm_sampler_why,
         'kv_cache_gib': _g(max(0.0, v['kv_cache'])),
+        'kv_accounting': accounting,
         'cuda_graphs_in_budget_gib': _g(v['cuda_graphs'] - v['graphs_outside']),
         'kv_tokens': kv_tokens,
         'max_model_len': mml,
@@ -236,7 +252,7 @@ def vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_start
                 ),
             }
         )
-    elif free_at_start < v['requested']:
+    elif free_at_start < v['requested'] and accounting == 'snapshot':
         problems.append(
             {
                 'check': 'vllm.startup-free-memory',
@@ -249,37 +265,88 @@ def vllm_checks(cfg: GRPOConfig, plan: Plan, inp: Inputs, v: dict, free_at_start
                 ),
             }
         )
-    if v['kv_cache'] <= 0:
+    elif free_at_start < v['requested'] and accounting == 'own' and v['kv_cache'] > 0:
+        # V0 takes util x total for itself whatever else holds the GPU; the cache allocation is what runs out
+        problems.append(
+            {
+                'check': 'vllm.startup-free-memory',
+                'phase': 'startup',
+                'message': (
+                    f'CUDA out of memory while allocating the KV cache: the V0 engine of vLLM {inp.vllm_version} '
+                    f'sizes its cache to fill gpu_memory_utilization x total ({v["requested"] / GiB:.2f} GiB) '
+                    f'without counting what other processes hold, and only {free_at_start / GiB:.2f} GiB was free '
+                    '[vLLM worker.py initialize_cache]'
+                ),
+            }
+        )
+    capture_room = cap if accounting == 'device' else free_at_start  # 'device': util x total holds the others too
+    started = v['weights'] <= cap and (accounting == 'device' or free_at_start >= v['requested'])
+    if (
+        started
+        and v['graphs_outside'] > 0
+        and v['kv_cache'] > 0
+        and v['requested'] + v['graphs_outside'] > capture_room
+    ):
+        # graphs are captured after the KV cache fills the reservation (V0 worker.py initialize_cache ->
+        # _warm_up_model -> capture_model; V1 gpu_worker.py compile_or_warm_up_model -> capture_model, after
+        # initialize_from_config) and, before the profiler estimated them (graphs_profiled), on top of it
+        problems.append(
+            {
+                'check': 'vllm.graph-capture-oom',
+                'phase': 'startup',
+                'message': (
+                    f'CUDA out of memory while capturing CUDA graphs: vLLM {inp.vllm_version or ""} captures them '
+                    f'after its KV cache fills gpu_memory_utilization ({v["requested"] / GiB:.2f} GiB) and about '
+                    f'{v["graphs_outside"] / GiB:.2f} GiB more is needed beyond it, where '
+                    f'{max(0.0, capture_room - v["requested"]) / GiB:.2f} GiB is left (enforce_eager or a lower '
+                    'gpu_memory_utilization avoids it)'
+                ),
+            }
+        )
+    if v['kv_cache'] <= 0 and not override:
+        why = (
+            f" (vLLM {inp.vllm_version}'s V1 engine counts the {others / GiB:.2f} GiB other processes and the CUDA "
+            'context hold against the cache)'
+            if accounting == 'device' and others
+            else ''
+        )
         problems.append(
             {
                 'check': 'vllm.no-kv-memory',
                 'phase': 'startup',
                 'message': (
                     'No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when '
-                    'initializing the engine. [vLLM]'
+                    f'initializing the engine. [vLLM]{why}'
                 ),
             }
         )
-    else:
-        need = math.ceil(mml / KV_BLOCK) * KV_BLOCK * kv_per_token + vs.linear_state_bytes(
+    elif v0 and override:
+        # V0 checks the overridden block count (worker.py raise_if_cache_size_invalid)
+        if mml > kv_tokens:
+            problems.append(
+                {
+                    'check': 'vllm.kv-one-sequence',
+                    'phase': 'startup',
+                    'message': (
+                        f"The model's max seq len ({mml}) is larger than the maximum number of tokens that can be "
+                        f'stored in KV cache ({kv_tokens}). Try increasing `gpu_memory_utilization` or decreasing '
+                        f'`max_model_len` when initializing the engine. [vLLM {inp.vllm_version}]'
+                    ),
+                }
+            )
+    elif v['kv_cache'] > 0:
+        need = math.ceil(mml / block) * block * kv_per_token + vs.linear_state_bytes(
             a, max(1, cfg.vllm_tensor_parallel_size), a.dtype_bytes
         )  # hybrid models: one request's linear state
         if need > v['kv_cache']:
             # vLLM's estimate is the longest length whose whole blocks fit (estimate_max_model_len binary-searches
             # cdiv(len, block_size) x page size against the available memory): a multiple of the block size
-            est = KV_BLOCK * int(v['kv_cache'] // (KV_BLOCK * kv_per_token))
-            if ve.uses_v0(
-                inp.vllm_version,
-                inp.gpu_name,
-                vllm_engine_options(cfg).get('kv_cache_dtype'),
-                a.dtype,
-                inp.vllm_use_v1_env,
-            ):
+            est = block * int(v['kv_cache'] // (block * kv_per_token))
+            if v0:
                 # the V0 worker (vllm/worker/worker.py raise_if_cache_size_invalid): block_size x num_gpu_blocks
-                held = KV_BLOCK * int(v['kv_cache'] // (KV_BLOCK * kv_per_token))
                 message = (
                     f"The model's max seq len ({mml}) is larger than the maximum number of tokens that can be "
-                    f'stored in KV cache ({held}). Try increasing `gpu_memory_utilization` or decreasing '
+                    f'stored in KV cache ({est}). Try increasing `gpu_memory_utilization` or decreasing '
                     f'`max_model_len` when initializing the engine. [vLLM {inp.vllm_version}]'
                 )
             else:

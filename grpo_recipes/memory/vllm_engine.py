@@ -12,6 +12,8 @@ model_executor/layers/rotary_embedding.py) and 0.6.4.post1 (worker/worker.py); t
   ``cos_sin_cache`` buffer of max_position x rotary_dim values in the model dtype; ``get_rope`` shares one instance
   per shape, so a model holds one. It is allocated while the model loads (in vLLM's "Model loading took" figure) and
   is replicated on every TP rank.
+- ``kv_accounting``: how the engine counts what else holds the GPU at start (V0 worker.py 0.6.3.post1 / 0.7.3 /
+  0.8.5; V1 gpu_worker.py 0.8.5 / 0.9.0 / 0.9.1 / 0.10.1.1 / 0.11.0), the table above it.
 - ``processor_bounds``: ``Qwen2VLProcessingInfo._get_image_processor_kwargs`` (qwen2_vl.py, 0.9.0.1) merges the
   engine's ``mm_processor_kwargs`` into the image processor, so a ``max_pixels``/``min_pixels`` there bounds the
   largest image the profiler builds (``get_image_size_with_most_features``).
@@ -39,6 +41,31 @@ COMPUTE_CAPABILITY = (
 # (V0 was being removed), so a case from 0.10 on is taken to run V1 whatever the card.
 V1_DEFAULT_FROM = (0, 8, 0)
 V0_FALLBACK_UNTIL = (0, 10, 0)
+
+
+# How an engine sizes its KV cache against what else holds the GPU when it starts (a colocated trainer's weights,
+# another process, the CUDA context), per engine and first version, as read in the PyPI wheels named:
+# - 'own' (V0, every version): vllm/worker/worker.py ``determine_num_available_blocks`` counts only what this instance
+#   added since the worker started (0.6.3.post1: free memory at init minus free memory after the profile; 0.7.3 and
+#   0.8.5: ``memory_profiling`` from ``baseline_snapshot``): KV = total x util - that. Nothing checks the free memory
+#   at start; the cache is allocated afterwards (``initialize_cache`` -> ``CacheEngine._allocate_kv_cache``), which
+#   runs out of CUDA memory when other processes hold more than (1 - util) x total.
+# - 'device' (V1 before 0.9.1): vllm/v1/worker/gpu_worker.py ``determine_available_memory`` (0.7.3, 0.8.5, 0.9.0):
+#   KV = total x util - torch's allocated peak - (total - free - torch allocated), i.e. every byte of the device that
+#   torch did not allocate in this process counts against the cache, other processes' included (vllm PR #14419's test:
+#   another process at 70%, util 0.2 -> "No available memory for the cache blocks"). No check at start.
+# - 'snapshot' (V1 from 0.9.1, vllm PR #19312): ``init_device`` raises when free memory < util x total ("Free memory on
+#   device ... is less than desired GPU memory utilization"); KV = util x total - weights - the profile's peak
+#   increase - the non-torch increase since the start snapshot (0.9.1, 0.10.1.1, 0.11.0).
+KV_ACCOUNTING_SNAPSHOT_FROM = (0, 9, 1)
+
+
+def kv_accounting(vllm_version: str | None, v0: bool) -> str:
+    """'own', 'device' or 'snapshot' (``KV_ACCOUNTING_SNAPSHOT_FROM`` above); an unknown version is today's V1."""
+    if v0:
+        return 'own'
+    v = version_tuple(vllm_version)
+    return 'device' if v is not None and v < KV_ACCOUNTING_SNAPSHOT_FROM else 'snapshot'
 
 
 def compute_capability(gpu_name: str | None) -> tuple[int, int] | None:
