@@ -26,8 +26,25 @@ HF_LAYER_OVERHEAD_S = 0.93e-3
 HF_OVERHEAD_BAND = (0.8, 2.5)
 # An unmerged PEFT LoRA adds, per adapted linear, dropout + lora_A + lora_B + scaling + add (peft/tuners/lora/layer.py
 # ``Linear.forward``): 5 kernels x 7 linears = 35 per layer, about as many as the base layer launches in eager mode (~35
-# counted in gpt-fast's model.py). Counted from the code, not measured: the per-layer overhead doubles.
+# counted in gpt-fast's model.py): the per-layer overhead doubles. Measured with the real code in
+# bench/bench_hf_generate_host.py (transformers 5.19 Qwen2 decoder layer, peft 0.20, r 16 on all 7 linears, this
+# repository's 2-core CI host): 36 -> 64 non-view aten ops per layer per decode step (x1.78) and 0.25 -> 0.49 ms of host
+# time per layer at batch 1 (x1.96).
 PEFT_LORA_LAUNCH_FACTOR = 2.0
+
+# HF generate's per-step cost outside the decoder layers (embedding, final norm, lm_head, the logits processors,
+# sampling, the stopping criteria's bookkeeping, DynamicCache and mask updates): measured with the real transformers
+# 5.19 loop on a tiny Qwen2 (bench/bench_hf_generate_host.py, batch 1, 2-core CI host): 0.61 ms of host time per step,
+# 50 non-view aten ops (67 with left padding). Band x0.5-x2 (a judgement: the GPU host's CPU is not this one).
+HF_STEP_FIXED_S = 0.61e-3
+# ms-swift's StopWordsCriteria (swift/template/utils.py, ms-swift 4.6), called every decode step, loops over the
+# sequences in Python: ``if self.is_done[i]`` (an .item(): a device-to-host copy and sync) and ``self.is_done[i] =
+# is_finished`` (a host-to-device copy), after one batch_decode of the last 20 tokens. Host time measured with the
+# real class and the Qwen2.5 tokenizer (bench/bench_hf_generate_host.py): 7.8 us per sequence per step; the two copies
+# at 5-7 us each (cudaMemcpyAsync's per-call latency, Wu et al., "DualPath", arXiv 2602.21548, section 5.2): 6 us
+# taken. 7.8 + 2 x 6 = 20 us per sequence per step.
+HF_STOPWORDS_PER_SEQ_S = 7.8e-6 + 2 * 6e-6
+HF_HOST_BAND = (0.5, 2.0)
 
 # vLLM with enforce_eager (no CUDA graphs): verl docs/README_vllm0.7.md, rollout 85 s eager vs 62 s with CUDA graphs
 # (run_qwen2-7b_seq_balance.sh, vLLM 0.7): x1.37 on the decode.

@@ -92,6 +92,8 @@ class _Consts:
     hf_overhead: float
     sleep: float
     per_tensor: float = K.SERVER_SYNC_PER_TENSOR_S
+    hf_host: float = 1.0
+    """Multiplier of HF generate's measured host costs (HF_STEP_FIXED_S, HF_STOPWORDS_PER_SEQ_S)."""
 
 
 POINT = _Consts(K.DECODE_BW_EFF[0], K.MFU[0], K.HF_LAYER_OVERHEAD_S, 1.0)
@@ -101,6 +103,7 @@ FAST = _Consts(
     K.HF_LAYER_OVERHEAD_S * K.HF_OVERHEAD_BAND[0],
     K.SLEEP_BAND[0],
     K.SERVER_SYNC_PER_TENSOR_S * K.SERVER_SYNC_BAND[0],
+    K.HF_HOST_BAND[0],
 )
 SLOW = _Consts(
     K.DECODE_BW_EFF[2],
@@ -108,7 +111,20 @@ SLOW = _Consts(
     K.HF_LAYER_OVERHEAD_S * K.HF_OVERHEAD_BAND[1],
     K.SLEEP_BAND[1],
     K.SERVER_SYNC_PER_TENSOR_S * K.SERVER_SYNC_BAND[1],
+    K.HF_HOST_BAND[1],
 )
+
+
+def hf_kv_passes(a: Arch, batch: float) -> float:
+    """Times an HF-generate decode step moves the KV cache's bytes. transformers 5.19's ``DynamicLayer.update``
+    (cache_utils.py) concatenates each layer's cache with the new token (read + write); with a padding mask (a batch of
+    prompts of different lengths, left-padded) sdpa_attention.py's ``use_gqa_in_sdpa`` is false on CUDA, so
+    ``repeat_kv`` copies K and V out to every query head (read + write x heads / kv_heads) and attention reads the
+    copy (x heads / kv_heads): 3 + 2 x heads / kv_heads. A batch of one has no padding: cat's 2, attention's 1."""
+    if batch <= 1:
+        return 3.0
+    g = a.heads / max(1, a.kv_heads)
+    return 3 + 2 * g
 
 
 def weight_tensors(a: Arch) -> int:
@@ -156,9 +172,11 @@ def _decode_step(
     ctx: float,
     tp: int,
     per_layer_overhead: float = 0.0,
+    kv_passes: float = 1.0,
 ) -> float:
-    """One decode step on one engine (TP ranks in parallel): max(bytes / bandwidth, FLOPs / compute) + overheads."""
-    kv = batch * ctx * a.kv_bytes_per_token(a.dtype_bytes)
+    """One decode step on one engine (TP ranks in parallel): max(bytes / bandwidth, FLOPs / compute) + overheads.
+    kv_passes: how many times the step moves the KV cache's bytes (1: read once, as paged attention does)."""
+    kv = batch * ctx * a.kv_bytes_per_token(a.dtype_bytes) * kv_passes
     mem = (weight_bytes + kv) / tp / (spec.hbm_gbps * 1e9 * c.bw_eff)
     flops = batch * (2 * a.active_params() + _attn_flops_per_token(a, 2 * ctx)) / tp
     comp = flops / (spec.bf16_tflops * 1e12 * c.mfu)
@@ -181,7 +199,9 @@ def _rollout(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple
         w = a.weight_bytes()
         overhead = c.hf_overhead * (K.PEFT_LORA_LAUNCH_FACTOR if cfg.is_lora else 1.0)
         prefill = reqs * P * (2 * a.active_params() + _attn_flops_per_token(a, P)) / (spec.bf16_tflops * 1e12 * c.mfu)
-        step = _decode_step(a, spec, c, w, reqs, P + Cx / 2, 1, overhead)  # every row runs to the longest
+        step = _decode_step(a, spec, c, w, reqs, P + Cx / 2, 1, overhead, hf_kv_passes(a, reqs))
+        # every row runs to the longest; the loop's own per-step cost and ms-swift's stop-words check per sequence
+        step += (K.HF_STEP_FIXED_S + reqs * K.HF_STOPWORDS_PER_SEQ_S) * c.hf_host
         decode = Cx * step
         d.update(
             engine='hf_generate',
