@@ -46,6 +46,13 @@ HF_STEP_FIXED_S = 0.61e-3
 HF_STOPWORDS_PER_SEQ_S = 7.8e-6 + 2 * 6e-6
 HF_HOST_BAND = (0.5, 2.0)
 
+# vLLM's host work between two decode steps (scheduling, preparing the next step's inputs, the sampled tokens' copy to
+# the host and their processing), during which the GPU idles: vllm-project/vllm issue 6854 (RFC "Multi-Step
+# Scheduling", 2024-07-26): "5-13ms of GPU bubble" per decode step, and in its profile "about 4ms of GPU bubble" per
+# decode. Point 4 ms (the profiled figure); band 2-8 ms (a judgement: V1's engine overlaps part of it, the RFC's range
+# reaches 13). Added to every vLLM decode step; it dominates a small model's step, not a large one's.
+VLLM_STEP_HOST_S = (4e-3, 2e-3, 8e-3)  # (point, optimistic, pessimistic)
+
 # vLLM with enforce_eager (no CUDA graphs): verl docs/README_vllm0.7.md, rollout 85 s eager vs 62 s with CUDA graphs
 # (run_qwen2-7b_seq_balance.sh, vLLM 0.7): x1.37 on the decode.
 EAGER_FACTOR = 85 / 62

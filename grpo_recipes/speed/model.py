@@ -92,6 +92,7 @@ class _Consts:
     hf_overhead: float
     sleep: float
     per_tensor: float = K.SERVER_SYNC_PER_TENSOR_S
+    vllm_step: float = K.VLLM_STEP_HOST_S[0]
     hf_host: float = 1.0
     """Multiplier of HF generate's measured host costs (HF_STEP_FIXED_S, HF_STOPWORDS_PER_SEQ_S)."""
 
@@ -103,6 +104,7 @@ FAST = _Consts(
     K.HF_LAYER_OVERHEAD_S * K.HF_OVERHEAD_BAND[0],
     K.SLEEP_BAND[0],
     K.SERVER_SYNC_PER_TENSOR_S * K.SERVER_SYNC_BAND[0],
+    K.VLLM_STEP_HOST_S[1],
     K.HF_HOST_BAND[0],
 )
 SLOW = _Consts(
@@ -111,6 +113,7 @@ SLOW = _Consts(
     K.HF_LAYER_OVERHEAD_S * K.HF_OVERHEAD_BAND[1],
     K.SLEEP_BAND[1],
     K.SERVER_SYNC_PER_TENSOR_S * K.SERVER_SYNC_BAND[1],
+    K.VLLM_STEP_HOST_S[2],
     K.HF_HOST_BAND[1],
 )
 
@@ -173,9 +176,11 @@ def _decode_step(
     tp: int,
     per_layer_overhead: float = 0.0,
     kv_passes: float = 1.0,
+    engine: str = 'vllm',
 ) -> float:
     """One decode step on one engine (TP ranks in parallel): max(bytes / bandwidth, FLOPs / compute) + overheads.
-    kv_passes: how many times the step moves the KV cache's bytes (1: read once, as paged attention does)."""
+    kv_passes: how many times the step moves the KV cache's bytes (1: read once, as paged attention does). A vLLM
+    engine adds its host work between steps (constants.VLLM_STEP_HOST_S); HF generate's host costs are the caller's."""
     kv = batch * ctx * a.kv_bytes_per_token(a.dtype_bytes) * kv_passes
     mem = (weight_bytes + kv) / tp / (spec.hbm_gbps * 1e9 * c.bw_eff)
     flops = batch * (2 * a.active_params() + _attn_flops_per_token(a, 2 * ctx)) / tp
@@ -183,6 +188,8 @@ def _decode_step(
     t = max(mem, comp) + a.layers * per_layer_overhead
     if tp > 1:
         t += 2 * a.layers * K.TP_ALLREDUCE_S
+    if engine == 'vllm':
+        t += c.vllm_step
     return t
 
 
@@ -199,7 +206,7 @@ def _rollout(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple
         w = a.weight_bytes()
         overhead = c.hf_overhead * (K.PEFT_LORA_LAUNCH_FACTOR if cfg.is_lora else 1.0)
         prefill = reqs * P * (2 * a.active_params() + _attn_flops_per_token(a, P)) / (spec.bf16_tflops * 1e12 * c.mfu)
-        step = _decode_step(a, spec, c, w, reqs, P + Cx / 2, 1, overhead, hf_kv_passes(a, reqs))
+        step = _decode_step(a, spec, c, w, reqs, P + Cx / 2, 1, overhead, hf_kv_passes(a, reqs), engine='hf')
         # every row runs to the longest; the loop's own per-step cost and ms-swift's stop-words check per sequence
         step += (K.HF_STEP_FIXED_S + reqs * K.HF_STOPWORDS_PER_SEQ_S) * c.hf_host
         decode = Cx * step
