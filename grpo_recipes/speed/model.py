@@ -305,7 +305,8 @@ def _train(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple[f
     n = a.active_params()
     bs = cfg.per_device_train_batch_size
     ga = cfg.gradient_accumulation_steps or 1
-    seq = inp.prompt_pad + inp.completion_max  # GRPO pads a micro-batch to its longest prompt and completion
+    # GRPO pads a micro-batch to its longest prompt and completion; padding_free packs the real tokens
+    seq = inp.prompt_mean + inp.completion_mean if cfg.padding_free else inp.prompt_pad + inp.completion_max
     tokens = bs * ga * seq  # per GPU per optimizer step
     attn = _attn_flops_per_token(a, seq)
     peak = spec.bf16_tflops * 1e12 * c.mfu
