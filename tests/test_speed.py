@@ -290,6 +290,7 @@ def test_bench_reproduces_its_fitted_rows_and_keeps_the_band_narrow():
     spec.loader.exec_module(bench)
     result = bench.score(
         bench.h100_rows()
+        + bench.hf_generate_rows()
         + bench.trl_ratio_rows()
         + bench.nemo_rows()
         + bench.nemo_ratio_rows()

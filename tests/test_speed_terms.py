@@ -159,10 +159,21 @@ def test_hf_generate_pays_the_stop_words_check_per_sequence_and_vllm_does_not():
     hf8 = _predict(_cfg(use_vllm=False, per_device_train_batch_size=8))
     hf16 = _predict(_cfg(use_vllm=False, per_device_train_batch_size=16))
     grow_ms = hf16.detail['decode_step_ms'] - hf8.detail['decode_step_ms']
-    assert grow_ms >= 8 * K.HF_STOPWORDS_PER_SEQ_S * 1e3
+    assert grow_ms >= 8 * K.HF_STOPWORDS_PER_SEQ_S * 1e3 - 0.01  # decode_step_ms is rounded to 0.01 ms
     # the per-step host floor: even a one-sequence HF step pays the loop's own cost
     hf1 = _predict(_cfg(use_vllm=False, per_device_train_batch_size=1))
     assert hf1.detail['decode_step_ms'] >= (K.HF_STEP_FIXED_S + K.HF_STOPWORDS_PER_SEQ_S) * 1e3
+
+
+def test_an_eager_step_lasts_the_longer_of_the_hosts_issue_time_and_the_gpus_time():
+    from grpo_recipes.speed.model import POINT, _decode_step
+    from grpo_recipes.speed.specs import SPECS
+
+    h100 = SPECS['H100-80G']
+    w = QWEN7B.weight_bytes()
+    gpu = _decode_step(QWEN7B, h100, POINT, w, 16, 600, 1, engine='hf')
+    assert _decode_step(QWEN7B, h100, POINT, w, 16, 600, 1, 10 * gpu, engine='hf') == 10 * gpu  # host-bound
+    assert _decode_step(QWEN7B, h100, POINT, w, 16, 600, 1, gpu / 10, engine='hf') == gpu  # hidden behind the GPU
 
 
 def test_the_vllm_step_host_cost_dominates_a_small_models_decode_step():

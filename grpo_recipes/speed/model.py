@@ -174,18 +174,20 @@ def _decode_step(
     batch: float,
     ctx: float,
     tp: int,
-    per_layer_overhead: float = 0.0,
+    host_issue: float = 0.0,
     kv_passes: float = 1.0,
     engine: str = 'vllm',
 ) -> float:
     """One decode step on one engine (TP ranks in parallel): max(bytes / bandwidth, FLOPs / compute) + overheads.
-    kv_passes: how many times the step moves the KV cache's bytes (1: read once, as paged attention does). A vLLM
-    engine adds its host work between steps (constants.VLLM_STEP_HOST_S); HF generate's host costs are the caller's."""
+    host_issue: seconds an eager loop's host takes to issue the step's kernels; the host runs ahead of the GPU, so the
+    step lasts the longer of the two (the GPU idles between kernels only when the host is slower). kv_passes: how many
+    times the step moves the KV cache's bytes (1: read once, as paged attention does). A vLLM engine adds its host
+    work between steps (constants.VLLM_STEP_HOST_S); HF generate's serial host costs are the caller's."""
     kv = batch * ctx * a.kv_bytes_per_token(a.dtype_bytes) * kv_passes
     mem = (weight_bytes + kv) / tp / (spec.hbm_gbps * 1e9 * c.bw_eff)
     flops = batch * (2 * a.active_params() + _attn_flops_per_token(a, 2 * ctx)) / tp
     comp = flops / (spec.bf16_tflops * 1e12 * c.mfu)
-    t = max(mem, comp) + a.layers * per_layer_overhead
+    t = max(mem, comp, host_issue)
     if tp > 1:
         t += 2 * a.layers * K.TP_ALLREDUCE_S
     if engine == 'vllm':
@@ -206,9 +208,12 @@ def _rollout(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple
         w = a.weight_bytes()
         overhead = c.hf_overhead * (K.PEFT_LORA_LAUNCH_FACTOR if cfg.is_lora else 1.0)
         prefill = reqs * P * (2 * a.active_params() + _attn_flops_per_token(a, P)) / (spec.bf16_tflops * 1e12 * c.mfu)
-        step = _decode_step(a, spec, c, w, reqs, P + Cx / 2, 1, overhead, hf_kv_passes(a, reqs), engine='hf')
-        # every row runs to the longest; the loop's own per-step cost and ms-swift's stop-words check per sequence
-        step += (K.HF_STEP_FIXED_S + reqs * K.HF_STOPWORDS_PER_SEQ_S) * c.hf_host
+        # the host issues every layer's kernels and the loop's own work; the GPU runs them as they come
+        host = a.layers * overhead + K.HF_STEP_FIXED_S * c.hf_host
+        step = _decode_step(a, spec, c, w, reqs, P + Cx / 2, 1, host, hf_kv_passes(a, reqs), engine='hf')
+        # every row runs to the longest; ms-swift's stop-words check then waits for the step (a device-to-host copy)
+        # and loops over the sequences: serial, after the step
+        step += reqs * K.HF_STOPWORDS_PER_SEQ_S * c.hf_host
         decode = Cx * step
         d.update(
             engine='hf_generate',
