@@ -484,7 +484,7 @@ def verl_ratio_rows() -> list[dict]:
 
 
 def hf_generate_rows() -> list[dict]:
-    """A published HF generate throughput: vllm-project/vllm issue 4702 (2024-05-09, comment by mgoin): vLLM's
+    """A published HF generate throughput: vllm-project/vllm#4702 (2024-05-09, comment by mgoin): vLLM's
     benchmarks/benchmark_throughput.py with ``--backend hf --hf-max-batch-size 128``, Meta-Llama-3-8B-Instruct on an
     RTX A6000, 1,000 prompts of 128 random tokens, 128 output tokens each: 8.88 requests/s, so 14.4 s per batch of
     128. Predicted: the rollout phase of an HF-generate launch that generates 128 sequences at once with the same
@@ -656,8 +656,8 @@ def main(argv=None) -> int:
     for k, (got, n) in result['criteria'].items():
         print(f'  {k}: {got} / {n}')
     print(
-        'note: the HF-generate host band (constants.HF_HOST_BAND, x2/3-x1.5) was chosen with the two H100 rows in view, '
-        'so their coverage is not independent evidence; neither row was used to set a point constant.'
+        'note: the HF-generate host band (constants.HF_HOST_BAND, x2/3-x1.5) was chosen with the two H100 rows in '
+        'view, so their coverage is not independent evidence; neither row was used to set a point constant.'
     )
     return 0
 

@@ -50,7 +50,7 @@ HF_HOST_BAND = (2 / 3, 1.5)
 HF_OVERHEAD_BAND = HF_HOST_BAND
 
 # vLLM's host work between two decode steps (scheduling, preparing the next step's inputs, the sampled tokens' copy to
-# the host and their processing), during which the GPU idles: vllm-project/vllm issue 6854 (RFC "Multi-Step
+# the host and their processing), during which the GPU idles: vllm-project/vllm#6854 (RFC "Multi-Step
 # Scheduling", 2024-07-26): "5-13ms of GPU bubble" per decode step, and in its profile "about 4ms of GPU bubble" per
 # decode. Point 4 ms (the profiled figure); band 2-8 ms (a judgement: V1's engine overlaps part of it, the RFC's range
 # reaches 13). Added to every vLLM decode step; it dominates a small model's step, not a large one's.
