@@ -36,15 +36,16 @@ PEFT_LORA_LAUNCH_FACTOR = 2.0
 
 # HF generate's per-step cost outside the decoder layers (embedding, final norm, lm_head, the logits processors,
 # sampling, the stopping criteria's bookkeeping, DynamicCache and mask updates): measured with the real transformers
-# 5.19 loop on a tiny Qwen2 (bench/bench_hf_generate_host.py, batch 1, 2-core CI host): 0.61 ms of host time per step,
-# 50 non-view aten ops (67 with left padding). Band x0.5-x2 (a judgement: the GPU host's CPU is not this one).
+# 5.19 loop on a tiny Qwen2 (bench/bench_hf_generate_host.py, batch 1, 2-core CI host; bench/results/
+# hf-generate-host-2026-11-26.txt: 0.61 and 0.41 ms in two runs): 0.61 ms of host time per step,
+# 50 non-view aten ops (67 with left padding). Band HF_HOST_BAND (a judgement: the GPU host's CPU is not this one).
 HF_STEP_FIXED_S = 0.61e-3
 # ms-swift's StopWordsCriteria (swift/template/utils.py, ms-swift 4.6), called every decode step, loops over the
 # sequences in Python: ``if self.is_done[i]`` (an .item(): a device-to-host copy and sync) and ``self.is_done[i] =
 # is_finished`` (a host-to-device copy), after one batch_decode of the last 20 tokens. Host time measured with the
-# real class and the Qwen2.5 tokenizer (bench/bench_hf_generate_host.py): 7.8 us per sequence per step; the two copies
-# at 5-7 us each (cudaMemcpyAsync's per-call latency, Wu et al., "DualPath", arXiv 2602.21548, section 5.2): 6 us
-# taken. 7.8 + 2 x 6 = 20 us per sequence per step.
+# real class and the Qwen2.5 tokenizer (bench/bench_hf_generate_host.py; 7.8 and 8.3 us in two runs): 7.8 us per
+# sequence per step; the two copies at 5-7 us each (cudaMemcpyAsync's per-call latency, Wu et al., "DualPath", arXiv
+# 2602.21548, section 5.2): 6 us taken. 7.8 + 2 x 6 = 20 us per sequence per step.
 HF_STOPWORDS_PER_SEQ_S = 7.8e-6 + 2 * 6e-6
 HF_HOST_BAND = (2 / 3, 1.5)
 HF_OVERHEAD_BAND = HF_HOST_BAND
