@@ -136,6 +136,9 @@ class GRPOConfig:
     fsdp: str | None = None
     """``fsdp2`` (ms-swift's swift/config/fsdp2.json: ``full_shard``, FSDP v2, activation checkpointing on)
     or an FSDP strategy string/JSON file; ``shard_grad_op`` shards gradients and optimizer only."""
+    padding_free: bool = False
+    """Sequences packed without padding for training and log-probs (swift/rlhf_trainers/grpo_trainer.py: the
+    ``template.padding_free`` branches): a micro-batch costs its real tokens, not its longest row's length."""
     sequence_parallel_size: int = 1
     """Ulysses sequence parallelism: each group of this many ranks splits one sequence's tokens."""
     gradient_checkpointing: bool = True

@@ -289,14 +289,20 @@ def test_bench_reproduces_its_fitted_rows_and_keeps_the_band_narrow():
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     result = bench.score(
-        bench.h100_rows() + bench.trl_ratio_rows() + bench.nemo_rows() + bench.nemo_ratio_rows() + bench.fitted_rows()
+        bench.h100_rows()
+        + bench.hf_generate_rows()
+        + bench.trl_ratio_rows()
+        + bench.nemo_rows()
+        + bench.nemo_ratio_rows()
+        + bench.verl_ratio_rows()
+        + bench.fitted_rows()
     )
     fitted = [r for r in result['rows'] if r['kind'] == 'fitted']
     assert fitted and all(abs(r['error']) < 0.01 for r in fitted)
     scored = [r for r in result['rows'] if r['kind'] != 'fitted']
     assert all(r['low'] <= r['predicted'] <= r['high'] for r in scored)
     assert result['median_band_width'] <= 2.0
-    assert {r['id'].split(':')[0] for r in scored} >= {'h100', 'trl blog'}
+    assert {r['id'].split(':')[0] for r in scored} >= {'h100', 'trl blog', 'nemo-rl', 'verl'}
 
 
 def test_completion_mean_must_be_positive():

@@ -16,18 +16,46 @@ DECODE_BW_EFF = (0.685, 0.8, 0.5)  # (point, optimistic, pessimistic)
 # Megatron).
 MFU = (0.35, 0.45, 0.25)
 
-# HF generate (``use_vllm false``): Python and kernel-launch time per decoder layer per generated token, on top of the
-# bandwidth time. The PyTorch blog "Accelerating Generative AI with PyTorch II: GPT, Fast" (2023-11-30) measures
-# Llama-7B on an A100 at 25.5 tok/s in eager mode; gpt-fast's README gives 104.9 tok/s compiled on the same card:
-# (1/25.5 - 1/104.9) / 32 layers = 0.93 ms per layer per step. HF generate's loop (logits processors, cache
-# objects, PEFT wrappers) is heavier than gpt-fast's minimal eager loop: band x0.8 to x2.5 (a judgement; set with our
-# two H100 rows in view, so those rows do not test the band's upper edge independently -- docs/throughput.md).
-HF_LAYER_OVERHEAD_S = 0.93e-3
-HF_OVERHEAD_BAND = (0.8, 2.5)
+# HF generate (``use_vllm false``): the host's time to issue one decoder layer's kernels per generated token (Python,
+# the dispatcher, the launches). The host runs ahead of the GPU, so an eager step lasts max(GPU time, host time)
+# (model.py ``_decode_step``). The PyTorch blog "Accelerating Generative AI with PyTorch II: GPT, Fast" (2023-11-30)
+# measures Llama-7B on an A100 at 25.5 tok/s in eager mode at batch 1, where the GPU's own time is 9.5 ms (gpt-fast's
+# README: 104.9 tok/s compiled on the same card), so the eager step is the host's: 1/25.5 s / 32 layers = 1.23 ms
+# per layer per step. (The previous pass took the difference, (1/25.5 - 1/104.9) / 32 = 0.93 ms, as an additive
+# cost.) Band x2/3 to x1.5, the same judgement as every host-side cost here (HF_HOST_BAND): the GPU machine's CPU is
+# neither gpt-fast's nor ours. It replaced x0.8-x2.5, which had been set with our two H100 rows in view; this one was
+# also chosen after seeing them (docs/throughput.md).
+HF_LAYER_OVERHEAD_S = 1 / 25.5 / 32
 # An unmerged PEFT LoRA adds, per adapted linear, dropout + lora_A + lora_B + scaling + add (peft/tuners/lora/layer.py
 # ``Linear.forward``): 5 kernels x 7 linears = 35 per layer, about as many as the base layer launches in eager mode (~35
-# counted in gpt-fast's model.py). Counted from the code, not measured: the per-layer overhead doubles.
+# counted in gpt-fast's model.py): the per-layer overhead doubles. Measured with the real code in
+# bench/bench_hf_generate_host.py (transformers 5.19 Qwen2 decoder layer, peft 0.20, r 16 on all 7 linears, this
+# repository's 2-core CI host): 36 -> 64 non-view aten ops per layer per decode step (x1.78) and 0.25 -> 0.49 ms of host
+# time per layer at batch 1 (x1.96).
 PEFT_LORA_LAUNCH_FACTOR = 2.0
+
+# HF generate's per-step cost outside the decoder layers (embedding, final norm, lm_head, the logits processors,
+# sampling, the stopping criteria's bookkeeping, DynamicCache and mask updates): measured with the real transformers
+# 5.19 loop on a tiny Qwen2 (bench/bench_hf_generate_host.py, batch 1, 2-core CI host; bench/results/
+# hf-generate-host-2026-11-26.txt: 0.61 and 0.41 ms in two runs): 0.61 ms of host time per step,
+# 50 non-view aten ops (67 with left padding). Band HF_HOST_BAND (a judgement: the GPU host's CPU is not this one).
+HF_STEP_FIXED_S = 0.61e-3
+# ms-swift's StopWordsCriteria (swift/template/utils.py, ms-swift 4.6), called every decode step, loops over the
+# sequences in Python: ``if self.is_done[i]`` (an .item(): a device-to-host copy and sync) and ``self.is_done[i] =
+# is_finished`` (a host-to-device copy), after one batch_decode of the last 20 tokens. Host time measured with the
+# real class and the Qwen2.5 tokenizer (bench/bench_hf_generate_host.py; 7.8 and 8.3 us in two runs): 7.8 us per
+# sequence per step; the two copies at 5-7 us each (cudaMemcpyAsync's per-call latency, Wu et al., "DualPath", arXiv
+# 2602.21548, section 5.2): 6 us taken. 7.8 + 2 x 6 = 20 us per sequence per step.
+HF_STOPWORDS_PER_SEQ_S = 7.8e-6 + 2 * 6e-6
+HF_HOST_BAND = (2 / 3, 1.5)
+HF_OVERHEAD_BAND = HF_HOST_BAND
+
+# vLLM's host work between two decode steps (scheduling, preparing the next step's inputs, the sampled tokens' copy to
+# the host and their processing), during which the GPU idles: vllm-project/vllm#6854 (RFC "Multi-Step
+# Scheduling", 2024-07-26): "5-13ms of GPU bubble" per decode step, and in its profile "about 4ms of GPU bubble" per
+# decode. Point 4 ms (the profiled figure); band 2-8 ms (a judgement: V1's engine overlaps part of it, the RFC's range
+# reaches 13). Added to every vLLM decode step; it dominates a small model's step, not a large one's.
+VLLM_STEP_HOST_S = (4e-3, 2e-3, 8e-3)  # (point, optimistic, pessimistic)
 
 # vLLM with enforce_eager (no CUDA graphs): verl docs/README_vllm0.7.md, rollout 85 s eager vs 62 s with CUDA graphs
 # (run_qwen2-7b_seq_balance.sh, vLLM 0.7): x1.37 on the decode.

@@ -92,6 +92,9 @@ class _Consts:
     hf_overhead: float
     sleep: float
     per_tensor: float = K.SERVER_SYNC_PER_TENSOR_S
+    vllm_step: float = K.VLLM_STEP_HOST_S[0]
+    hf_host: float = 1.0
+    """Multiplier of HF generate's measured host costs (HF_STEP_FIXED_S, HF_STOPWORDS_PER_SEQ_S)."""
 
 
 POINT = _Consts(K.DECODE_BW_EFF[0], K.MFU[0], K.HF_LAYER_OVERHEAD_S, 1.0)
@@ -101,6 +104,8 @@ FAST = _Consts(
     K.HF_LAYER_OVERHEAD_S * K.HF_OVERHEAD_BAND[0],
     K.SLEEP_BAND[0],
     K.SERVER_SYNC_PER_TENSOR_S * K.SERVER_SYNC_BAND[0],
+    K.VLLM_STEP_HOST_S[1],
+    K.HF_HOST_BAND[0],
 )
 SLOW = _Consts(
     K.DECODE_BW_EFF[2],
@@ -108,7 +113,21 @@ SLOW = _Consts(
     K.HF_LAYER_OVERHEAD_S * K.HF_OVERHEAD_BAND[1],
     K.SLEEP_BAND[1],
     K.SERVER_SYNC_PER_TENSOR_S * K.SERVER_SYNC_BAND[1],
+    K.VLLM_STEP_HOST_S[2],
+    K.HF_HOST_BAND[1],
 )
+
+
+def hf_kv_passes(a: Arch, batch: float) -> float:
+    """Times an HF-generate decode step moves the KV cache's bytes. transformers 5.19's ``DynamicLayer.update``
+    (cache_utils.py) concatenates each layer's cache with the new token (read + write); with a padding mask (a batch of
+    prompts of different lengths, left-padded) sdpa_attention.py's ``use_gqa_in_sdpa`` is false on CUDA, so
+    ``repeat_kv`` copies K and V out to every query head (read + write x heads / kv_heads) and attention reads the
+    copy (x heads / kv_heads): 3 + 2 x heads / kv_heads. A batch of one has no padding: cat's 2, attention's 1."""
+    if batch <= 1:
+        return 3.0
+    g = a.heads / max(1, a.kv_heads)
+    return 3 + 2 * g
 
 
 def weight_tensors(a: Arch) -> int:
@@ -155,16 +174,24 @@ def _decode_step(
     batch: float,
     ctx: float,
     tp: int,
-    per_layer_overhead: float = 0.0,
+    host_issue: float = 0.0,
+    kv_passes: float = 1.0,
+    engine: str = 'vllm',
 ) -> float:
-    """One decode step on one engine (TP ranks in parallel): max(bytes / bandwidth, FLOPs / compute) + overheads."""
-    kv = batch * ctx * a.kv_bytes_per_token(a.dtype_bytes)
+    """One decode step on one engine (TP ranks in parallel): max(bytes / bandwidth, FLOPs / compute) + overheads.
+    host_issue: seconds an eager loop's host takes to issue the step's kernels; the host runs ahead of the GPU, so the
+    step lasts the longer of the two (the GPU idles between kernels only when the host is slower). kv_passes: how many
+    times the step moves the KV cache's bytes (1: read once, as paged attention does). A vLLM engine adds its host
+    work between steps (constants.VLLM_STEP_HOST_S); HF generate's serial host costs are the caller's."""
+    kv = batch * ctx * a.kv_bytes_per_token(a.dtype_bytes) * kv_passes
     mem = (weight_bytes + kv) / tp / (spec.hbm_gbps * 1e9 * c.bw_eff)
     flops = batch * (2 * a.active_params() + _attn_flops_per_token(a, 2 * ctx)) / tp
     comp = flops / (spec.bf16_tflops * 1e12 * c.mfu)
-    t = max(mem, comp) + a.layers * per_layer_overhead
+    t = max(mem, comp, host_issue)
     if tp > 1:
         t += 2 * a.layers * K.TP_ALLREDUCE_S
+    if engine == 'vllm':
+        t += c.vllm_step
     return t
 
 
@@ -181,7 +208,12 @@ def _rollout(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple
         w = a.weight_bytes()
         overhead = c.hf_overhead * (K.PEFT_LORA_LAUNCH_FACTOR if cfg.is_lora else 1.0)
         prefill = reqs * P * (2 * a.active_params() + _attn_flops_per_token(a, P)) / (spec.bf16_tflops * 1e12 * c.mfu)
-        step = _decode_step(a, spec, c, w, reqs, P + Cx / 2, 1, overhead)  # every row runs to the longest
+        # the host issues every layer's kernels and the loop's own work; the GPU runs them as they come
+        host = a.layers * overhead + K.HF_STEP_FIXED_S * c.hf_host
+        step = _decode_step(a, spec, c, w, reqs, P + Cx / 2, 1, host, hf_kv_passes(a, reqs), engine='hf')
+        # every row runs to the longest; ms-swift's stop-words check then waits for the step (a device-to-host copy)
+        # and loops over the sequences: serial, after the step
+        step += reqs * K.HF_STOPWORDS_PER_SEQ_S * c.hf_host
         decode = Cx * step
         d.update(
             engine='hf_generate',
@@ -278,7 +310,8 @@ def _train(cfg: GRPOConfig, plan: Plan, inp: SpeedInputs, c: _Consts) -> tuple[f
     n = a.active_params()
     bs = cfg.per_device_train_batch_size
     ga = cfg.gradient_accumulation_steps or 1
-    seq = inp.prompt_pad + inp.completion_max  # GRPO pads a micro-batch to its longest prompt and completion
+    # GRPO pads a micro-batch to its longest prompt and completion; padding_free packs the real tokens
+    seq = inp.prompt_mean + inp.completion_mean if cfg.padding_free else inp.prompt_pad + inp.completion_max
     tokens = bs * ga * seq  # per GPU per optimizer step
     attn = _attn_flops_per_token(a, seq)
     peak = spec.bf16_tflops * 1e12 * c.mfu
