@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 
-def run(description: str, build, render, default: Path, what: str, script: str, argv=None) -> int:
+def run(
+    description: str, build, render, default: Path, what: str, script: str, argv=None, packages: str = 'ms-swift'
+) -> int:
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument('--check', action='store_true', help='compare with the checked-in snapshot; exit 1 on drift')
     ap.add_argument('--output', type=Path, default=default)
@@ -18,7 +20,8 @@ def run(description: str, build, render, default: Path, what: str, script: str, 
         old = opts.output.read_text(encoding='utf-8') if opts.output.exists() else ''
         if old != text:
             print(
-                f'{opts.output}: {what} drifted from the installed ms-swift; run `python {script}` and review the diff',
+                f'{opts.output}: {what} drifted from the installed {packages}; '
+                f'run `python {script}` and review the diff',
                 file=sys.stderr,
             )
             return 1
