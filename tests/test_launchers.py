@@ -244,11 +244,12 @@ def test_a_launcher_that_refuses_its_own_options_says_so_in_one_line(argv, said,
     assert len(err) == 1 and said in err[0], err
 
 
-def test_a_launcher_whose_package_is_missing_says_so(monkeypatch, capsys):
+def test_a_launcher_is_read_without_its_package(monkeypatch, capsys):
+    """deepspeed's parser is rebuilt from its snapshot: a machine without DeepSpeed reads the launch all the same."""
     monkeypatch.setitem(sys.modules, 'deepspeed.launcher.runner', None)  # import fails as on a machine without it
-    assert guard.main(['check', '--', 'deepspeed', '--num_gpus', '2', 'swift/cli/rlhf.py', *ARGS]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and 'deepspeed is not installed here' in err[0]
+    monkeypatch.setitem(sys.modules, 'deepspeed', None)
+    assert guard.main(['check', '--', 'deepspeed', '--num_gpus', '2', 'swift/cli/rlhf.py', *ARGS]) in (0, 1)
+    assert 'not installed' not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

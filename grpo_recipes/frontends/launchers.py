@@ -8,8 +8,7 @@ and what it runs begins, and how many processes on how many nodes it starts.
   it waits for). torch's parser takes each option's default from a ``PET_<NAME>`` variable (its ``env`` action), so
   it is built with the launch's ``PET_*`` variables in place of this process's.
 - ``deepspeed``: DeepSpeed's ``deepspeed.launcher.runner.parse_args`` (its layout: ``swift/entry.py``).
-- ``accelerate launch``: its options (``trl/accelerate.py``; tests hold them to accelerate's
-  ``launch_command_parser``).
+- ``accelerate launch``: its options (``trl/accelerate.py``, accelerate's ``launch_command_parser``).
 - ``srun`` (and ``#SBATCH`` lines): Slurm has no Python parser; the option table below is written from srun(1) and
   sbatch(1) (slurm.schedmd.com/srun.html, /sbatch.html): getopt_long options, so a short option's value may be
   attached (``-N2``) and a long one's follow ``=`` or the next word; srun's options end at the first word that is not
@@ -17,13 +16,12 @@ and what it runs begins, and how many processes on how many nodes it starts.
 - a Python interpreter (``python``, ``python3``, ``python3.11``, ``/usr/bin/python3``) and its own options, from
   docs.python.org/3/using/cmdline.html (CPython parses them in C: Python/getopt.c, no Python-level parser).
 
-torch and DeepSpeed are imported only when a launch uses them (they are there wherever ms-swift and DeepSpeed run).
+The torch, DeepSpeed and accelerate parsers are rebuilt from their snapshot (``launcher_args.py``): reading a launch
+imports none of these packages; tests hold the rebuilt parsers to the real ones.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import re
 from dataclasses import dataclass, field
@@ -101,22 +99,6 @@ def python_options(args: list[str]) -> tuple[list[str], list[str]]:
     return args, []
 
 
-@contextlib.contextmanager
-def _launch_environ(env: Mapping[str, str], prefix: str):
-    """This process's environment with the launch's ``PREFIX*`` variables in place of its own, while a launcher's
-    parser that reads defaults from them is built."""
-    saved = {k: v for k, v in os.environ.items() if k.startswith(prefix)}
-    try:
-        for k in saved:
-            del os.environ[k]
-        os.environ.update({k: v for k, v in env.items() if k.startswith(prefix)})
-        yield
-    finally:
-        for k in [k for k in os.environ if k.startswith(prefix)]:
-            del os.environ[k]
-        os.environ.update(saved)
-
-
 class _ParseError(Exception):
     pass
 
@@ -141,44 +123,17 @@ def _parse_failed(what: str, message: str, words: list[str], source: str) -> Gua
     return GuardError(f'{source}: {what} stops at once with "error: {message}"')
 
 
-def need(module: str, launcher: str, source: str):
-    """Import a launcher's own package, or one line saying it is missing here."""
-    import importlib
+def _rebuilt(name: str, what: str, source: str, env: Mapping[str, str] | None = None):
+    """The launcher's parser rebuilt from its snapshot, its errors raised as _ParseError."""
+    from .launcher_args import build_parser
 
     try:
-        return importlib.import_module(module)
-    except ImportError as e:
+        parser = build_parser(name, env)
+    except ValueError as e:  # torch's check_env reads int(PET_<NAME>) while its parser is built
         raise GuardError(
-            f'{source}: {module.split(".")[0]} is not installed here ({e}), so `{launcher}` cannot start '
-            f'here and the guard cannot read its options with its own parser; install it (ms-swift '
-            f'brings torch and accelerate)'
+            f'{source}: {what} stops before parsing: a PET_* flag variable is not an integer ({e})'
         ) from None
-
-
-def _torch_parser(module: str):
-    """torch's own parser of torchrun (``torch.distributed.run``) or of ``torch.distributed.launch`` (whose
-    ``parse_args`` adds ``--use-env`` to torchrun's parser and parses at once: the parser is taken from that call)."""
-    from torch.distributed import run
-
-    if module != 'torch.distributed.launch':
-        return run.get_args_parser()
-    from torch.distributed import launch
-
-    captured = {}
-
-    def grab():
-        p = run.get_args_parser()
-        captured['parser'] = p
-        p.parse_args = lambda args=None, namespace=None: None  # type: ignore[method-assign]
-        return p
-
-    try:
-        launch.get_args_parser = grab  # type: ignore[attr-defined]
-        launch.parse_args([])
-    finally:
-        launch.get_args_parser = run.get_args_parser  # type: ignore[attr-defined]
-    parser = captured['parser']
-    del parser.parse_args
+    parser.error = _raise  # type: ignore[method-assign]
     return parser
 
 
@@ -186,10 +141,9 @@ def parse_torchrun(
     args: list[str], env: Mapping[str, str], source: str, module: str = 'torch.distributed.run', what: str = 'torchrun'
 ) -> tuple[dict[str, Any], set[str], list[str], str]:
     """torchrun's words (after ``torchrun``) -> (its options, the ones written, what it runs, its form)."""
-    need('torch.distributed.run', what, source)
-    with _launch_environ(env, 'PET_'):
-        parser = _torch_parser(module)
-    parser.error = _raise  # type: ignore[method-assign]
+    parser = _rebuilt(
+        'torch.distributed.launch' if module == 'torch.distributed.launch' else 'torchrun', what, source, env
+    )
     try:
         ns = parser.parse_args(args)
     except _ParseError as e:
@@ -215,16 +169,11 @@ def parse_torchrun(
 def parse_deepspeed(args: list[str], source: str) -> tuple[dict[str, Any], set[str], list[str], str]:
     """deepspeed's words (after ``deepspeed``) -> (its options, the ones written, what it runs, its form), from
     DeepSpeed's own ``runner.parse_args``."""
-    with contextlib.redirect_stdout(io.StringIO()):  # DeepSpeed logs its accelerator choice to stdout on import
-        runner = need('deepspeed.launcher.runner', 'deepspeed', source)
-    err = io.StringIO()
+    parser = _rebuilt('deepspeed', 'deepspeed', source)
     try:
-        with contextlib.redirect_stderr(err):
-            ns = runner.parse_args(args)
-    except SystemExit:
-        msg = err.getvalue().strip().splitlines()
-        msg = msg[-1].split('error: ', 1)[-1] if msg else 'invalid arguments'
-        raise _parse_failed('deepspeed', msg, args, source) from None
+        ns = parser.parse_args(args)
+    except _ParseError as e:
+        raise _parse_failed('deepspeed', str(e), args, source) from None
     opts = vars(ns)
     n = len(args) - len(ns.user_args) - 1
     given = {
@@ -675,7 +624,7 @@ def launcher_layout(layer: Layer, env: Mapping[str, str], source: str) -> dict[s
         raw = str(o.get('nnodes'))
         if '$' in raw:
             _int(raw, f'{what} --nnodes', source)
-        from torch.distributed.run import parse_min_max_nnodes
+        from .launcher_args import parse_min_max_nnodes
 
         try:
             _, nnodes = parse_min_max_nnodes(raw)  # MIN:MAX: planned at MAX, the most it waits for

@@ -13,11 +13,11 @@ from ...errors import GuardError
 def _accelerate_options(args: list[str], source: str = 'accelerate launch') -> tuple[dict[str, Any], list[str]]:
     """accelerate launch's own options -> (the options written, with the values its parser gives them; the script and
     its args), from accelerate's own ``launch_command_parser`` (accelerate/commands/launch.py): its flags, its options
-    with a value, and where the training script begins. No script: (options, [])."""
-    from ..launchers import _parse_failed, _ParseError, _raise, need
+    with a value, and where the training script begins (rebuilt from its snapshot: launcher_args.py). No script:
+    (options, [])."""
+    from ..launchers import _parse_failed, _ParseError, _rebuilt
 
-    parser = need('accelerate.commands.launch', 'accelerate launch', source).launch_command_parser()
-    parser.error = _raise  # type: ignore[method-assign]
+    parser = _rebuilt('accelerate launch', 'accelerate launch', source)
     try:
         ns = parser.parse_args(args)
     except _ParseError as e:
@@ -34,10 +34,10 @@ def _accelerate_options(args: list[str], source: str = 'accelerate launch') -> t
 def accelerate_option_names(source: str = 'trl grpo') -> tuple[set[str], set[str]]:
     """(options that take a value, flags) of ``accelerate launch``, as names with underscores, from accelerate's own
     ``launch_command_parser`` (``trl grpo`` hands the words its own parser does not know to it:
-    trl/cli/accelerate_launcher.py)."""
-    from ..launchers import need
+    trl/cli/accelerate_launcher.py), rebuilt from its snapshot (launcher_args.py)."""
+    from ..launchers import _rebuilt
 
-    parser = need('accelerate.commands.launch', 'accelerate launch', source).launch_command_parser()
+    parser = _rebuilt('accelerate launch', 'accelerate launch', source)
     values: set[str] = set()
     flags: set[str] = set()
     for action in parser._actions:
