@@ -253,3 +253,15 @@ def test_check_on_launchers_imports_none_of_their_packages(tmp_path):
     assert len(lines) == len(launches), proc.stdout[-3000:] + proc.stderr[-3000:]
     for ln in lines:
         assert ln.endswith(' []'), ln
+
+
+def test_a_pet_flag_that_is_not_an_integer_is_one_line(tmp_path, capsys):
+    """torch's check_env runs int(PET_STANDALONE) while it builds torchrun's parser (a ValueError, before any
+    parsing): the guard says so in one line, exit 2."""
+    from grpo_recipes.cli import guard
+
+    script = tmp_path / 'launch.sh'
+    script.write_text('PET_STANDALONE=yes torchrun --nproc_per_node 2 train.py\n')
+    assert guard.main(['check', str(script), '--gpus', '2', '--gpu-type', 'A100-80GB']) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and 'PET_' in err[0] and "invalid literal for int() with base 10: 'yes'" in err[0], err
