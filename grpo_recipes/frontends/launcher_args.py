@@ -213,6 +213,12 @@ def build_parser(name: str, env: Mapping[str, str] | None = None) -> argparse.Ar
     return parser
 
 
+def flag_variables(name: str) -> list[str]:
+    """The ``PET_*`` variables torch reads with int() while building parser ``name`` (its check_env flags)."""
+    actions = snapshot()['parsers'][name]['actions']
+    return [f'PET_{a["dest"].upper()}' for a in actions if a['class'] == 'torch.distributed.argparse_util.check_env']
+
+
 def parse_min_max_nnodes(nnodes: str) -> tuple[int, int]:
     """torchrun's ``--nnodes`` as ``torch.distributed.run.parse_min_max_nnodes`` reads it: ``N`` or ``MIN:MAX``
     (int() of each; more parts: a RuntimeError with torch's message). Tests hold it to torch's function."""

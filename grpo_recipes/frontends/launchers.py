@@ -123,15 +123,25 @@ def _parse_failed(what: str, message: str, words: list[str], source: str) -> Gua
     return GuardError(f'{source}: {what} stops at once with "error: {message}"')
 
 
+def _integer(text: str) -> bool:
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _rebuilt(name: str, what: str, source: str, env: Mapping[str, str] | None = None):
     """The launcher's parser rebuilt from its snapshot, its errors raised as _ParseError."""
-    from .launcher_args import build_parser
+    from .launcher_args import build_parser, flag_variables
 
     try:
         parser = build_parser(name, env)
     except ValueError as e:  # torch's check_env reads int(PET_<NAME>) while its parser is built
+        bad = [f'{k}={env[k]}' for k in flag_variables(name) if k in (env or {}) and not _integer(env[k])]
         raise GuardError(
-            f'{source}: {what} stops before parsing: a PET_* flag variable is not an integer ({e})'
+            f'{source}: {what} stops before parsing: {", ".join(bad)}: {e}; torch reads this variable as an '
+            f'integer (0 or 1)'
         ) from None
     parser.error = _raise  # type: ignore[method-assign]
     return parser
