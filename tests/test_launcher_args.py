@@ -131,7 +131,22 @@ SCRIPTS = [
     ['swift/cli/rlhf.py', '-h'],
     [],
 ]
-UNKNOWN = [['--bogus'], ['--bogus=1'], ['-Z'], ['--num'], ['--m'], ['--no'], ['--help'], ['-h']]
+UNKNOWN = [
+    ['--bogus'],
+    ['--bogus=1'],
+    ['-Z'],
+    ['--num'],
+    ['--m'],
+    ['--no'],
+    ['--help'],
+    ['-h'],
+    ['-qm'],  # short flags combined
+    ['-mq'],
+    ['-t3'],  # a short option's value attached
+    ['-r', '1'],
+    ['--'],
+    ['-'],
+]
 
 
 def _env(parser: argparse.ArgumentParser, rng: random.Random) -> dict[str, str]:
@@ -264,4 +279,6 @@ def test_a_pet_flag_that_is_not_an_integer_is_one_line(tmp_path, capsys):
     script.write_text('PET_STANDALONE=yes torchrun --nproc_per_node 2 train.py\n')
     assert guard.main(['check', str(script), '--gpus', '2', '--gpu-type', 'A100-80GB']) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and 'PET_STANDALONE=yes' in err[0] and "invalid literal for int() with base 10: 'yes'" in err[0], err
+    assert (
+        len(err) == 1 and 'PET_STANDALONE=yes' in err[0] and "invalid literal for int() with base 10: 'yes'" in err[0]
+    ), err
