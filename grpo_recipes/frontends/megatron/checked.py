@@ -152,6 +152,11 @@ class MegatronReport:
                     f'#   vLLM KV {v.get("kv_cache", 0):.1f} GiB = {v["kv_tokens"]:,} tokens; a rollout needs '
                     f'{v.get("rollout_tokens", 0):,}'
                 )
+        from ...speed.report import header_line  # the predicted step time, as the other recipes' headers give it
+
+        speed = header_line(self)
+        if speed:
+            lines.append(speed)
         return lines
 
     def to_dict(self) -> dict:
