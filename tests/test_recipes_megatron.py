@@ -37,7 +37,9 @@ def test_validate_reads_the_release_snapshot_not_swift_rlhf():
 def test_a_megatron_typo_fails_validate(tmp_path):
     src = find(NAME).path
     bad = tmp_path / 'bad.yaml'
-    bad.write_text(src.read_text().replace('micro_batch_size: 1', 'micro_batch_sise: 1'))
+    text = src.read_text()
+    assert '\nmicro_batch_size: ' in text
+    bad.write_text(text.replace('\nmicro_batch_size: ', '\nmicro_batch_sise: '))
     proc = run_cli('grpo_recipes.cli.recipes', 'validate', str(bad), '--json')
     assert proc.returncode == 1
     (row,) = json.loads(proc.stdout)
