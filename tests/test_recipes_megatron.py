@@ -61,7 +61,9 @@ def test_ls_and_arg_and_header():
 def test_a_stale_header_is_caught(tmp_path):
     src = find(NAME).path
     copy = tmp_path / 'full.yaml'
-    copy.write_text(src.read_text().replace('vllm_gpu_memory_utilization: 0.35', 'vllm_gpu_memory_utilization: 0.4'))
+    text = src.read_text()
+    assert '\nvllm_gpu_memory_utilization: 0.8\n' in text
+    copy.write_text(text.replace('\nvllm_gpu_memory_utilization: 0.8\n', '\nvllm_gpu_memory_utilization: 0.4\n'))
     assert run_cli('grpo_recipes.cli.recipes', 'header', '--check', str(copy)).returncode == 1
     assert run_cli('grpo_recipes.cli.recipes', 'header', '--write', str(copy)).returncode == 0
     assert run_cli('grpo_recipes.cli.recipes', 'header', '--check', str(copy)).returncode == 0
