@@ -29,8 +29,16 @@ def visible_gpus_match_nproc(ctx: Context) -> list[Finding]:
         if p.visible_count < 2:
             return []
         sev = ERROR if cfg.use_vllm else WARNING
+        entry = ctx.launch.trl.entry or {}
+        unused = entry.get('unused_env', {}).get('NPROC_PER_NODE')
+        why = (
+            f'NPROC_PER_NODE={unused} has no effect on `{entry.get("display")}`: only `swift rlhf` '
+            f'(swift/cli/main.py) reads it and starts torchrun, and this runs the entry file directly'
+            if unused
+            else 'NPROC_PER_NODE is unset'
+        )
         msg = (
-            f'{p.visible_count} GPUs are visible ({_ids(vis)}) but NPROC_PER_NODE is unset: ms-swift starts one '
+            f'{p.visible_count} GPUs are visible ({_ids(vis)}) but {why}: ms-swift starts one '
             f'process that wraps the model across all of them (device_map), and memory grows on every GPU'
         )
         if cfg.use_vllm:
@@ -44,8 +52,12 @@ def visible_gpus_match_nproc(ctx: Context) -> list[Finding]:
                 'device.single-process-multi-gpu',
                 ['NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES'],
                 msg,
-                f'ENV: {{NPROC_PER_NODE: {p.visible_count}}}, or CUDA_VISIBLE_DEVICES={vis[0]} '
-                f'for a single training GPU',
+                (
+                    f'run it as `swift rlhf` with NPROC_PER_NODE={p.visible_count}'
+                    if unused
+                    else f'ENV: {{NPROC_PER_NODE: {p.visible_count}}}'
+                )
+                + f', or CUDA_VISIBLE_DEVICES={vis[0]} for a single training GPU',
                 'swift/arguments/rlhf_args.py::_check_grpo; ms-swift #5592',
             )
         ]

@@ -92,7 +92,8 @@ def load_swift_entry(argv: list[str], env: Mapping[str, str], source: str) -> La
         return launch
     inner = procs[-1] if procs else None
     head = inner.kind if inner else 'srun'
-    env = {k: v for k, v in env.items() if k not in ('NPROC_PER_NODE', 'NNODES')}  # swift/cli/main.py's, unused
+    unused = {k: env[k] for k in ('NPROC_PER_NODE', 'NNODES') if k in env}  # swift/cli/main.py's, unread here
+    env = {k: v for k, v in env.items() if k not in unused}
     launch = load_swift(args, env)
     layout: dict[str, Any]
     extra: dict[str, str] = {}
@@ -155,6 +156,8 @@ def load_swift_entry(argv: list[str], env: Mapping[str, str], source: str) -> La
             display=display,
         )
     launch.command = list(argv)
+    if unused:
+        launch.trl = replace(launch.trl, entry={**launch.trl.entry, 'unused_env': unused})
     per = launch.env.get('NPROC_PER_NODE', 'one per visible GPU')
     how = {
         'python': 'one process',
