@@ -127,3 +127,10 @@ def test_verify_reads_the_fixed_launch_again():
     for k, (_, new) in fix.changes.items():
         assert fixed.args[k] == new, k
     assert fixed.argv[len(la.argv) :] == fix.argv()
+
+
+def test_optimizer_cpu_offload_is_a_move_until_the_launch_sets_it():
+    knobs = [k for k, opts in ms._moves(mg.read(OOM, ENV)) if opts]
+    assert 'optimizer_cpu_offload' in knobs
+    offloaded = mg.read(OOM + ['--optimizer_cpu_offload', 'true', '--optimizer_offload_fraction', '1'], ENV)
+    assert 'optimizer_cpu_offload' not in [k for k, _ in ms._moves(offloaded)]
