@@ -134,3 +134,10 @@ def test_optimizer_cpu_offload_is_a_move_until_the_launch_sets_it():
     assert 'optimizer_cpu_offload' in knobs
     offloaded = mg.read(OOM + ['--optimizer_cpu_offload', 'true', '--optimizer_offload_fraction', '1'], ENV)
     assert 'optimizer_cpu_offload' not in [k for k, _ in ms._moves(offloaded)]
+
+
+def test_the_optimizer_cpu_offload_move_carries_the_precision_aware_optimizer():
+    (opts,) = [o for k, o in ms._moves(mg.read(OOM, ENV)) if k == 'optimizer_cpu_offload']
+    assert opts == [
+        {'optimizer_cpu_offload': True, 'optimizer_offload_fraction': 1.0, 'use_precision_aware_optimizer': True}
+    ]

@@ -11,8 +11,9 @@ Moves (one value per knob; the cheapest first, as a move's cost is its rank in `
   vllm_gpu_memory_utilization  the colocated engine's share (0.3-0.9): vLLM's start-up check, the KV cache
   sleep_level 1/2              the engine's weights (and KV) released while Megatron trains (rollout_mixin.py)
   offload_model / offload_optimizer   Megatron's weights/grads and optimizer states on the CPU during rollout
-  optimizer_cpu_offload        Megatron-LM's HybridDeviceOptimizer, fraction 1: the optimizer states on the CPU in
-                               every phase (memory.py counts what stays on the GPU)
+  optimizer_cpu_offload        Megatron-LM's HybridDeviceOptimizer, fraction 1, with use_precision_aware_optimizer
+                               (Megatron-LM's validate_args requires it): the optimizer states on the CPU in every
+                               phase (memory.py counts what stays on the GPU)
   micro_batch_size             halved: fewer tokens per forward, more micro-batches per step
   recompute_granularity full   with recompute_method uniform, recompute_num_layers 1 (Megatron-LM's full recompute)
   tensor_model_parallel_size   x2, x4 within a node (with sequence_parallel), as far as heads and the world divide
@@ -63,7 +64,9 @@ def _moves(launch) -> list[tuple[str, list[dict]]]:
         out.append(('offload_model', [] if a.get('offload_model') else [{'offload_model': True}]))
         out.append(('offload_optimizer', [] if a.get('offload_optimizer') else [{'offload_optimizer': True}]))
     if not a.get('optimizer_cpu_offload'):
-        out.append(('optimizer_cpu_offload', [{'optimizer_cpu_offload': True, 'optimizer_offload_fraction': 1.0}]))
+        # Megatron-LM's validate_args asserts use_precision_aware_optimizer with optimizer_cpu_offload
+        off = {'optimizer_cpu_offload': True, 'optimizer_offload_fraction': 1.0, 'use_precision_aware_optimizer': True}
+        out.append(('optimizer_cpu_offload', [off]))
     mbs = a.get('micro_batch_size') or 1
     out.append(('micro_batch_size', [{'micro_batch_size': m} for m in range(mbs - 1, 0, -1) if mbs % m == 0]))
     if a.get('recompute_granularity') != 'full':
