@@ -278,6 +278,11 @@ CONSTRUCTS = {
     'bash-c-positional': "bash -c 'swift rlhf --a \"$1\" --n $#' name 'x y' z\n",
     'eval': 'CMD="swift rlhf --a 1"\neval "$CMD --b 2"\n',
     'crlf-line': 'swift rlhf --a 1\r\nswift rlhf --b 2\r\n',
+    'read-here-string': 'R="acc,fmt  , x"\nR="${R//,/ }"\nIFS=\' \' read -r -a A <<< "$R"\n'
+    'IFS=, read -r f1 rest <<< "a,b, c ,d  "\nread -r line <<< "  keep  me  "\nread <<< \'  x\\\\y  \'\n'
+    'read a b <<< \'x\\ y z\'\nread -r -d : tok <<< "p:q"\nread -ra W <<< " one  two "\n'
+    'swift rlhf --reward_funcs "${A[@]}" --n ${#A[@]} --f1 "$f1" --rest "$rest" --line "$line" --reply "$REPLY" '
+    '--a "$a" --b "$b" --tok "$tok" "${W[@]}" ${#W[@]}\n',
     'pipes-in-substitution': 'export CUDA_VISIBLE_DEVICES=0,1,2\n'
     "GPUS=$(echo $CUDA_VISIBLE_DEVICES | tr ',' '\\n' | wc -l)\n"
     'NPROC_PER_NODE=$GPUS swift rlhf --n "$(seq 1 5 | head -n 2 | tail -1)" '

@@ -628,6 +628,10 @@ class Evaluator(Builtins, Comments):
             nodes = [node]
         else:
             nodes = [c for c in node.children if c.type not in REDIRECTS and c.type != 'comment']
+            for r in node.children:  # tree-sitter-bash keeps `cmd <<< "$S"` inside the command node
+                if r.type == 'herestring_redirect' and stdin is None:
+                    word = list(r.named_children)
+                    stdin = (self.exp.single(src.text(word[0].start_byte, word[-1].end_byte)) + '\n') if word else ''
         nodes += list(extra)
         groups = _groups(nodes)
         self.unresolved = []
@@ -722,6 +726,8 @@ class Evaluator(Builtins, Comments):
         name = rest[0]
         if name in self.state.funcs and not wenv:
             status = self.call(name, rest[1:])
+        elif name == 'read' and stdin is not None and (got := self.read_stdin(rest[1:], stdin, env)) is not None:
+            status = got  # `read -r -a A <<< "$S"`: the here-string or here-document is known
         elif name in QUIET or (name == 'command' and rest[1:2] in (['-v'], ['-V'])):
             status = self.builtin(name, rest, src)
         elif (text := shell_c(rest)) is not None:
