@@ -278,6 +278,9 @@ CONSTRUCTS = {
     'bash-c-positional': "bash -c 'swift rlhf --a \"$1\" --n $#' name 'x y' z\n",
     'eval': 'CMD="swift rlhf --a 1"\neval "$CMD --b 2"\n',
     'crlf-line': 'swift rlhf --a 1\r\nswift rlhf --b 2\r\n',
+    'bash-script-file': 'mkdir -p t\n'
+    'printf \'swift rlhf --m "$M" --x "${X:-unset}" --a "$1" --n $# --s "$0"\\n\' > t/r.sh\n'
+    'export M=exp\nX=local\nbash t/r.sh "p q" r\nX=pre bash -x t/r.sh\nsh ./t/r.sh one\n',
     'read-here-string': 'R="acc,fmt  , x"\nR="${R//,/ }"\nIFS=\' \' read -r -a A <<< "$R"\n'
     'IFS=, read -r f1 rest <<< "a,b, c ,d  "\nread -r line <<< "  keep  me  "\nread <<< \'  x\\\\y  \'\n'
     'read a b <<< \'x\\ y z\'\nread -r -d : tok <<< "p:q"\nread -ra W <<< " one  two "\n'

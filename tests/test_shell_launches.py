@@ -293,3 +293,21 @@ def test_read_from_a_here_string_assigns_as_bash_does():
     assert cmd.argv[2:] == [
         '--reward_funcs', 'acc', 'fmt', 'x', '--f1', 'a', '--rest', 'b, c ,d  ', '--a', 'x y', '--b', 'z', '--tok', 'p',
     ]  # fmt: skip
+
+
+def test_bash_running_a_script_file_reads_that_script(tmp_path):
+    # `VAR=x bash tools/train/run.sh ARGS` (a wrapper script calling the real launcher): bash runs the file in a new
+    # shell that sees the exported variables and the command's own prefix, not the caller's plain ones
+    (tmp_path / 'tools').mkdir()
+    (tmp_path / 'tools' / 'run.sh').write_text('swift rlhf --m "$M" --x "${X:-unset}" --y "${Y:-unset}" --a "$1"\n')
+    text = 'export M=exp\nY=plain\nX=pre bash tools/run.sh "p q"\n'
+    from grpo_recipes.frontends.shell import read_script
+
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        cmds = [c for c in read_script(text, {}, source=str(tmp_path / 'w.sh')) if c.argv[:1] == ['swift']]
+    finally:
+        os.chdir(old)
+    assert [c.argv[2:] for c in cmds] == [['--m', 'exp', '--x', 'pre', '--y', 'unset', '--a', 'p q']]
+    assert not cmds[0].unresolved

@@ -14,6 +14,7 @@ about five seconds of work. Past any bound: GuardError naming the script and lin
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from .expand import Expander, NotKnown, assemble, glob_regex, join
 from .state import State
 from .syntax import Src, parse
 from .syntax import raw as _raw
-from .wrappers import shell_c, strip_wrapper
+from .wrappers import SHELLS, shell_c, strip_wrapper
 
 _ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?=)', re.S)
 _ENV_ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$', re.S)
@@ -732,6 +733,9 @@ class Evaluator(Builtins, Comments):
             status = self.builtin(name, rest, src)
         elif (text := shell_c(rest)) is not None:
             status = self.child_shell(text, rest, env, src)
+        elif (script := self.script_file(rest)) is not None:
+            path, text = script  # `bash tools/train/x.sh ARGS`: the script runs in a new shell, as `bash -c` does
+            status = self.child_shell(text, [text, *rest[rest.index(path) :]], env, src, name=path)
         elif self.captures:
             status = self.in_capture(rest, env, stdin)
         else:
@@ -824,8 +828,33 @@ class Evaluator(Builtins, Comments):
         else:
             st.taint.pop('@', None)
 
-    def child_shell(self, text: str, argv: list[str], env: dict, src: Src) -> int | None:
-        """``bash -c STRING [NAME ARGS...]``: a new shell that sees the exported variables (and ``env``)."""
+    def script_file(self, argv: list[str]) -> tuple[str, str] | None:
+        """``bash [-x] [-o opt] FILE ARGS`` / ``sh FILE``: (FILE as written, its text) where FILE is here; None
+        otherwise (a file not here stays a command the caller records)."""
+        if not argv or argv[0].rsplit('/', 1)[-1] not in SHELLS or self.unresolved:
+            return None
+        i = 1
+        while i < len(argv) and argv[i][:1] in ('-', '+') and argv[i] not in ('-', '--'):
+            i += 2 if argv[i] in ('-o', '+o', '-O', '+O') else 1  # bash(1): -o/-O take an option name
+        if i < len(argv) and argv[i] == '--':
+            i += 1
+        if i >= len(argv):
+            return None
+        path = argv[i]
+        # bash opens FILE from its working directory; where that is not known, from the reading script's directory
+        base = self.state.cwd if self.state.cwd is not None else os.path.dirname(self.source)
+        found = path if path.startswith('/') else os.path.join(base, path)
+        if not os.path.isfile(found):
+            return None
+        try:
+            with open(found, encoding='utf-8', newline='') as f:
+                return path, f.read()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def child_shell(self, text: str, argv: list[str], env: dict, src: Src, name: str | None = None) -> int | None:
+        """``bash -c STRING [NAME ARGS...]``: a new shell that sees the exported variables (and ``env``); with
+        ``name``, the text of the script file ``name`` (``bash FILE ARGS``: argv is [text, FILE, ARGS...])."""
         parent = self.state
         k = argv.index(text) if text in argv else len(argv) - 1
         rest = argv[k + 1 :]
@@ -854,7 +883,7 @@ class Evaluator(Builtins, Comments):
             raise self.too_long(f'{self.limits.depth} nested shells')
         outer_unresolved = self.unresolved
         try:
-            return self.run_text(text, src.name, line=self.line)
+            return self.run_text(text, name, first_line=1) if name else self.run_text(text, src.name, line=self.line)
         except _Exit as e:
             return e.status
         finally:
