@@ -311,3 +311,18 @@ def test_bash_running_a_script_file_reads_that_script(tmp_path):
         os.chdir(old)
     assert [c.argv[2:] for c in cmds] == [['--m', 'exp', '--x', 'pre', '--y', 'unset', '--a', 'p q']]
     assert not cmds[0].unresolved
+
+
+def test_nameref_and_posix_class_resolve_as_bash_does():
+    # a function filling the array its caller names (`local -n out=$2`), emptiness tested with ${raw//[[:space:]]/}:
+    # the values /bin/bash gives (test_bash_differential's nameref-and-posix-class construct), with nothing unresolved
+    from grpo_recipes.frontends.shell import read_script
+
+    text = (
+        'fill() {\n  local raw="${1:-}"\n  local -n out="$2"\n  raw="${raw//,/ }"\n  out=()\n'
+        '  if [ -n "${raw//[[:space:]]/}" ]; then out=($raw); fi\n}\nfill "a,b c" L\nfill "  " E\nout=top\n'
+        'V="x1-y2_Z"\nswift rlhf "${L[@]}" ${#L[@]} ${#E[@]} "$out" "${V//[[:digit:]]/}" "${V//[![:alpha:]]/.}"\n'
+    )
+    (cmd,) = [c for c in read_script(text, {}, source='run.sh') if c.argv[:1] == ['swift']]
+    assert not cmd.unresolved
+    assert cmd.argv[2:] == ['a', 'b', 'c', '3', '0', 'top', 'x-y_Z', 'x..y..Z']

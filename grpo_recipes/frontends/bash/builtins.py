@@ -50,6 +50,9 @@ class Builtins:
                 continue
             if kind == 'local' or ('g' not in flags and kind in ('declare', 'typeset') and self.state.frames):
                 self.state.declare_local(name)
+            if 'n' in flags and isinstance(value, str) and not taint and _ASSIGN.match(value + '='):
+                self.state.declare_ref(name, value)  # `local -n out=$2`: out stands for the variable named $2
+                continue
             if 'i' in flags and isinstance(value, str):
                 try:
                     value = str(self.exp.arith_value(value))
