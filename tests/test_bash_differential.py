@@ -301,6 +301,7 @@ CONSTRUCTS = {
     '  if [ -n "${raw//[[:space:]]/}" ]; then out=($raw); fi\n}\nfill "a,b c" L\nfill "  " E\nout=top\n'
     'V="x1-y2_Z"\nswift rlhf "${L[@]}" ${#L[@]} ${#E[@]} "$out" "${V//[[:digit:]]/}" "${V//[![:alpha:]]/.}" '
     '"${V//[_-]/+}"\n',
+    'dash-before-heredoc': "python - <<'PY'\nprint(1)\nPY\nswift rlhf --a 1 - <<EOF\nx\nEOF\n",
     'read-here-string': 'R="acc,fmt  , x"\nR="${R//,/ }"\nIFS=\' \' read -r -a A <<< "$R"\n'
     'IFS=, read -r f1 rest <<< "a,b, c ,d  "\nread -r line <<< "  keep  me  "\nread <<< \'  x\\\\y  \'\n'
     'read a b <<< \'x\\ y z\'\nread -r -d : tok <<< "p:q"\nread -ra W <<< " one  two "\n'

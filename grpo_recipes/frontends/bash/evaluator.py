@@ -141,6 +141,8 @@ class Evaluator(Builtins, Comments):
         self._pending_comment: tuple[str, int, Src] | None = None
         self.notes: list[str] = []
         self.pipe_stdin: str | None = None
+        self.trailing_words: list[str] = []
+        """Words of the command being read that tree-sitter-bash left out of its node (see :meth:`redirected`)."""
         """Inside ``$(a | b)``: what the command before wrote, for the next one to read."""
 
     # -- bounds -------------------------------------------------------------------------------------------------
@@ -316,6 +318,10 @@ class Evaluator(Builtins, Comments):
         status = 0
         if body is not None:
             if body.type == 'command':
+                # tree-sitter-bash leaves out a lone `-` word just before `<<` (`python - <<'PY'`): bash passes it
+                gap = [r for r in node.children if r.type == 'heredoc_redirect' and r.start_byte >= body.end_byte]
+                if gap and src.text(body.end_byte, gap[0].start_byte).split() == ['-']:
+                    self.trailing_words = ['-']
                 status = self.simple(body, src, extra, stdin)
             else:
                 status = self.stmt(body, src)
@@ -624,6 +630,7 @@ class Evaluator(Builtins, Comments):
             return None
 
     def _simple(self, node, src: Src, extra=(), stdin: str | None = None) -> int | None:
+        trailing, self.trailing_words = self.trailing_words, []
         self.line = src.line_of(node)
         if node.type in ('variable_assignment',):
             nodes = [node]
@@ -657,6 +664,7 @@ class Evaluator(Builtins, Comments):
             argv += self.exp.fields(_raw(src, g))
             if sum(len(a) for a in argv) > self.limits.word:
                 raise self.too_long(f'{self.limits.word} characters of a command')
+        argv += trailing
         prefix, restore = self._apply_prefix(assigns, src, temporary=True)
         try:
             return self.run_argv(argv, prefix, src, stdin)
