@@ -218,9 +218,25 @@ def _corpus() -> list[Path]:
     return paths + sorted((ROOT / 'tests' / 'data' / 'wild').rglob('*.sh'))
 
 
+def _wild_cwd(script: Path) -> Path | None:
+    """The directory a wild case runs from (its index.json `cwd`: the repository root a script is written for,
+    e.g. one calling `bash tools/train/other.sh`), or None."""
+    import json
+
+    wild = ROOT / 'tests' / 'data' / 'wild'
+    for c in json.loads((wild / 'index.json').read_text()):
+        if c.get('cwd') and (wild / c['launch']).resolve() == script.resolve():
+            return wild / c['cwd']
+    return None
+
+
 @pytest.mark.parametrize('script', _corpus(), ids=lambda p: p.name)
 def test_corpus_script_reads_as_bash_runs_it(script, standins, tmp_path):
-    want = assert_same(script, tmp_path, standins)
+    cwd = _wild_cwd(script)
+    if cwd is not None:  # run in a copy of that directory (the stand-ins write their record there)
+        shutil.copytree(cwd, tmp_path / 'repo')
+        script, cwd = tmp_path / 'repo' / script.resolve().relative_to(cwd.resolve()), tmp_path / 'repo'
+    want = assert_same(script, cwd or tmp_path, standins)
     assert want, f'{script}: bash ran no launch command under the stand-ins'
 
 
@@ -278,6 +294,19 @@ CONSTRUCTS = {
     'bash-c-positional': "bash -c 'swift rlhf --a \"$1\" --n $#' name 'x y' z\n",
     'eval': 'CMD="swift rlhf --a 1"\neval "$CMD --b 2"\n',
     'crlf-line': 'swift rlhf --a 1\r\nswift rlhf --b 2\r\n',
+    'bash-script-file': 'mkdir -p t\n'
+    'printf \'swift rlhf --m "$M" --x "${X:-unset}" --a "$1" --n $# --s "$0"\\n\' > t/r.sh\n'
+    'export M=exp\nX=local\nbash t/r.sh "p q" r\nX=pre bash -x t/r.sh\nsh ./t/r.sh one\n',
+    'nameref-and-posix-class': 'fill() {\n  local raw="${1:-}"\n  local -n out="$2"\n  raw="${raw//,/ }"\n  out=()\n'
+    '  if [ -n "${raw//[[:space:]]/}" ]; then out=($raw); fi\n}\nfill "a,b c" L\nfill "  " E\nout=top\n'
+    'V="x1-y2_Z"\nswift rlhf "${L[@]}" ${#L[@]} ${#E[@]} "$out" "${V//[[:digit:]]/}" "${V//[![:alpha:]]/.}" '
+    '"${V//[_-]/+}"\n',
+    'dash-before-heredoc': "python - <<'PY'\nprint(1)\nPY\nswift rlhf --a 1 - <<EOF\nx\nEOF\n",
+    'read-here-string': 'R="acc,fmt  , x"\nR="${R//,/ }"\nIFS=\' \' read -r -a A <<< "$R"\n'
+    'IFS=, read -r f1 rest <<< "a,b, c ,d  "\nread -r line <<< "  keep  me  "\nread <<< \'  x\\\\y  \'\n'
+    'read a b <<< \'x\\ y z\'\nread -r -d : tok <<< "p:q"\nread -ra W <<< " one  two "\n'
+    'swift rlhf --reward_funcs "${A[@]}" --n ${#A[@]} --f1 "$f1" --rest "$rest" --line "$line" --reply "$REPLY" '
+    '--a "$a" --b "$b" --tok "$tok" "${W[@]}" ${#W[@]}\n',
     'pipes-in-substitution': 'export CUDA_VISIBLE_DEVICES=0,1,2\n'
     "GPUS=$(echo $CUDA_VISIBLE_DEVICES | tr ',' '\\n' | wc -l)\n"
     'NPROC_PER_NODE=$GPUS swift rlhf --n "$(seq 1 5 | head -n 2 | tail -1)" '

@@ -106,7 +106,32 @@ WRAPPED = [
     'nice -n 10 accelerate launch --num_processes 2 {args}',
     'CUDA_VISIBLE_DEVICES=0,1 nohup accelerate launch --num_processes 2 {args} &',
     'CUDA_VISIBLE_DEVICES=0,1 nohup bash -c "accelerate launch --num_processes 2 {args}" &',
+    'uv run --python 3.11 --with peft --no-sync accelerate launch --num_processes 2 {args}',
+    'uv run --env-file .env -- accelerate launch --num_processes 2 {args}',
+    'conda run -n grpo --no-capture-output accelerate launch --num_processes 2 {args}',
+    'poetry run accelerate launch --num_processes 2 {args}',
 ]
+
+
+@pytest.mark.parametrize(
+    'words, inner',
+    [
+        # uv run -m M is python -m M, and uv run F.py is uv run python F.py (uv's `run` documentation)
+        (
+            ['uv', 'run', '-m', 'swift.cli.rlhf', '--rlhf_type', 'grpo'],
+            ['python', '-m', 'swift.cli.rlhf', '--rlhf_type', 'grpo'],
+        ),
+        (['/opt/bin/uv', 'run', '-p', '3.11', 'train_grpo.py', '--x'], ['python', 'train_grpo.py', '--x']),
+        (['uv', 'run', '--extra', 'vllm', 'swift', 'rlhf'], ['swift', 'rlhf']),
+        (['micromamba', 'run', '-p', '/env', 'torchrun', 'x.py'], ['torchrun', 'x.py']),
+        (['uv', 'sync'], None),
+        (['uv', 'run'], None),
+    ],
+)
+def test_environment_runners_give_the_command_they_run(words, inner):
+    from grpo_recipes.frontends.bash.wrappers import strip_wrapper
+
+    assert strip_wrapper(words) == inner
 
 
 @pytest.mark.parametrize('line', WRAPPED)
@@ -251,3 +276,53 @@ def test_a_commented_assignment_expansion_assigns_nothing(tmp_path):
     )
     launch = read_launch([str(script)], environ={})
     assert launch.argv[launch.argv.index('--num_generations') + 1] == '8'
+
+
+def test_read_from_a_here_string_assigns_as_bash_does():
+    # `IFS=' ' read -r -a ARR <<< "$LIST"` (a list turned into an array) then "${ARR[@]}" in the launch: the values
+    # bash gives (checked under /bin/bash by the read-here-string construct of test_bash_differential), resolved
+    from grpo_recipes.frontends.shell import read_script
+
+    text = (
+        'R="acc,fmt  , x"\nR="${R//,/ }"\nIFS=\' \' read -r -a A <<< "$R"\nIFS=, read -r f1 rest <<< "a,b, c ,d  "\n'
+        'read a b <<< \'x\\ y z\'\nread -r -d : tok <<< "p:q"\n'
+        'swift rlhf --reward_funcs "${A[@]}" --f1 "$f1" --rest "$rest" --a "$a" --b "$b" --tok "$tok"\n'
+    )
+    (cmd,) = [c for c in read_script(text, {}, source='run.sh') if c.argv[:1] == ['swift']]
+    assert not cmd.unresolved
+    assert cmd.argv[2:] == [
+        '--reward_funcs', 'acc', 'fmt', 'x', '--f1', 'a', '--rest', 'b, c ,d  ', '--a', 'x y', '--b', 'z', '--tok', 'p',
+    ]  # fmt: skip
+
+
+def test_bash_running_a_script_file_reads_that_script(tmp_path):
+    # `VAR=x bash tools/train/run.sh ARGS` (a wrapper script calling the real launcher): bash runs the file in a new
+    # shell that sees the exported variables and the command's own prefix, not the caller's plain ones
+    (tmp_path / 'tools').mkdir()
+    (tmp_path / 'tools' / 'run.sh').write_text('swift rlhf --m "$M" --x "${X:-unset}" --y "${Y:-unset}" --a "$1"\n')
+    text = 'export M=exp\nY=plain\nX=pre bash tools/run.sh "p q"\n'
+    from grpo_recipes.frontends.shell import read_script
+
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        cmds = [c for c in read_script(text, {}, source=str(tmp_path / 'w.sh')) if c.argv[:1] == ['swift']]
+    finally:
+        os.chdir(old)
+    assert [c.argv[2:] for c in cmds] == [['--m', 'exp', '--x', 'pre', '--y', 'unset', '--a', 'p q']]
+    assert not cmds[0].unresolved
+
+
+def test_nameref_and_posix_class_resolve_as_bash_does():
+    # a function filling the array its caller names (`local -n out=$2`), emptiness tested with ${raw//[[:space:]]/}:
+    # the values /bin/bash gives (test_bash_differential's nameref-and-posix-class construct), with nothing unresolved
+    from grpo_recipes.frontends.shell import read_script
+
+    text = (
+        'fill() {\n  local raw="${1:-}"\n  local -n out="$2"\n  raw="${raw//,/ }"\n  out=()\n'
+        '  if [ -n "${raw//[[:space:]]/}" ]; then out=($raw); fi\n}\nfill "a,b c" L\nfill "  " E\nout=top\n'
+        'V="x1-y2_Z"\nswift rlhf "${L[@]}" ${#L[@]} ${#E[@]} "$out" "${V//[[:digit:]]/}" "${V//[![:alpha:]]/.}"\n'
+    )
+    (cmd,) = [c for c in read_script(text, {}, source='run.sh') if c.argv[:1] == ['swift']]
+    assert not cmd.unresolved
+    assert cmd.argv[2:] == ['a', 'b', 'c', '3', '0', 'top', 'x-y_Z', 'x..y..Z']

@@ -50,6 +50,9 @@ class Builtins:
                 continue
             if kind == 'local' or ('g' not in flags and kind in ('declare', 'typeset') and self.state.frames):
                 self.state.declare_local(name)
+            if 'n' in flags and isinstance(value, str) and not taint and _ASSIGN.match(value + '='):
+                self.state.declare_ref(name, value)  # `local -n out=$2`: out stands for the variable named $2
+                continue
             if 'i' in flags and isinstance(value, str):
                 try:
                     value = str(self.exp.arith_value(value))
@@ -170,6 +173,93 @@ class Builtins:
                     self.assign(a, f'${a}', taint=[f'{name} {a}'])
             return None
         return 0 if name not in ('wait', 'kill') else None
+
+    def read_stdin(self, args: list[str], stdin: str, env: dict) -> int | None:
+        """bash's ``read [-r] [-a ARRAY] [-d DELIM] [-p PROMPT] [NAME...]`` on a known here-string/here-document
+        (bash manual, "Bash Builtin Commands", read): one line up to DELIM; without -r a backslash quotes the next
+        character and backslash-newline continues the line; the line is split at IFS (the command's own ``IFS=``
+        prefix first) as in word splitting, the last NAME taking the rest of the line; with no NAME it goes to REPLY
+        unsplit. Returns the status (1 when DELIM is not found), or None for options it does not model
+        (-n/-N/-t/-u), so the caller falls back to leaving the variables unknown."""
+        opts, names, i = {}, [], 0
+        while i < len(args):
+            a = args[i]
+            if a == '--':
+                names = args[i + 1 :]
+                break
+            if not a.startswith('-') or a == '-':
+                names = args[i:]
+                break
+            j = 1
+            while j < len(a):
+                c = a[j]
+                if c in 'adinNptu':
+                    val = a[j + 1 :] if j + 1 < len(a) else (args[i + 1] if i + 1 < len(args) else None)
+                    if val is None:
+                        return 2
+                    if j + 1 >= len(a):
+                        i += 1
+                    opts[c] = val
+                    break
+                if c not in 'rse':
+                    return 2  # bash: read: -x: invalid option
+                opts[c] = ''
+                j += 1
+            i += 1
+        if any(k in opts for k in 'nNtu'):
+            return None
+        delim = opts.get('d', '\n')[:1] or '\0'
+        raw = 'r' in opts
+        chars: list[tuple[str, bool]] = []  # (character, quoted by a backslash)
+        k, found = 0, False
+        while k < len(stdin):
+            c = stdin[k]
+            if c == delim:
+                found = True
+                break
+            if c == '\\' and not raw and k + 1 < len(stdin):
+                if stdin[k + 1] == '\n':
+                    k += 2  # backslash-newline: the line goes on
+                    continue
+                chars.append((stdin[k + 1], True))
+                k += 2
+                continue
+            chars.append((c, False))
+            k += 1
+        ifs = env['IFS'] if 'IFS' in env else self.exp._ifs()
+        status = 0 if found else 1
+        if not names and 'a' not in opts:
+            self.assign('REPLY', ''.join(c for c, _ in chars))
+            return status
+        white = {c for c in ifs if c in ' \t\n'}
+        delims = set(ifs)
+
+        def skip_white(n: int) -> int:
+            while n < len(chars) and not chars[n][1] and chars[n][0] in white:
+                n += 1
+            return n
+
+        limit = None if 'a' in opts else len(names)
+        fields: list[str] = []
+        n = skip_white(0) if ifs else 0
+        while n < len(chars) and ifs and (limit is None or len(fields) < limit - 1):
+            start = n
+            while n < len(chars) and (chars[n][1] or chars[n][0] not in delims):
+                n += 1
+            fields.append(''.join(c for c, _ in chars[start:n]))
+            n = skip_white(n)
+            if n < len(chars) and not chars[n][1] and chars[n][0] in delims:
+                n = skip_white(n + 1)  # one non-white IFS character with the white space around it
+        if n < len(chars):
+            end = len(chars)
+            while end > n and not chars[end - 1][1] and chars[end - 1][0] in white:
+                end -= 1
+            fields.append(''.join(c for c, _ in chars[n:end]))
+        if 'a' in opts:
+            self.assign(opts['a'], dict(enumerate(fields)))
+        for idx, nm in enumerate(names):
+            self.assign(nm, fields[idx] if idx < len(fields) else '')
+        return status
 
     def cd(self, target: str | None, push: bool = False) -> int:
         st = self.state

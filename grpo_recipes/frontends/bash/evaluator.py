@@ -14,6 +14,7 @@ about five seconds of work. Past any bound: GuardError naming the script and lin
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from .expand import Expander, NotKnown, assemble, glob_regex, join
 from .state import State
 from .syntax import Src, parse
 from .syntax import raw as _raw
-from .wrappers import shell_c, strip_wrapper
+from .wrappers import SHELLS, shell_c, strip_wrapper
 
 _ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?=)', re.S)
 _ENV_ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$', re.S)
@@ -140,6 +141,8 @@ class Evaluator(Builtins, Comments):
         self._pending_comment: tuple[str, int, Src] | None = None
         self.notes: list[str] = []
         self.pipe_stdin: str | None = None
+        self.trailing_words: list[str] = []
+        """Words of the command being read that tree-sitter-bash left out of its node (see :meth:`redirected`)."""
         """Inside ``$(a | b)``: what the command before wrote, for the next one to read."""
 
     # -- bounds -------------------------------------------------------------------------------------------------
@@ -315,6 +318,10 @@ class Evaluator(Builtins, Comments):
         status = 0
         if body is not None:
             if body.type == 'command':
+                # tree-sitter-bash leaves out a lone `-` word just before `<<` (`python - <<'PY'`): bash passes it
+                gap = [r for r in node.children if r.type == 'heredoc_redirect' and r.start_byte >= body.end_byte]
+                if gap and src.text(body.end_byte, gap[0].start_byte).split() == ['-']:
+                    self.trailing_words = ['-']
                 status = self.simple(body, src, extra, stdin)
             else:
                 status = self.stmt(body, src)
@@ -623,11 +630,16 @@ class Evaluator(Builtins, Comments):
             return None
 
     def _simple(self, node, src: Src, extra=(), stdin: str | None = None) -> int | None:
+        trailing, self.trailing_words = self.trailing_words, []
         self.line = src.line_of(node)
         if node.type in ('variable_assignment',):
             nodes = [node]
         else:
             nodes = [c for c in node.children if c.type not in REDIRECTS and c.type != 'comment']
+            for r in node.children:  # tree-sitter-bash keeps `cmd <<< "$S"` inside the command node
+                if r.type == 'herestring_redirect' and stdin is None:
+                    word = list(r.named_children)
+                    stdin = (self.exp.single(src.text(word[0].start_byte, word[-1].end_byte)) + '\n') if word else ''
         nodes += list(extra)
         groups = _groups(nodes)
         self.unresolved = []
@@ -652,6 +664,7 @@ class Evaluator(Builtins, Comments):
             argv += self.exp.fields(_raw(src, g))
             if sum(len(a) for a in argv) > self.limits.word:
                 raise self.too_long(f'{self.limits.word} characters of a command')
+        argv += trailing
         prefix, restore = self._apply_prefix(assigns, src, temporary=True)
         try:
             return self.run_argv(argv, prefix, src, stdin)
@@ -722,10 +735,15 @@ class Evaluator(Builtins, Comments):
         name = rest[0]
         if name in self.state.funcs and not wenv:
             status = self.call(name, rest[1:])
+        elif name == 'read' and stdin is not None and (got := self.read_stdin(rest[1:], stdin, env)) is not None:
+            status = got  # `read -r -a A <<< "$S"`: the here-string or here-document is known
         elif name in QUIET or (name == 'command' and rest[1:2] in (['-v'], ['-V'])):
             status = self.builtin(name, rest, src)
         elif (text := shell_c(rest)) is not None:
             status = self.child_shell(text, rest, env, src)
+        elif (script := self.script_file(rest)) is not None:
+            path, text = script  # `bash tools/train/x.sh ARGS`: the script runs in a new shell, as `bash -c` does
+            status = self.child_shell(text, [text, *rest[rest.index(path) :]], env, src, name=path)
         elif self.captures:
             status = self.in_capture(rest, env, stdin)
         else:
@@ -818,8 +836,33 @@ class Evaluator(Builtins, Comments):
         else:
             st.taint.pop('@', None)
 
-    def child_shell(self, text: str, argv: list[str], env: dict, src: Src) -> int | None:
-        """``bash -c STRING [NAME ARGS...]``: a new shell that sees the exported variables (and ``env``)."""
+    def script_file(self, argv: list[str]) -> tuple[str, str] | None:
+        """``bash [-x] [-o opt] FILE ARGS`` / ``sh FILE``: (FILE as written, its text) where FILE is here; None
+        otherwise (a file not here stays a command the caller records)."""
+        if not argv or argv[0].rsplit('/', 1)[-1] not in SHELLS or self.unresolved:
+            return None
+        i = 1
+        while i < len(argv) and argv[i][:1] in ('-', '+') and argv[i] not in ('-', '--'):
+            i += 2 if argv[i] in ('-o', '+o', '-O', '+O') else 1  # bash(1): -o/-O take an option name
+        if i < len(argv) and argv[i] == '--':
+            i += 1
+        if i >= len(argv):
+            return None
+        path = argv[i]
+        # bash opens FILE from its working directory; where that is not known, from the reading script's directory
+        base = self.state.cwd if self.state.cwd is not None else os.path.dirname(self.source)
+        found = path if path.startswith('/') else os.path.join(base, path)
+        if not os.path.isfile(found):
+            return None
+        try:
+            with open(found, encoding='utf-8', newline='') as f:
+                return path, f.read()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def child_shell(self, text: str, argv: list[str], env: dict, src: Src, name: str | None = None) -> int | None:
+        """``bash -c STRING [NAME ARGS...]``: a new shell that sees the exported variables (and ``env``); with
+        ``name``, the text of the script file ``name`` (``bash FILE ARGS``: argv is [text, FILE, ARGS...])."""
         parent = self.state
         k = argv.index(text) if text in argv else len(argv) - 1
         rest = argv[k + 1 :]
@@ -848,7 +891,7 @@ class Evaluator(Builtins, Comments):
             raise self.too_long(f'{self.limits.depth} nested shells')
         outer_unresolved = self.unresolved
         try:
-            return self.run_text(text, src.name, line=self.line)
+            return self.run_text(text, name, first_line=1) if name else self.run_text(text, src.name, line=self.line)
         except _Exit as e:
             return e.status
         finally:

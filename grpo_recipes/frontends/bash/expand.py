@@ -133,6 +133,44 @@ def find_close(text: str, i: int, opener: str) -> int:
     raise ValueError(f'no closing {opener}')
 
 
+# bash's bracket expressions name POSIX classes (bash manual, "Pattern Matching": [:alnum:] ... [:xdigit:]); as
+# Python character-class text, for the ASCII characters launch values hold.
+_POSIX = {
+    'alnum': 'a-zA-Z0-9', 'alpha': 'a-zA-Z', 'ascii': '\\x00-\\x7f', 'blank': ' \\t', 'cntrl': '\\x00-\\x1f\\x7f',
+    'digit': '0-9', 'graph': '!-~', 'lower': 'a-z', 'print': ' -~',
+    'punct': re.escape('!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~'),
+    'space': ' \\t\\n\\r\\f\\v', 'upper': 'A-Z', 'word': 'a-zA-Z0-9_', 'xdigit': '0-9A-Fa-f',
+}  # fmt: skip
+
+
+def _bracket(text: str, i: int) -> tuple[str, int] | None:
+    """The bracket expression opening at ``text[i]`` ('[') -> (Python character class, index of its closing ']'),
+    or None where it does not close (then '[' is literal). A ']' first in the set is literal; [:class:] is read."""
+    k = i + 1
+    neg = text[k : k + 1] in ('!', '^')
+    k += neg
+    items: list[str] = []
+    first = True
+    while k < len(text):
+        c = text[k]
+        if c == ']' and not first:
+            return '[' + ('^' if neg else '') + ''.join(items) + ']', k
+        if text.startswith('[:', k) and (e := text.find(':]', k + 2)) > 0 and text[k + 2 : e] in _POSIX:
+            items.append(_POSIX[text[k + 2 : e]])
+            k = e + 2
+        elif c == '\\' and k + 1 < len(text):
+            items.append(re.escape(text[k + 1]))
+            k += 2
+        elif c == '-' and items and k + 1 < len(text) and text[k + 1] != ']':
+            items.append('-')
+            k += 1
+        else:
+            items.append(re.escape(c))
+            k += 1
+        first = False
+    return None
+
+
 def glob_regex(parts: list) -> str:
     """Pattern parts -> a Python regex: quoted text literal, unquoted ``* ? [...]`` as bash's pattern matching."""
     out = []
@@ -152,15 +190,12 @@ def glob_regex(parts: list) -> str:
             elif c == '?':
                 out.append('.')
             elif c == '[':
-                j = text.find(']', i + 2 if text[i + 1 : i + 2] in ('!', '^', ']') else i + 1)
-                if j < 0:
+                got = _bracket(text, i)
+                if got is None:
                     out.append(r'\[')
                 else:
-                    body = text[i + 1 : j]
-                    neg = body[:1] in ('!', '^')
-                    body = body[1:] if neg else body
-                    body = body.replace('\\', '\\\\').replace('[:', '[[:') if '[:' not in body else body
-                    out.append('[' + ('^' if neg else '') + body.replace('[[:', '[:') + ']')
+                    cls, j = got
+                    out.append(cls)
                     i = j
             elif c == '\\' and i + 1 < len(text):
                 out.append(re.escape(text[i + 1]))
@@ -368,6 +403,7 @@ class Expander:
             if st.status is None:
                 raise NotKnown(['$?'])
             return str(st.status)
+        name = st.resolve(name)  # a nameref reads the variable it names
         if name in _ALWAYS_SET and name != '?':
             raise NotKnown([f'${name}'])
         if name == 'LINENO':
@@ -602,6 +638,7 @@ class Expander:
         names: list[str] = []
 
         def get(name: str) -> str | None:
+            name = st.resolve(name)
             if st.taint.get(name):
                 names.extend(st.taint[name])
                 raise Unresolved(name)

@@ -29,6 +29,8 @@ class State:
     sources: list[str] = field(default_factory=list)
     """BASH_SOURCE, innermost first."""
     status: int | None = 0
+    refs: dict[str, str] = field(default_factory=dict)
+    """Namerefs (``local -n R=NAME`` / ``declare -n``): R -> NAME; reading or assigning R is NAME's."""
     args_unknown: bool = False
     """The script's own arguments were not given: ``$1`` at its top level is not resolved (``$#`` is 0, ``$@``
     empty: a caller appends the arguments it has to the launch itself)."""
@@ -38,6 +40,7 @@ class State:
         new.vars = {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.vars.items()}
         new.exported, new.touched, new.known_unset = set(self.exported), set(self.touched), set(self.known_unset)
         new.taint, new.set_line, new.funcs = dict(self.taint), dict(self.set_line), dict(self.funcs)
+        new.refs = dict(self.refs)
         new.positional, new.frames, new.sources = (
             list(self.positional),
             [dict(f) for f in self.frames],
@@ -45,8 +48,16 @@ class State:
         )
         return new
 
+    def resolve(self, name: str) -> str:
+        """The variable a name stands for, through namerefs (bash stops a circular chain; so does this)."""
+        seen = set()
+        while name in self.refs and name not in seen:
+            seen.add(name)
+            name = self.refs[name]
+        return name
+
     def get(self, name: str) -> Any:
-        return self.vars.get(name)
+        return self.vars.get(self.resolve(name))
 
     def is_known(self, name: str) -> bool:
         return name in self.vars or name in self.known_unset
@@ -61,6 +72,7 @@ class State:
         append: bool = False,
     ) -> None:
         """``name=value`` / ``name+=value`` / ``name[index]=value`` / ``name=(...)`` (value a dict)."""
+        name = self.resolve(name)
         old = self.vars.get(name)
         if isinstance(value, dict):
             if append:
@@ -100,6 +112,11 @@ class State:
     def declare_local(self, name: str) -> None:
         if self.frames and name not in self.frames[-1]:
             self.frames[-1][name] = self._snapshot(name)
+            self.frames[-1].setdefault(('ref', name), self.refs.get(name))
+
+    def declare_ref(self, name: str, target: str) -> None:
+        """``declare -n name=target`` (a local one undone when its function returns, see :meth:`pop_frame`)."""
+        self.refs[name] = target
 
     def _snapshot(self, name: str) -> tuple:
         v = self.vars.get(name)
@@ -113,6 +130,12 @@ class State:
 
     def pop_frame(self) -> None:
         frame = self.frames.pop()
+        for key, target in [(k, v) for k, v in frame.items() if isinstance(k, tuple)]:
+            frame.pop(key)
+            if target is None:
+                self.refs.pop(key[1], None)
+            else:
+                self.refs[key[1]] = target
         for name, (present, value, exported, taint, unset) in frame.items():
             if present:
                 self.vars[name] = value
@@ -126,7 +149,7 @@ class State:
             (self.known_unset.add if unset else self.known_unset.discard)(name)
 
     def scalar(self, name: str) -> str | None:
-        v = self.vars.get(name)
+        v = self.vars.get(self.resolve(name))
         if isinstance(v, dict):
             return v.get(0)
         return v

@@ -18,6 +18,30 @@ WRAPPERS: dict[str, set[str]] = {
 }
 # Wrappers whose first positional word is theirs, not the command's (timeout's DURATION).
 _POSITIONAL = {'timeout': 1}
+# Environment managers whose `run` subcommand runs the rest as a command in their environment, with the options
+# each takes a value for (flags take none). uv: `uv run [OPTIONS] [COMMAND]`, every uv option before the command
+# (https://docs.astral.sh/uv/reference/cli/#uv-run, uv-cli RunArgs); `uv run -m M` and `uv run F.py` run python.
+# conda/mamba/micromamba: `conda run [-n ENV | -p PREFIX] [--cwd DIR] EXECUTABLE ...`
+# (https://docs.conda.io/projects/conda/en/stable/commands/run.html). poetry: `poetry run [-C DIR] [-P DIR] CMD`
+# (https://python-poetry.org/docs/cli/#run). pipenv: `pipenv run CMD`.
+_UV_VALUES = {
+    '--extra', '--no-extra', '--group', '--no-group', '--only-group', '--env-file', '--with', '--with-editable',
+    '--with-requirements', '--package', '--python', '-p', '--python-platform', '--max-recursion-depth', '--index',
+    '--default-index', '--index-url', '-i', '--extra-index-url', '--find-links', '-f', '--upgrade-package', '-P',
+    '--reinstall-package', '--index-strategy', '--keyring-provider', '--resolution', '--prerelease', '--exclude-newer',
+    '--exclude-newer-package', '--link-mode', '--config-setting', '-C', '--no-build-package', '--no-binary-package',
+    '--refresh-package', '--directory', '--project', '--config-file', '--cache-dir', '--color',
+    '--allow-insecure-host',
+}  # fmt: skip
+_CONDA_VALUES = {'-n', '--name', '-p', '--prefix', '--cwd'}
+RUNNERS: dict[str, set[str]] = {
+    'uv': _UV_VALUES,
+    'conda': _CONDA_VALUES,
+    'mamba': _CONDA_VALUES,
+    'micromamba': _CONDA_VALUES,
+    'poetry': {'-C', '--directory', '-P', '--project'},
+    'pipenv': set(),
+}
 SHELLS = ('bash', 'sh', 'dash', 'zsh')
 
 
@@ -25,6 +49,8 @@ def strip_wrapper(words: list[str]) -> list[str] | None:
     """``nohup cmd ...`` / ``timeout -s INT 2h cmd ...`` / ``nice -n 5 cmd`` -> ``cmd ...``; None if ``words``
     does not start with a wrapper (or the wrapper has no command after it)."""
     head = words[0] if words else ''
+    if head.rsplit('/', 1)[-1] in RUNNERS and words[1:2] == ['run']:
+        return _strip_runner(head.rsplit('/', 1)[-1], words[2:])
     if head not in WRAPPERS:
         return None
     takes = WRAPPERS[head]
@@ -43,6 +69,26 @@ def strip_wrapper(words: list[str]) -> list[str] | None:
             continue
         break
     rest = words[i:]
+    return rest or None
+
+
+def _strip_runner(tool: str, words: list[str]) -> list[str] | None:
+    """The command after ``uv run`` / ``conda run -n ENV`` / ``poetry run`` (their own options skipped)."""
+    takes, i = RUNNERS[tool], 0
+    while i < len(words):
+        w = words[i]
+        if w == '--':
+            i += 1
+            break
+        if tool == 'uv' and w in ('-m', '--module'):
+            return ['python', '-m', *words[i + 1 :]] if i + 1 < len(words) else None
+        if w.startswith('-') and len(w) > 1:
+            i += 2 if w in takes else 1  # --python=3.11 carries its value
+            continue
+        break
+    rest = words[i:]
+    if tool == 'uv' and rest and rest[0].endswith('.py'):
+        return ['python', *rest]  # uv run train.py is uv run python train.py
     return rest or None
 
 
