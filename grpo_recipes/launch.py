@@ -138,6 +138,12 @@ class Launch:
     """The YAML/JSON file, if the launch came from one."""
     notes: list[str] = field(default_factory=list)
     """Things ms-swift would log while reading the launch (e.g. an ENV value overridden)."""
+
+    @property
+    def read_argv(self) -> list[str]:
+        """The arguments as ms-swift reads them (``argv`` already holds the file's keys, then the CLI's)."""
+        return self.argv
+
     framework: str = 'swift'
     """``swift`` or ``trl``: whose argument names every message and fix uses."""
     kind: str = 'train'

@@ -29,7 +29,7 @@ def inputs_line(recipe, report) -> str:
     launch = report.launch
     hardware = {k: recipe.meta.get(k) for k in ('gpus', 'gpu_type', 'rollout_gpus')}
     payload = json.dumps(
-        {'argv': launch.argv, 'env': launch.file_env, 'hardware': hardware}, sort_keys=True, default=str
+        {'argv': launch.read_argv, 'env': launch.file_env, 'hardware': hardware}, sort_keys=True, default=str
     )
     digest = hashlib.sha256(payload.encode('utf-8')).hexdigest()[:16]
     model = getattr(report, 'model_name', None) or report.cfg.model

@@ -70,6 +70,20 @@ def test_a_stale_header_is_caught(tmp_path):
     assert 'util 0.4' in copy.read_text()
 
 
+def test_the_header_digest_covers_the_arguments_not_the_files_location(tmp_path):
+    # a copy elsewhere, unchanged, is as fresh as the recipe; an argument that moves no figure still stales it
+    text = find(NAME).path.read_text()
+    same = tmp_path / 'elsewhere' / 'full.yaml'
+    same.parent.mkdir()
+    same.write_text(text)
+    assert run_cli('grpo_recipes.cli.recipes', 'header', '--check', str(same)).returncode == 0
+    assert '\nlr: 1.0e-6\n' in text
+    changed = tmp_path / 'lr.yaml'
+    changed.write_text(text.replace('\nlr: 1.0e-6\n', '\nlr: 2.0e-6\n'))
+    res = run_cli('grpo_recipes.cli.recipes', 'header', '--check', str(changed))
+    assert res.returncode == 1 and 'stale plan header' in res.stdout + res.stderr
+
+
 def test_cp_copies_the_pair(tmp_path):
     proc = run_cli('grpo_recipes.cli.recipes', 'cp', NAME, str(tmp_path))
     assert proc.returncode == 0, proc.stderr

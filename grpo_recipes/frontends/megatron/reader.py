@@ -62,6 +62,9 @@ class MegatronLaunch:
     # what frontends/__init__.py's dispatcher sets or reads on every train launch (read_launch, _from_script)
     argv: list[str] = field(default_factory=list)
     """The arguments after ``megatron rlhf`` as written (a config file first, if any)."""
+    read_argv: list[str] = field(default_factory=list)
+    """The arguments as ms-swift reads them: the config file's keys as flags, then the command line's (what the
+    recipe header's digest covers, so it does not depend on where the file lies)."""
     file_env: dict[str, str] = field(default_factory=dict)
     """The config file's ``ENV:`` block (allocconf.read_setting reads PYTORCH_CUDA_ALLOC_CONF from it)."""
     notes: list[str] = field(default_factory=list)
@@ -282,6 +285,7 @@ def read(
         for k, v in file_env.items():
             env.setdefault(k, v)  # parse_yaml_args: the environment wins over the file's ENV block
         argv = cfg_argv + argv[1:]
+    read_argv = list(argv)
     version, note = snap.snapshot_for(release)
     fields = snap.load(version)['fields']
     rel = release or version
@@ -336,5 +340,6 @@ def read(
         renamed=renamed,
         abbreviated=abbreviated,
         argv=written,
+        read_argv=read_argv,
         file_env=file_env,
     )
