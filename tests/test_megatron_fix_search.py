@@ -143,3 +143,28 @@ def test_the_optimizer_cpu_offload_move_carries_the_precision_aware_optimizer():
     assert opts == [
         {'optimizer_cpu_offload': True, 'optimizer_offload_fraction': 1.0, 'use_precision_aware_optimizer': True}
     ]
+
+
+def test_vllm_tensor_parallel_moves_stay_in_the_node_and_only_for_colocate():
+    moves = dict(ms._moves(mg.read(OOM, ENV)))
+    assert [m['vllm_tensor_parallel_size'] for m in moves['vllm_tensor_parallel_size']] == [2, 4, 8]
+    four = dict(ms._moves(mg.read(OOM + ['--vllm_tensor_parallel_size', '4'], {'NPROC_PER_NODE': '4'})))
+    assert 'vllm_tensor_parallel_size' not in four  # vTP 4 already spans the node
+    server = [a if a != 'colocate' else 'server' for a in OOM]
+    assert 'vllm_tensor_parallel_size' not in dict(ms._moves(mg.read(server, ENV)))
+
+
+def test_a_colocated_engine_without_kv_room_is_fixed_by_vllm_tensor_parallel(tmp_path):
+    # the 32B draft with one GPU per engine: the bf16 weights fill the engine's share, no KV cache is left
+    cfg_path = tmp_path / 'vtp1.yaml'
+    text = DRAFT.read_text()
+    assert '\nvllm_tensor_parallel_size: 8\n' in text
+    cfg_path.write_text(text.replace('\nvllm_tensor_parallel_size: 8\n', '\nvllm_tensor_parallel_size: 1\n'))
+    la = mg.read([str(cfg_path)], {})
+    model = load_model_config('Qwen/Qwen2.5-32B-Instruct')
+    assert 'megatron.vllm-no-kv' in _errors(mg.check(la, A100_8, model)[0])
+    fixes = ms.search(la, A100_8, model)
+    assert fixes and all(set(f.changes) == {'vllm_tensor_parallel_size'} for f in fixes)
+    for fix in fixes:
+        fixed = mg.read([str(cfg_path), *fix.argv()], {})
+        assert _errors(mg.check(fixed, A100_8, model)[0]) == [], fix.changes

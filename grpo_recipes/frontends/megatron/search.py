@@ -11,6 +11,8 @@ Moves (one value per knob; the cheapest first, as a move's cost is its rank in `
   vllm_gpu_memory_utilization  the colocated engine's share (0.3-0.9): vLLM's start-up check, the KV cache
   sleep_level 1/2              the engine's weights (and KV) released while Megatron trains (rollout_mixin.py)
   offload_model / offload_optimizer   Megatron's weights/grads and optimizer states on the CPU during rollout
+  vllm_tensor_parallel_size    x2, x4, x8 within a node: the colocated engine's weights split over more GPUs, more
+                               of its share left for the KV cache (the rules check the world and vLLM's heads divide)
   optimizer_cpu_offload        Megatron-LM's HybridDeviceOptimizer, fraction 1, with use_precision_aware_optimizer
                                (Megatron-LM's validate_args requires it): the optimizer states on the CPU in every
                                phase (memory.py counts what stays on the GPU)
@@ -63,6 +65,10 @@ def _moves(launch) -> list[tuple[str, list[dict]]]:
         out.append(('sleep_level', [{'sleep_level': s} for s in (1, 2) if s > level]))
         out.append(('offload_model', [] if a.get('offload_model') else [{'offload_model': True}]))
         out.append(('offload_optimizer', [] if a.get('offload_optimizer') else [{'offload_optimizer': True}]))
+        # each colocated engine spans vllm_tensor_parallel_size ranks of one node (its weights split that many ways)
+        vtp, node = a.get('vllm_tensor_parallel_size') or 1, launch.nproc_per_node
+        vtps = [vtp * k for k in (2, 4, 8) if vtp * k <= node and node % (vtp * k) == 0]
+        out.append(('vllm_tensor_parallel_size', [{'vllm_tensor_parallel_size': t} for t in vtps]))
     if not a.get('optimizer_cpu_offload'):
         # Megatron-LM's validate_args asserts use_precision_aware_optimizer with optimizer_cpu_offload
         off = {'optimizer_cpu_offload': True, 'optimizer_offload_fraction': 1.0, 'use_precision_aware_optimizer': True}
