@@ -7,7 +7,7 @@ import json
 import pytest
 
 from grpo_recipes.errors import GuardError, InvalidLaunch
-from grpo_recipes.findings import RULE_IDS
+from grpo_recipes.findings import ERROR, RULE_IDS
 from grpo_recipes.frontends import megatron as mg
 from grpo_recipes.hardware import Hardware
 from grpo_recipes.models import load_model_config
@@ -742,3 +742,22 @@ def test_server_mode_without_reward_funcs_takes_the_gym_reward_of_a_gym_rollout_
     assert severity(gym) is None
     assert severity(None) == WARNING
     assert severity(plain) == ERROR
+
+
+def _not_supported(result):
+    return [f for f in result[0] if f.rule == 'megatron.not-supported' and f.severity == ERROR]
+
+
+def test_parse_time_stops_on_freeze_ratio_under_pp_and_on_checkpoint_rotation():
+    # one-edit variants of examples/megatron/grpo/dense_colocate.sh that megatron_args.py stops at parse
+    assert not _not_supported(run())
+    (f,) = _not_supported(run('--freeze_parameters_ratio', '0.5', '--pipeline_model_parallel_size', '2'))
+    assert f.message.startswith('`freeze_parameters_ratio` is not supported when `pipeline_model_parallel_size` > 1')
+    assert '--freeze_parameters_ratio 0' in f.fix
+    assert not _not_supported(run('--freeze_parameters_ratio', '0.5'))  # no pipeline: allowed
+    assert not _not_supported(run('--freeze_parameters_ratio', '1', '--pipeline_model_parallel_size', '2'))
+    (f,) = _not_supported(run('--save_total_limit', '3', '--async_save', 'true'))
+    assert 'async_save is not supported with save_total_limit' in f.message and '--async_save false' in f.fix
+    (f,) = _not_supported(run('--save_total_limit', '1'))
+    assert 'save_total_limit must be greater than or equal to 2' in f.message and f.fix == '--save_total_limit 2'
+    assert not _not_supported(run('--save_total_limit', '2'))

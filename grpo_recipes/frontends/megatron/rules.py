@@ -131,7 +131,9 @@ def arguments(launch, plan, model):
 @rule('megatron.not-supported')
 def not_supported(launch, plan, model):
     """RLHFMegatronArgumentsMixin._init_grpo ``_check_not_supported``: async_generate, sync_ref_model and
-    num_iterations > 1 stop Megatron GRPO at argument parsing; REAL needs micro_batch_size % num_generations."""
+    num_iterations > 1 stop Megatron GRPO at argument parsing; REAL needs micro_batch_size % num_generations. The
+    same file's parse also stops a partial freeze_parameters_ratio under pipeline parallelism and a save_total_limit
+    below 2 or with async_save."""
     a = launch.args
     out = []
     for name, bad, msg in (
@@ -211,6 +213,43 @@ def not_supported(launch, plan, model):
                 ['soft_cache_length'],
                 'The soft_cache_length must be set when using soft overlong rewards.',
                 '--soft_cache_length 512',
+                ARGS,
+            )
+        )
+    # MegatronTunerMixin.__post_init__ (same file): a partial freeze cannot be split over pipeline stages
+    ratio = a.get('freeze_parameters_ratio') or 0
+    if 0 < ratio < 1 and (a.get('pipeline_model_parallel_size') or 1) > 1:
+        out.append(
+            _f(
+                ERROR,
+                'megatron.not-supported',
+                ['freeze_parameters_ratio', 'pipeline_model_parallel_size'],
+                '`freeze_parameters_ratio` is not supported when `pipeline_model_parallel_size` > 1',
+                '--freeze_parameters_ratio 0 (or --pipeline_model_parallel_size 1)',
+                ARGS,
+            )
+        )
+    # MegatronArguments.__post_init__: checkpoint rotation (save_total_limit, ms-swift >= 4.0)
+    limit = a.get('save_total_limit')
+    if limit is not None and a.get('async_save'):
+        out.append(
+            _f(
+                ERROR,
+                'megatron.not-supported',
+                ['save_total_limit', 'async_save'],
+                'async_save is not supported with save_total_limit.',
+                '--async_save false (or drop --save_total_limit)',
+                ARGS,
+            )
+        )
+    elif limit is not None and limit < 2:
+        out.append(
+            _f(
+                ERROR,
+                'megatron.not-supported',
+                ['save_total_limit'],
+                'save_total_limit must be greater than or equal to 2.',
+                '--save_total_limit 2',
                 ARGS,
             )
         )
