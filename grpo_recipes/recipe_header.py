@@ -3,7 +3,7 @@ that never drops a line it did not write.
 
 The block (``recipes.plan_block``) holds the guard's figures. Figures alone cannot tell a stale header: another
 model of the same shape, or a changed field that moves nothing shown, leaves every line as it was. So the block's
-first line names what it was planned from: the model and a digest of every argument ``swift rlhf`` reads from the
+first line names what it was planned from: the model and a digest of every argument the launch reads from the
 recipe (its ``ENV:`` block included) and of the header's ``@`` hardware lines. ``--check`` compares the whole block,
 that line included, with the file's; ``--write`` replaces the block only when every line between its markers is
 one the generator writes, and otherwise stops and names the line.
@@ -24,8 +24,9 @@ GENERATED = (INPUTS_PREFIX, '# hardware:', '# batch:', '# lengths:', '# GPU ', '
 
 
 def inputs_line(recipe, report) -> str:
-    """``# planned from: model M; inputs <digest>``: the digest of the recipe's arguments as swift reads them, its
-    ENV block and its ``@`` header lines (the hardware it is planned on)."""
+    """``# planned from: model M; inputs <digest>``: the digest of the recipe's arguments as ms-swift reads them
+    (``read_argv``: a config file's keys, never its path), its ENV block and its ``@`` header lines (the hardware it
+    is planned on)."""
     launch = report.launch
     hardware = {k: recipe.meta.get(k) for k in ('gpus', 'gpu_type', 'rollout_gpus')}
     payload = json.dumps(
