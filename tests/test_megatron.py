@@ -761,3 +761,14 @@ def test_parse_time_stops_on_freeze_ratio_under_pp_and_on_checkpoint_rotation():
     (f,) = _not_supported(run('--save_total_limit', '1'))
     assert 'save_total_limit must be greater than or equal to 2' in f.message and f.fix == '--save_total_limit 2'
     assert not _not_supported(run('--save_total_limit', '2'))
+
+
+def test_rollout_importance_sampling_needs_vllm_0_10_2_when_the_version_is_known():
+    la = launch('--rollout_importance_sampling_mode', 'token_truncate')
+    cfg = load_model_config(QWEN7)
+    old = _not_supported(mg.check(la, A100_80, cfg, vllm_version='0.10.1.1'))
+    assert [f.arguments for f in old] == [['rollout_importance_sampling_mode']]
+    assert 'not supported in vLLM version < 0.10.2' in old[0].message and 'vllm>=0.10.2' in old[0].fix
+    assert not _not_supported(mg.check(la, A100_80, cfg, vllm_version='0.10.2'))
+    assert not _not_supported(mg.check(la, A100_80, cfg))  # version unknown: not judged
+    assert not _not_supported(mg.check(launch(), A100_80, cfg, vllm_version='0.8.5'))

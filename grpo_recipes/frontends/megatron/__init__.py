@@ -17,6 +17,7 @@ from collections.abc import Mapping
 
 from ...errors import GuardError
 from ...findings import ERROR, INFO, SEVERITY_ORDER, Finding
+from ...versions import version_tuple
 from . import memory as _memory
 from . import rules as _rules
 from .plan import plan as _plan
@@ -47,6 +48,26 @@ def _model_config(launch: MegatronLaunch, model: dict | None) -> tuple[dict | No
         return None, str(e)
 
 
+def _vllm_version_findings(launch: MegatronLaunch, vllm_version: str | None) -> list[Finding]:
+    """MegatronGRPOTrainer.__init__ (swift/megatron/trainers/grpo_trainer.py, since ms-swift 3.11): rollout
+    importance sampling needs vLLM >= 0.10.2 (its processed logprobs); raised when the trainer starts, after the
+    model has loaded. Only judged when the vLLM version is known."""
+    v = version_tuple(vllm_version)
+    if launch.args.get('rollout_importance_sampling_mode') is None or v is None or v >= (0, 10, 2):
+        return []
+    return [
+        _rules._f(
+            ERROR,
+            'megatron.not-supported',
+            ['rollout_importance_sampling_mode'],
+            'rollout_importance_sampling_mode is not supported in vLLM version < 0.10.2, please update vLLM to '
+            f'0.10.2 or later. -- raised when the trainer starts, after the model has loaded (vLLM {vllm_version})',
+            'install vllm>=0.10.2, or drop --rollout_importance_sampling_mode',
+            'swift/megatron/trainers/grpo_trainer.py',
+        )
+    ]
+
+
 def check(
     launch: MegatronLaunch,
     hw=None,
@@ -61,6 +82,7 @@ def check(
     plan = _plan(launch)
     cfg, why = _model_config(launch, model)
     findings = _rules.run(launch, plan, cfg, hw)
+    findings += _vllm_version_findings(launch, vllm_version)
     mem = None
     if cfg is None:
         findings.append(
