@@ -165,15 +165,36 @@ def differs(env: dict) -> list[str]:
     return sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
 
 
+def _ready(path: str, timeout: float) -> dict | None:
+    """The pool's description once it is ready. A pool that is still importing (its starter left ``PATH.starting``
+    holding the pool's pid) is waited for, up to ``timeout`` and while that process lives: a fresh worker would
+    repeat the same imports beside it."""
+    import time
+
+    deadline = time.monotonic() + min(timeout, 120.0)
+    while True:
+        try:
+            return json.loads(Path(path + '.env').read_text())
+        except (OSError, ValueError):
+            pass
+        try:
+            pid = int(Path(path + '.starting').read_text())
+            os.kill(pid, 0)
+        except (OSError, ValueError):
+            return None  # no pool starting (or it died): a fresh worker
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.1)
+
+
 def pooled(module: str, stdin: str, env: dict, cwd: str | None, python: str | None, timeout: float):
     """``(returncode, stdout, stderr)`` of the worker run by the pool named in the environment, or None where no pool
     can stand for a fresh worker process (none named or ready, another interpreter, another environment)."""
     path = os.environ.get(ENV_VAR)
     if not path or module not in WORKERS or (python and python != sys.executable):
         return None
-    try:
-        meta = json.loads(Path(path + '.env').read_text())
-    except (OSError, ValueError):
+    meta = _ready(path, timeout)
+    if meta is None:
         return None
     if meta.get('python') != sys.executable or meta.get('env') != _as_before_imports(env, meta):
         return None

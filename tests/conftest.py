@@ -60,7 +60,8 @@ def parse_pool():
         stderr=subprocess.DEVNULL,
         env={**os.environ, 'PYTHONWARNINGS': 'ignore'},
     )
-    os.environ[ENV_VAR] = path  # served once the pool is ready; before that, fresh workers
+    Path(path + '.starting').write_text(str(proc.pid))  # a parse asked for meanwhile waits for the pool
+    os.environ[ENV_VAR] = path
     try:
         yield path
     finally:
