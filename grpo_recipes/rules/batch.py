@@ -3,6 +3,8 @@ GRPOConfig.__post_init__)."""
 
 from __future__ import annotations
 
+import math
+
 from ..findings import ERROR, INFO, WARNING, Finding
 from ..versions import version_tuple
 from .registry import Context, rule
@@ -145,7 +147,10 @@ def batch_rules(ctx: Context) -> list[Finding]:
     gen = p.generation_batch
     if G > 1 and gen is not None and gen % G:
         valid = [n for n in range(2, gen + 1) if gen % n == 0]
-        fix_bs = next((b for b in range(bs, bs * G + 1) if (b * world * p.steps_per_generation) % G == 0), None)
+        # the smallest batch >= bs whose generation batch divides by G: a multiple of G / gcd(G, world x steps), found
+        # in one step (a walk over candidate batches never ends on a num_generations of 10^400)
+        unit = G // math.gcd(G, world * p.steps_per_generation) if world * p.steps_per_generation > 0 else None
+        fix_bs = -(-bs // unit) * unit if unit and bs > 0 and unit <= 1_000_000 else None
         # no num_generations >= 2 divides a batch of 1: only the batch can change (the message keeps ms-swift's words)
         fixes = ([f'num_generations: one of {valid}'] if valid else []) + (
             [f'per_device_train_batch_size: {fix_bs}'] if fix_bs else []
