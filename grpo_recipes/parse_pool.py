@@ -99,12 +99,11 @@ def _serve_one(conn: socket.socket, imported_env: dict) -> None:
             rc = importlib.import_module(req['module']).main() or 0
         except SystemExit as e:
             rc = e.code if isinstance(e.code, int) else 1
-        except BaseException as e:  # reported as a crash, as a worker process's traceback would be
+        except BaseException:  # reported as a crash, as a worker process's traceback would be
             import traceback
 
             traceback.print_exc()
             rc = 1
-            del e
     conn.sendall(json.dumps({'rc': rc, 'stdout': out.getvalue(), 'stderr': err.getvalue()}).encode())
     conn.close()
 
@@ -156,13 +155,19 @@ def _as_before_imports(env: dict, meta: dict) -> dict:
 
 def differs(env: dict) -> list[str]:
     """The environment keys that keep the pool named in this environment from standing for a fresh worker."""
-    path = os.environ.get(ENV_VAR)
-    try:
-        meta = json.loads(Path(str(path) + '.env').read_text())
-    except (OSError, ValueError):
+    meta = _meta(str(os.environ.get(ENV_VAR)))
+    if meta is None:
         return ['(no pool ready)']
     mine, theirs = meta['env'], _as_before_imports(env, meta)
     return sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+
+
+def _meta(path: str) -> dict | None:
+    """The description a ready pool wrote beside its socket (interpreter, environment, what its imports set)."""
+    try:
+        return json.loads(Path(path + '.env').read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _ready(path: str, timeout: float) -> dict | None:
@@ -173,10 +178,9 @@ def _ready(path: str, timeout: float) -> dict | None:
 
     deadline = time.monotonic() + min(timeout, 120.0)
     while True:
-        try:
-            return json.loads(Path(path + '.env').read_text())
-        except (OSError, ValueError):
-            pass
+        meta = _meta(path)
+        if meta is not None:
+            return meta
         try:
             pid = int(Path(path + '.starting').read_text())
             os.kill(pid, 0)
@@ -205,7 +209,7 @@ def pooled(module: str, stdin: str, env: dict, cwd: str | None, python: str | No
             s.sendall(json.dumps({'module': module, 'stdin': stdin, 'env': env, 'cwd': cwd or os.getcwd()}).encode())
             s.shutdown(socket.SHUT_WR)
             reply = json.loads(_recv(s))
-    except TimeoutError:
+    except TimeoutError:  # an OSError too: the parse ran out of time, which a fresh worker would report the same way
         raise
     except (OSError, ValueError):
         return None
