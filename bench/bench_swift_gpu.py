@@ -205,6 +205,100 @@ def recipe_runs(
     return runs
 
 
+# Shapes that are no recipe's, run with ``--grid``: a holdout for the trainer terms (models, tuners, micro-batches and
+# allocators the recipes do not use; chosen before any was run, none of them a calibration case's shape).
+GRID = (
+    # (name, model id in the catalogue, model_type, template, shape, allocator)
+    (
+        'grid/qwen2.5-1.5b-full-bs32-c512',
+        'Qwen/Qwen2.5-1.5B-Instruct',
+        'qwen2',
+        'qwen2_5',
+        {'tuner_type': 'full', 'per_device_train_batch_size': 32, 'max_completion_length': 512},
+        'default',
+    ),
+    (
+        'grid/qwen2.5-1.5b-full-bs32-c512+expandable',
+        'Qwen/Qwen2.5-1.5B-Instruct',
+        'qwen2',
+        'qwen2_5',
+        {'tuner_type': 'full', 'per_device_train_batch_size': 32, 'max_completion_length': 512},
+        'expandable',
+    ),
+    (
+        'grid/qwen3-1.7b-full-bs16-c512',
+        'Qwen/Qwen3-1.7B',
+        'qwen3',
+        'qwen3',
+        {'tuner_type': 'full', 'per_device_train_batch_size': 16, 'max_completion_length': 512},
+        'default',
+    ),
+    (
+        'grid/qwen2.5-3b-lora-bs16-c512',
+        'Qwen/Qwen2.5-3B-Instruct',
+        'qwen2',
+        'qwen2_5',
+        {
+            'tuner_type': 'lora',
+            'lora_rank': 16,
+            'lora_alpha': 32,
+            'target_modules': 'all-linear',
+            'per_device_train_batch_size': 16,
+            'max_completion_length': 512,
+        },
+        'default',
+    ),
+)
+# What every grid launch shares (as the recipes write it).
+GRID_COMMON = {
+    'rlhf_type': 'grpo',
+    'torch_dtype': 'bfloat16',
+    'beta': 0.04,
+    'num_generations': 8,
+    'max_length': 256,
+    'truncation_strategy': 'delete',
+    'gradient_checkpointing': True,
+    'temperature': 1.0,
+    'reward_funcs': 'accuracy',
+    'learning_rate': 1e-5,
+}
+
+
+def grid_runs(workdir: Path, dataset: Path, steps: int = 2, only: list[str] | None = None) -> list[Run]:
+    """The ``GRID`` launches (or those whose name contains one of ``only``)."""
+    from grpo_recipes.models import load_model_config
+
+    runs: list[Run] = []
+    for name, model, model_type, template, shape, alloc in GRID:
+        if only and not any(o in name for o in only):
+            continue
+        full = {**GRID_COMMON, **shape}
+        mb, ng = int(full['per_device_train_batch_size']), int(full['num_generations'])
+        ga = ng // math.gcd(mb, ng)
+        fixed = list(FIXED)
+        fixed[fixed.index('--model_type') + 1] = model_type
+        fixed[fixed.index('--template') + 1] = template
+        argv = [
+            '--model',
+            str(workdir / 'models' / Path(model).name),
+            *_flag_values(full),
+            *fixed,
+            '--gradient_accumulation_steps',
+            str(ga),
+            '--max_steps',
+            str(steps),
+            '--dataset',
+            str(dataset),
+            '--output_dir',
+            str(workdir / 'output' / name.replace('/', '__')),
+        ]
+        env = {'CUDA_VISIBLE_DEVICES': '0'}
+        if ALLOCATORS[alloc]:
+            env['PYTORCH_CUDA_ALLOC_CONF'] = ALLOCATORS[alloc]
+        runs.append(Run(name, model, load_model_config(model), argv, env, [f'gradient_accumulation_steps -> {ga}']))
+    return runs
+
+
 def build_model(out: Path, config: dict, tokenizer: Path) -> None:
     """A random-weight model dir from config.json (bf16, on the GPU) plus the tokenizer files."""
     import torch
@@ -406,7 +500,8 @@ def prepare_dataset(workdir: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--dry-run', action='store_true', help='print each launch (argv, environment, dropped settings)')
-    p.add_argument('--only', nargs='*', help='recipes whose name contains one of these')
+    p.add_argument('--only', nargs='*', help='recipes (or grid shapes) whose name contains one of these')
+    p.add_argument('--grid', action='store_true', help="run the GRID shapes (no recipe's) instead of the recipes")
     p.add_argument('--alloc', default='default', help='allocators, comma-separated: default, expandable')
     p.add_argument('--emulate-gib', type=float, help='emulate a card of this many GiB (torch basis)')
     p.add_argument('--steps', type=int, default=2, help='optimizer steps per launch (default 2)')
@@ -422,7 +517,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     workdir = Path(opts.workdir)
     dataset = workdir / 'gsm8k.jsonl'
-    runs = recipe_runs(workdir, dataset, opts.steps, opts.only, allocs, opts.emulate_gib)
+    if opts.grid:
+        runs = grid_runs(workdir, dataset, opts.steps, opts.only)
+    else:
+        runs = recipe_runs(workdir, dataset, opts.steps, opts.only, allocs, opts.emulate_gib)
     if opts.dry_run:
         for r in runs:
             print(f'== {r.name}' + (f'   SKIPPED: {r.skip}' if r.skip else ''))
