@@ -60,3 +60,26 @@ def test_launcher_with_an_unresolvable_recipe_is_one_line_exit_2(tmp_path, capsy
     assert guard.main(['check', str(sh)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f'{sh}:3' in err[0]
+
+
+@pytest.mark.parametrize('recipe', discover(), ids=lambda r: r.name)
+def test_every_recipe_yaml_is_checked_on_its_header_hardware(recipe, capsys, monkeypatch, tmp_path):
+    """`grpo-guard check X.yaml` with no hardware flags (and no nvidia-smi here) plans the card the YAML's header names
+    (`# @gpus` / `# @gpu_type`), and a Megatron recipe's YAML is read as the `# @command` its header names, so a
+    recipe, or a copy of one, is checked as its launcher checks it rather than UNCHECKED or as `swift rlhf` input."""
+    rc, out = _check_json([str(recipe.path)], capsys, monkeypatch)
+    assert rc == 0, [f['message'] for f in out['findings'] if f['severity'] == 'error']
+    assert out['hardware']['gpus'] == recipe.gpus and out['hardware']['gpu_type'] == recipe.gpu_type
+    assert out['hardware']['source'] == 'recipe header'
+    assert out['verdict'] == 'OK'
+
+
+def test_header_hardware_gives_way_to_flags_and_is_not_invented(capsys, monkeypatch, tmp_path):
+    """Flags win over the header; a YAML without the header stays without hardware (UNCHECKED memory)."""
+    recipe = ROOT / 'recipes' / 'qwen2.5-7b-instruct' / 'lora-2xa100-80g.yaml'
+    rc, out = _check_json([str(recipe), '--gpus', '4', '--gpu-type', 'H100-80G'], capsys, monkeypatch)
+    assert (out['hardware']['gpus'], out['hardware']['gpu_type'], out['hardware']['source']) == (4, 'H100-80G', 'flags')
+    bare = tmp_path / 'mine.yaml'
+    bare.write_text('\n'.join(ln for ln in recipe.read_text().splitlines() if not ln.startswith('# @')) + '\n')
+    rc, out = _check_json([str(bare)], capsys, monkeypatch)
+    assert out['hardware']['gpus'] is None and out['hardware']['source'] == 'unknown'

@@ -19,6 +19,30 @@ from .common import environ_with, launch_args, model_config_arg, print_json
 from .render import print_report
 
 
+def _recipe_header_hardware(config, hw, rollout_gpus):
+    """``# @gpus`` / ``# @gpu_type`` (and ``# @rollout_gpus``) of a recipe's YAML, or of a copy from ``grpo-recipes
+    cp``, when nothing else names the hardware (no flags, no nvidia-smi): the card the recipe is planned for, shown as
+    ``[recipe header]`` in the plan."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from ..recipes import read_meta
+
+    if not config or Path(config).suffix.lower() not in ('.yaml', '.yml') or not Path(config).is_file():
+        return hw
+    meta = read_meta(Path(config))
+    if not str(meta.get('gpus', '')).isdigit() or int(meta['gpus']) < 1 or not meta.get('gpu_type'):
+        return hw
+    from ..gpu_names import check_hardware_flags
+    from ..hardware import parse_gpu_ids
+
+    check_hardware_flags(meta['gpu_type'], None)
+    rollout = hw.rollout_gpus
+    if rollout_gpus is None and meta.get('rollout_gpus'):
+        rollout = parse_gpu_ids(meta['rollout_gpus'], f'{config}: # @rollout_gpus')
+    return replace(hw, gpus=int(meta['gpus']), gpu_type=meta['gpu_type'], source='recipe header', rollout_gpus=rollout)
+
+
 def _check(opts, extra):
     if opts.gpus is not None and opts.gpus < 1:
         raise GuardError(f'--gpus {opts.gpus}: must be >= 1')
@@ -45,6 +69,8 @@ def _check(opts, extra):
             from dataclasses import replace
 
             hw = replace(hw, gpus=launch.node_gpus, source='sbatch')
+        if hw.gpus is None and opts.gpu_type is None:  # a recipe's YAML (or its copy) names the hardware it is for
+            hw = _recipe_header_hardware(opts.config, hw, opts.rollout_gpus)
     stats = load_data_stats(opts.data_stats) if opts.data_stats else None
     packages = None
     if getattr(opts, 'trl_version', None):

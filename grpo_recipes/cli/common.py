@@ -59,7 +59,19 @@ def launch_args(config: str | None, extra: list[str]) -> list[str]:
         )
     if config is not None and extra[:2] == ['swift', 'rlhf']:
         extra = extra[2:]
-    return ([config] if config else []) + extra
+    command = _header_command(config)
+    if command and extra[: len(command)] == command:
+        extra = extra[len(command) :]
+    return command + ([config] if config else []) + extra
+
+
+def _header_command(config: str | None) -> list[str]:
+    """A recipe YAML's ``# @command: megatron rlhf`` (the command that runs it; none: ``swift rlhf``)."""
+    if not config or Path(config).suffix.lower() not in ('.yaml', '.yml') or not Path(config).is_file():
+        return []
+    from ..recipes import read_meta
+
+    return str(read_meta(Path(config)).get('command', '')).split()
 
 
 def environ_with(pairs: list[str] | None) -> dict[str, str]:
