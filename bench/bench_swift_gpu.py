@@ -366,6 +366,7 @@ class PeakPoller(threading.Thread):
 
 
 MEMORY_RE = re.compile(r"'memory\(GiB\)':\s*'?([0-9.]+)'?")
+SPEED_RE = re.compile(r"'train_speed\(s/it\)':\s*'?([0-9.]+)'?")
 OOM_RE = re.compile(r'CUDA out of memory|OutOfMemoryError')
 
 
@@ -375,6 +376,7 @@ def read_log(text: str) -> dict:
     return {
         'memory_gib': max(values) if values else None,
         'steps_logged': len(values),
+        'seconds_per_step': [float(v) for v in SPEED_RE.findall(text)],
         'oom': bool(OOM_RE.search(text)),
     }
 
@@ -438,6 +440,8 @@ def to_case(run: Run, result: dict, gpu: dict, versions: dict, date: str) -> dic
         outcome['peak_gib_per_gpu'] = result['memory_gib']
     if result['nvml_peak_mib']:
         outcome['nvidia_smi_used_mib'] = round(result['nvml_peak_mib'])
+    if result.get('seconds_per_step'):  # ms-swift's train_speed(s/it) at each logged step (a running average)
+        outcome['train_speed_s_per_it'] = result['seconds_per_step']
     return {
         'id': f'bench-swift-gpu-{run.name.replace("/", "-").replace("+", "-")}'
         + (f'-emul{emulated}g' if emulated else ''),
@@ -556,7 +560,8 @@ def main(argv: list[str] | None = None) -> int:
         res = run_one(r, workdir, opts.timeout)
         print(
             f'{r.name:<55} rc {res["rc"]:>3}  memory(GiB) {res["memory_gib"]}  NVML peak '
-            f'{res["nvml_peak_mib"] / 1024:.2f} GiB  {"OOM  " if res["oom"] else ""}{res["seconds"]} s',
+            f'{res["nvml_peak_mib"] / 1024:.2f} GiB  {"OOM  " if res["oom"] else ""}{res["seconds"]} s  '
+            f's/it {res["seconds_per_step"]}',
             flush=True,
         )
         if opts.out:
