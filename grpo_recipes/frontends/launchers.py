@@ -506,9 +506,7 @@ def peel(argv: list[str], env: Mapping[str, str], source: str = 'command line') 
                 return Peeled(layers, (['-m'] if form == 'module' else []) + rest, form, env=inner_env)
             continue
         if head == 'accelerate' and rest[1:2] == ['launch']:
-            from .trl.accelerate import _accelerate_options
-
-            opts, inner = _accelerate_options(rest[2:], source)
+            opts, inner = accelerate_options(rest[2:], source)
             layers.append(Layer('accelerate', 'accelerate launch', opts, set(opts)))
             if not inner:
                 return Peeled(layers, [], 'script', env=inner_env)
@@ -780,3 +778,34 @@ def deepspeed_layout(opts: dict[str, Any], cvd: str | None, gpus: int | None, so
     if slots is None:
         return {'nproc': None, 'nnodes': 1, 'cvd': None}
     return {'nproc': len(slots), 'nnodes': 1, 'cvd': ','.join(map(str, slots))}
+
+
+def accelerate_options(args: list[str], source: str = 'accelerate launch') -> tuple[dict[str, Any], list[str]]:
+    """accelerate launch's own options -> (the options written, with the values its parser gives them; the script and
+    its args), from accelerate's own ``launch_command_parser`` (accelerate/commands/launch.py): its flags, its options
+    with a value, and where the training script begins (rebuilt from its snapshot: launcher_args.py). No script:
+    (options, [])."""
+    parser = _rebuilt('accelerate launch', 'accelerate launch', source)
+    try:
+        ns = parser.parse_args(args)
+    except _ParseError as e:
+        if 'training_script' in str(e) and 'required' in str(e):  # accelerate_cmd.require_script says it
+            try:  # the options' values all the same (`trl grpo` hands accelerate its options without a script)
+                return _given(parser, args, parser.parse_args([*args, '--', 'script']), len(args)), []
+            except _ParseError:
+                return {}, []
+        raise _parse_failed('accelerate launch', str(e), args, source) from None
+    n = len(args) - len(ns.training_script_args) - 1
+    return _given(parser, args, ns, n), args[n:]
+
+
+def _given(parser, args: list[str], ns, n: int) -> dict[str, Any]:
+    """The options among ``args[:n]`` (accelerate's own words), with the parsed values (True for a flag)."""
+    out: dict[str, Any] = {}
+    for action in parser._actions:
+        if not action.option_strings or not any(
+            w == o or w.startswith(o + '=') for w in args[:n] for o in action.option_strings
+        ):
+            continue
+        out[action.dest] = getattr(ns, action.dest)
+    return out

@@ -12,13 +12,30 @@ the evaluator's ``unresolved`` list, so a caller can say it was not resolved.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .arith import Arith, ArithError, Unresolved, wrap
+from .state import State
 from .syntax import CR_MARK
 
-if TYPE_CHECKING:
-    from .evaluator import Evaluator
+
+class Host(Protocol):
+    """What an expansion asks of the script's evaluator (evaluator.Evaluator): its state, the line it is on, its
+    step count, assignments (``${V:=x}``), ``$(...)`` and the names it could not resolve. The evaluator calls the
+    expander and the expander calls back through this, so the two modules do not import each other."""
+
+    state: State
+    line: int
+    unresolved: list[str]
+
+    def tick(self, n: int = 1) -> None: ...
+
+    def assign(self, name: str, value, index: int | None = None, append: bool = False, taint=None) -> None: ...
+
+    def substitute(self, inner: str) -> str | None: ...
+
+    def note_unresolved(self, names: list[str]) -> None: ...
+
 
 BREAK = None  # a field boundary that "$@" makes
 _NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
@@ -207,7 +224,7 @@ def glob_regex(parts: list) -> str:
 
 
 class Expander:
-    def __init__(self, ev: 'Evaluator'):
+    def __init__(self, ev: Host):
         self.ev = ev
 
     @property

@@ -8,27 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ...errors import GuardError
-
-
-def _accelerate_options(args: list[str], source: str = 'accelerate launch') -> tuple[dict[str, Any], list[str]]:
-    """accelerate launch's own options -> (the options written, with the values its parser gives them; the script and
-    its args), from accelerate's own ``launch_command_parser`` (accelerate/commands/launch.py): its flags, its options
-    with a value, and where the training script begins (rebuilt from its snapshot: launcher_args.py). No script:
-    (options, [])."""
-    from ..launchers import _parse_failed, _ParseError, _rebuilt
-
-    parser = _rebuilt('accelerate launch', 'accelerate launch', source)
-    try:
-        ns = parser.parse_args(args)
-    except _ParseError as e:
-        if 'training_script' in str(e) and 'required' in str(e):  # accelerate_cmd.require_script says it
-            try:  # the options' values all the same (`trl grpo` hands accelerate its options without a script)
-                return _given(parser, args, parser.parse_args([*args, '--', 'script']), len(args)), []
-            except _ParseError:
-                return {}, []
-        raise _parse_failed('accelerate launch', str(e), args, source) from None
-    n = len(args) - len(ns.training_script_args) - 1
-    return _given(parser, args, ns, n), args[n:]
+from ..launchers import accelerate_options as _accelerate_options  # noqa: F401 - the TRL reader's name
 
 
 def accelerate_option_names(source: str = 'trl grpo') -> tuple[set[str], set[str]]:
@@ -44,18 +24,6 @@ def accelerate_option_names(source: str = 'trl grpo') -> tuple[set[str], set[str
         names = {o.lstrip('-').replace('-', '_') for o in action.option_strings if o.startswith('--')}
         (flags if action.nargs == 0 else values).update(names)
     return values - {'help'}, flags - {'help'}
-
-
-def _given(parser, args: list[str], ns, n: int) -> dict[str, Any]:
-    """The options among ``args[:n]`` (accelerate's own words), with the parsed values (True for a flag)."""
-    out: dict[str, Any] = {}
-    for action in parser._actions:
-        if not action.option_strings or not any(
-            w == o or w.startswith(o + '=') for w in args[:n] for o in action.option_strings
-        ):
-            continue
-        out[action.dest] = getattr(ns, action.dest)
-    return out
 
 
 def _read_yaml(path: Path, what: str) -> dict:
