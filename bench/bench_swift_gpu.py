@@ -109,6 +109,31 @@ import torch
 _cap = float(os.environ['GRPO_BENCH_EMULATE_GIB']) * 2 ** 30
 torch.cuda.set_per_process_memory_fraction(min(1.0, _cap / torch.cuda.get_device_properties(0).total_memory), 0)
 '''
+# Loaded into every launch the same way (--external_plugins): the training process's own torch.cuda peaks, allocated
+# and reserved, written to GRPO_BENCH_PEAKS every 0.5 s by a daemon thread, so a case holds the allocated peak beside
+# the reserved one (ms-swift logs only the reserved: its memory(GiB)) and the allocator's reserve can be told apart.
+PEAKS_PLUGIN = '''"""Written by bench/bench_swift_gpu.py: this process's torch.cuda peaks, to GRPO_BENCH_PEAKS."""
+import json
+import os
+import threading
+import time
+
+import torch
+
+
+def _poll(path):
+    while True:
+        if torch.cuda.is_initialized():
+            peaks = {'allocated': torch.cuda.max_memory_allocated(0), 'reserved': torch.cuda.max_memory_reserved(0)}
+            with open(path + '.tmp', 'w') as f:
+                json.dump(peaks, f)
+            os.replace(path + '.tmp', path)
+        time.sleep(0.5)
+
+
+if os.environ.get('GRPO_BENCH_PEAKS'):
+    threading.Thread(target=_poll, args=(os.environ['GRPO_BENCH_PEAKS'],), daemon=True).start()
+'''
 
 
 @dataclass
@@ -440,6 +465,9 @@ def to_case(run: Run, result: dict, gpu: dict, versions: dict, date: str) -> dic
         outcome['peak_gib_per_gpu'] = result['memory_gib']
     if result['nvml_peak_mib']:
         outcome['nvidia_smi_used_mib'] = round(result['nvml_peak_mib'])
+    if result.get('torch_peaks_gib'):  # the training process's torch.cuda.max_memory_allocated / _reserved
+        outcome['torch_max_allocated_gib'] = result['torch_peaks_gib'].get('allocated')
+        outcome['torch_max_reserved_gib'] = result['torch_peaks_gib'].get('reserved')
     if result.get('seconds_per_step'):  # ms-swift's train_speed(s/it) at each logged step (a running average)
         outcome['train_speed_s_per_it'] = result['seconds_per_step']
     return {
@@ -468,23 +496,36 @@ def to_case(run: Run, result: dict, gpu: dict, versions: dict, date: str) -> dic
 def run_one(run: Run, workdir: Path, timeout: float) -> dict:
     log = workdir / 'logs' / (run.name.replace('/', '__') + '.log')
     log.parent.mkdir(parents=True, exist_ok=True)
+    peaks = log.with_suffix('.peaks.json')
+    peaks.unlink(missing_ok=True)
+    (workdir / 'peaks_plugin.py').write_text(PEAKS_PLUGIN)
+    plugins = [str(workdir / 'peaks_plugin.py')]
+    argv = list(run.argv)
+    if '--external_plugins' in argv:  # the emulated card's plugin: one --external_plugins list holds both
+        argv.insert(argv.index('--external_plugins') + 1, plugins.pop())
+    argv += ['--external_plugins', *plugins] if plugins else []
     poller = PeakPoller()
     poller.start()
     t0 = time.time()
     with open(log, 'w') as f:
         try:
             rc = subprocess.run(
-                [sys.executable, '-m', 'swift.cli.rlhf', *run.argv],
+                [sys.executable, '-m', 'swift.cli.rlhf', *argv],
                 stdout=f,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **run.env},
+                env={**os.environ, **run.env, 'GRPO_BENCH_PEAKS': str(peaks)},
                 timeout=timeout,
             ).returncode
         except subprocess.TimeoutExpired:
             rc = 124
     peak = poller.stop()
+    try:
+        torch_peaks = json.loads(peaks.read_text())
+    except (OSError, ValueError):
+        torch_peaks = {}
     return {
         **read_log(log.read_text(errors='replace')),
+        'torch_peaks_gib': {k: round(v / 2**30, 2) for k, v in torch_peaks.items()},
         'rc': rc,
         'nvml_peak_mib': peak,
         'seconds': round(time.time() - t0, 1),
@@ -560,7 +601,8 @@ def main(argv: list[str] | None = None) -> int:
         res = run_one(r, workdir, opts.timeout)
         print(
             f'{r.name:<55} rc {res["rc"]:>3}  memory(GiB) {res["memory_gib"]}  NVML peak '
-            f'{res["nvml_peak_mib"] / 1024:.2f} GiB  {"OOM  " if res["oom"] else ""}{res["seconds"]} s  '
+            f'{res["nvml_peak_mib"] / 1024:.2f} GiB  torch {res["torch_peaks_gib"]}  '
+            f'{"OOM  " if res["oom"] else ""}{res["seconds"]} s  '
             f's/it {res["seconds_per_step"]}',
             flush=True,
         )
