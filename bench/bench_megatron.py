@@ -104,10 +104,13 @@ MOE = '--moe_permute_fusion true --moe_grouped_gemm true --moe_shared_expert_ove
 OFFLOAD = '--optimizer_cpu_offload true --use_precision_aware_optimizer true --optimizer_offload_fraction 1'
 SP = '--sequence_parallel true --attention_backend flash --packing true --max_length 8192'
 
-# (example path, published GiB per GPU, kind, model config, world, flags after `megatron rlhf|sft` that shape memory)
+# (example path, the ms-swift release that first carried the header's figure (the first tag holding the commit that
+# last changed the header line: `git log -L1,1:<example>`, `git tag --contains`), published GiB per GPU, kind,
+# model config, world, flags after `megatron rlhf|sft` that shape memory)
 PUBLISHED = [
     (
         'rlhf/dpo/packing.sh',
+        '3.9.0',
         28.0,
         'dpo',
         QWEN3_4B_2507,
@@ -116,6 +119,7 @@ PUBLISHED = [
     ),
     (
         'rlhf/dpo/moe.sh',
+        '3.9.0',
         46.0,
         'dpo',
         QWEN3_30B_A3B_2507,
@@ -125,6 +129,7 @@ PUBLISHED = [
     ),
     (
         'rlhf/kto/moe.sh',
+        '3.9.0',
         48.0,
         'kto',
         QWEN3_30B_A3B_2507,
@@ -134,6 +139,7 @@ PUBLISHED = [
     ),
     (
         'moe/qwen3_moe_offload.sh',
+        '3.6.0',
         75.0,
         'sft',
         QWEN3_30B_A3B_2507,
@@ -142,6 +148,7 @@ PUBLISHED = [
     ),
     (
         'moe/qwen3_moe.sh (2 nodes)',
+        '3.4.0',
         60.0,
         'sft',
         QWEN3_30B_A3B_2507,
@@ -151,6 +158,7 @@ PUBLISHED = [
     ),
     (
         'mcore_bridge/full/moe.sh',
+        '3.10.0',
         76.0,
         'sft',
         QWEN3_30B_A3B_2507,
@@ -160,6 +168,7 @@ PUBLISHED = [
     ),
     (
         'moe/moe.sh',
+        '3.7.0',
         57.0,
         'sft',
         QWEN15_MOE_A27B,
@@ -169,6 +178,7 @@ PUBLISHED = [
     ),
     (
         'dense/qwen3_32b.sh',
+        '3.4.1',
         80.0,
         'sft',
         QWEN3_32B,
@@ -242,7 +252,7 @@ GRPO = [
 ]
 
 
-def published_row(path, published, kind, config, world, flags):
+def published_row(path, release, published, kind, config, world, flags):
     """One published figure: the example's memory-shaping flags read as `megatron rlhf` (an SFT example as a
     full-tuning run without the reference model), its Megatron state and one packed micro-batch of max_length."""
     argv = ['--rlhf_type', 'dpo' if kind == 'sft' else kind, '--model', 'bench', *flags.split()]
@@ -264,12 +274,17 @@ def published_row(path, published, kind, config, world, flags):
     # every example sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; nvidia-smi shows what torch reserves plus
     # the context the allocator never sees (memory/reserve.py DEVICE_CONTEXT, measured), not memory.CUDA_CONTEXT
     act['allocator_reserve'] = mm.allocator_reserve(one, a, par, tokens, 'expandable')
+    # every figure was measured on ms-swift 3.x, which trains through Megatron-LM's pretrain: the policy's pre-DDP
+    # parameter storage stays cached unless the optimizer's GPU states or the step's transients reuse it
+    if mm.keeps_freed_param_storage(la.args, release):
+        act['freed_params'] = mm.freed_param_storage(la.args, state, sum(act.values()))
     state['cuda_context'] = DEVICE_CONTEXT
     terms = {**state, **act}
     total = sum(terms.values()) / GiB
     return {
         'case': path,
         'source': f'ms-swift examples/megatron/{path.split(" ")[0]}@{COMMIT}',
+        'measured_on': f'ms-swift {release}',
         'published_gib': published,
         'predicted_gib': round(total, 2),
         'error_pct': round(100 * (total - published) / published, 1),

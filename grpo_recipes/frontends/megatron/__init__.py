@@ -102,7 +102,15 @@ def check(
         from ...memory.arch import Arch
 
         mem = _memory.estimate(
-            launch.args, Arch.from_config(cfg), plan, cap[1], cap[0], vllm_version, prompt_len, _allocator(launch)
+            launch.args,
+            Arch.from_config(cfg),
+            plan,
+            cap[1],
+            cap[0],
+            vllm_version,
+            prompt_len,
+            _allocator(launch),
+            launch.release,
         )
         for p in mem['problems']:
             rid = {

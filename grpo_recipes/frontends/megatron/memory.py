@@ -14,6 +14,9 @@ Megatron state on one GPU (bf16 training, Megatron-LM's distributed optimizer), 
   ``optimizer_cpu_offload`` keeps ``1 - optimizer_offload_fraction`` of the states on the GPU; the precision-aware
   optimizer stores the moments in ``exp_avg_dtype``/``exp_avg_sq_dtype`` and the main weights in
   ``main_params_dtype``.
+Freed parameter storage (ms-swift 3.x only): the policy's bf16 parameters as built stay in PyTorch's cache after
+  DDP moves them into its parameter buffer, less what the optimizer's GPU states and the step's transients reuse
+  (``freed_param_storage``; 4.x empties the cache before the first step, ``keeps_freed_param_storage``); train phase.
 Reference model: full tuning builds one (swift/megatron/trainers/rlhf_mixin.py ``prepare_model``: ``tuner_type ==
   'full' and rlhf_type not in ['rm', 'gkd']``) even with beta 0: bf16 weights with the same split.
 Activations per transformer layer per micro-batch (Korthikanti et al. 2022, "Reducing Activation Recomputation in
@@ -156,6 +159,46 @@ def megatron_state(args: dict, a: Arch, par: dict) -> dict[str, float]:
     }
 
 
+def keeps_freed_param_storage(args: dict, release: str | None) -> bool:
+    """Whether the policy's pre-DDP parameter storage (``freed_param_storage``) is still cached at the first train
+    step. ms-swift 4.x: no -- BaseMegatronTrainer.__init__ (swift/megatron/trainers/base.py) calls
+    ``warmup_jit_function`` after ``prepare_model`` and ``get_optimizer_and_scheduler``, and it ends in
+    ``torch.cuda.empty_cache()`` (swift/megatron/utils/megatron_lm_utils.py). ms-swift 3.x: yes -- it trains through
+    Megatron-LM's ``pretrain``, whose ``set_jit_fusion_options`` (and its ``empty_cache``) runs before
+    ``setup_model_and_optimizer`` builds the model (megatron/training/training.py, core_r0.13-0.15), unless a
+    colocated GRPO run empties the cache at its first rollout, before its first train step: ``sleep_level`` > 0
+    (``aggressive_empty_cache`` before the KV cache wakes and after the engine sleeps, rollout_mixin.py /
+    grpo_trainer.py 3.12) or ``offload_model``/``offload_optimizer`` (``empty_cache`` in trainers/utils.py's
+    offload functions). None: the newest release (4.x)."""
+    from ...versions import version_tuple
+
+    v = version_tuple(release) if release else None
+    if v is None or v >= (4,):
+        return False
+    if args.get('rlhf_type') == 'grpo' and args.get('vllm_mode') == 'colocate':
+        return not (int(args.get('sleep_level') or 0) > 0 or args.get('offload_model') or args.get('offload_optimizer'))
+    return True
+
+
+def freed_param_storage(args: dict, state: dict, transient: float) -> float:
+    """Bytes the caching allocator keeps reserved, not allocated, in the train phase when
+    ``keeps_freed_param_storage``: the policy's trained parameters as built, before DDP. With the distributed
+    optimizer Megatron-core's DDP allocates one contiguous buffer for them and moves each parameter into it
+    (megatron/core/distributed/param_and_grad_buffer.py ``_ParamAndGradBuffer.__init__``: ``old_param_data =
+    param.data; param.data = new_param_data; ... del old_param_data``, core 0.13 to 0.19); the old bf16 storage
+    returns to PyTorch's cache, which nvidia-smi still counts, until later allocations reuse it: the optimizer's GPU
+    states (built after the wrap: Megatron-LM ``setup_model_and_optimizer``) and the step's own transients
+    (``transient``: activations, logits, the allocator's reserve). The reference model does not: ms-swift 3.x builds
+    it first (rlhf_mixin.py / dpo_trainer.py ``setup_model_and_optimizer``: ``get_model(..., wrap_with_ddp=False)``
+    before ``super().setup_model_and_optimizer``). What is left over is the term; 0 without the distributed
+    optimizer (no parameter buffer)."""
+    if not args.get('use_distributed_optimizer', True):
+        return 0.0
+    grad_b = DTYPE_BYTES.get(str(args.get('main_grads_dtype') or 'fp32'), 4)
+    freed = 2 * state['grads'] / grad_b
+    return max(0.0, freed - state['optimizer'] - transient)
+
+
 def moe_layer_bytes(a: Arch, tokens: float) -> float:
     """Bytes one MoE layer keeps for its backward beyond the dense-layer formula, for ``tokens`` tokens on the rank:
     the router's fp32 logits and probabilities (tokens x experts; megatron/core/transformer/moe/router.py, with
@@ -290,10 +333,12 @@ def estimate(
     vllm_version: str | None = None,
     prompt_len: int | None = None,
     allocator: str = 'default',
+    release: str | None = None,
 ) -> dict:
     """{'phases': {phase: GiB}, 'terms': {phase: {term: GiB}}, 'peak_phase', 'peak_gib', 'capacity_gib',
     'vllm': {...}, 'problems': [...]} for one GPU. ``allocator``: 'default' or 'expandable' (the caching allocator
-    setting of the launch, memory/reserve.py ``allocator_kind``)."""
+    setting of the launch, memory/reserve.py ``allocator_kind``); ``release``: the ms-swift release that runs it
+    (None: the newest; a 3.x release keeps the policy's pre-DDP storage cached, ``keeps_freed_param_storage``)."""
     par = {
         **plan['parallel'],
         'world_size': plan['world_size'],
@@ -304,6 +349,8 @@ def estimate(
     prompt, seq = sequence_length(args, a, prompt_len)
     act = activations(args, a, par, seq, plan.get('num_microbatches') or 1)
     act['allocator_reserve'] = allocator_reserve(args, a, par, seq, allocator)
+    if keeps_freed_param_storage(args, release):
+        act['freed_params'] = freed_param_storage(args, state, sum(act.values()))
     cap = capacity_gib * GiB
     colocate = args.get('vllm_mode') == 'colocate'
     off_model, off_opt = bool(args.get('offload_model')), bool(args.get('offload_optimizer'))
