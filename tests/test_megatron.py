@@ -772,3 +772,45 @@ def test_rollout_importance_sampling_needs_vllm_0_10_2_when_the_version_is_known
     assert not _not_supported(mg.check(la, A100_80, cfg, vllm_version='0.10.2'))
     assert not _not_supported(mg.check(la, A100_80, cfg))  # version unknown: not judged
     assert not _not_supported(mg.check(launch(), A100_80, cfg, vllm_version='0.8.5'))
+
+
+def test_a_3x_release_plans_the_freed_parameter_storage_in_the_train_phase():
+    # ms-swift 3.x trains through Megatron-LM's pretrain (no empty_cache between DDP's wrap and the first step); with
+    # the optimizer on the CPU and vLLM awake, nothing reuses the policy's pre-DDP storage but the step's transients
+    i = DENSE.index('--tuner_type')
+    base = DENSE[:i] + DENSE[i + 2 :]
+    extra = (
+        '--sleep_level',
+        '0',
+        '--offload_model',
+        'false',
+        '--offload_optimizer',
+        'false',
+        '--optimizer_cpu_offload',
+        'true',
+        '--use_precision_aware_optimizer',
+        'true',
+        '--optimizer_offload_fraction',
+        '1',
+        '--micro_batch_size',
+        '1',
+        '--max_length',
+        '2048',
+        '--max_completion_length',
+        '512',
+        '--vllm_max_model_len',
+        '4096',
+        '--recompute_granularity',
+        'full',
+        '--recompute_method',
+        'uniform',
+        '--recompute_num_layers',
+        '1',
+    )
+    old = mg.check(launch(*extra, base=base, release='3.12.6'), A100_80)[2]['terms']['train']
+    new = mg.check(launch(*extra, base=base, release='4.6.0'), A100_80)[2]['terms']['train']
+    assert 'freed_params' not in new
+    assert 0 < old['freed_params'] <= old['weights']
+    # sleeping between rollouts empties the cache at the first rollout, before the first train step
+    slept = mg.check(launch(*extra, '--sleep_level', '1', base=base, release='3.12.6'), A100_80)[2]['terms']['train']
+    assert 'freed_params' not in slept

@@ -97,3 +97,41 @@ def test_the_allocator_reserve_follows_the_launchs_allocator_setting():
     block = 2 * 1536 * 152064 * 4 / 2**30
     for kind, got in terms.items():
         assert abs(got - RESERVE_PER_BLOCK[kind] * block) < 0.02, kind
+
+
+def test_freed_param_storage_is_what_later_allocations_leave_of_the_pre_ddp_parameters():
+    # param_and_grad_buffer.py: DDP moves each trained bf16 parameter into its buffer and frees the old storage;
+    # the optimizer's GPU states and the step's transients reuse it, the rest stays reserved
+    off = {
+        'tuner_type': 'full',
+        'rlhf_type': 'dpo',
+        'optimizer_cpu_offload': True,
+        'optimizer_offload_fraction': 1.0,
+        'use_precision_aware_optimizer': True,
+    }
+    state = mm.megatron_state(off, MOE, _par(tp=4, ep=8))
+    assert state['optimizer'] == 0.0
+    # the freed storage is the trained parameters' bf16 bytes: the weights, for full tuning
+    assert abs(mm.freed_param_storage(off, state, 0.0) - state['weights']) < 1
+    assert abs(mm.freed_param_storage(off, state, 1e9) - (state['weights'] - 1e9)) < 1
+    assert mm.freed_param_storage(off, state, 2 * state['weights']) == 0.0
+    # optimizer states on the GPU (built after the wrap) take it all
+    on = mm.megatron_state({'tuner_type': 'full'}, MOE, _par(tp=4, ep=8))
+    assert mm.freed_param_storage({'tuner_type': 'full'}, on, 0.0) == 0.0
+    # no distributed optimizer: no parameter buffer, nothing moved
+    assert mm.freed_param_storage({**off, 'use_distributed_optimizer': False}, state, 0.0) == 0.0
+
+
+def test_freed_param_storage_is_kept_by_3x_releases_only():
+    dpo = {'rlhf_type': 'dpo'}
+    # 4.x: warmup_jit_function empties the cache after the model and optimizer are built
+    assert not mm.keeps_freed_param_storage(dpo, None)
+    assert not mm.keeps_freed_param_storage(dpo, '4.6.0')
+    # 3.x: Megatron-LM's pretrain empties it before the model is built
+    assert mm.keeps_freed_param_storage(dpo, '3.9.0')
+    grpo = {'rlhf_type': 'grpo', 'vllm_mode': 'colocate', 'sleep_level': 0}
+    assert mm.keeps_freed_param_storage(grpo, '3.12.6')
+    # a colocated 3.x GRPO run that sleeps or offloads empties the cache at its first rollout, before training
+    assert not mm.keeps_freed_param_storage({**grpo, 'sleep_level': 1}, '3.12.6')
+    assert not mm.keeps_freed_param_storage({**grpo, 'offload_model': True}, '3.12.6')
+    assert mm.keeps_freed_param_storage({**grpo, 'vllm_mode': 'server'}, '3.12.6')
