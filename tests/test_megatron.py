@@ -277,6 +277,12 @@ MOE_SHAPE = {
     'num_hidden_layers': 32,
 }
 
+# the dense shape as ms-swift 3.12 reads it (3.x names: `--tuner_type` is 4.x's; 3.12's default train_type is full)
+AT_3X = {
+    'base': DENSE[: DENSE.index('--tuner_type')] + DENSE[DENSE.index('--tuner_type') + 2 :],
+    'release': '3.12.6',
+}
+
 CASES = {
     'megatron.rlhf-type': lambda: run('--rlhf_type', 'dpo'),
     'megatron.unknown-args': lambda: run('--vllm_gpu_memory_utilisation', '0.5'),
@@ -353,6 +359,7 @@ CASES = {
     'megatron.model-unavailable': lambda: run(
         model=None, base=[a if a != QWEN7 else 'no-such/model-xyz' for a in DENSE]
     ),
+    'megatron.cpu-offload-precision': lambda: mg.check(launch('--optimizer_cpu_offload', 'true', **AT_3X), A100_80),
 }
 
 
@@ -814,3 +821,19 @@ def test_a_3x_release_plans_the_freed_parameter_storage_in_the_train_phase():
     # sleeping between rollouts empties the cache at the first rollout, before the first train step
     slept = mg.check(launch(*extra, '--sleep_level', '1', base=base, release='3.12.6'), A100_80)[2]['terms']['train']
     assert 'freed_params' not in slept
+
+
+def test_cpu_offload_without_the_precision_aware_optimizer_is_refused_where_megatron_lm_validates():
+    # Megatron-LM validate_args (core_r0.14/0.15, run by ms-swift 3.x's pretrain) asserts the pair
+    def rule(*extra, **kw):
+        return [f for f in mg.check(launch(*extra, **kw), A100_80)[0] if f.rule == 'megatron.cpu-offload-precision']
+
+    good = ('--optimizer_cpu_offload', 'true', '--use_precision_aware_optimizer', 'true')
+    assert rule(*good, **AT_3X) == []
+    (refused,) = rule('--optimizer_cpu_offload', 'true', **AT_3X)
+    assert refused.severity == 'error'
+    assert refused.message.startswith('The optimizer cpu offload must be used in conjunction with')
+    assert refused.fix.startswith('--use_precision_aware_optimizer true')
+    # ms-swift 4.x builds megatron-core's OptimizerConfig itself, which has no such check: nothing refuses it
+    assert rule('--optimizer_cpu_offload', 'true', release='4.6.0') == []
+    assert rule('--optimizer_cpu_offload', 'true') == []

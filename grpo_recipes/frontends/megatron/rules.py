@@ -680,6 +680,42 @@ def megatron_args(launch, plan, model):
     return out
 
 
+MLM_ARGS_3X = (
+    'Megatron-LM megatron/training/arguments.py validate_args (core_r0.14.0 and core_r0.15.0, the branches ms-swift '
+    '3.11 and 3.12 install; they train through its pretrain)'
+)
+
+
+@rule('megatron.cpu-offload-precision')
+def megatron_lm_validate_args(launch, plan, model):
+    """Megatron-LM's ``validate_args``, which a 3.x release runs (ms-swift 3.x trains through megatron.training's
+    ``pretrain`` -> ``initialize_megatron``; swift/megatron/init.py pins core_r0.14.0 in 3.11, core_r0.15.0 in 3.12)
+    and a 4.x release does not (it builds megatron-core's OptimizerConfig itself, swift/megatron/trainers/base.py
+    ``get_optimizer_and_scheduler``, whose ``__post_init__`` has no such check): ``optimizer_cpu_offload`` needs
+    ``use_precision_aware_optimizer``."""
+    from ...versions import version_tuple
+
+    a = launch.args
+    v = version_tuple(launch.release or launch.snapshot)
+    if v is None or v >= (4,):
+        return []
+    out = []
+    if a.get('optimizer_cpu_offload') and not a.get('use_precision_aware_optimizer'):
+        out.append(
+            _f(
+                ERROR,
+                'megatron.cpu-offload-precision',
+                ['optimizer_cpu_offload', 'use_precision_aware_optimizer'],
+                'The optimizer cpu offload must be used in conjunction with `--use-precision-aware-optimizer`, as the '
+                'hybrid device optimizer reuses the code path of this flag.',
+                f'{_flag(launch, "use_precision_aware_optimizer")} true (or drop '
+                f'{_flag(launch, "optimizer_cpu_offload")})',
+                MLM_ARGS_3X,
+            )
+        )
+    return out
+
+
 @rule('megatron.vpp-beta', 'megatron.ref-model', 'megatron.tuner-switched')
 def reference(launch, plan, model):
     """The KL term needs reference log-probs: with virtual pipeline stages the first rollout's
