@@ -56,7 +56,12 @@ def test_lora_on_experts_is_split_by_ep():
 def test_optimizer_offload_fraction_one_leaves_no_optimizer_state_on_the_gpu():
     # HybridDeviceOptimizer (megatron/core/optimizer/cpu_offloading/hybrid_optimizer.py): the states of the first
     # fraction x numel parameters live on the CPU
-    args = {'tuner_type': 'full', 'optimizer_cpu_offload': True, 'optimizer_offload_fraction': 1.0}
+    args = {
+        'tuner_type': 'full',
+        'optimizer_cpu_offload': True,
+        'optimizer_offload_fraction': 1.0,
+        'use_precision_aware_optimizer': True,
+    }
     assert mm.megatron_state(args, MOE, _par(tp=4, ep=8))['optimizer'] == 0.0
     half = mm.megatron_state({**args, 'optimizer_offload_fraction': 0.5}, MOE, _par(tp=4, ep=8))['optimizer']
     full = mm.megatron_state({'tuner_type': 'full'}, MOE, _par(tp=4, ep=8))['optimizer']
@@ -135,3 +140,14 @@ def test_freed_param_storage_is_kept_by_3x_releases_only():
     assert not mm.keeps_freed_param_storage({**grpo, 'sleep_level': 1}, '3.12.6')
     assert not mm.keeps_freed_param_storage({**grpo, 'offload_model': True}, '3.12.6')
     assert mm.keeps_freed_param_storage({**grpo, 'vllm_mode': 'server'}, '3.12.6')
+
+
+def test_cpu_offload_without_the_precision_aware_optimizer_keeps_the_fp32_main_copies_on_the_gpu():
+    # distrib_optimizer.py: without use_precision_aware_optimizer every shard gets an fp32 main copy on the GPU, and
+    # HybridDeviceOptimizer steps a CPU copy of it and copies the result back: 4 bytes per parameter / DP stay
+    par = _par(tp=4, ep=8)
+    off = {'tuner_type': 'full', 'optimizer_cpu_offload': True, 'optimizer_offload_fraction': 1.0}
+    full = mm.megatron_state({'tuner_type': 'full'}, MOE, par)['optimizer']  # main weights + two moments, 12 bytes
+    kept = mm.megatron_state(off, MOE, par)['optimizer']
+    assert abs(kept - full / 3) < 1
+    assert mm.megatron_state({**off, 'use_precision_aware_optimizer': True}, MOE, par)['optimizer'] == 0.0

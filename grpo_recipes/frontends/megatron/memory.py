@@ -13,7 +13,8 @@ Megatron state on one GPU (bf16 training, Megatron-LM's distributed optimizer), 
   shard's parameters to pinned CPU memory, steps there and copies them back).
   ``optimizer_cpu_offload`` keeps ``1 - optimizer_offload_fraction`` of the states on the GPU; the precision-aware
   optimizer stores the moments in ``exp_avg_dtype``/``exp_avg_sq_dtype`` and the main weights in
-  ``main_params_dtype``.
+  ``main_params_dtype``. Without it the distributed optimizer's fp32 main copy of the offloaded shards stays on the
+  GPU (4 bytes per parameter / DP; distrib_optimizer.py ``_build_model_and_main_param_groups``).
 Freed parameter storage (ms-swift 3.x only): the policy's bf16 parameters as built stay in PyTorch's cache after
   DDP moves them into its parameter buffer, less what the optimizer's GPU states and the step's transients reuse
   (``freed_param_storage``; 4.x empties the cache before the first step, ``keeps_freed_param_storage``); train phase.
@@ -146,7 +147,15 @@ def megatron_state(args: dict, a: Arch, par: dict) -> dict[str, float]:
         trained_dense, trained_expert = lora * n / tp, lora_expert * n / (ep * etp)
         weights += 2 * (trained_dense + trained_expert)
     grads = grad_b * (trained_dense + trained_expert)
-    optim = opt_b * (trained_dense / (dp if distributed else 1) + trained_expert / (edp if distributed else 1)) * on_gpu
+    share = trained_dense / (dp if distributed else 1) + trained_expert / (edp if distributed else 1)
+    optim = opt_b * share * on_gpu
+    if args.get('optimizer_cpu_offload') and distributed and not args.get('use_precision_aware_optimizer'):
+        # without the precision-aware optimizer the distributed optimizer makes an fp32 main copy of every shard on
+        # the GPU (distrib_optimizer.py _build_model_and_main_param_groups: ``shard_model_param.clone().float()``
+        # unless use_precision_aware_optimizer_no_fp8_or_ds_fp8); HybridDeviceOptimizer steps a CPU copy of the
+        # offloaded ones and copies the result back into it (hybrid_optimizer.py _get_sub_optimizer_param_groups,
+        # param_copy_back_gpu_hook), so that copy stays. ms-swift 4.x accepts this; 3.x refuses it (rules.py)
+        optim += 4 * share * (1.0 - on_gpu)
     ref = 2 * (p['dense'] + p['expert']) if full and args.get('rlhf_type') not in ('rm', 'gkd') else 0.0
     groups = 1 + sum(1 for k in ('tp', 'pp', 'cp', 'ep') if par[k] > 1)
     return {

@@ -14,7 +14,8 @@ Moves (one value per knob; the cheapest first, as a move's cost is its rank in `
   vllm_tensor_parallel_size    x2, x4, x8 within a node: the colocated engine's weights split over more GPUs, more
                                of its share left for the KV cache (the rules check the world and vLLM's heads divide)
   optimizer_cpu_offload        Megatron-LM's HybridDeviceOptimizer, fraction 1, with use_precision_aware_optimizer
-                               (Megatron-LM's validate_args requires it): the optimizer states on the CPU in every
+                               (Megatron-LM's validate_args requires it on 3.x; on 4.x, without it, the fp32 main
+                               copies stay on the GPU): the optimizer states on the CPU in every
                                phase (memory.py counts what stays on the GPU)
   micro_batch_size             halved: fewer tokens per forward, more micro-batches per step
   recompute_granularity full   with recompute_method uniform, recompute_num_layers 1 (Megatron-LM's full recompute)
@@ -70,7 +71,8 @@ def _moves(launch) -> list[tuple[str, list[dict]]]:
         vtps = [vtp * k for k in (2, 4, 8) if vtp * k <= node and node % (vtp * k) == 0]
         out.append(('vllm_tensor_parallel_size', [{'vllm_tensor_parallel_size': t} for t in vtps]))
     if not a.get('optimizer_cpu_offload'):
-        # Megatron-LM's validate_args asserts use_precision_aware_optimizer with optimizer_cpu_offload
+        # with use_precision_aware_optimizer: Megatron-LM's validate_args asserts the pair (ms-swift 3.x runs it), and
+        # without it megatron-core keeps an fp32 main copy of the offloaded shards on the GPU (memory.py)
         off = {'optimizer_cpu_offload': True, 'optimizer_offload_fraction': 1.0, 'use_precision_aware_optimizer': True}
         out.append(('optimizer_cpu_offload', [off]))
     mbs = a.get('micro_batch_size') or 1
