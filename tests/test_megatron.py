@@ -359,6 +359,7 @@ CASES = {
     'megatron.model-unavailable': lambda: run(
         model=None, base=[a if a != QWEN7 else 'no-such/model-xyz' for a in DENSE]
     ),
+    'megatron.recompute-config': lambda: run('--recompute_granularity', 'full'),
     'megatron.cpu-offload-precision': lambda: mg.check(launch('--optimizer_cpu_offload', 'true', **AT_3X), A100_80),
 }
 
@@ -837,3 +838,25 @@ def test_cpu_offload_without_the_precision_aware_optimizer_is_refused_where_mega
     # ms-swift 4.x builds megatron-core's OptimizerConfig itself, which has no such check: nothing refuses it
     assert rule('--optimizer_cpu_offload', 'true', release='4.6.0') == []
     assert rule('--optimizer_cpu_offload', 'true') == []
+
+
+def test_recompute_settings_megatron_core_refuses_when_it_builds_the_model():
+    # TransformerConfig.__post_init__: full needs a method and a layer count, selective takes no layer count
+    def rule(*extra):
+        return [f for f in run(*extra)[0] if f.rule == 'megatron.recompute-config']
+
+    assert rule('--recompute_granularity', 'full', '--recompute_method', 'uniform', '--recompute_num_layers', '1') == []
+    assert rule() == []  # the base launch: selective, no method, no layer count
+    (no_method,) = rule('--recompute_granularity', 'full')
+    assert no_method.message.startswith('Using recompute_granularity: full so recompute_method must be')
+    assert no_method.fix == '--recompute_method uniform --recompute_num_layers 1'
+    (no_layers,) = rule('--recompute_granularity', 'full', '--recompute_method', 'block')
+    # Qwen2.5-7B: 28 layers on one pipeline stage
+    assert 'recompute_num_layers must be between 1 and num_layers_per_pipeline_rank: 28' in no_layers.message
+    assert no_layers.fix == '--recompute_num_layers 1'
+    (selective,) = rule('--recompute_num_layers', '2')
+    assert selective.message.startswith('When using recompute_granularity: selective recompute_num_layers must be None')
+    # ms-swift's own parse-time check speaks first for selective with a method
+    assert rule('--recompute_method', 'uniform', '--recompute_num_layers', '1') == []
+    # none: nothing to check
+    assert rule('--recompute_granularity', 'none', '--recompute_num_layers', '2') == []

@@ -716,6 +716,59 @@ def megatron_lm_validate_args(launch, plan, model):
     return out
 
 
+@rule('megatron.recompute-config')
+def recompute_config(launch, plan, model):
+    """megatron-core's TransformerConfig.__post_init__ (core 0.15 to 0.19), which ms-swift builds from the arguments
+    when it builds the model (4.x swift/megatron/model/utils.py ``get_mcore_model_config``; 3.x through Megatron-LM):
+    full recompute needs a method and a layer count; selective recompute takes no layer count. ms-swift's own
+    parse-time check (selective with a method, ``megatron.recompute``) comes first."""
+    a = launch.args
+    gran = a.get('recompute_granularity')
+    if gran in (None, 'none'):
+        return []
+    method, nlayers = a.get('recompute_method'), a.get('recompute_num_layers')
+    when = ' -- raised when the model is built (megatron-core TransformerConfig), after the distributed start-up'
+    if gran == 'full' and method is None:
+        return [
+            _f(
+                ERROR,
+                'megatron.recompute-config',
+                ['recompute_granularity', 'recompute_method'],
+                'Using recompute_granularity: full so recompute_method must be "block" or "uniform"' + when,
+                '--recompute_method uniform' + ('' if nlayers is not None else ' --recompute_num_layers 1'),
+                MCORE_TC,
+            )
+        ]
+    if gran == 'full' and nlayers is None:
+        pp = plan['parallel']['pp'] or 1
+        layers = (model or {}).get('num_hidden_layers')
+        bound = f'{layers // pp}' if layers else 'the layers per pipeline stage'
+        return [
+            _f(
+                ERROR,
+                'megatron.recompute-config',
+                ['recompute_num_layers'],
+                'When using recompute_granularity: full recompute_num_layers must be between 1 and '
+                f'num_layers_per_pipeline_rank: {bound}' + when,
+                '--recompute_num_layers 1',
+                MCORE_TC,
+            )
+        ]
+    if gran == 'selective' and nlayers is not None and method is None:
+        return [
+            _f(
+                ERROR,
+                'megatron.recompute-config',
+                ['recompute_num_layers'],
+                'When using recompute_granularity: selective recompute_num_layers must be None.' + when,
+                f'drop {_flag(launch, "recompute_num_layers")} (or --recompute_granularity full '
+                '--recompute_method uniform)',
+                MCORE_TC,
+            )
+        ]
+    return []
+
+
 @rule('megatron.vpp-beta', 'megatron.ref-model', 'megatron.tuner-switched')
 def reference(launch, plan, model):
     """The KL term needs reference log-probs: with virtual pipeline stages the first rollout's
