@@ -360,6 +360,7 @@ CASES = {
         model=None, base=[a if a != QWEN7 else 'no-such/model-xyz' for a in DENSE]
     ),
     'megatron.recompute-config': lambda: run('--recompute_granularity', 'full'),
+    'megatron.moe-config': lambda: run('--moe_pad_expert_input_to_capacity', 'true', model=MOE_SHAPE),
     'megatron.cpu-offload-precision': lambda: mg.check(launch('--optimizer_cpu_offload', 'true', **AT_3X), A100_80),
 }
 
@@ -860,3 +861,33 @@ def test_recompute_settings_megatron_core_refuses_when_it_builds_the_model():
     assert rule('--recompute_method', 'uniform', '--recompute_num_layers', '1') == []
     # none: nothing to check
     assert rule('--recompute_granularity', 'none', '--recompute_num_layers', '2') == []
+
+
+def test_moe_settings_megatron_core_refuses_when_it_builds_the_model():
+    # TransformerConfig.__post_init__, MoE part; a dense model is never judged by it
+    def rule(*extra, model=MOE_SHAPE):
+        return [f for f in run(*extra, model=model)[0] if f.rule == 'megatron.moe-config']
+
+    shared = {**MOE_SHAPE, 'shared_expert_intermediate_size': 1024}
+    overlap = ('--moe_shared_expert_overlap', 'true')
+    assert rule(*overlap, model=shared) == []  # the default dispatcher is alltoall
+    (refused,) = rule(*overlap, '--moe_token_dispatcher_type', 'allgather', model=shared)
+    assert refused.message.startswith('moe_shared_expert_overlap only works with alltoall')
+    assert refused.fix.startswith('--moe_token_dispatcher_type alltoall')
+    # no shared expert: the check is inside megatron-core's shared-expert branch
+    assert rule(*overlap, '--moe_token_dispatcher_type', 'allgather') == []
+
+    pad = ('--moe_pad_expert_input_to_capacity', 'true')
+    (no_factor,) = rule(*pad)
+    assert no_factor.message.startswith(
+        'moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity'
+    )
+    assert rule(*pad, '--moe_expert_capacity_factor', '1.0') == []
+    assert len(rule(*pad, '--moe_expert_capacity_factor', '-1')) == 1  # a negative factor is dropless: None
+    assert rule(*pad, model=LLAMA_SHAPE) == []
+
+    factor = ('--moe_expert_capacity_factor', '1.0')
+    (balancing,) = rule(*factor, '--moe_router_load_balancing_type', 'sinkhorn')
+    assert balancing.message.startswith('moe_expert_capacity_factor only works with aux_loss')
+    assert rule(*factor, '--moe_router_load_balancing_type', 'seq_aux_loss') == []
+    assert rule('--moe_router_load_balancing_type', 'sinkhorn') == []

@@ -769,6 +769,65 @@ def recompute_config(launch, plan, model):
     return []
 
 
+@rule('megatron.moe-config')
+def moe_config(launch, plan, model):
+    """megatron-core's TransformerConfig.__post_init__ MoE checks (core 0.15 to 0.19), raised when ms-swift builds
+    the model from its arguments: the shared expert's overlap needs the all-to-all dispatcher, padding expert inputs
+    to capacity needs a capacity factor, and a capacity factor needs an aux-loss style (or no) load balancing."""
+    if not model:
+        return []
+    from ...memory.arch import Arch
+
+    arch = Arch.from_config(model)
+    if not arch.experts:
+        return []
+    a = launch.args
+    when = ' -- raised when the model is built (megatron-core TransformerConfig), after the distributed start-up'
+    out = []
+    dispatcher = a.get('moe_token_dispatcher_type') or 'alltoall'
+    if arch.shared_expert_intermediate and a.get('moe_shared_expert_overlap') and dispatcher == 'allgather':
+        out.append(
+            _f(
+                ERROR,
+                'megatron.moe-config',
+                ['moe_shared_expert_overlap', 'moe_token_dispatcher_type'],
+                # core 0.15-0.17 say "alltoall token dispatcher"; 0.18 and 0.19 also accept flex
+                'moe_shared_expert_overlap only works with alltoall or flex token dispatcher.' + when,
+                '--moe_token_dispatcher_type alltoall (or --moe_shared_expert_overlap false)',
+                MCORE_TC,
+            )
+        )
+    factor = a.get('moe_expert_capacity_factor')
+    factor = None if factor is not None and float(factor) < 0 else factor  # a negative factor means dropless
+    if a.get('moe_pad_expert_input_to_capacity') and factor is None:
+        out.append(
+            _f(
+                ERROR,
+                'megatron.moe-config',
+                ['moe_pad_expert_input_to_capacity'],
+                'moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity' + when,
+                '--moe_expert_capacity_factor 1.0 (or --moe_pad_expert_input_to_capacity false)',
+                MCORE_TC,
+            )
+        )
+    balancing = a.get('moe_router_load_balancing_type')
+    balancing = balancing if isinstance(balancing, list) else [balancing] if balancing else []
+    allowed = ('aux_loss', 'seq_aux_loss', 'global_aux_loss', 'none')
+    if factor is not None and any(b not in allowed for b in balancing):
+        out.append(
+            _f(
+                ERROR,
+                'megatron.moe-config',
+                ['moe_expert_capacity_factor', 'moe_router_load_balancing_type'],
+                'moe_expert_capacity_factor only works with aux_loss, seq_aux_loss, global_aux_loss or none load '
+                'balancing' + when,
+                '--moe_router_load_balancing_type aux_loss (or drop --moe_expert_capacity_factor)',
+                MCORE_TC,
+            )
+        )
+    return out
+
+
 @rule('megatron.vpp-beta', 'megatron.ref-model', 'megatron.tuner-switched')
 def reference(launch, plan, model):
     """The KL term needs reference log-probs: with virtual pipeline stages the first rollout's
