@@ -360,6 +360,9 @@ CASES = {
         model=None, base=[a if a != QWEN7 else 'no-such/model-xyz' for a in DENSE]
     ),
     'megatron.recompute-config': lambda: run('--recompute_granularity', 'full'),
+    'megatron.uneven-pp': lambda: run(
+        '--pipeline_model_parallel_size', '4', '--decoder_first_pipeline_num_layers', '7', model=LLAMA_SHAPE
+    ),
     'megatron.moe-config': lambda: run('--moe_pad_expert_input_to_capacity', 'true', model=MOE_SHAPE),
     'megatron.cpu-offload-precision': lambda: mg.check(launch('--optimizer_cpu_offload', 'true', **AT_3X), A100_80),
 }
@@ -891,3 +894,31 @@ def test_moe_settings_megatron_core_refuses_when_it_builds_the_model():
     assert balancing.message.startswith('moe_expert_capacity_factor only works with aux_loss')
     assert rule(*factor, '--moe_router_load_balancing_type', 'seq_aux_loss') == []
     assert rule('--moe_router_load_balancing_type', 'sinkhorn') == []
+
+
+def test_uneven_pipeline_stages_megatron_core_refuses_when_it_builds_the_model():
+    # TransformerConfig.__post_init__ "Uneven PP", on a 30-layer model over 4 stages
+    def rule(*extra):
+        found = run('--pipeline_model_parallel_size', '4', *extra, model=LLAMA_SHAPE)[0]
+        return [f for f in found if f.rule == 'megatron.uneven-pp']
+
+    first = '--decoder_first_pipeline_num_layers'
+    assert rule(first, '6') == []  # 24 layers over 3 middle stages
+    (middle,) = rule(first, '7')
+    assert middle.message.startswith(
+        'number of layers at middle stage: 23 must be divisible bythe middle pipeline model parallel size 3'
+    )
+    (zero,) = rule(first, '0')
+    assert zero.message.startswith('num_layers_in_first_pipeline_stage must be larger than 0')
+    vpp = ('--virtual_pipeline_model_parallel_size', '2', '--beta', '0')
+    (edge,) = rule(first, '7', *vpp)
+    assert edge.message.startswith('number of layers at first stage: 7must be divisible by virtual pipelineparallel')
+    (per_rank,) = rule(first, '6', '--decoder_last_pipeline_num_layers', '6', *vpp)  # 18 over 2 middle stages: 9
+    assert per_rank.message.startswith('number of layers on each middle pipeline rank:9 must be divisible by virtual')
+    assert rule(first, '6', *vpp) == []  # 8 per middle stage, 2 virtual stages
+    # PP 2 with the first stage given: the one other stage takes the other 17 layers
+    assert [
+        f
+        for f in run('--pipeline_model_parallel_size', '2', first, '13', model=LLAMA_SHAPE)[0]
+        if f.rule == 'megatron.uneven-pp'
+    ] == []

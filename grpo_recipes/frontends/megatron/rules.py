@@ -828,6 +828,65 @@ def moe_config(launch, plan, model):
     return out
 
 
+@rule('megatron.uneven-pp')
+def uneven_pipeline(launch, plan, model):
+    """megatron-core's TransformerConfig.__post_init__ "Uneven PP" checks (core 0.15 to 0.19), raised when ms-swift
+    builds the model (``decoder_first/last_pipeline_num_layers`` become ``num_layers_in_first/last_pipeline_stage``,
+    swift/megatron/model/utils.py ``get_mcore_model_config``): each edge stage has layers, divisible by the virtual
+    stages; the middle stages split the rest evenly, and by the virtual stages. The messages keep the code's own
+    spacing. PP 1 is ms-swift's own parse-time check (``megatron.pp-layers``)."""
+    a = launch.args
+    first, last = a.get('decoder_first_pipeline_num_layers'), a.get('decoder_last_pipeline_num_layers')
+    pp = plan['parallel']['pp'] or 1
+    if (first is None and last is None) or pp <= 1 or not model or a.get('pipeline_model_parallel_layout'):
+        return []
+    layers = model.get('num_hidden_layers')
+    if not layers:
+        return []
+    vpp = plan['parallel'].get('vpp')
+    when = ' -- raised when the model is built (megatron-core TransformerConfig), after the distributed start-up'
+
+    def err(msg, knob, fix):
+        return [_f(ERROR, 'megatron.uneven-pp', [knob], msg + when, fix, MCORE_TC)]
+
+    rest, middle = layers, pp
+    for name, n, edge in (
+        (  # the order the code checks them in
+            'decoder_first_pipeline_num_layers',
+            first,
+            'first',
+        ),
+        ('decoder_last_pipeline_num_layers', last, 'last'),
+    ):
+        if n is None:
+            continue
+        if n <= 0:
+            return err(f'num_layers_in_{edge}_pipeline_stage must be larger than 0', name, f'{_flag(launch, name)} 1')
+        if vpp and n % vpp:
+            return err(
+                f'number of layers at {edge} stage: {n}must be divisible by virtual pipelineparallel degree {vpp}',
+                name,
+                f'{_flag(launch, name)} {max(vpp, n - n % vpp)}',
+            )
+        rest -= n
+        middle -= 1
+    if middle and rest % middle:
+        return err(
+            f'number of layers at middle stage: {rest} must be divisible bythe middle pipeline model parallel size '
+            f'{middle}',
+            'decoder_first_pipeline_num_layers' if first is not None else 'decoder_last_pipeline_num_layers',
+            f'edge stages that leave a multiple of {middle} layers to the middle stages',
+        )
+    if middle and vpp and (rest // middle) % vpp:
+        return err(
+            f'number of layers on each middle pipeline rank:{rest // middle} must be divisible by virtualpipeline '
+            f'parallel degree {vpp}',
+            'virtual_pipeline_model_parallel_size',
+            f'{_flag(launch, "virtual_pipeline_model_parallel_size")} dividing {rest // middle}',
+        )
+    return []
+
+
 @rule('megatron.vpp-beta', 'megatron.ref-model', 'megatron.tuner-switched')
 def reference(launch, plan, model):
     """The KL term needs reference log-probs: with virtual pipeline stages the first rollout's
