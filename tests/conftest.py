@@ -102,5 +102,13 @@ def write_yaml(tmp_path):
 
 def pytest_collection_modifyitems(config, items):
     """The tests that run ms-swift itself (marked slow: CPU training runs, traces, parser subprocesses) first, in
-    their order, so that under pytest-xdist the long ones start together instead of one finishing alone at the end."""
-    items.sort(key=lambda item: item.get_closest_marker('slow') is None)
+    their order, so that under pytest-xdist the long ones start together instead of one finishing alone at the end.
+    Within them, ``slow(rank=0)`` comes first (the launcher runs that train) and ``slow(rank=2)`` last (launcher runs
+    whose training is a copy of a rank-0 run's: placed after the other slow tests, they find that run done instead
+    of waiting on its lock while the other worker trains)."""
+
+    def rank(item):
+        mark = item.get_closest_marker('slow')
+        return 3 if mark is None else mark.kwargs.get('rank', 1)
+
+    items.sort(key=rank)
