@@ -40,11 +40,18 @@ def shared_tmp(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope='session', autouse=True)
 def parse_pool():
-    """One warm parser pool per test process (grpo_recipes/parse_pool.py): every `validate` in this session, in this
-    process or a CLI child, is served by a process forked after one import of ms-swift and TRL, instead of importing
-    them again (6-10 s each). Each parse still runs the real worker in a fresh process; a request whose interpreter or
-    environment differs from the pool's goes to a fresh worker as before. GRPO_TESTS_FRESH_PARSERS=1 turns it off;
-    tests/test_parse_pool.py checks that both ways give the same results."""
+    """One warm parser pool per test session (grpo_recipes/parse_pool.py), shared by all pytest-xdist workers: every
+    `validate` in this session, in a worker or a CLI child, is served by a process forked after one import of ms-swift
+    and TRL, instead of importing them again (6-10 s each). Each parse still runs the real worker in a fresh process;
+    a request whose interpreter or environment differs from the pool's goes to a fresh worker as before.
+    GRPO_TESTS_FRESH_PARSERS=1 turns it off; tests/test_parse_pool.py checks that both ways give the same results.
+
+    Under xdist the workers meet in a directory named by the run's id (PYTEST_XDIST_TESTRUNUID): under its lock file
+    the first one starts the pool, every one registers its pid, and the last to leave stops the pool and removes the
+    directory (a worker that died without leaving counts as gone). The pool's environment is its starter's, which
+    differs from another worker's only in PYTEST_* keys, which the pool ignores."""
+    import fcntl
+    import signal
     import tempfile
 
     from grpo_recipes.parse_pool import ENV_VAR
@@ -52,23 +59,54 @@ def parse_pool():
     if os.environ.get('GRPO_TESTS_FRESH_PARSERS') or os.environ.get(ENV_VAR):
         yield None
         return
-    where = tempfile.mkdtemp(prefix='grpo-pool-')  # short: a Unix socket path has at most 107 bytes
-    path = os.path.join(where, 's')
-    proc = subprocess.Popen(
-        [sys.executable, '-m', 'grpo_recipes.parse_pool', path],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, 'PYTHONWARNINGS': 'ignore'},
-    )
-    Path(path + '.starting').write_text(str(proc.pid))  # a parse asked for meanwhile waits for the pool
+    uid = os.environ.get('PYTEST_XDIST_TESTRUNUID')
+    if uid:  # short: a Unix socket path has at most 107 bytes
+        where = Path(tempfile.gettempdir()) / f'grpo-pool-{uid[:16]}'
+        where.mkdir(exist_ok=True)
+    else:
+        where = Path(tempfile.mkdtemp(prefix='grpo-pool-'))
+    path = str(where / 's')
+    users = where / 'users'
+    proc = None
+    with open(where / 'lock', 'w') as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        users.mkdir(exist_ok=True)
+        if not (where / 'pid').is_file():
+            proc = subprocess.Popen(
+                [sys.executable, '-m', 'grpo_recipes.parse_pool', path],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env={**os.environ, 'PYTHONWARNINGS': 'ignore'},
+            )
+            (where / 'pid').write_text(str(proc.pid))
+            Path(path + '.starting').write_text(str(proc.pid))  # a parse asked for meanwhile waits for the pool
+        (users / str(os.getpid())).write_text('')
     os.environ[ENV_VAR] = path
     try:
         yield path
     finally:
         os.environ.pop(ENV_VAR, None)
-        proc.kill()
-        proc.wait()
-        shutil.rmtree(where, ignore_errors=True)
+        with open(where / 'lock', 'w') as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            (users / str(os.getpid())).unlink(missing_ok=True)
+            if not any(_alive(int(p.name)) for p in users.iterdir() if p.name.isdigit()):
+                try:
+                    os.kill(int((where / 'pid').read_text()), signal.SIGKILL)
+                except (OSError, ValueError):
+                    pass
+                shutil.rmtree(where, ignore_errors=True)
+        if proc is not None and not where.exists():
+            proc.wait()  # this worker started it: reap it (else the worker's own exit does)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @pytest.fixture(scope='session')
