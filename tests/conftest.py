@@ -10,6 +10,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # The launchers call grpo-data, grpo-guard, grpo-recipes and swift by name, as a user with the venv
 # activated would: put this interpreter's bin dir first on PATH even when pytest runs as .venv/bin/python.
 os.environ['PATH'] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get('PATH', '')])
+# Under pytest-xdist the workers already keep every core busy: torch (in a worker, in each `swift rlhf`/`sft` CPU run,
+# in every CLI child) then runs its CPU kernels on one thread instead of one per core per process, which only
+# oversubscribed the cores (threads spinning while they wait for one); OMP_NUM_THREADS is read once, at import.
+# A value the caller set is kept.
+if os.environ.get('PYTEST_XDIST_WORKER'):
+    os.environ.setdefault('OMP_NUM_THREADS', '1')
 SHARED = ROOT.parent / 'shared'
 EXAMPLE = ROOT / 'recipes' / 'examples' / 'qwen2.5-7b-lora-colocate.yaml'
 
