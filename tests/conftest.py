@@ -149,10 +149,13 @@ def pytest_collection_modifyitems(config, items):
     their order, so that under pytest-xdist the long ones start together instead of one finishing alone at the end.
     Within them, ``slow(rank=0)`` comes first (the launcher runs that train) and ``slow(rank=2)`` last (launcher runs
     whose training is a copy of a rank-0 run's: placed after the other slow tests, they find that run done instead
-    of waiting on its lock while the other worker trains)."""
+    of waiting on its lock while the other worker trains). Tests marked ``long`` (tens of seconds without ms-swift:
+    the Hypothesis differentials) follow the slow ones, so that neither is the last test of a worker."""
 
     def rank(item):
         mark = item.get_closest_marker('slow')
-        return 3 if mark is None else mark.kwargs.get('rank', 1)
+        if mark is not None:
+            return mark.kwargs.get('rank', 1)
+        return 2.5 if item.get_closest_marker('long') else 3
 
     items.sort(key=rank)
