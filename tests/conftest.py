@@ -1,3 +1,4 @@
+import contextlib
 import os
 import shutil
 import subprocess
@@ -56,7 +57,6 @@ def parse_pool():
     the first one starts the pool, every one registers its pid, and the last to leave stops the pool and removes the
     directory (a worker that died without leaving counts as gone). The pool's environment is its starter's, which
     differs from another worker's only in PYTEST_* keys, which the pool ignores."""
-    import fcntl
     import signal
     import tempfile
 
@@ -74,8 +74,7 @@ def parse_pool():
     path = str(where / 's')
     users = where / 'users'
     proc = None
-    with open(where / 'lock', 'w') as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _locked(where):
         users.mkdir(exist_ok=True)
         if not (where / 'pid').is_file():
             proc = subprocess.Popen(
@@ -92,10 +91,10 @@ def parse_pool():
         yield path
     finally:
         os.environ.pop(ENV_VAR, None)
-        with open(where / 'lock', 'w') as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with _locked(where):
             (users / str(os.getpid())).unlink(missing_ok=True)
-            if not any(_alive(int(p.name)) for p in users.iterdir() if p.name.isdigit()):
+            left = [int(p.name) for p in users.iterdir() if p.name.isdigit()] if users.is_dir() else []
+            if not any(_alive(pid) for pid in left):
                 try:
                     os.kill(int((where / 'pid').read_text()), signal.SIGKILL)
                 except (OSError, ValueError):
@@ -103,6 +102,29 @@ def parse_pool():
                 shutil.rmtree(where, ignore_errors=True)
         if proc is not None and not where.exists():
             proc.wait()  # this worker started it: reap it (else the worker's own exit does)
+
+
+@contextlib.contextmanager
+def _locked(where: Path):
+    """``where``'s lock file held; ``where`` exists meanwhile (a last worker may remove it while another waits for
+    the lock: the waiter then takes the lock of a new directory)."""
+    import fcntl
+
+    while True:
+        where.mkdir(exist_ok=True)
+        try:
+            lock = open(where / 'lock', 'a')
+        except FileNotFoundError:
+            continue
+        with lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                same = os.fstat(lock.fileno()).st_ino == os.stat(where / 'lock').st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                yield
+                return
 
 
 def _alive(pid: int) -> bool:
