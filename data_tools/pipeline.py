@@ -35,6 +35,8 @@ class Measured:
     record: Record
     length: int | None = None
     error: str | None = None
+    exact: bool = True
+    """False: ``length`` is a lower bound already over the filter's limit (the row was not tokenized)."""
 
 
 def parse_columns(text: str | None) -> dict[str, str] | None:
@@ -61,8 +63,11 @@ def measure(
     system: str | None = None,
     chunk_rows: int = 2048,
     progress: Callable[[int], None] | None = None,
+    limit: int | None = None,
 ) -> Iterator[list[Measured]]:
-    """Yield chunks of measured records (length, or the reason the row is malformed)."""
+    """Yield chunks of measured records (length, or the reason the row is malformed). With ``limit`` (the filter's),
+    a row whose lower bound from its bytes already exceeds it is not tokenized: its length is that bound and
+    ``exact`` False (ChatTokenizer.count_upto); every row within reach of the limit is measured exactly."""
     fmt = detect_format(path)
     seen_good = False
     add_gen = mode == 'prompt'
@@ -96,8 +101,8 @@ def measure(
                 m.error = f'chat template error: {e}'
                 continue
             slots.append(m)
-        for m, n in zip(slots, tok.count(texts)):
-            m.length = n
+        for m, (n, exact) in zip(slots, tok.count_upto(texts, limit)):
+            m.length, m.exact = n, exact
         if progress is not None:
             progress(consumed if consumed else len(records))
         yield out
@@ -115,6 +120,8 @@ class FilterSummary:
     rejected: int = 0
     malformed: int = 0
     tokens_measured: int = 0
+    rejected_unmeasured: int = 0
+    """Of ``rejected``: rows over the limit on their bytes alone (not tokenized; not in tokens_measured)."""
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -131,7 +138,12 @@ def run_filter(
     rejects: Path | None = None,
     chunk_rows: int = 2048,
     progress=None,
+    bound: bool = True,
 ) -> FilterSummary:
+    """Keep the rows at most ``max_length`` tokens long. ``bound`` (the default): a row whose lower bound on its
+    token count (from its bytes: ChatTokenizer.lower_bound) already exceeds the limit is rejected without being
+    tokenized, with ``length_at_least`` in its rejects entry; False tokenizes every row. Both keep and reject the
+    same rows (tests/test_data_tools.py)."""
     if not input_path.exists():
         raise InputError(f'{input_path}: no such file or directory')
     fmt = detect_format(input_path)
@@ -150,7 +162,8 @@ def run_filter(
         rej_atomic = Atomic(rejects)
         writer = Writer(fmt, out_atomic, input_path)
         rej = RejectsWriter(rej_atomic)
-        for chunk in measure(input_path, tok, mode, columns, system, chunk_rows, progress):
+        limit = max_length if bound else None
+        for chunk in measure(input_path, tok, mode, columns, system, chunk_rows, progress, limit):
             kept = []
             for m in chunk:
                 summary.input_rows += 1
@@ -160,6 +173,10 @@ def run_filter(
                 elif m.length <= max_length:
                     summary.tokens_measured += m.length
                     kept.append(m.record)
+                elif not m.exact:
+                    summary.rejected += 1
+                    summary.rejected_unmeasured += 1
+                    rej.write(m.record, 'too_long', length_at_least=m.length, max_length=max_length)
                 else:
                     summary.tokens_measured += m.length
                     summary.rejected += 1

@@ -74,6 +74,8 @@ class ChatTokenizer:
         self.special = {
             k: _token_text(self.config.get(k)) for k in ('bos_token', 'eos_token', 'unk_token', 'pad_token')
         }
+        self.max_token_bytes: int | None = None
+        """The most bytes one token spells, where :meth:`lower_bound` holds for this tokenizer (else None)."""
         self._split, self._known = self._segmenter(tok_file)
 
     def render(self, messages: list[dict], add_generation_prompt: bool) -> str:
@@ -90,8 +92,14 @@ class ChatTokenizer:
         pieces, and the pieces the chat template itself writes (``system\nYou are Qwen...``,
         ``assistant\n``) are counted once instead of once per row. Otherwise whole texts are encoded.
         """
+        return [n for n, _ in self.count_upto(texts, None)]
+
+    def count_upto(self, texts: list[str], limit: int | None) -> list[tuple[int, bool]]:
+        """``(count, exact)`` per text: the exact token count (``exact`` True), or, for a text whose lower bound
+        (:meth:`lower_bound`) already exceeds ``limit``, that bound (``exact`` False) without encoding the text. A
+        text whose bound is at most ``limit`` is always encoded, so every count at or under ``limit`` is exact."""
         if self._split is None:
-            return [len(e) for e in self.backend.encode_batch(texts, add_special_tokens=False)]
+            return [(len(e), True) for e in self.backend.encode_batch(texts, add_special_tokens=False)]
         known = self._known
         totals = []
         todo: list[str] = []
@@ -99,6 +107,12 @@ class ChatTokenizer:
         for i, text in enumerate(texts):
             parts = self._split(text)
             n = len(parts) // 2  # the special tokens (odd positions)
+            k = self.max_token_bytes
+            if limit is not None and k is not None and 4 * len(text) > limit * k:  # else the bound cannot exceed it
+                bound = self._lower_bound(parts)
+                if bound is not None and bound > limit:
+                    totals.append((bound, False))
+                    continue
             for piece in parts[::2]:
                 if not piece:
                     continue
@@ -108,19 +122,43 @@ class ChatTokenizer:
                     owners.append(i)
                 else:
                     n += c
-            totals.append(n)
+            totals.append((n, True))
         for i, enc in zip(owners, self.backend.encode_batch(todo, add_special_tokens=False)):
-            totals[i] += len(enc)
+            totals[i] = (totals[i][0] + len(enc), True)
         return totals
+
+    def lower_bound(self, text: str) -> int | None:
+        """A lower bound on ``text``'s token count that reads only its bytes, or None where this tokenizer gives none.
+
+        A byte-level BPE (GPT-2's ByteLevel pre-tokenizer: one vocabulary symbol per byte) turns every byte of the
+        normalized text into part of exactly one token, and no token spells more than ``max_token_bytes`` bytes (the
+        longest vocabulary entry or added token), so a piece of B bytes needs at least ceil(B / max_token_bytes)
+        tokens. It holds where nothing drops or absorbs bytes without a token: the pre-tokenizers only split (Split,
+        Digits, Punctuation, ByteLevel; no Removed behaviour, no Whitespace), no added token strips the spaces beside
+        it, no truncation; and the normalizer is none or NFC on a text it leaves unchanged (a substring of an NFC
+        string is NFC, so each stretch the tokenizer normalizes between added tokens is unchanged too)."""
+        return self._lower_bound(self._split(text)) if self._split is not None else None
+
+    def _lower_bound(self, parts: list[str]) -> int | None:
+        k = self.max_token_bytes
+        if k is None:
+            return None
+        pieces = [p for p in parts[::2] if p]
+        norm = self.backend.normalizer
+        if norm is not None and any(norm.normalize_str(p) != p for p in pieces):
+            return None
+        return len(parts) // 2 + -(-sum(len(p.encode('utf-8')) for p in pieces) // k)
 
     def _segmenter(self, tok_file: Path):
         """A splitter on special tokens, and the counts of the template's constant pieces."""
         import re
 
         try:
-            added = json.loads(tok_file.read_text(encoding='utf-8')).get('added_tokens') or []
+            spec = json.loads(tok_file.read_text(encoding='utf-8'))
         except ValueError:
             return None, {}
+        added = spec.get('added_tokens') or []
+        self.max_token_bytes = _max_token_bytes(spec)
         special = [t for t in added if t.get('special')]
         if not special or any(
             t.get('lstrip') or t.get('rstrip') or t.get('single_word') or t.get('normalized') for t in special
@@ -142,6 +180,50 @@ class ChatTokenizer:
                 if piece and probe not in piece:
                     known[piece] = len(self.backend.encode(piece, add_special_tokens=False))
         return splitter, known
+
+
+# Pre-tokenizers that only cut the text (every byte stays in some pre-token), and the behaviours of a cut that keep
+# the matched text (tokenizers' SplitDelimiterBehavior; "removed" drops it).
+_KEEPING_PRETOKENIZERS = {'ByteLevel', 'Split', 'Digits', 'Punctuation'}
+_KEEPING_BEHAVIOURS = {'isolated', 'mergedwithprevious', 'mergedwithnext', 'contiguous'}
+
+
+def _max_token_bytes(spec: dict) -> int | None:
+    """The most bytes a token of this tokenizer.json spells, where every byte of a text ends up in exactly one token
+    (a byte-level BPE whose steps drop or absorb nothing: :meth:`ChatTokenizer.lower_bound`), else None."""
+    model = spec.get('model') or {}
+    pre = spec.get('pre_tokenizer') or {}
+    steps = pre.get('pretokenizers') if pre.get('type') == 'Sequence' else [pre]
+    norm = spec.get('normalizer')
+    if (
+        model.get('type') != 'BPE'
+        or not isinstance(model.get('vocab'), dict)
+        or not model['vocab']
+        or not isinstance(steps, list)
+        or not any(isinstance(p, dict) and p.get('type') == 'ByteLevel' for p in steps)
+        or any(not isinstance(p, dict) or p.get('type') not in _KEEPING_PRETOKENIZERS for p in steps)
+        or any(str(p.get('behavior', 'isolated')).lower() not in _KEEPING_BEHAVIOURS for p in steps)
+        or (norm is not None and norm.get('type') != 'NFC')
+        or spec.get('truncation') is not None
+    ):
+        return None
+    added = spec.get('added_tokens') or []
+    if any(t.get('lstrip') or t.get('rstrip') for t in added):
+        return None
+    vocab = model['vocab']
+    from tokenizers.pre_tokenizers import ByteLevel
+
+    alphabet = set(ByteLevel.alphabet())  # one symbol per byte
+    if set(''.join(vocab)) <= alphabet:
+        longest = max(map(len, vocab))
+    else:  # an entry with other characters: those count their UTF-8 bytes
+        longest = max(sum(1 if c in alphabet else len(c.encode('utf-8')) for c in t) for t in vocab)
+    import unicodedata
+
+    contents = [str(t.get('content', '')) for t in added]
+    if norm is not None:  # an added token matched after normalization spells its normalized text
+        contents += [unicodedata.normalize('NFC', c) for c in contents]
+    return max([longest, *(len(c.encode('utf-8')) for c in contents)])
 
 
 def _token_text(v):

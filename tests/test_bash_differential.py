@@ -639,6 +639,7 @@ def scratch(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp('generated')
 
 
+@pytest.mark.long
 @settings(
     max_examples=1000,
     deadline=None,

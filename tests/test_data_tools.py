@@ -380,3 +380,86 @@ def test_same_output_as_input_refused(tmp_path, tok):
     src = write_format(tmp_path, 'jsonl')
     with pytest.raises(InputError, match='same as the input'):
         run_filter(src, src, tok, max_length=10)
+
+
+# Pieces that make a row's bytes close to its token count (a run of 128 spaces is Qwen2.5's longest token), multi-byte
+# characters, a text NFC changes (no bound: tokenized), an added token that is not special, and a special token.
+BOUND_PIECES = [' ' * 128, 'y ', 'é', 'e\u0301', '中文', '😀', '<tool_call>', '<|im_start|>', '\n', 'Ġ', '\u212b']
+
+
+def test_byte_bound_never_exceeds_the_exact_count(tok):
+    """ChatTokenizer.lower_bound: at most the token count the Rust tokenizer gives, on texts built from the pieces
+    above (Hypothesis), so a row it rejects is over the limit."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    assert tok.max_token_bytes == 128  # Qwen2.5's longest vocabulary entry: 128 spaces
+    pieces = st.lists(st.tuples(st.sampled_from(BOUND_PIECES), st.integers(1, 80)), max_size=8)
+
+    @settings(max_examples=300, deadline=None)
+    @given(pieces)
+    def check(parts):
+        text = tok.render([{'role': 'user', 'content': ''.join(p * n for p, n in parts)}], True)
+        bound = tok.lower_bound(text)
+        exact = len(tok.backend.encode(text, add_special_tokens=False))
+        assert bound is None or bound <= exact, (bound, exact)
+        assert tok.count([text]) == [exact]
+
+    check()
+
+
+def test_filter_with_the_byte_bound_keeps_and_rejects_the_same_rows(tmp_path, tok):
+    """run_filter rejects a row whose byte bound exceeds --max-length without tokenizing it; on rows on both sides of
+    that bound (bound = limit - 1, limit, limit + 1, ...; exact counts on both sides of the limit), it keeps and rejects
+    exactly the rows that tokenizing every row does."""
+    limit = 64
+    render = lambda c: tok.render([{'role': 'user', 'content': c}], True)  # noqa: E731
+    rows = []
+    for piece in (' ' * 128, 'y ', 'é', '中文', '<tool_call>'):
+        # the shortest repetition whose bound exceeds the limit, then its neighbours
+        n = 1
+        while (tok.lower_bound(render(piece * n)) or 0) <= limit + 1 and n < 200_000:
+            n = n * 2
+        lo, hi = 1, n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if (tok.lower_bound(render(piece * mid)) or 0) > limit:
+                hi = mid
+            else:
+                lo = mid + 1
+        rows += [piece * max(1, lo + d) for d in (-200, -2, -1, 0, 1, 2, 200)]
+    rows += [' ' * 128 * k + 'y' for k in range(limit - 40, limit + 4)]  # exact counts across the limit
+    rows += ['e\u0301' * 3000]  # NFC changes it: no bound, tokenized
+    src = tmp_path / 'rows.jsonl'
+    src.write_text(''.join(json.dumps({'question': r}, ensure_ascii=False) + '\n' for r in rows), encoding='utf-8')
+    bounds = [tok.lower_bound(render(r)) for r in rows]
+    exact = tok.count([render(r) for r in rows])
+    assert any(b == limit for b in bounds) and any(b == limit + 1 for b in bounds)
+    assert any(n == limit for n in exact) and any(n == limit + 1 for n in exact)
+    assert any(b is None for b in bounds)  # the text NFC changes: no bound, tokenized
+
+    with_bound = run_filter(src, tmp_path / 'a.jsonl', tok, max_length=limit)
+    without = run_filter(src, tmp_path / 'b.jsonl', tok, max_length=limit, bound=False)
+    assert (tmp_path / 'a.jsonl').read_bytes() == (tmp_path / 'b.jsonl').read_bytes()
+    rej_a = [json.loads(ln) for ln in (tmp_path / 'a.rejects.jsonl').read_text().splitlines()]
+    rej_b = [json.loads(ln) for ln in (tmp_path / 'b.rejects.jsonl').read_text().splitlines()]
+    assert [r['line'] for r in rej_a] == [r['line'] for r in rej_b] == [i + 1 for i, n in enumerate(exact) if n > limit]
+    assert (with_bound.kept, with_bound.rejected) == (without.kept, without.rejected)
+    skipped = [r['line'] for r in rej_a if 'length_at_least' in r]
+    assert skipped == [i + 1 for i, b in enumerate(bounds) if b is not None and b > limit]
+    assert with_bound.rejected_unmeasured == len(skipped) > 0 and without.rejected_unmeasured == 0
+    for r in rej_a:
+        i = r['line'] - 1
+        assert r.get('length', r.get('length_at_least')) == (exact[i] if 'length' in r else bounds[i]) > limit
+
+
+def test_huge_line_is_rejected_on_its_bytes(tmp_path):
+    """The 10 MB line of test_bom_and_huge_line is over --max-length on its bytes alone: rejected, not tokenized."""
+    src = tmp_path / 'd.jsonl'
+    src.write_text('{"question": "first"}\n' + json.dumps({'question': 'y ' * 500_000}) + '\n')
+    proc, out = run_filter_cli(tmp_path, src)
+    assert proc.returncode == 0, proc.stderr
+    s = json.loads(proc.stdout)
+    assert (s['kept'], s['rejected'], s['rejected_unmeasured']) == (1, 1, 1)
+    rejects = [json.loads(ln) for ln in (tmp_path / 'out.rejects.jsonl').read_text().splitlines()]
+    assert [(r['line'], r['length_at_least'] > 64, 'length' in r) for r in rejects] == [(2, True, False)]

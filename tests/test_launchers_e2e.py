@@ -7,9 +7,9 @@ DeepSpeed, no bnb quantisation, no ENV device block; passed as RECIPE=...), and 
 follow as extra arguments. Server-mode lifecycles are in test_launcher_lifecycle.py.
 
 The real `swift rlhf` runs once per distinct command (tests/standins/swift_once/swift, first on PATH): the twelve
-launchers' CPU copies make two distinct runs (LoRA and full), and every other launcher's `swift rlhf` gets a copy of
-the identical run's output; each launcher's own steps (prepare, filter, model check, guard, its swift command line)
-still run in full.
+launchers' CPU copies make three distinct runs (the DeepSeek QLoRA, the other LoRA recipes, full), and every other
+launcher's `swift rlhf` gets a copy of the identical run's output; each launcher's own steps (prepare, filter, model
+check, guard, its swift command line) still run in full.
 """
 
 import json
@@ -130,7 +130,23 @@ def cpu_copy(recipe, dest):
     return out
 
 
-@pytest.mark.parametrize('recipe', RECIPES, ids=[r.name for r in RECIPES])
+def _by_run(recipes):
+    """Each recipe as a parameter, slow-ranked by the `swift rlhf` run its CPU copy makes: the first recipe of each
+    distinct run (its CPU copy's keys, less those this test and the launcher pass: swift_once's key but for the data
+    files, the same everywhere here) rank 0, the rest rank 2 (swift_once hands them that run's output; conftest
+    schedules them after the other slow tests, so they find the run done instead of waiting for it)."""
+    passed = {a[2:] for a in CPU_ARGS if a.startswith('--')} | {'model', 'dataset', 'val_dataset', 'output_dir'}
+    seen = set()
+    out = []
+    for r in recipes:
+        cfg = yaml.safe_load(r.path.read_text()) or {}
+        run = json.dumps({k: v for k, v in cfg.items() if k not in GPU_ONLY | CPU_DROP | passed}, sort_keys=True)
+        out.append(pytest.param(r, id=r.name, marks=pytest.mark.slow(rank=2 if run in seen else 0)))
+        seen.add(run)
+    return out
+
+
+@pytest.mark.parametrize('recipe', _by_run(RECIPES))
 def test_launcher_trains_two_steps_on_cpu(recipe, tiny, gsm8k_like, swift_once, tmp_path):
     out = tmp_path / 'run'
     env = {

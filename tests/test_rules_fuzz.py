@@ -1,5 +1,6 @@
 """Hypothesis: thousands of arbitrary launches; the guard reports findings, it never crashes."""
 
+import pytest
 from helpers import PACKAGES_OK
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -67,6 +68,7 @@ ENV = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.long
 @settings(max_examples=2500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     cfg=st.fixed_dictionaries({'rlhf_type': st.just('grpo')}, optional=VALUES),

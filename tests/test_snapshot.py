@@ -14,6 +14,7 @@ def test_installed_swift_is_the_pinned_line():
     assert md.version('ms-swift').startswith(SWIFT_VERSION_LINE + '.')
 
 
+@pytest.mark.long
 def test_snapshot_has_no_drift():
     proc = subprocess.run(
         [sys.executable, str(ROOT / 'scripts' / 'gen_swift_snapshot.py'), '--check'],

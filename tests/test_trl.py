@@ -4,6 +4,7 @@ the guard reads the launch; nothing runs)."""
 import json
 import sys
 
+import pytest
 from conftest import run_cli
 
 HW40 = ['--gpus', '2', '--gpu-type', 'A100-40G']
@@ -206,6 +207,7 @@ def test_trl_grpo_config_yaml_is_read_as_trlparser_reads_it(tmp_path):
     assert out['config']['vllm_max_model_len'] == 2048 and out['config']['vllm_mode'] == 'colocate'
 
 
+@pytest.mark.long
 def test_trl_snapshot_matches_the_installed_trl():
     # a fresh process, as tests/test_snapshot.py does for ms-swift: other tests' imports must not matter
     import subprocess
