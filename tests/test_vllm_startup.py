@@ -248,18 +248,23 @@ def test_v0_profiles_every_modality_at_its_limit_on_fewer_sequences():
     """vLLM 0.7.3 worker/model_runner.py _dummy_run: with V0's default limits (1 image, 1 video) at max_model_len 32768,
     max_mm_tokens = 16384 + 16384 (the video gets the 16384 tokens left: 2 frames), so max(1, min(256, 32768 // 32768))
     = 1 sequence; the image pass (65536 patches x 37816 B) runs while nothing else is cached, the video's 16384 x 2048
-    x 2 B outputs come beside it: 2,478,309,376 + 67,108,864 B. The sampler then runs on that one row."""
+    x 2 B outputs come beside it: 2,478,309,376 + 67,108,864 B, and the video's own float32 pixel rows (65536 x 1176 x
+    4 B) are already on the GPU in the forward's kwargs (execute_model's MultiModalKwargs.as_kwargs). Through the LLM
+    pass both modalities' rows stay there: 2 x 308,281,344 B. The sampler then runs on that one row."""
     a = Arch.from_config(QWEN25_VL_3B)
     mm = vs.mm_profile_v0(a, 1, 32768, 256, 32768, {})
     assert mm['rows'] == 1
-    assert mm['encoder_peak'] == 2_478_309_376 + 67_108_864
+    assert mm['encoder_peak'] == 2_478_309_376 + 67_108_864 + 308_281_344
     assert mm['cached'] == 2 * 16384 * 2048 * 2
+    assert mm['pixels_held'] == 2 * 308_281_344
     cfg, _ = GRPOConfig.from_argv(
         ['--rlhf_type', 'grpo', '--use_vllm', 'true', '--vllm_mode', 'server', '--vllm_max_model_len', '32768']
     )
     inp = Inputs(arch=a, capacity_gib=79.15, gpu_name='A100-80G', vllm_entry='server', vllm_version='0.7.3')
     text_one_row = vllm_profile_peak(a, 1, 32768, 1)
-    assert vllm_terms(cfg, inp)['activation'] == max(mm['encoder_peak'], text_one_row + mm['cached'] + 32768 * 2048 * 2)
+    assert vllm_terms(cfg, inp)['activation'] == max(
+        mm['encoder_peak'], text_one_row + mm['cached'] + 32768 * 2048 * 2 + mm['pixels_held']
+    )
 
 
 def test_limits_in_vllm_s_json_and_older_cli_forms():

@@ -44,6 +44,8 @@ MAX_FRAMES_PER_VIDEO_NEW = 14
 # Channels x temporal patch x patch^2 values per patch row in the processor's pixel_values (Qwen2VLImageProcessor:
 # 3 x 2 x 14 x 14); the dummy batch reaches the GPU in fp32 and the encoder casts it to the model dtype
 PIXEL_INPUT_BYTES = 4 + 2
+# the float32 rows alone (the processor's output as the V0 runner moves it to the GPU)
+PIXEL_FP32_BYTES = 4
 # vLLM's own graph estimator (v1/worker/gpu_model_runner.py profile_cudagraph_memory, vLLM 0.23.0) measures one shared
 # pool (the first, largest capture) plus a cost per further graph, at least 1 MiB each; the cost per graph is measured
 # on the card, not derivable from the code, so the logged allowance (memory.VLLM_CUDA_GRAPHS) stays the figure.
@@ -254,7 +256,14 @@ def mm_profile_v0(
     per_patch = encoder_peak_per_patch(mt, vision, tp, a.dtype_bytes, gather_list=True)
     merged = pp['merge_size'] ** 2
     biggest = max(passes.values())
-    peak = biggest * merged * per_patch + (sum(passes.values()) - biggest) * a.hidden * a.dtype_bytes
+    held = pixels_held_v0(vision, passes, merged)
+    # the other modalities' fp32 pixel rows are on the GPU through the encoder pass too (pixels_held_v0)
+    peak = (
+        biggest * merged * per_patch
+        + (sum(passes.values()) - biggest) * a.hidden * a.dtype_bytes
+        + held
+        - biggest * merged * patch_row_values(vision) * PIXEL_FP32_BYTES
+    )
     # the dummy prompt is never cut to seq_len (multimodal/profiling.py get_decoder_dummy_data, 0.8.4/0.9.0.1: V0 only
     # warns when the placeholders exceed it), so each row's LLM forward runs over all its placeholder tokens
     llm_tokens = rows * max(seq_len, sum(passes.values()) // rows)
@@ -266,7 +275,25 @@ def mm_profile_v0(
         'modality': max(passes, key=passes.get),
         'rows': rows,
         'llm_tokens': llm_tokens,
+        'pixels_held': held,
     }
+
+
+def patch_row_values(vision: dict) -> int:
+    """Values per patch row of the processor's pixel_values: channels x temporal patch x patch^2 (1176 for
+    Qwen2-VL / Qwen2.5-VL)."""
+    return vision.get('in_chans', 3) * vision['temporal_patch_size'] * vision['patch_size'] ** 2
+
+
+def pixels_held_v0(vision: dict, passes: dict[str, int], merged: int) -> float:
+    """Bytes of the dummy batch's pixel rows that the V0 engine keeps on the GPU through the whole profiling forward,
+    LLM included: ``ModelRunner.execute_model`` (vLLM 0.7.3 and 0.8.4 worker/model_runner.py) moves every modality's
+    tensors to the device with ``MultiModalKwargs.as_kwargs(multi_modal_kwargs, device=self.device)`` and passes them
+    as the model's ``**kwargs``; Qwen2.5-VL's V0 path (model_executor/models/qwen2_5_vl.py ``forward`` ->
+    ``get_input_embeddings_v0``) encodes them and then runs the language model inside the same call, so the
+    kwargs (``pixel_values`` and ``pixel_values_videos``, float32 from the HF processor) stay referenced until it
+    returns. ``passes``: LLM tokens per modality; each token is ``merged`` patches."""
+    return sum(passes.values()) * merged * patch_row_values(vision) * PIXEL_FP32_BYTES
 
 
 def profile_with_encoder(text_peak: float, dummy_forward_tokens: int, a: Arch, mm: dict | None) -> float:
@@ -276,7 +303,9 @@ def profile_with_encoder(text_peak: float, dummy_forward_tokens: int, a: Arch, m
     if not mm:
         return text_peak
     embeds = dummy_forward_tokens * a.hidden * a.dtype_bytes
-    return max(mm['encoder_peak'], text_peak + mm['cached'] + embeds)
+    # V0 only: the pixel rows ride in the forward's kwargs beside the LLM pass (pixels_held_v0); V1 runs the encoder
+    # in profile_run before _dummy_run and keeps only its outputs (gpu_model_runner.py, 0.8.4)
+    return max(mm['encoder_peak'], text_peak + mm['cached'] + embeds + mm.get('pixels_held', 0.0))
 
 
 # ---- quantized loading ----
