@@ -903,6 +903,14 @@ def test_moe_settings_megatron_core_refuses_when_it_builds_the_model():
     assert rule(*factor, '--moe_router_load_balancing_type', 'seq_aux_loss') == []
     assert rule('--moe_router_load_balancing_type', 'sinkhorn') == []
 
+    two = ('--moe_router_load_balancing_type', 'aux_loss', 'seq_aux_loss')
+    (coeffs,) = rule(*two, '--moe_aux_loss_coeff', '1e-3')
+    assert coeffs.message.startswith('moe_aux_loss_coeff must be a list of the same length as')
+    assert coeffs.fix.startswith('--moe_aux_loss_coeff 0.001 0.001')
+    assert rule(*two, '--moe_aux_loss_coeff', '1e-3', '1e-4') == []
+    # one type and one coefficient: ms-swift passes both as scalars
+    assert rule('--moe_router_load_balancing_type', 'aux_loss', '--moe_aux_loss_coeff', '1e-3') == []
+
 
 def test_recompute_modules_and_deepep_megatron_core_refuses_when_it_builds_the_model():
     # TransformerConfig.__post_init__: selective recompute's modules, moe_layer_recompute, DeepEP's dispatcher

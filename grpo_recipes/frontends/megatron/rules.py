@@ -773,7 +773,8 @@ def recompute_config(launch, plan, model):
 def moe_config(launch, plan, model):
     """megatron-core's TransformerConfig.__post_init__ MoE checks (core 0.15 to 0.19), raised when ms-swift builds
     the model from its arguments: the shared expert's overlap needs the all-to-all dispatcher, padding expert inputs
-    to capacity needs a capacity factor, and a capacity factor needs an aux-loss style (or no) load balancing."""
+    to capacity needs a capacity factor, a capacity factor needs an aux-loss style (or no) load balancing, and
+    several load-balancing types need as many aux-loss coefficients."""
     if not model:
         return []
     from ...memory.arch import Arch
@@ -822,6 +823,22 @@ def moe_config(launch, plan, model):
                 'moe_expert_capacity_factor only works with aux_loss, seq_aux_loss, global_aux_loss or none load '
                 'balancing' + when,
                 '--moe_router_load_balancing_type aux_loss (or drop --moe_expert_capacity_factor)',
+                MCORE_TC,
+            )
+        )
+    # ms-swift turns one-element lists into their element (MegatronArguments.__post_init__); megatron-core then
+    # wants one coefficient per load-balancing type when several are given
+    coeff = a.get('moe_aux_loss_coeff')
+    coeff = coeff[0] if isinstance(coeff, list) and len(coeff) == 1 else coeff
+    if len(balancing) > 1 and not (isinstance(coeff, list) and len(coeff) == len(balancing)):
+        each = coeff[0] if isinstance(coeff, list) and coeff else coeff if coeff is not None else 0.0
+        out.append(
+            _f(
+                ERROR,
+                'megatron.moe-config',
+                ['moe_aux_loss_coeff', 'moe_router_load_balancing_type'],
+                'moe_aux_loss_coeff must be a list of the same length as moe_router_load_balancing_type' + when,
+                f'--moe_aux_loss_coeff {" ".join([str(each)] * len(balancing))} (one per load-balancing type)',
                 MCORE_TC,
             )
         )
