@@ -277,9 +277,6 @@ MOE_SHAPE = {
     'num_hidden_layers': 32,
 }
 
-# 2 pipeline stages of 2 virtual stages each, beta 0 (ms-swift refuses virtual stages with a KL term)
-VPP = ('--pipeline_model_parallel_size', '2', '--virtual_pipeline_model_parallel_size', '2', '--beta', '0')
-
 # the dense shape as ms-swift 3.12 reads it (3.x names: `--tuner_type` is 4.x's; 3.12's default train_type is full)
 AT_3X = {
     'base': DENSE[: DENSE.index('--tuner_type')] + DENSE[DENSE.index('--tuner_type') + 2 :],
@@ -371,7 +368,6 @@ CASES = {
         '--recompute_modules', 'moe_act', '--moe_grouped_gemm', 'false', model=MOE_SHAPE
     ),
     'megatron.deepep-dispatcher': lambda: run('--moe_enable_deepep', 'true', model=MOE_SHAPE),
-    'megatron.p2p-overlap': lambda: run(*VPP, '--batch_p2p_comm', 'true', model=LLAMA_SHAPE),
     'megatron.cpu-offload-precision': lambda: mg.check(launch('--optimizer_cpu_offload', 'true', **AT_3X), A100_80),
 }
 
@@ -947,20 +943,6 @@ def test_recompute_modules_and_deepep_megatron_core_refuses_when_it_builds_the_m
     assert deepep.message.startswith('DeepEP backend is only supported with flex token dispatcher.')
     assert deepep.fix == '--moe_token_dispatcher_type flex (or --moe_enable_deepep false)'
     assert rule('--moe_enable_deepep', 'true', '--moe_token_dispatcher_type', 'flex') == []
-
-
-def test_p2p_overlap_with_batched_p2p_the_interleaved_schedule_refuses():
-    def rule(*extra):
-        return [f for f in run(*extra, model=LLAMA_SHAPE)[0] if f.rule == 'megatron.p2p-overlap']
-
-    assert rule(*VPP) == []  # ms-swift sets batch_p2p_comm to the overlap's opposite when it is unset
-    (refused,) = rule(*VPP, '--batch_p2p_comm', 'true')
-    assert refused.message.startswith('Can not use both overlap_p2p_comm and batch_p2p_comm')
-    assert refused.fix == 'drop --batch_p2p_comm (or --overlap_p2p_comm false)'
-    assert rule(*VPP, '--batch_p2p_comm', 'true', '--overlap_p2p_comm', 'false') == []
-    # without virtual stages ms-swift turns the overlap off: the non-interleaved schedule has no such check
-    assert rule('--pipeline_model_parallel_size', '2', '--batch_p2p_comm', 'true') == []
-    assert rule(*VPP[:2], '--virtual_pipeline_model_parallel_size', '1', '--batch_p2p_comm', 'true') == []
 
 
 def test_uneven_pipeline_stages_megatron_core_refuses_when_it_builds_the_model():

@@ -934,33 +934,6 @@ def recompute_modules(launch, plan, model):
     return out
 
 
-@rule('megatron.p2p-overlap')
-def p2p_overlap(launch, plan, model):
-    """megatron-core's interleaved pipeline schedule (core 0.15 to 0.19, megatron/core/pipeline_parallel/
-    schedules.py ``forward_backward_pipelining_with_interleaving``) refuses ``overlap_p2p_comm`` together with
-    ``batch_p2p_comm``. ms-swift (``MegatronArguments._init_vpp_size``) turns the overlap off without virtual stages
-    and sets ``batch_p2p_comm`` to the overlap's opposite only when it is unset, so the pair survives when virtual
-    stages are used and ``batch_p2p_comm`` is set to true by hand; the schedule raises at its first call, after the
-    model, the reference model and the optimizer are built."""
-    a = launch.args
-    if not plan['parallel'].get('vpp') or (plan['parallel']['pp'] or 1) <= 1:
-        return []
-    if a.get('overlap_p2p_comm', True) and a.get('batch_p2p_comm'):
-        return [
-            _f(
-                ERROR,
-                'megatron.p2p-overlap',
-                ['overlap_p2p_comm', 'batch_p2p_comm'],
-                'Can not use both overlap_p2p_comm and batch_p2p_comm -- raised by the interleaved pipeline '
-                'schedule at its first call (megatron-core schedules.py), after the model and optimizer are built',
-                f'drop {_flag(launch, "batch_p2p_comm")} (or --overlap_p2p_comm false)',
-                'Megatron-LM megatron/core/pipeline_parallel/schedules.py '
-                'forward_backward_pipelining_with_interleaving',
-            )
-        ]
-    return []
-
-
 @rule('megatron.uneven-pp')
 def uneven_pipeline(launch, plan, model):
     """megatron-core's TransformerConfig.__post_init__ "Uneven PP" checks (core 0.15 to 0.19), raised when ms-swift
