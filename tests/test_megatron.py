@@ -364,6 +364,10 @@ CASES = {
         '--pipeline_model_parallel_size', '4', '--decoder_first_pipeline_num_layers', '7', model=LLAMA_SHAPE
     ),
     'megatron.moe-config': lambda: run('--moe_pad_expert_input_to_capacity', 'true', model=MOE_SHAPE),
+    'megatron.recompute-modules': lambda: run(
+        '--recompute_modules', 'moe_act', '--moe_grouped_gemm', 'false', model=MOE_SHAPE
+    ),
+    'megatron.deepep-dispatcher': lambda: run('--moe_enable_deepep', 'true', model=MOE_SHAPE),
     'megatron.cpu-offload-precision': lambda: mg.check(launch('--optimizer_cpu_offload', 'true', **AT_3X), A100_80),
 }
 
@@ -894,6 +898,51 @@ def test_moe_settings_megatron_core_refuses_when_it_builds_the_model():
     assert balancing.message.startswith('moe_expert_capacity_factor only works with aux_loss')
     assert rule(*factor, '--moe_router_load_balancing_type', 'seq_aux_loss') == []
     assert rule('--moe_router_load_balancing_type', 'sinkhorn') == []
+
+    two = ('--moe_router_load_balancing_type', 'aux_loss', 'seq_aux_loss')
+    (coeffs,) = rule(*two, '--moe_aux_loss_coeff', '1e-3')
+    assert coeffs.message.startswith('moe_aux_loss_coeff must be a list of the same length as')
+    assert coeffs.fix.startswith('--moe_aux_loss_coeff 0.001 0.001')
+    assert rule(*two, '--moe_aux_loss_coeff', '1e-3', '1e-4') == []
+    # one type and one coefficient: ms-swift passes both as scalars
+    assert rule('--moe_router_load_balancing_type', 'aux_loss', '--moe_aux_loss_coeff', '1e-3') == []
+
+
+def test_recompute_modules_and_deepep_megatron_core_refuses_when_it_builds_the_model():
+    # TransformerConfig.__post_init__: selective recompute's modules, moe_layer_recompute, DeepEP's dispatcher
+    def rule(*extra, model=MOE_SHAPE):
+        found = run(*extra, model=model)[0]
+        return [f for f in found if f.rule in ('megatron.recompute-modules', 'megatron.deepep-dispatcher')]
+
+    assert rule() == []  # ms-swift's defaults: selective, core_attn, grouped GEMM, alltoall
+    (moe_act,) = rule('--recompute_modules', 'moe_act', '--moe_grouped_gemm', 'false')
+    assert moe_act.message.startswith('moe_act in recompute_modules is only supported with moe_grouped_gemm.')
+    assert moe_act.fix.startswith('--moe_grouped_gemm true')
+    assert rule('--recompute_modules', 'moe_act') == []  # grouped GEMM is ms-swift's default
+    # the modules are read only with selective granularity
+    full = ('--recompute_granularity', 'full', '--recompute_method', 'uniform', '--recompute_num_layers', '1')
+    assert rule(*full, '--recompute_modules', 'moe_act', '--moe_grouped_gemm', 'false') == []
+
+    (invalid,) = rule('--recompute_modules', 'core_attn', 'attention')
+    assert invalid.message.startswith("Invalid choices for recompute_modules: {'attention'}. Allowed modules are: {")
+    assert invalid.fix == '--recompute_modules core_attn'
+    assert rule('--recompute_modules', 'core_attn', 'mlp', 'moe', 'layernorm') == []
+
+    shared = {**MOE_SHAPE, 'shared_expert_intermediate_size': 1024}
+    both = ('--recompute_modules', 'shared_experts', '--moe_shared_expert_overlap', 'true')
+    (overlap,) = rule(*both, model=shared)
+    assert overlap.message.startswith('shared_experts recompute cannot work with --moe-shared-expert-overlap.')
+    assert rule(*both) == []  # no shared expert: megatron-core's check needs its size
+    assert rule('--recompute_modules', 'shared_experts', model=shared) == []
+
+    (layer,) = rule('--moe_layer_recompute', 'true', *full)
+    assert layer.message.startswith('Do not set --moe-layer-recompute with full recompute granularity.')
+    assert rule('--moe_layer_recompute', 'true') == []  # selective: megatron-core adds "moe" to the modules
+
+    (deepep,) = rule('--moe_enable_deepep', 'true')
+    assert deepep.message.startswith('DeepEP backend is only supported with flex token dispatcher.')
+    assert deepep.fix == '--moe_token_dispatcher_type flex (or --moe_enable_deepep false)'
+    assert rule('--moe_enable_deepep', 'true', '--moe_token_dispatcher_type', 'flex') == []
 
 
 def test_uneven_pipeline_stages_megatron_core_refuses_when_it_builds_the_model():

@@ -773,7 +773,8 @@ def recompute_config(launch, plan, model):
 def moe_config(launch, plan, model):
     """megatron-core's TransformerConfig.__post_init__ MoE checks (core 0.15 to 0.19), raised when ms-swift builds
     the model from its arguments: the shared expert's overlap needs the all-to-all dispatcher, padding expert inputs
-    to capacity needs a capacity factor, and a capacity factor needs an aux-loss style (or no) load balancing."""
+    to capacity needs a capacity factor, a capacity factor needs an aux-loss style (or no) load balancing, and
+    several load-balancing types need as many aux-loss coefficients."""
     if not model:
         return []
     from ...memory.arch import Arch
@@ -822,6 +823,111 @@ def moe_config(launch, plan, model):
                 'moe_expert_capacity_factor only works with aux_loss, seq_aux_loss, global_aux_loss or none load '
                 'balancing' + when,
                 '--moe_router_load_balancing_type aux_loss (or drop --moe_expert_capacity_factor)',
+                MCORE_TC,
+            )
+        )
+    # ms-swift turns one-element lists into their element (MegatronArguments.__post_init__); megatron-core then
+    # wants one coefficient per load-balancing type when several are given
+    coeff = a.get('moe_aux_loss_coeff')
+    coeff = coeff[0] if isinstance(coeff, list) and len(coeff) == 1 else coeff
+    if len(balancing) > 1 and not (isinstance(coeff, list) and len(coeff) == len(balancing)):
+        each = coeff[0] if isinstance(coeff, list) and coeff else coeff if coeff is not None else 0.0
+        out.append(
+            _f(
+                ERROR,
+                'megatron.moe-config',
+                ['moe_aux_loss_coeff', 'moe_router_load_balancing_type'],
+                'moe_aux_loss_coeff must be a list of the same length as moe_router_load_balancing_type' + when,
+                f'--moe_aux_loss_coeff {" ".join([str(each)] * len(balancing))} (one per load-balancing type)',
+                MCORE_TC,
+            )
+        )
+    return out
+
+
+# TransformerConfig.__post_init__'s allowed ``recompute_modules`` (core 0.15 to 0.18; 0.19 adds gdn_norm_out):
+# a module is refused only when no supported release accepts it
+RECOMPUTE_MODULES = ('core_attn', 'moe_act', 'layernorm', 'mla_up_proj', 'mlp', 'moe', 'shared_experts', 'gdn_norm_out')
+
+
+def _set(names) -> str:
+    """A set of names as Python prints it, in a fixed order."""
+    return '{' + ', '.join(repr(n) for n in sorted(names)) + '}'
+
+
+@rule('megatron.recompute-modules', 'megatron.deepep-dispatcher')
+def recompute_modules(launch, plan, model):
+    """megatron-core's TransformerConfig.__post_init__ (core 0.15 to 0.19), raised when ms-swift builds the model
+    (4.x passes every TransformerConfig field it has an argument for, swift/megatron/model/utils.py
+    ``get_mcore_model_config``): with selective recompute (ms-swift's default granularity) each of
+    ``recompute_modules`` must be one megatron-core knows, ``moe_act`` needs ``moe_grouped_gemm`` and
+    ``shared_experts`` cannot be recomputed while the shared expert overlaps its communication;
+    ``moe_layer_recompute`` is refused with full recompute; DeepEP needs the flex token dispatcher."""
+    a = launch.args
+    when = ' -- raised when the model is built (megatron-core TransformerConfig), after the distributed start-up'
+    out = []
+    gran = a.get('recompute_granularity')
+    modules = a.get('recompute_modules') or []
+    modules = [modules] if isinstance(modules, str) else list(modules)
+    if gran == 'selective' and modules:
+        invalid = sorted(set(modules) - set(RECOMPUTE_MODULES))
+        if invalid:
+            kept = [m for m in modules if m in RECOMPUTE_MODULES]
+            out.append(
+                _f(
+                    ERROR,
+                    'megatron.recompute-modules',
+                    ['recompute_modules'],
+                    f'Invalid choices for recompute_modules: {_set(invalid)}. Allowed modules are: '
+                    f'{_set(RECOMPUTE_MODULES[:-1])}' + when,
+                    f'--recompute_modules {" ".join(kept or ["core_attn"])}',
+                    MCORE_TC,
+                )
+            )
+        if 'moe_act' in modules and not a.get('moe_grouped_gemm'):
+            out.append(
+                _f(
+                    ERROR,
+                    'megatron.recompute-modules',
+                    ['recompute_modules', 'moe_grouped_gemm'],
+                    'moe_act in recompute_modules is only supported with moe_grouped_gemm.' + when,
+                    '--moe_grouped_gemm true (or drop moe_act from --recompute_modules)',
+                    MCORE_TC,
+                )
+            )
+        if 'shared_experts' in modules and a.get('moe_shared_expert_overlap') and model:
+            from ...memory.arch import Arch
+
+            if Arch.from_config(model).shared_expert_intermediate:
+                out.append(
+                    _f(
+                        ERROR,
+                        'megatron.recompute-modules',
+                        ['recompute_modules', 'moe_shared_expert_overlap'],
+                        'shared_experts recompute cannot work with --moe-shared-expert-overlap.' + when,
+                        '--moe_shared_expert_overlap false (or drop shared_experts from --recompute_modules)',
+                        MCORE_TC,
+                    )
+                )
+    if a.get('moe_layer_recompute') and gran == 'full':
+        out.append(
+            _f(
+                ERROR,
+                'megatron.recompute-modules',
+                ['moe_layer_recompute', 'recompute_granularity'],
+                'Do not set --moe-layer-recompute with full recompute granularity.' + when,
+                '--moe_layer_recompute false (full recompute already recomputes the MoE layers)',
+                MCORE_TC,
+            )
+        )
+    if a.get('moe_enable_deepep') and (a.get('moe_token_dispatcher_type') or 'alltoall') != 'flex':
+        out.append(
+            _f(
+                ERROR,
+                'megatron.deepep-dispatcher',
+                ['moe_enable_deepep', 'moe_token_dispatcher_type'],
+                'DeepEP backend is only supported with flex token dispatcher.' + when,
+                '--moe_token_dispatcher_type flex (or --moe_enable_deepep false)',
                 MCORE_TC,
             )
         )
