@@ -267,9 +267,14 @@ def mm_profile_v0(
     # the dummy prompt is never cut to seq_len (multimodal/profiling.py get_decoder_dummy_data, 0.8.4/0.9.0.1: V0 only
     # warns when the placeholders exceed it), so each row's LLM forward runs over all its placeholder tokens
     llm_tokens = rows * max(seq_len, sum(passes.values()) // rows)
+    # what stays live through the LLM forward (qwen2_5_vl.py forward, vLLM 0.8.4): the encoder outputs are merged into
+    # inputs_embeds inside get_input_embeddings_v0 and freed on its return, but image_input / video_input (parsed from
+    # the model's kwargs) keep the processor's fp32 pixel rows referenced until the forward returns
+    patch_row = 3 * vision['temporal_patch_size'] * vision['patch_size'] ** 2
+    pixels = sum(passes.values()) * merged * patch_row * 4
     return {
         'encoder_peak': peak,
-        'cached': sum(passes.values()) * a.hidden * a.dtype_bytes,
+        'cached': pixels,
         'items': rows,
         'tokens_per_item': max(per_item.values()),
         'modality': max(passes, key=passes.get),
