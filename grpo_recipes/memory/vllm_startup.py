@@ -267,14 +267,12 @@ def mm_profile_v0(
     # the dummy prompt is never cut to seq_len (multimodal/profiling.py get_decoder_dummy_data, 0.8.4/0.9.0.1: V0 only
     # warns when the placeholders exceed it), so each row's LLM forward runs over all its placeholder tokens
     llm_tokens = rows * max(seq_len, sum(passes.values()) // rows)
-    # what stays live through the LLM forward (qwen2_5_vl.py forward, vLLM 0.8.4): the encoder outputs are merged into
-    # inputs_embeds inside get_input_embeddings_v0 and freed on its return, but image_input / video_input (parsed from
-    # the model's kwargs) keep the processor's fp32 pixel rows referenced until the forward returns
-    patch_row = 3 * vision['temporal_patch_size'] * vision['patch_size'] ** 2
-    pixels = sum(passes.values()) * merged * patch_row * 4
     return {
         'encoder_peak': peak,
-        'cached': pixels,
+        # no encoder output outlives the encoder passes: qwen2_5_vl.py get_input_embeddings_v0 (vLLM 0.8.4) merges
+        # image_embeds / video_embeds into inputs_embeds and they are freed on its return, before the language model
+        # runs; what stays beside the LLM pass is the pixel rows (pixels_held)
+        'cached': 0.0,
         'items': rows,
         'tokens_per_item': max(per_item.values()),
         'modality': max(passes, key=passes.get),
