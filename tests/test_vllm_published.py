@@ -31,10 +31,10 @@ KNOWN_MISSES = {
     'vllm-16570-qwen25vl-72b-4xa100-40g-v1-083-oom',
     # Qwen2.5-VL-7B on an RTX 3090, V0 0.8.4 at 8192: the log leaves 2400 tokens (150 blocks x 16, worker.py
     # raise_if_cache_size_invalid: block_size x num_gpu_blocks, one GPU's whole cache: 0.13 GiB); the model leaves
-    # 0.69 GiB after the 32768-token dummy prompt, with the fp32 pixel rows of both modalities (0.57 GiB, execute_model's
-    # kwargs) beside the LLM pass and Qwen2MLP's eager 3h + 3I (the encoder outputs are freed once merged). ~0.56 GiB
-    # of the V0 profile is not in the code read (the sampler runs on one row; non-torch memory is measured per card,
-    # 0.03-0.43 GiB in V0 logs, not sized).
+    # 0.69 GiB after the 32768-token dummy prompt, with the fp32 pixel rows of both modalities (0.57 GiB,
+    # execute_model's kwargs) beside the LLM pass and Qwen2MLP's eager 3h + 3I (the encoder outputs are freed once
+    # merged). ~0.56 GiB of the V0 profile is not in the code read (the sampler runs on one row; non-torch memory is
+    # measured per card, 0.03-0.43 GiB in V0 logs, not sized).
     'vllm-gpustack-1800-qwen25vl-7b-rtx3090-v0-8k',
 }
 
@@ -262,3 +262,19 @@ def test_gpustack_1800_v0_profile_terms(result):
     assert abs(predict(case)['activation_gib'] - expected / 2**30) < 0.001
     row = next(r for r in result['per_case'] if r['id'] == case['id'])
     assert abs(row['vllm_kv']['predicted'] - 0.69) < 0.03, row
+
+
+def test_v1_encoder_items_rounded_up_before_multimodal_budget():
+    """v1/worker/gpu_model_runner.py profile_run (vLLM 0.8.4, 0.9.0.1): cdiv(encoder budget, tokens per item) items,
+    capped by max_num_reqs x limit; v1/worker/utils.py MultiModalBudget.get_max_items (0.10.1.1) floors. vllm#16570's
+    launch (Qwen2.5-VL-72B, max_pixels 1048576: 1296 tokens per image, budget 2048, max_num_seqs 2, 1 image per prompt)
+    profiles 2 images at 0.8.4 and 1 at 0.10.1.1."""
+    from grpo_recipes.memory import vllm_startup as vs
+
+    case = next(c for c in load_cases(CASES) if c['id'] == 'vllm-16570-qwen25vl-72b-4xa100-40g-v1-oom')
+    a = Arch.from_config(case['model_config'])
+    kw = {'max_pixels': 1048576}
+    old = vs.mm_profile(a, 4, 2048, 2, 4096, {'image': 1, 'video': 0}, vllm_version='0.8.4', processor_kwargs=kw)
+    new = vs.mm_profile(a, 4, 2048, 2, 4096, {'image': 1, 'video': 0}, vllm_version='0.10.1.1', processor_kwargs=kw)
+    assert old['tokens_per_item'] == new['tokens_per_item'] == 1296
+    assert (old['items'], new['items']) == (2, 1)
