@@ -29,10 +29,12 @@ KNOWN_MISSES = {
     # outside gpu_memory_utilization is the likely term, and its per-graph cost is not in vLLM's code).
     'vllm-16570-qwen25vl-72b-4xa100-40g-v1-oom',
     'vllm-16570-qwen25vl-72b-4xa100-40g-v1-083-oom',
-    # Qwen2.5-VL-7B on an RTX 3090, V0 0.8.4 at 8192: the log leaves 2400 tokens (0.13 GiB) of KV; the model leaves
-    # 0.69 GiB after the encoder pass and the 32768-token dummy prompt, the fp32 pixel rows of both modalities (0.57
-    # GiB, execute_model's kwargs) now counted beside the LLM pass. ~0.56 GiB of the V0 profile is not in the code
-    # read (the sampler runs on one row; non-torch memory is measured per card, 0.03-0.43 GiB in V0 logs, not sized).
+    # Qwen2.5-VL-7B on an RTX 3090, V0 0.8.4 at 8192: the log leaves 2400 tokens (150 blocks x 16, worker.py
+    # raise_if_cache_size_invalid: block_size x num_gpu_blocks, one GPU's whole cache: 0.13 GiB); the model leaves
+    # 0.69 GiB after the 32768-token dummy prompt, with the fp32 pixel rows of both modalities (0.57 GiB,
+    # execute_model's kwargs) beside the LLM pass and Qwen2MLP's eager 3h + 3I (the encoder outputs are freed once
+    # merged). ~0.56 GiB of the V0 profile is not in the code read (the sampler runs on one row; non-torch memory is
+    # measured per card, 0.03-0.43 GiB in V0 logs, not sized).
     'vllm-gpustack-1800-qwen25vl-7b-rtx3090-v0-8k',
 }
 
@@ -199,3 +201,80 @@ def test_v1_keeps_no_pixel_rows_beside_the_dummy_forward():
     assert vs.profile_with_encoder(0.0, 8192, Arch.from_config(case['model_config']), mm) == max(
         mm['encoder_peak'], mm['cached'] + 8192 * 3584 * 2
     )
+
+
+QWEN25_VL_7B = {
+    'model_type': 'qwen2_5_vl',
+    'hidden_size': 3584,
+    'intermediate_size': 18944,
+    'num_hidden_layers': 28,
+    'num_attention_heads': 28,
+    'num_key_value_heads': 4,
+    'vocab_size': 152064,
+    'max_position_embeddings': 128000,
+    'torch_dtype': 'bfloat16',
+    'vision_config': {'hidden_size': 1280, 'out_hidden_size': 3584},
+}
+
+
+def test_eager_qwen2_mlp_holds_gate_up_through_down_proj():
+    """vLLM 0.8.4 qwen2.py Qwen2MLP.forward keeps ``gate_up`` bound while down_proj writes its output: under V0's
+    eager forward 3h + 3I per token; llama.py LlamaMLP.forward rebinds ``x`` (2h + 3I); V1 compiles (PIECEWISE,
+    vllm/config.py VllmConfig.__post_init__), no extra."""
+    from grpo_recipes.memory.vllm import eager_down_proj_extra
+
+    qwen = Arch.from_config(QWEN25_VL_7B)
+    llama = Arch.from_config(dict(QWEN25_VL_7B, model_type='llama', vision_config=None))
+    h, i = 3584, 18944
+    assert vllm_profile_peak_forward(qwen, eager=True) == 8192 * 2 * (3 * h + 3 * i)
+    assert vllm_profile_peak_forward(qwen, eager=False) == 8192 * 2 * (2 * h + 3 * i)
+    assert vllm_profile_peak_forward(llama, eager=True) == 8192 * 2 * (2 * h + 3 * i)
+    assert eager_down_proj_extra(Arch.from_config(dict(QWEN25_VL_7B, model_type='qwen3')), True) == h
+
+
+def vllm_profile_peak_forward(a, eager):
+    from grpo_recipes.memory.vllm import vllm_profile_peak
+
+    return vllm_profile_peak(a, 1, 8192, 1, eager=eager)  # one row: the forward, not the sampler, is the peak
+
+
+def test_v0_multimodal_forward_holds_no_encoder_outputs():
+    """qwen2_5_vl.py forward (vLLM 0.8.4, V0 branch): get_input_embeddings_v0 merges the encoder outputs into
+    inputs_embeds and they are freed on return, while image_input / video_input keep the processor's fp32
+    pixel_values referenced through the LLM forward. Qwen2.5-VL-7B at 8192 (gpustack/gpustack#1800): 16384 image +
+    16384 video tokens, 4 patches each, 3 x 2 x 14 x 14 fp32 values per patch = 0.574 GiB."""
+    from grpo_recipes.memory import vllm_startup as vs
+
+    mm = vs.mm_profile_v0(Arch.from_config(QWEN25_VL_7B), 1, 8192, 256, 8192, {})
+    assert mm['cached'] == 0
+    assert abs(mm['pixels_held'] / 2**30 - 0.574) < 0.001
+
+
+def test_gpustack_1800_v0_profile_terms(result):
+    """gpustack/gpustack#1800 (Qwen2.5-VL-7B, RTX 3090, vLLM 0.8.4 V0, 8192): the profile is the eager Qwen2 forward
+    over 32768 placeholder tokens (3h + 3I), the fp32 pixel rows and inputs_embeds; the KV it leaves is 0.69 GiB
+    against the 0.13 GiB the log's 2400 tokens hold (1.26 GiB before these two terms)."""
+    from grpo_recipes.memory.calibrate import predict
+
+    case = next(c for c in load_cases(CASES) if c['id'] == 'vllm-gpustack-1800-qwen25vl-7b-rtx3090-v0-8k')
+    h, i = 3584, 18944
+    expected = 32768 * 2 * (3 * h + 3 * i) + 32768 * 4 * 1176 * 4 + 32768 * h * 2
+    assert abs(predict(case)['activation_gib'] - expected / 2**30) < 0.001
+    row = next(r for r in result['per_case'] if r['id'] == case['id'])
+    assert abs(row['vllm_kv']['predicted'] - 0.69) < 0.03, row
+
+
+def test_v1_encoder_items_rounded_up_before_multimodal_budget():
+    """v1/worker/gpu_model_runner.py profile_run (vLLM 0.8.4, 0.9.0.1): cdiv(encoder budget, tokens per item) items,
+    capped by max_num_reqs x limit; v1/worker/utils.py MultiModalBudget.get_max_items (0.10.1.1) floors. vllm#16570's
+    launch (Qwen2.5-VL-72B, max_pixels 1048576: 1296 tokens per image, budget 2048, max_num_seqs 2, 1 image per prompt)
+    profiles 2 images at 0.8.4 and 1 at 0.10.1.1."""
+    from grpo_recipes.memory import vllm_startup as vs
+
+    case = next(c for c in load_cases(CASES) if c['id'] == 'vllm-16570-qwen25vl-72b-4xa100-40g-v1-oom')
+    a = Arch.from_config(case['model_config'])
+    kw = {'max_pixels': 1048576}
+    old = vs.mm_profile(a, 4, 2048, 2, 4096, {'image': 1, 'video': 0}, vllm_version='0.8.4', processor_kwargs=kw)
+    new = vs.mm_profile(a, 4, 2048, 2, 4096, {'image': 1, 'video': 0}, vllm_version='0.10.1.1', processor_kwargs=kw)
+    assert old['tokens_per_item'] == new['tokens_per_item'] == 1296
+    assert (old['items'], new['items']) == (2, 1)

@@ -109,14 +109,32 @@ def vllm_kv_bytes_per_token(cfg: GRPOConfig, a: Arch) -> float:
     )
 
 
-def vllm_profile_peak(a: Arch, tp: int, tokens: int, seqs: int, sampler: str = 'native') -> float:
+# Model types whose vLLM MLP is Qwen2MLP (vllm/model_executor/models/qwen2.py; qwen3.py imports it as Qwen3MLP; the
+# Qwen2-VL and Qwen2.5-VL language models are Qwen2Model), vLLM 0.8.4: its forward binds gate_up to a local name of
+# its own, so under eager execution gate_up is still referenced while down_proj writes its output
+QWEN2_MLP_TYPES = frozenset({'qwen2', 'qwen2_vl', 'qwen2_5_vl', 'qwen3'})
+
+
+def eager_down_proj_extra(a: Arch, eager: bool) -> int:
+    """Values per token the eager MLP holds beyond 2h + 3I/tp: Qwen2MLP.forward (vLLM 0.8.4 qwen2.py) keeps
+    ``gate_up`` referenced through ``down_proj``, so at that moment the normed input and the residual (2h), gate_up
+    (2I), the activation output (I) and down_proj's full-width output (h) are live: 3h + 3I. LlamaMLP.forward
+    (llama.py) rebinds ``x``, so its gate_up is freed first and 2h + 3I stays its peak. Only where the forward runs
+    eagerly (the V0 engine: CompilationConfig.level defaults to NO_COMPILATION, vllm/config.py 0.8.4); V1 compiles
+    the model (VllmConfig.__post_init__ sets CompilationLevel.PIECEWISE with Inductor), whose generated code frees
+    each buffer after its last use."""
+    return a.hidden if eager and a.model_type.lower() in QWEN2_MLP_TYPES else 0
+
+
+def vllm_profile_peak(a: Arch, tp: int, tokens: int, seqs: int, sampler: str = 'native', eager: bool = False) -> float:
     """Peak torch memory of vLLM's profiling run (vllm/v1/worker/gpu_model_runner.py ``profile_run``),
     bytes: the dummy forward over ``tokens`` tokens, or, after it, its hidden states plus the sampler on
-    ``min(seqs, tokens)`` rows of full-vocabulary logits, whichever is larger."""
+    ``min(seqs, tokens)`` rows of full-vocabulary logits, whichever is larger. ``eager``: the V0 engine's
+    uncompiled forward (``eager_down_proj_extra``)."""
     act_bytes = a.dtype_bytes
     inter = a.token_mlp_width
     # forward: residual + normed hidden (2h) beside the MLP's gate_up (2I) and activation output (I), per rank
-    forward = tokens * act_bytes * (2 * a.hidden + 3 * inter / tp)
+    forward = tokens * act_bytes * (2 * a.hidden + 3 * inter / tp + eager_down_proj_extra(a, eager))
     rows = min(seqs, tokens)
     sampler_peak = tokens * a.hidden * act_bytes + SAMPLER_BUFFERS[sampler] * rows * a.vocab * 4
     return max(forward, sampler_peak)
@@ -156,7 +174,7 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs, plan: Plan | None = None) -> dict[s
         seqs = cfg.per_device_train_batch_size * tp * spg
     elif not seqs:
         seqs = 1024 if _vllm_large_card(inp.capacity_gib, inp.gpu_name) else 256  # vLLM V1 default max_num_seqs
-    act = vllm_profile_peak(a, tp, tb, seqs, inp.vllm_sampler)
+    act = vllm_profile_peak(a, tp, tb, seqs, inp.vllm_sampler, eager=v0)
     # multimodal models: the encoder's profiling pass on the largest items, its outputs cached (vllm_startup)
     limits = vs.parse_limits(opts.get('limit_mm_per_prompt', getattr(cfg, 'vllm_limit_mm_per_prompt', None)))
     mmkw = opts.get('mm_processor_kwargs')  # max_pixels / min_pixels bound the largest image (vllm_engine)
@@ -178,7 +196,7 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs, plan: Plan | None = None) -> dict[s
     llm_tokens = tb
     if mm and mm.get('rows'):  # V0 samples only the sequences that carry the dummy items, over all their tokens
         llm_tokens = mm.get('llm_tokens', tb)
-        act = vllm_profile_peak(a, tp, llm_tokens, mm['rows'], inp.vllm_sampler)
+        act = vllm_profile_peak(a, tp, llm_tokens, mm['rows'], inp.vllm_sampler, eager=True)
     act = vs.profile_with_encoder(act, llm_tokens, a, mm)
     non_torch = VLLM_NON_TORCH_TP if tp > 1 else VLLM_NON_TORCH_TP1
     graphs = vs.cuda_graph_bytes(vs.capture_sizes(inp.vllm_version, seqs, tb, cfg.vllm_enforce_eager), VLLM_CUDA_GRAPHS)

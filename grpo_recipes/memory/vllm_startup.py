@@ -46,6 +46,10 @@ MAX_FRAMES_PER_VIDEO_NEW = 14
 PIXEL_INPUT_BYTES = 4 + 2
 # the float32 rows alone (the processor's output as the V0 runner moves it to the GPU)
 PIXEL_FP32_BYTES = 4
+# V1's profiling batch of encoder items: 0.8.4 and 0.9.0.1 (v1/worker/gpu_model_runner.py profile_run) take
+# cdiv(encoder budget, tokens per item); 0.10.1.1 (v1/worker/utils.py MultiModalBudget.get_max_items) floors it and cuts
+# items per prompt by max_model_len. 0.9.1-0.10.0 were not read: the newer form is assumed from 0.10.
+ENCODER_ITEMS_FLOOR_FROM = (0, 10, 0)
 # vLLM's own graph estimator (v1/worker/gpu_model_runner.py profile_cudagraph_memory, vLLM 0.23.0) measures one shared
 # pool (the first, largest capture) plus a cost per further graph, at least 1 MiB each; the cost per graph is measured
 # on the card, not derivable from the code, so the logged allowance (memory.VLLM_CUDA_GRAPHS) stays the figure.
@@ -212,11 +216,16 @@ def mm_profile(
     # item; MultiModalBudget.get_max_items
     budget = max(batched_tokens, tokens)
     limit = limits.get(modality, MM_LIMIT_DEFAULT_V1)
-    per_prompt = max(1, min(limit, max_model_len // tokens))
-    reqs = max_num_seqs if chunked_prefill else min(max_num_seqs, batched_tokens // tokens)
-    items = max(1, min(budget // tokens, reqs * per_prompt))
-    patches = items * tokens * pp['merge_size'] ** 2
     ver = version_tuple(vllm_version)
+    if ver is not None and ver < ENCODER_ITEMS_FLOOR_FROM:
+        # v1/worker/gpu_model_runner.py profile_run (vLLM 0.8.4, 0.9.0.1): cdiv(encoder_budget, tokens per item) items,
+        # at most max_num_reqs x the modality's limit (no per-prompt cut by max_model_len, no chunked-prefill term)
+        items = max(1, min(-(-budget // tokens), max_num_seqs * limit))
+    else:
+        per_prompt = max(1, min(limit, max_model_len // tokens))
+        reqs = max_num_seqs if chunked_prefill else min(max_num_seqs, batched_tokens // tokens)
+        items = max(1, min(budget // tokens, reqs * per_prompt))
+    patches = items * tokens * pp['merge_size'] ** 2
     gather = ver is not None and ver < (0, 14, 0)
     # split_qkv's all_gather_interleave (qwen2_5_vl.py 0.10.1.1, 0.11.0) holds the gathered list and its concatenation
     peak = patches * encoder_peak_per_patch(mt, vision, tp, a.dtype_bytes, gather, gather_list=gather)
@@ -269,7 +278,10 @@ def mm_profile_v0(
     llm_tokens = rows * max(seq_len, sum(passes.values()) // rows)
     return {
         'encoder_peak': peak,
-        'cached': sum(passes.values()) * a.hidden * a.dtype_bytes,
+        # no encoder output outlives the encoder passes: qwen2_5_vl.py get_input_embeddings_v0 (vLLM 0.8.4) merges
+        # image_embeds / video_embeds into inputs_embeds and they are freed on its return, before the language model
+        # runs; what stays beside the LLM pass is the pixel rows (pixels_held)
+        'cached': 0.0,
         'items': rows,
         'tokens_per_item': max(per_item.values()),
         'modality': max(passes, key=passes.get),
