@@ -412,9 +412,10 @@ def main(argv=None) -> int:
         rec['wall_s'] = round(time.time() - t0, 1)
         if 'compare' in rec:
             for k, v in rec['compare'].items():
-                m = '-' if v['measured'] is None else f'{v["measured"]:.3f}'
+                fmt = '.0f' if k == 'params' else '.3f'
+                m = '-' if v['measured'] is None else format(v['measured'], fmt)
                 e = '-' if v['error_pct'] is None else f'{v["error_pct"]:.1f}'
-                print(f'{rec["shape"]:40} {k:20} {m:>9} {v["predicted"]:>9.3f} {e:>6}', flush=True)
+                print(f'{rec["shape"]:40} {k:20} {m:>9} {format(v["predicted"], fmt):>9} {e:>6}', flush=True)
         elif 'measured' in rec:
             m = rec['measured']
             print(f'{rec["shape"]:40} measured only ({rec["predict_error"]}): ' + json.dumps(m), flush=True)
