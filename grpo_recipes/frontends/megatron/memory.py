@@ -285,6 +285,47 @@ def allocator_reserve(args: dict, a: Arch, par: dict, seq: int, allocator: str =
     return RESERVE_PER_BLOCK[allocator] * tokens * a.vocab / (par.get('tp') or 1) * 4
 
 
+def train_step_terms(
+    a: Arch,
+    tp: int,
+    pp: int,
+    dp: int,
+    micro_batch: int,
+    seq: int,
+    recompute: str | None,
+    attention_backend: str = 'flash',
+    allocator: str = 'default',
+) -> dict[str, float]:
+    """Bytes per GPU of one full-parameter Megatron-core training step with no reference model and no vLLM: the
+    terms ``estimate`` plans for the train phase (``megatron_state``, ``activations``, ``allocator_reserve``),
+    taken for exactly these inputs (bf16, the distributed optimizer, Adam, no padding-free packing: ``micro_batch``
+    sequences of ``seq`` tokens; ``recompute``: None, 'selective' or 'full' with one uniform layer). For the GPU
+    bench (bench/bench_megatron_gpu.py), which measures the same terms on a bare GPTModel."""
+    args = {
+        'tuner_type': 'full',
+        'micro_batch_size': micro_batch,
+        'padding_free': False,
+        'recompute_granularity': recompute,
+        'recompute_method': 'uniform' if recompute == 'full' else None,
+        'recompute_num_layers': 1 if recompute == 'full' else None,
+        'attention_backend': attention_backend,
+        'use_distributed_optimizer': True,
+    }
+    par = {'tp': tp, 'pp': pp, 'cp': 1, 'ep': 1, 'etp': 1, 'dp': dp, 'expert_dp': dp, 'sequence_parallel': False}
+    state = megatron_state(args, a, par)
+    act = activations(args, a, par, seq, 1)
+    return {
+        'params': rank_params(a, tp, pp, 1, 1, args)['dense'],
+        'weights': state['weights'],
+        'grads': state['grads'],
+        'optimizer': state['optimizer'],
+        'activations': act['activations'],
+        'logits': act['logits'],
+        'allocator_reserve': allocator_reserve(args, a, par, seq, allocator),
+        'cuda_context': state['cuda_context'],
+    }
+
+
 def vllm_engine(
     args: dict,
     a: Arch,
