@@ -3,6 +3,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,15 @@ os.environ['PATH'] = os.pathsep.join([str(Path(sys.executable).parent), os.envir
 # A value the caller set is kept.
 if os.environ.get('PYTEST_XDIST_WORKER'):
     os.environ.setdefault('OMP_NUM_THREADS', '1')
+# A Hugging Face home of the session's own, empty (as on a fresh CI machine): no test reads the developer's
+# ~/.cache/huggingface (an accelerate default_config.yaml there would change a TRL launch's process count), and every
+# worker and the shared parser pool see the same value, so a test needs no HF_HOME of its own to be hermetic (one of
+# its own would keep its parses from the pool, which was imported with the session's). A test that builds a cache sets
+# its own. Named by the xdist run's id so both workers agree; a value the caller set is kept.
+if 'HF_HOME' not in os.environ:
+    _run = os.environ.get('PYTEST_XDIST_TESTRUNUID') or f'pid{os.getpid()}'
+    os.environ['HF_HOME'] = os.path.join(tempfile.gettempdir(), f'grpo-tests-hf-{_run[:16]}')
+    os.makedirs(os.environ['HF_HOME'], exist_ok=True)
 SHARED = ROOT.parent / 'shared'
 EXAMPLE = ROOT / 'recipes' / 'examples' / 'qwen2.5-7b-lora-colocate.yaml'
 

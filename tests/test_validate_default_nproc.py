@@ -4,6 +4,8 @@ verdict is TRL's own TrlParser's (GRPOConfig checks the generation batch against
 simulated (this machine has none)."""
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 from conftest import run_cli
@@ -32,7 +34,9 @@ PKGS = {'ms-swift': '4.6.0', 'trl': '0.29.1', 'math-verify': '0.9.0', 'msgspec':
     [({'CUDA_VISIBLE_DEVICES': '0,1,2,3'}, [], 4), ({}, ['--gpus', '4'], 4), ({'CUDA_VISIBLE_DEVICES': '0'}, [], 1)],
 )
 def test_validate_uses_checks_process_count(tmp_path, monkeypatch, env, flags, world):
-    environ = {'HF_HOME': str(tmp_path), **env}  # no accelerate default config there
+    # the session's own HF_HOME (conftest): empty, so accelerate finds no default config, and the pool serves the parse
+    assert not (Path(os.environ['HF_HOME']) / 'accelerate' / 'default_config.yaml').exists()
+    environ = dict(env)
     monkeypatch.delenv('CUDA_VISIBLE_DEVICES', raising=False)  # only the case's own
     proc = run_cli('grpo_recipes.cli.guard', 'validate', '--json', *flags, '--', *ARGV, env=environ)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
