@@ -28,7 +28,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import types
 from pathlib import Path
@@ -36,9 +35,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / 'bench'))
+from bench_swift_gpu import MiB, PeakPoller  # noqa: E402 - the same NVML poller as the ms-swift bench
 
 GiB = 2**30
-MiB = 2**20
 STEPS = 3
 
 # (model, micro_batch, seq, recompute): each well inside 80 GB with the local (unfused) attention
@@ -109,47 +109,6 @@ def _no_triton_stub():
     m.GLOBAL_BLOCK_SIZE = 1024
     m.paged_stash_copy_kernel = m.paged_stash_pop_kernel = None
     sys.modules[m.__name__] = m
-
-
-class PeakPoller(threading.Thread):
-    """The device's used memory (MiB) every 0.1 s: NVML through pynvml, else ``nvidia-smi``."""
-
-    def __init__(self, index: int = 0):
-        super().__init__(daemon=True)
-        self.index, self.peak_mib, self._halt = index, 0.0, threading.Event()
-
-    def _used(self):
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            h = pynvml.nvmlDeviceGetHandleByIndex(self.index)
-            return lambda: pynvml.nvmlDeviceGetMemoryInfo(h).used / MiB
-        except Exception:  # noqa: BLE001 - pynvml is optional
-
-            def smi():
-                r = subprocess.run(
-                    ['nvidia-smi', '--query-gpu=memory.used', '--format=csv,noheader,nounits', '-i', str(self.index)],
-                    capture_output=True,
-                    text=True,
-                )
-                return float(r.stdout.strip().splitlines()[0])
-
-            return smi
-
-    def run(self):
-        try:
-            used = self._used()
-            while not self._halt.is_set():
-                self.peak_mib = max(self.peak_mib, used())
-                self._halt.wait(0.1)
-        except Exception:  # noqa: BLE001 - no NVML and no nvidia-smi: no device figure
-            self.peak_mib = -1.0
-
-    def stop(self) -> float:
-        self._halt.set()
-        self.join(timeout=5)
-        return self.peak_mib
 
 
 def run_shape(cfg: dict, mbs: int, seq: int, recompute: str | None, cpu: bool) -> dict:

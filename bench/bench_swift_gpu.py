@@ -163,6 +163,29 @@ def _flag_values(mapping: dict) -> list[str]:
     return out
 
 
+def _launch_argv(workdir: Path, model: str, shape: dict, fixed: list[str], steps: int, dataset: Path, name: str):
+    """What follows ``swift rlhf`` for one launch: the random model, the shape as written, the fixed settings, the
+    accumulation cut to the fewest micro-batches whose completions fill whole prompt groups (world 1), the steps,
+    data and output dir. Returns (argv, accumulation)."""
+    mb, ng = int(shape.get('per_device_train_batch_size', 1)), int(shape.get('num_generations', 8))
+    ga = ng // math.gcd(mb, ng)
+    argv = [
+        '--model',
+        str(workdir / 'models' / Path(model).name),
+        *_flag_values(shape),
+        *fixed,
+        '--gradient_accumulation_steps',
+        str(ga),
+        '--max_steps',
+        str(steps),
+        '--dataset',
+        str(dataset),
+        '--output_dir',
+        str(workdir / 'output' / name.replace('/', '__')),
+    ]
+    return argv, ga
+
+
 def recipe_runs(
     workdir: Path,
     dataset: Path,
@@ -185,8 +208,6 @@ def recipe_runs(
         cfg = load_model_config(model)
         quant = (cfg.get('quantization_config') or {}).get('quant_method')
         shape = {k: raw[k] for k in SHAPE_KEYS if k in raw}
-        mb, ng = int(shape.get('per_device_train_batch_size', 1)), int(shape.get('num_generations', 8))
-        ga = ng // math.gcd(mb, ng)  # fewest micro-batches whose completions fill whole prompt groups (world 1)
         dropped = sorted(
             k
             for k in raw
@@ -194,21 +215,7 @@ def recipe_runs(
         )
         for alloc in allocators:
             name = recipe.name + ('' if alloc == 'default' else f'+{alloc}')
-            out_dir = workdir / 'output' / name.replace('/', '__')
-            argv = [
-                '--model',
-                str(workdir / 'models' / Path(model).name),
-                *_flag_values(shape),
-                *FIXED,
-                '--gradient_accumulation_steps',
-                str(ga),
-                '--max_steps',
-                str(steps),
-                '--dataset',
-                str(dataset),
-                '--output_dir',
-                str(out_dir),
-            ]
+            argv, ga = _launch_argv(workdir, model, shape, FIXED, steps, dataset, name)
             env = {'CUDA_VISIBLE_DEVICES': '0'}
             if ALLOCATORS[alloc]:
                 env['PYTORCH_CUDA_ALLOC_CONF'] = ALLOCATORS[alloc]
@@ -297,26 +304,10 @@ def grid_runs(workdir: Path, dataset: Path, steps: int = 2, only: list[str] | No
     for name, model, model_type, template, shape, alloc in GRID:
         if only and not any(o in name for o in only):
             continue
-        full = {**GRID_COMMON, **shape}
-        mb, ng = int(full['per_device_train_batch_size']), int(full['num_generations'])
-        ga = ng // math.gcd(mb, ng)
         fixed = list(FIXED)
         fixed[fixed.index('--model_type') + 1] = model_type
         fixed[fixed.index('--template') + 1] = template
-        argv = [
-            '--model',
-            str(workdir / 'models' / Path(model).name),
-            *_flag_values(full),
-            *fixed,
-            '--gradient_accumulation_steps',
-            str(ga),
-            '--max_steps',
-            str(steps),
-            '--dataset',
-            str(dataset),
-            '--output_dir',
-            str(workdir / 'output' / name.replace('/', '__')),
-        ]
+        argv, ga = _launch_argv(workdir, model, {**GRID_COMMON, **shape}, fixed, steps, dataset, name)
         env = {'CUDA_VISIBLE_DEVICES': '0'}
         if ALLOCATORS[alloc]:
             env['PYTORCH_CUDA_ALLOC_CONF'] = ALLOCATORS[alloc]
@@ -379,10 +370,13 @@ class PeakPoller(threading.Thread):
             return smi
 
     def run(self):
-        used = self._used()
-        while not self._halt.is_set():
-            self.peak_mib = max(self.peak_mib, used())
-            self._halt.wait(0.1)
+        try:
+            used = self._used()
+            while not self._halt.is_set():
+                self.peak_mib = max(self.peak_mib, used())
+                self._halt.wait(0.1)
+        except Exception:  # noqa: BLE001 - no NVML and no nvidia-smi: no device figure
+            self.peak_mib = -1.0
 
     def stop(self) -> float:
         self._halt.set()
@@ -463,7 +457,7 @@ def to_case(run: Run, result: dict, gpu: dict, versions: dict, date: str) -> dic
     }
     if result['memory_gib'] is not None:
         outcome['peak_gib_per_gpu'] = result['memory_gib']
-    if result['nvml_peak_mib']:
+    if result['nvml_peak_mib'] > 0:  # -1: no NVML and no nvidia-smi
         outcome['nvidia_smi_used_mib'] = round(result['nvml_peak_mib'])
     if result.get('torch_peaks_gib'):  # the training process's torch.cuda.max_memory_allocated / _reserved
         outcome['torch_max_allocated_gib'] = result['torch_peaks_gib'].get('allocated')

@@ -119,6 +119,20 @@ def test_rope_cache_and_processor_bounds():
     assert processor_bounds(pp, None) == pp
 
 
+QWEN25_VL_7B = {
+    'model_type': 'qwen2_5_vl',
+    'hidden_size': 3584,
+    'intermediate_size': 18944,
+    'num_hidden_layers': 28,
+    'num_attention_heads': 28,
+    'num_key_value_heads': 4,
+    'vocab_size': 152064,
+    'max_position_embeddings': 128000,
+    'torch_dtype': 'bfloat16',
+    'vision_config': {'hidden_size': 1280, 'out_hidden_size': 3584},
+}
+
+
 def test_v0_multimodal_profile_runs_the_llm_over_every_placeholder_token():
     """multimodal/profiling.py get_decoder_dummy_data (0.8.4, 0.9.0.1): under V0 a dummy prompt longer than
     max_num_batched_tokens / max_num_seqs is only warned about, never cut. Qwen2.5-VL-7B at max_model_len 8192 with
@@ -126,22 +140,10 @@ def test_v0_multimodal_profile_runs_the_llm_over_every_placeholder_token():
     LLM forward runs over 32768 tokens, not 8192."""
     from grpo_recipes.memory import vllm_startup as vs
 
-    vl7b = {
-        'model_type': 'qwen2_5_vl',
-        'hidden_size': 3584,
-        'intermediate_size': 18944,
-        'num_hidden_layers': 28,
-        'num_attention_heads': 28,
-        'num_key_value_heads': 4,
-        'vocab_size': 152064,
-        'max_position_embeddings': 128000,
-        'torch_dtype': 'bfloat16',
-        'vision_config': {'hidden_size': 1280, 'out_hidden_size': 3584},
-    }
-    mm = vs.mm_profile_v0(Arch.from_config(vl7b), 1, 8192, 256, 8192, {})
+    mm = vs.mm_profile_v0(Arch.from_config(QWEN25_VL_7B), 1, 8192, 256, 8192, {})
     assert (mm['rows'], mm['llm_tokens']) == (1, 32768)
     # a prompt that fits is unchanged: at 32768 the row holds its 32768 placeholder tokens
-    assert vs.mm_profile_v0(Arch.from_config(vl7b), 1, 32768, 256, 32768, {})['llm_tokens'] == 32768
+    assert vs.mm_profile_v0(Arch.from_config(QWEN25_VL_7B), 1, 32768, 256, 32768, {})['llm_tokens'] == 32768
 
 
 def test_v0_tp_gather_holds_the_list_and_its_concatenation():
@@ -201,20 +203,6 @@ def test_v1_keeps_no_pixel_rows_beside_the_dummy_forward():
     assert vs.profile_with_encoder(0.0, 8192, Arch.from_config(case['model_config']), mm) == max(
         mm['encoder_peak'], mm['cached'] + 8192 * 3584 * 2
     )
-
-
-QWEN25_VL_7B = {
-    'model_type': 'qwen2_5_vl',
-    'hidden_size': 3584,
-    'intermediate_size': 18944,
-    'num_hidden_layers': 28,
-    'num_attention_heads': 28,
-    'num_key_value_heads': 4,
-    'vocab_size': 152064,
-    'max_position_embeddings': 128000,
-    'torch_dtype': 'bfloat16',
-    'vision_config': {'hidden_size': 1280, 'out_hidden_size': 3584},
-}
 
 
 def test_eager_qwen2_mlp_holds_gate_up_through_down_proj():
