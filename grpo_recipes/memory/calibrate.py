@@ -24,6 +24,7 @@ from ..gpus import candidates
 from ..hardware import Hardware
 from ..plan import build_plan
 from ..swift_args import snapshot
+from ..versions import version_tuple
 from . import vllm_startup
 from .arch import Arch
 from .cases import ARCH_COUNTS, ARCH_POSITIVE, CannotPredict, _check_shape
@@ -291,35 +292,83 @@ def _predict_train(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict
             raise CannotPredict('config.max_length')
     elif c.get('max_completion_length') is None:
         raise CannotPredict('config.max_completion_length')
-    if c.get('vllm_device') not in (None, ''):
+    releases = _in_trainer_releases(case)
+    if len(releases) > 1:
+        return _predict_over_releases(case, arch, cap, sft, releases)
+    return _predict_train_on_cards(case, arch, cap, sft, releases[0] if releases else None)
+
+
+# ms-swift releases whose in-trainer vLLM placement differs (frontends/swift/versions.py in_trainer_vllm): 3.1.x
+# (vllm_device auto = the GPU after the training ones), 3.2.0-3.2.1 (the last num_infer_workers GPUs), 3.2.2-3.5
+# (the same, after _check_grpo's layout assertion)
+IN_TRAINER_RELEASES = ('3.1.1', '3.2.0', '3.2.2')
+
+
+def _in_trainer_releases(case: dict) -> list[str]:
+    """The ms-swift releases to place a case's in-trainer vLLM with: its stated release, else every placement the
+    releases that had ``vllm_device``/``num_infer_workers`` (3.1-3.5) used; [] for a case without them."""
+    c = case.get('config') or {}
+    if _is_trl(case) or not any(c.get(k) not in (None, '') for k in ('vllm_device', 'num_infer_workers')):
+        return []
+    stated = stated_version(case, 'ms-swift') or case.get('framework_version')
+    vt = version_tuple(stated)
+    if vt is not None and len(vt) >= 2 and (3, 1) <= vt[:2] < (3, 6):
+        return [str(stated)]
+    return list(IN_TRAINER_RELEASES)
+
+
+def _predict_over_releases(case, arch, cap, sft, releases: list[str]) -> dict:
+    """A case from the releases that ran vLLM inside the trainer, not saying which: predict with each placement and
+    keep the verdict only when it is the same under every one (as over cards)."""
+    outs = [_predict_train_on_cards(case, arch, cap, sft, r) for r in releases]
+    verdicts = {(o.get('fits'), o.get('startup_failed', False)) for o in outs}
+    if len(verdicts) > 1:
         raise CannotPredict(
-            "config.vllm_device (ms-swift 3.x's vllm_device ran vLLM on a device of its own "
-            'inside the training process; that placement is not modelled)'
+            'framework_version (ms-swift 3.1-3.5 placed the in-trainer vLLM differently, and the verdict depends on '
+            f'which: {", ".join(f"{r}: {_verdict_word(o)}" for r, o in zip(releases, outs))})'
         )
+    out = dict(outs[0])
+    out['release_candidates'] = ', '.join(releases)
+    if len({o.get('peak_gib') for o in outs}) > 1:
+        out.pop('peak_gib', None)
+        out.pop('peak_torch_gib', None)
+    return out
+
+
+def _verdict_word(out: dict) -> str:
+    if out.get('startup_failed'):
+        return 'stops at start-up'
+    return 'fits' if out.get('fits') else 'OOM'
+
+
+def _predict_train_on_cards(case, arch, cap, sft, release: str | None) -> dict:
+    c = case.get('config') or {}
     if cap is None:
         cards = candidates(_gpu(case))
         if cards:
-            return _predict_over_cards(case, arch, cards, sft)
+            return _predict_over_cards(case, arch, cards, sft, release)
         if c.get('use_vllm'):
             raise CannotPredict('gpu_total_gib')
-    return _predict_train_at(case, arch, cap, sft)
+    return _predict_train_at(case, arch, cap, sft, release)
 
 
-def _predict_over_cards(case: dict, arch: Arch, cards: list[tuple[str, float]], sft: bool) -> dict:
+def _predict_over_cards(
+    case: dict, arch: Arch, cards: list[tuple[str, float]], sft: bool, release: str | None = None
+) -> dict:
     """A source that names the GPU loosely ("A100", "24GB GPUs"): predict on every card it could be and
     keep only what holds on all of them. The fit verdict counts when it is the same on each; the peak
     only when it does not depend on the card (no vLLM reservation, which is a share of the card)."""
-    outs = [_predict_train_at(case, arch, cap, sft) for _, cap in cards]
-    verdicts = {o['fits'] for o in outs}
+    outs = [_predict_train_at(case, arch, cap, sft, release) for _, cap in cards]
+    verdicts = {(o['fits'], o.get('startup_failed', False)) for o in outs}
     names = ', '.join(f'{n} {cap} GiB' for n, cap in cards)
     if len(verdicts) > 1:
         raise CannotPredict(f'gpu_total_gib (the verdict depends on which card: {names})')
     out = dict(outs[0])  # its verdict is every card's
     out['capacity_candidates'] = names
     out.pop('peak_fraction', None)
-    if len({o['peak_gib'] for o in outs}) > 1:
-        out.pop('peak_gib')
-        out.pop('peak_torch_gib')
+    if len({o.get('peak_gib') for o in outs}) > 1:
+        out.pop('peak_gib', None)
+        out.pop('peak_torch_gib', None)
     return out
 
 
@@ -362,7 +411,25 @@ def _handover(case: dict):
     return fw.call('handover', {package: stated_version(case, package) or case.get('framework_version')})
 
 
-def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict:
+def _in_trainer_layout(case: dict, cfg: GRPOConfig, env: dict, release: str):
+    """(config, rollout GPUs, start-up error) of a case whose ms-swift ran vLLM inside the trainer, placed by the
+    front end's own reading of that release (frontends/swift/versions.py ``in_trainer_vllm``)."""
+    from ..frontends.swift.versions import in_trainer_vllm
+    from ..launch import Launch
+
+    c = case.get('config') or {}
+    argv = []
+    for key in ('vllm_device', 'num_infer_workers'):
+        v = c.get(key)
+        if v not in (None, ''):
+            argv += [f'--{key}', *([str(x) for x in v] if isinstance(v, list) else str(v).split())]
+    cfg, launch, _ = in_trainer_vllm(cfg, Launch(argv=argv, env=dict(env)), release)
+    info = launch.trl.swift_infer_workers or {}
+    g = launch.trl.vllm_device_gpu
+    return cfg, (tuple(g) if g is not None else None), (info.get('error') or (None,))[0]
+
+
+def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool, release: str | None = None) -> dict:
     c = case.get('config') or {}
     use_vllm = bool(c.get('use_vllm'))
     extra: dict = {'rlhf_type': 'grpo'}
@@ -380,8 +447,16 @@ def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool) -> d
     env.setdefault('NPROC_PER_NODE', str(n))
     if not env['NPROC_PER_NODE'].isdigit() or int(env['NPROC_PER_NODE']) < 1:
         raise CannotPredict(f'config.NPROC_PER_NODE (a positive integer, got {env["NPROC_PER_NODE"]!r:.40})')
-    env['CUDA_VISIBLE_DEVICES'] = ','.join(str(i) for i in range(int(env['NPROC_PER_NODE'])))
-    plan = build_plan(cfg, env, Hardware(gpus=n))
+    rollout_gpus = None
+    if release is not None:  # ms-swift 3.1-3.5's in-trainer vLLM, on the GPUs the case makes visible
+        env.setdefault('CUDA_VISIBLE_DEVICES', ','.join(str(i) for i in range(n)))
+        cfg, rollout_gpus, error = _in_trainer_layout(case, cfg, env, release)
+        if error:
+            return {'fits': False, 'startup_failed': True, 'reasons': ['device.infer-workers'], 'error': error}
+        n = max(n, len(env['CUDA_VISIBLE_DEVICES'].split(',')))
+    else:
+        env['CUDA_VISIBLE_DEVICES'] = ','.join(str(i) for i in range(int(env['NPROC_PER_NODE'])))
+    plan = build_plan(cfg, env, Hardware(gpus=n, rollout_gpus=rollout_gpus))
     prompt = 0 if sft else (cfg.max_length or 0)
     torch_v, tf_v = stated_version(case, 'torch'), stated_version(case, 'transformers')
     adamw, _ = resolve_adamw(cfg.optim, torch_v, tf_v)

@@ -401,22 +401,11 @@ def multi_node_env(ctx: Context) -> list[Finding]:
 
 @rule('device.infer-workers')
 def in_trainer_vllm_layout(ctx: Context) -> list[Finding]:
-    """ms-swift < 3.6 ran vLLM inside the trainer ("async mode"): the visible GPUs must be NPROC_PER_NODE +
-    num_infer_workers, else it stops at argument checking (swift/llm/argument/rlhf_args.py, ms-swift 3.4.1). The
-    layout is read by frontends/swift/versions.py ``in_trainer_vllm``."""
-    info = ctx.launch.trl.swift_infer_workers  # set by ms-swift's front end alone
-    if not info or len(info['visible']) == info['nproc'] + info['workers']:
+    """ms-swift < 3.6 ran vLLM inside the trainer: the release's own start-up errors about its GPUs (the layout
+    assertion of 3.2.2-3.5, a vllm_device that does not exist), as frontends/swift/versions.py ``in_trainer_vllm``
+    read them with the release's code."""
+    info = ctx.launch.trl.swift_infer_workers or {}  # set by ms-swift's front end alone
+    if not info.get('error'):
         return []
-    n, w, t = info['nproc'], info['workers'], len(info['visible'])
-    return [
-        Finding(
-            ERROR,
-            'device.infer-workers',
-            ['NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES'],
-            f'ms-swift {info["version"]} stops with "Async mode requires total GPUs({t}) = '
-            f'training GPUs({n}) + '
-            f'inference workers({w}). Please adjust your GPU allocation."',
-            f'ENV: {{NPROC_PER_NODE: {max(1, t - w)}}}',
-            'swift/llm/argument/rlhf_args.py (ms-swift 3.4.1)',
-        )
-    ]
+    message, fix, source = info['error']
+    return [Finding(ERROR, 'device.infer-workers', ['NPROC_PER_NODE', 'CUDA_VISIBLE_DEVICES'], message, fix, source)]

@@ -276,25 +276,84 @@ def require_installed(version: str) -> None:
 
 IN_TRAINER_UNTIL = (3, 6)
 """ms-swift before 3.6 ran vLLM inside the training processes (num_infer_workers, vllm_device; no --vllm_mode)."""
+LAYOUT_ASSERTED_FROM = (3, 2, 2)
+"""``RLHFArguments._check_grpo`` asserts the GPU layout (colocate: visible == num_infer_workers == NPROC_PER_NODE;
+async: visible == NPROC_PER_NODE + num_infer_workers) from 3.2.2 (swift/llm/argument/rlhf_args.py, "update grpo
+warning" #3598 of 2025-03-24); 3.1.x-3.2.1 check only that vLLM's device exists (grpo_trainer.py)."""
+LAST_WORKERS_FROM = (3, 2, 0)
+"""``vllm_device auto`` on more than one GPU: 3.1.x took ``get_device(local_world_size)``, the GPU after the
+training ones; from 3.2.0 the last ``num_infer_workers`` GPUs (swift/trainers/rlhf_trainer/grpo_trainer.py)."""
+
+
+def _flag_values(argv: list[str], names: tuple[str, ...]) -> list[str] | None:
+    """The values of the last ``--name`` in argv (``--name=v`` or ``--name v1 v2 ...``), else None."""
+    found = None
+    for i, tok in enumerate(argv):
+        head, eq, val = tok.partition('=')
+        if head in names:
+            if eq:
+                found = [val]
+            else:
+                found = []
+                for v in argv[i + 1 :]:
+                    if v.startswith('--'):
+                        break
+                    found.append(v)
+    return found
 
 
 def _num_infer_workers(argv: list[str]) -> int:
-    for i, tok in enumerate(argv):
-        head, eq, val = tok.partition('=')
-        if head in ('--num_infer_workers', '--num-infer-workers'):
-            v = val if eq else (argv[i + 1] if i + 1 < len(argv) else '')
-            return int(v) if v.isdigit() else 1
-    return 1  # swift/trainers/arguments.py (3.4.1): num_infer_workers: int = 1
+    v = _flag_values(argv, ('--num_infer_workers', '--num-infer-workers'))
+    return int(v[0]) if v and v[0].isdigit() else 1  # swift/trainers/arguments.py (3.2-3.5): num_infer_workers = 1
+
+
+def _patch_release(version: str | None) -> tuple[int, ...] | None:
+    """The release whose in-trainer vLLM behaviour applies: the version itself when it names a patch release, else
+    the release that judges it (one per minor, e.g. "3.2" -> 3.2.2)."""
+    vt = _vt(version)
+    if vt is None or len(vt) >= 3:
+        return vt
+    release, _ = judged_release(version)
+    return _vt(release) if release else vt
+
+
+def _infer_devices(argv, vt, count: int, nproc: int, niw: int) -> tuple[list[int] | None, str | None]:
+    """(the visible-GPU indices vLLM's engines run on, None when vllm_device names something else; the start-up
+    error of grpo_trainer.py when one does not exist)."""
+    given = _flag_values(argv, ('--vllm_device', '--vllm-device')) or ['auto']
+    if given[0] == 'auto':
+        if count == 1:
+            return [0], None  # "particular case when training with only 1 GPU: share it"
+        if vt < LAST_WORKERS_FROM:
+            idx = [nproc]  # 3.1.x: get_device(local_world_size), "take the next GPU idx"
+        else:
+            idx = list(range(count - niw, count))
+    else:
+        idx = []
+        for d in given:
+            kind, _, n = d.partition(':')
+            if kind not in ('cuda', 'npu') or not n.isdigit():
+                return None, None
+            idx.append(int(n))
+    for i in idx:
+        if i >= count:
+            return idx, (
+                f'The requested device for vllm (cuda:{i}) is not available. You are likely using vLLM without '
+                f'restricting the number of GPUs for training.'
+            )
+    return idx, None
 
 
 def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
-    """ms-swift < 3.6 without a rollout server, as 3.4.1 places vLLM (swift/llm/argument/rlhf_args.py
-    ``_check_grpo``; swift/trainers/rlhf_trainer/grpo_trainer.py): visible GPUs == num_infer_workers is colocate
-    mode (every process trains and samples); otherwise "async mode", where the visible GPUs must be NPROC_PER_NODE +
-    num_infer_workers and vLLM (``vllm_device auto``) takes the last num_infer_workers of them. Those GPUs are then
-    planned like a rollout server's at the launch's own vllm_gpu_memory_utilization. Returns (the config, the launch
-    with the layout in its ``trl``: a copy, ``launch`` is left as it is, assumptions)."""
-    vt = _vt(version)
+    """ms-swift < 3.6 without a rollout server: vLLM inside the trainer, placed as the release placed it
+    (swift/trainers/rlhf_trainer/grpo_trainer.py, swift/llm/argument/rlhf_args.py ``_check_grpo`` at 3.1.1-3.5).
+    From 3.2.2, visible GPUs == num_infer_workers is colocate mode (every process trains and samples), otherwise
+    "async mode" must have NPROC_PER_NODE + num_infer_workers visible GPUs (``LAYOUT_ASSERTED_FROM``). vLLM runs on
+    ``--vllm_device`` (``auto``: ``LAST_WORKERS_FROM``). Engines on GPUs of their own are planned like a rollout
+    server's at the launch's own vllm_gpu_memory_utilization; an engine on a training GPU is planned as colocated.
+    Returns (the config, the launch with the layout in its ``trl``: a copy, ``launch`` is left as it is,
+    assumptions)."""
+    vt = _patch_release(version)
     if not (
         vt is not None
         and vt < IN_TRAINER_UNTIL
@@ -316,31 +375,66 @@ def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
                 f'are not known without CUDA_VISIBLE_DEVICES and NPROC_PER_NODE, so colocate is assumed'
             ],
         )
-    if len(vis) == niw:
+    colocate = replace(cfg, vllm_mode='colocate')
+    info = {'workers': niw, 'visible': vis, 'nproc': nproc, 'version': version}
+    if vt >= LAYOUT_ASSERTED_FROM:
+        if len(vis) == niw:
+            return (
+                colocate,
+                launch,
+                [
+                    f'ms-swift {version}: {niw} visible GPU(s) = num_infer_workers: colocate mode (training and '
+                    f'sampling on every GPU)'
+                ],
+            )
+        if len(vis) != nproc + niw:
+            read_as = '' if len(_vt(version)) >= 3 else f' (read as {_dotted(vt)}; 3.1-3.2.1 did not check this)'
+            info['error'] = (
+                f'ms-swift {version}{read_as} stops with "Async mode requires total GPUs({len(vis)}) = training '
+                f'GPUs({nproc}) + inference workers({niw}). Please adjust your GPU allocation."',
+                f'ENV: {{NPROC_PER_NODE: {max(1, len(vis) - niw)}}}',
+                'swift/llm/argument/rlhf_args.py _check_grpo (ms-swift 3.2.2-3.5)',
+            )
+            return cfg, replace(launch, trl=replace(launch.trl, swift_infer_workers=info)), []
+    elif nproc % niw:
+        info['error'] = (
+            f'ms-swift {version} stops with an AssertionError: local_world_size ({nproc}) % num_infer_workers '
+            f'({niw}) == 0 (GRPOTrainer.infer_rank)',
+            f'--num_infer_workers {next(k for k in range(niw, 0, -1) if nproc % k == 0)}',
+            'swift/trainers/rlhf_trainer/grpo_trainer.py infer_rank (ms-swift 3.2.0-3.2.1)',
+        )
+        return cfg, replace(launch, trl=replace(launch.trl, swift_infer_workers=info)), []
+    idx, missing = _infer_devices(launch.argv, vt, len(vis), nproc, niw)
+    if missing:
+        info['error'] = (
+            f'ms-swift {version} stops with "{missing}"',
+            f'ENV: {{NPROC_PER_NODE: {max(1, len(vis) - niw)}}}',
+            'swift/trainers/rlhf_trainer/grpo_trainer.py (ms-swift 3.1-3.5)',
+        )
+        return cfg, replace(launch, trl=replace(launch.trl, swift_infer_workers=info)), []
+    launch = replace(launch, trl=replace(launch.trl, swift_infer_workers=info))
+    if idx is None:
+        return colocate, launch, [f'ms-swift {version}: vllm_device is not a GPU index; colocate mode is assumed']
+    shared = [i for i in idx if i < nproc]
+    if shared:
+        gpus = ','.join(str(vis[i]) for i in shared)
         return (
-            replace(cfg, vllm_mode='colocate'),
+            colocate,
             launch,
             [
-                f'ms-swift {version}: {niw} visible GPU(s) = num_infer_workers: colocate mode (training and sampling '
-                f'on every GPU)'
+                f'ms-swift {version}: vLLM inside the trainer on GPU(s) {gpus}, which also train (ms-swift warns "The '
+                f'requested device ... is also used for training"): planned as colocate mode'
             ],
         )
-    launch = replace(
-        launch,
-        trl=replace(
-            launch.trl, swift_infer_workers={'workers': niw, 'visible': vis, 'nproc': nproc, 'version': version}
-        ),
-    )
-    if len(vis) != nproc + niw:
-        return cfg, launch, []  # rule in_trainer_vllm_layout reports ms-swift's own assertion
-    gpus = vis[-niw:]
+    gpus = [vis[i] for i in idx]
+    written = ' '.join(_flag_values(launch.argv, ('--vllm_device', '--vllm-device')) or ['auto'])
     # async mode: TP 1, one engine per GPU
     cfg = replace(
         cfg,
         vllm_mode='server',
         vllm_server_host=['127.0.0.1'],
         vllm_tensor_parallel_size=1,
-        vllm_data_parallel_size=niw,
+        vllm_data_parallel_size=len(gpus),
         vllm_in_trainer=True,
     )
     launch = replace(launch, trl=replace(launch.trl, vllm_device_gpu=tuple(gpus)))
@@ -349,7 +443,7 @@ def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
         launch,
         [
             f'ms-swift {version}: "async mode": training on GPU(s) {",".join(map(str, vis[:nproc]))}, vLLM inside the '
-            f'trainer on GPU(s) {",".join(map(str, gpus))} (vllm_device auto: the last num_infer_workers={niw}) at '
+            f'trainer on GPU(s) {",".join(map(str, gpus))} (vllm_device {written}) at '
             f"vllm_gpu_memory_utilization {cfg.vllm_gpu_memory_utilization}; planned like a rollout server's GPUs"
         ],
     )
