@@ -105,6 +105,9 @@ def test_workers_that_do_not_divide_the_processes_stop_3_2_0():
     report = run('3.2.0', '--num_infer_workers 2', env='NPROC_PER_NODE=3 CUDA_VISIBLE_DEVICES=0,1,2,3,4')
     f = layout(report)[1]['device.infer-workers']
     assert 'local_world_size (3) % num_infer_workers (2) == 0' in f.message and f.fix == '--num_infer_workers 1'
+    for version in ('3.2.0', '3.4.1'):  # no worker at all divides by zero in infer_rank
+        f = layout(run(version, '--num_infer_workers 0'))[1]['device.infer-workers']
+        assert 'ZeroDivisionError' in f.message and f.fix == '--num_infer_workers 1'
 
 
 CASE = {

@@ -377,6 +377,14 @@ def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
         )
     colocate = replace(cfg, vllm_mode='colocate')
     info = {'workers': niw, 'visible': vis, 'nproc': nproc, 'version': version}
+    if niw < 1:
+        info['error'] = (
+            f'--num_infer_workers {niw}: ms-swift {version} stops with a ZeroDivisionError (GRPOTrainer.infer_rank '
+            f'takes local_world_size % num_infer_workers)',
+            '--num_infer_workers 1',
+            'swift/trainers/rlhf_trainer/grpo_trainer.py infer_rank (ms-swift 3.2-3.5)',
+        )
+        return cfg, replace(launch, trl=replace(launch.trl, swift_infer_workers=info)), []
     if vt >= LAYOUT_ASSERTED_FROM:
         if len(vis) == niw:
             return (
