@@ -1,4 +1,4 @@
-"""ms-swift 3.1-3.5 ran vLLM inside the training process, on the GPU(s) ``--vllm_device`` names (``auto`` by
+"""ms-swift 3.1-3.4 ran vLLM inside the training process, on the GPU(s) ``--vllm_device`` names (``auto`` by
 default), and each release placed it its own way. Read in ms-swift's code at each tag:
 
 - 3.1.1.post1 swift/trainers/rlhf_trainer/grpo_trainer.py: ``auto`` on more than one GPU is
@@ -140,13 +140,14 @@ def test_a_case_with_vllm_device_is_predicted_with_the_release_placement():
     # the release stated: vLLM on a GPU of its own (its peak is that GPU's rollout, not a colocated training phase)
     pred = predict({**CASE, 'framework_version': '3.2.0'})
     assert pred['fits'] is True and pred['phase'] == 'rollout' and pred['dominant'] == 'vllm_reserved'
-    # not stated: 3.1-3.2.1 run it, 3.2.2-3.5 stop at the layout assertion, so the verdict depends on the release
+    # not stated: 3.1-3.2.1 run it, 3.2.2-3.4 stop at the layout assertion, so the verdict depends on the release
     with pytest.raises(CannotPredict, match='framework_version'):
         predict(CASE)
-    # a layout every release accepts (1 training process + 1 vLLM GPU) is predicted without the release
-    ok = replace_config(CASE, CUDA_VISIBLE_DEVICES='0,1', num_gpus=2)
+    # a layout every release accepts (1 training process + 1 vLLM GPU; 3.5 colocates vLLM, at 0.3 it fits beside
+    # training too) is predicted without the release
+    ok = replace_config(CASE, CUDA_VISIBLE_DEVICES='0,1', num_gpus=2, vllm_gpu_memory_utilization=0.3)
     pred = predict(ok)
-    assert pred['fits'] is True and pred['release_candidates'] == '3.1.1, 3.2.0, 3.2.2'
+    assert pred['fits'] is True and pred['release_candidates'] == '3.1.1, 3.2.0, 3.2.2, 3.5.0'
 
 
 def replace_config(case, num_gpus, **config):
@@ -156,3 +157,11 @@ def replace_config(case, num_gpus, **config):
 def test_a_release_that_had_no_in_trainer_vllm_is_unchanged():
     report = run('3.10.3', '--vllm_mode colocate', env='NPROC_PER_NODE=4 CUDA_VISIBLE_DEVICES=0,1,2,3')
     assert report.cfg.vllm_mode == 'colocate' and report.launch.trl.swift_infer_workers is None
+
+
+def test_3_5_only_warns_that_vllm_device_is_deprecated_and_runs_vllm_mode():
+    # 3.5.0 rlhf_args.py _deprecated_warning: "The parameter 'vllm_device' has been deprecated and will be removed in
+    # version 3.6"; --vllm_mode (colocate by default) places vLLM, and no layout assertion remains
+    report = run('3.5.0', '--vllm_device auto')
+    assert report.cfg.vllm_mode == 'colocate' and 'device.infer-workers' not in layout(report)[1]
+    assert any('--vllm_device' in n and 'deprecated there and ignored' in n for n in report.launch.notes)

@@ -299,9 +299,9 @@ def _predict_train(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict
 
 
 # ms-swift releases whose in-trainer vLLM placement differs (frontends/swift/versions.py in_trainer_vllm): 3.1.x
-# (vllm_device auto = the GPU after the training ones), 3.2.0-3.2.1 (the last num_infer_workers GPUs), 3.2.2-3.5
-# (the same, after _check_grpo's layout assertion)
-IN_TRAINER_RELEASES = ('3.1.1', '3.2.0', '3.2.2')
+# (vllm_device auto = the GPU after the training ones), 3.2.0-3.2.1 (the last num_infer_workers GPUs), 3.2.2-3.4
+# (the same, after _check_grpo's layout assertion), 3.5 (the names deprecated and ignored: vllm_mode colocate)
+IN_TRAINER_RELEASES = ('3.1.1', '3.2.0', '3.2.2', '3.5.0')
 
 
 def _in_trainer_releases(case: dict) -> list[str]:
@@ -324,7 +324,7 @@ def _predict_over_releases(case, arch, cap, sft, releases: list[str]) -> dict:
     verdicts = {(o.get('fits'), o.get('startup_failed', False)) for o in outs}
     if len(verdicts) > 1:
         raise CannotPredict(
-            'framework_version (ms-swift 3.1-3.5 placed the in-trainer vLLM differently, and the verdict depends on '
+            'framework_version (ms-swift 3.1-3.5 placed vLLM differently, and the verdict depends on '
             f'which: {", ".join(f"{r}: {_verdict_word(o)}" for r, o in zip(releases, outs))})'
         )
     out = dict(outs[0])

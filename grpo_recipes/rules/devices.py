@@ -402,7 +402,7 @@ def multi_node_env(ctx: Context) -> list[Finding]:
 @rule('device.infer-workers')
 def in_trainer_vllm_layout(ctx: Context) -> list[Finding]:
     """ms-swift < 3.6 ran vLLM inside the trainer: the release's own start-up errors about its GPUs (the layout
-    assertion of 3.2.2-3.5, a vllm_device that does not exist), as frontends/swift/versions.py ``in_trainer_vllm``
+    assertion of 3.2.2-3.4, a vllm_device that does not exist), as frontends/swift/versions.py ``in_trainer_vllm``
     read them with the release's code."""
     info = ctx.launch.trl.swift_infer_workers or {}  # set by ms-swift's front end alone
     if not info.get('error'):

@@ -156,11 +156,16 @@ def config_from_argv(argv: list[str], version: str | None):
         key = tok[2:].split('=', 1)[0].replace('-', '_') if tok.startswith('--') else None
         if key in REMOVED and key in fields and key != 'train_type':
             _, gone = history(key)
-            how = (
-                'vLLM is placed as that release placed it (in_trainer_vllm)'
-                if key in ('vllm_device', 'num_infer_workers')
-                else 'its effect is not modelled here'
-            )
+            if key not in ('vllm_device', 'num_infer_workers'):
+                how = 'its effect is not modelled here'
+            elif _patch_release(version) < IN_TRAINER_UNTIL:
+                how = 'vLLM is placed as that release placed it (in_trainer_vllm)'
+            else:  # 3.5: RLHFArguments._deprecated_warning, and the trainer no longer reads it
+                how = 'deprecated there and ignored ("has been deprecated and will be removed"): vllm_mode decides'
+            note = f'--{key}: an argument of ms-swift {version} (removed in {_short(gone)}); {how}'
+            if note not in notes:
+                notes.append(note)
+            continue
             note = f'--{key}: an argument of ms-swift {version} (removed in {_short(gone)}); {how}'
             if note not in notes:
                 notes.append(note)
@@ -274,8 +279,10 @@ def require_installed(version: str) -> None:
         )
 
 
-IN_TRAINER_UNTIL = (3, 6)
-"""ms-swift before 3.6 ran vLLM inside the training processes (num_infer_workers, vllm_device; no --vllm_mode)."""
+IN_TRAINER_UNTIL = (3, 5)
+"""ms-swift before 3.5 ran vLLM inside the training processes (num_infer_workers, vllm_device; no --vllm_mode). 3.5
+added ``--vllm_mode`` (colocate by default) and kept the two names only to warn that they are deprecated (3.5.0
+swift/llm/argument/rlhf_args.py ``_deprecated_warning``; its grpo_trainer.py reads neither)."""
 LAYOUT_ASSERTED_FROM = (3, 2, 2)
 """``RLHFArguments._check_grpo`` asserts the GPU layout (colocate: visible == num_infer_workers == NPROC_PER_NODE;
 async: visible == NPROC_PER_NODE + num_infer_workers) from 3.2.2 (swift/llm/argument/rlhf_args.py, "update grpo
@@ -345,8 +352,8 @@ def _infer_devices(argv, vt, count: int, nproc: int, niw: int) -> tuple[list[int
 
 
 def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
-    """ms-swift < 3.6 without a rollout server: vLLM inside the trainer, placed as the release placed it
-    (swift/trainers/rlhf_trainer/grpo_trainer.py, swift/llm/argument/rlhf_args.py ``_check_grpo`` at 3.1.1-3.5).
+    """ms-swift < 3.5 without a rollout server: vLLM inside the trainer, placed as the release placed it
+    (swift/trainers/rlhf_trainer/grpo_trainer.py, swift/llm/argument/rlhf_args.py ``_check_grpo`` at 3.1.1-3.4).
     From 3.2.2, visible GPUs == num_infer_workers is colocate mode (every process trains and samples), otherwise
     "async mode" must have NPROC_PER_NODE + num_infer_workers visible GPUs (``LAYOUT_ASSERTED_FROM``). vLLM runs on
     ``--vllm_device`` (``auto``: ``LAST_WORKERS_FROM``). Engines on GPUs of their own are planned like a rollout
@@ -382,7 +389,7 @@ def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
             f'--num_infer_workers {niw}: ms-swift {version} stops with a ZeroDivisionError (GRPOTrainer.infer_rank '
             f'takes local_world_size % num_infer_workers)',
             '--num_infer_workers 1',
-            'swift/trainers/rlhf_trainer/grpo_trainer.py infer_rank (ms-swift 3.2-3.5)',
+            'swift/trainers/rlhf_trainer/grpo_trainer.py infer_rank (ms-swift 3.2-3.4)',
         )
         return cfg, replace(launch, trl=replace(launch.trl, swift_infer_workers=info)), []
     if vt >= LAYOUT_ASSERTED_FROM:
@@ -401,7 +408,7 @@ def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
                 f'ms-swift {version}{read_as} stops with "Async mode requires total GPUs({len(vis)}) = training '
                 f'GPUs({nproc}) + inference workers({niw}). Please adjust your GPU allocation."',
                 f'ENV: {{NPROC_PER_NODE: {max(1, len(vis) - niw)}}}',
-                'swift/llm/argument/rlhf_args.py _check_grpo (ms-swift 3.2.2-3.5)',
+                'swift/llm/argument/rlhf_args.py _check_grpo (ms-swift 3.2.2-3.4)',
             )
             return cfg, replace(launch, trl=replace(launch.trl, swift_infer_workers=info)), []
     elif nproc % niw:
@@ -417,7 +424,7 @@ def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
         info['error'] = (
             f'ms-swift {version} stops with "{missing}"',
             f'ENV: {{NPROC_PER_NODE: {max(1, len(vis) - niw)}}}',
-            'swift/trainers/rlhf_trainer/grpo_trainer.py (ms-swift 3.1-3.5)',
+            'swift/trainers/rlhf_trainer/grpo_trainer.py (ms-swift 3.1-3.4)',
         )
         return cfg, replace(launch, trl=replace(launch.trl, swift_infer_workers=info)), []
     launch = replace(launch, trl=replace(launch.trl, swift_infer_workers=info))
