@@ -55,6 +55,33 @@ NOMINAL_GB = {
 }
 
 
+# Streaming multiprocessors of each catalogue card (NVIDIA's architecture whitepapers and datasheets: A100 and A800
+# 108, H100/H800/H200 SXM 132, H20 78, L40S 142, A10 72, RTX 3090 82, RTX 4090 128, RTX A6000 84). vLLM's Triton
+# top-k/top-p kernel runs one program per SM and keeps a vocabulary row for each (memory.vllm_profile_peak).
+SMS = {
+    'A100-40G': 108,
+    'A100-80G': 108,
+    'A800-40G': 108,
+    'A800-80G': 108,
+    'H100-80G': 132,
+    'H800-80G': 132,
+    'H20': 78,
+    'H200': 132,
+    'L40S': 142,
+    'A10': 72,
+    'RTX3090': 82,
+    'RTX4090': 128,
+    'A6000': 84,
+}
+
+
+def sm_count(name: str | None) -> int | None:
+    """The SM count of the catalogue card ``name`` names (one card only), else None."""
+    cards = candidates(name)
+    counts = {SMS[k] for k, _ in cards}
+    return counts.pop() if len(counts) == 1 else None
+
+
 def _family(card: str) -> str:
     """A catalogue name without its size and vendor prefix: A100-40G -> A100, RTX3090 -> 3090."""
     return card.split('-')[0].removeprefix('RTX')

@@ -39,6 +39,17 @@ VLLM_NON_TORCH_TP = 0.55 * GiB
 # Check: llm-d's H100 logs (R = 1024) give 9.57-9.64 x R x V x 4 bytes once the dummy forward's hidden
 # states are taken off, for Qwen3-0.6B, Qwen3-32B, Llama-3.1-8B, Llama-3.3-70B and gpt-oss-20b.
 SAMPLER_BUFFERS = {'native': 9.5, 'flashinfer': 3.5}
+# From vLLM 0.17.0 the native top-k/top-p sorts only batches under 8 rows: from 8 rows on it runs vLLM's Triton
+# kernel (vllm/v1/sample/ops/topk_topp_sampler.py ``apply_top_k_top_p``: "HAS_TRITON and logits.shape[0] >= 8";
+# topk_topp_triton.py, vllm PR #33538; in the 0.17.0 and 0.17.1 wheels, not in 0.16.0), which masks the fp32
+# logits in place. Its peak, read in the 0.17.1 wheel (v1/sample/sampler.py, ops/topk_topp_sampler.py): the
+# runner's bf16 logits (0.5), their fp32 copy (1), ``forward_native``'s softmax (1) and ``random_sample``'s
+# exponential draws (1): 3.5 R x V fp32 buffers, plus the kernel's cached buffer of one vocabulary row per program
+# (``min(next_power_of_2(min(rows, SMs)), SMs)`` rows; ``gpus.SMS``).
+TRITON_SAMPLER_FROM = (0, 17, 0)
+TRITON_SAMPLER_MIN_ROWS = 8
+TRITON_SAMPLER_BUFFERS = 3.5
+TRITON_SAMPLER_MAX_SMS = 142  # an unknown card: the most SMs of the catalogue (gpus.SMS, L40S), the larger buffer
 # CUDA-graph pools, kept even when vLLM sleeps (verl note, §D.3); enforce_eager removes them.
 # Public vLLM logs show "Graph capturing finished ... took 0.3-1.0 GiB" and, from the profiler, "Estimated CUDA
 # graph memory: 0.36 GiB total" (vLLM 0.27.1, gpustack/runner PR #251); we take 0.5 GiB.

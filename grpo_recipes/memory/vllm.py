@@ -7,6 +7,7 @@ import json
 import math
 
 from ..config import GRPOConfig
+from ..gpus import sm_count
 from ..plan import Plan
 from ..versions import version_tuple
 from . import vllm_engine as ve
@@ -15,6 +16,10 @@ from .arch import Arch
 from .inputs import (
     KV_BLOCK,
     SAMPLER_BUFFERS,
+    TRITON_SAMPLER_BUFFERS,
+    TRITON_SAMPLER_FROM,
+    TRITON_SAMPLER_MAX_SMS,
+    TRITON_SAMPLER_MIN_ROWS,
     VLLM_CUDA_GRAPHS,
     VLLM_GRAPHS_PROFILED_FROM,
     VLLM_NON_TORCH_TP,
@@ -126,17 +131,40 @@ def eager_down_proj_extra(a: Arch, eager: bool) -> int:
     return a.hidden if eager and a.model_type.lower() in QWEN2_MLP_TYPES else 0
 
 
-def vllm_profile_peak(a: Arch, tp: int, tokens: int, seqs: int, sampler: str = 'native', eager: bool = False) -> float:
+def sampler_buffers(sampler: str, rows: int, vocab: int, vllm_version: str | None, gpu_name: str | None) -> float:
+    """Bytes the sampler of vLLM's profiling run holds at its peak on ``rows`` dummy requests: ``SAMPLER_BUFFERS``
+    R x V fp32 buffers, or, for the native sampler from vLLM 0.17.0 on 8 or more rows, the Triton kernel's
+    (``TRITON_SAMPLER_BUFFERS`` and one row per program). An unknown version keeps the sort, the larger figure."""
+    row = vocab * 4
+    v = version_tuple(vllm_version)
+    if sampler == 'native' and v is not None and v >= TRITON_SAMPLER_FROM and rows >= TRITON_SAMPLER_MIN_ROWS:
+        sms = sm_count(gpu_name) or TRITON_SAMPLER_MAX_SMS
+        programs = min(sms, rows)
+        buffer_rows = min(1 << (programs - 1).bit_length(), sms)  # next_power_of_2, at most the SMs
+        return TRITON_SAMPLER_BUFFERS * rows * row + buffer_rows * row
+    return SAMPLER_BUFFERS[sampler] * rows * row
+
+
+def vllm_profile_peak(
+    a: Arch,
+    tp: int,
+    tokens: int,
+    seqs: int,
+    sampler: str = 'native',
+    eager: bool = False,
+    vllm_version: str | None = None,
+    gpu_name: str | None = None,
+) -> float:
     """Peak torch memory of vLLM's profiling run (vllm/v1/worker/gpu_model_runner.py ``profile_run``),
     bytes: the dummy forward over ``tokens`` tokens, or, after it, its hidden states plus the sampler on
-    ``min(seqs, tokens)`` rows of full-vocabulary logits, whichever is larger. ``eager``: the V0 engine's
-    uncompiled forward (``eager_down_proj_extra``)."""
+    ``min(seqs, tokens)`` rows of full-vocabulary logits (``sampler_buffers``), whichever is larger. ``eager``: the
+    V0 engine's uncompiled forward (``eager_down_proj_extra``)."""
     act_bytes = a.dtype_bytes
     inter = a.token_mlp_width
     # forward: residual + normed hidden (2h) beside the MLP's gate_up (2I) and activation output (I), per rank
     forward = tokens * act_bytes * (2 * a.hidden + 3 * inter / tp + eager_down_proj_extra(a, eager))
     rows = min(seqs, tokens)
-    sampler_peak = tokens * a.hidden * act_bytes + SAMPLER_BUFFERS[sampler] * rows * a.vocab * 4
+    sampler_peak = tokens * a.hidden * act_bytes + sampler_buffers(sampler, rows, a.vocab, vllm_version, gpu_name)
     return max(forward, sampler_peak)
 
 
@@ -174,7 +202,9 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs, plan: Plan | None = None) -> dict[s
         seqs = cfg.per_device_train_batch_size * tp * spg
     elif not seqs:
         seqs = 1024 if _vllm_large_card(inp.capacity_gib, inp.gpu_name) else 256  # vLLM V1 default max_num_seqs
-    act = vllm_profile_peak(a, tp, tb, seqs, inp.vllm_sampler, eager=v0)
+    act = vllm_profile_peak(
+        a, tp, tb, seqs, inp.vllm_sampler, eager=v0, vllm_version=inp.vllm_version, gpu_name=inp.gpu_name
+    )
     # multimodal models: the encoder's profiling pass on the largest items, its outputs cached (vllm_startup)
     limits = vs.parse_limits(opts.get('limit_mm_per_prompt', getattr(cfg, 'vllm_limit_mm_per_prompt', None)))
     mmkw = opts.get('mm_processor_kwargs')  # max_pixels / min_pixels bound the largest image (vllm_engine)
@@ -196,7 +226,16 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs, plan: Plan | None = None) -> dict[s
     llm_tokens = tb
     if mm and mm.get('rows'):  # V0 samples only the sequences that carry the dummy items, over all their tokens
         llm_tokens = mm.get('llm_tokens', tb)
-        act = vllm_profile_peak(a, tp, llm_tokens, mm['rows'], inp.vllm_sampler, eager=True)
+        act = vllm_profile_peak(
+            a,
+            tp,
+            llm_tokens,
+            mm['rows'],
+            inp.vllm_sampler,
+            eager=True,
+            vllm_version=inp.vllm_version,
+            gpu_name=inp.gpu_name,
+        )
     act = vs.profile_with_encoder(act, llm_tokens, a, mm)
     non_torch = VLLM_NON_TORCH_TP if tp > 1 else VLLM_NON_TORCH_TP1
     graphs = vs.cuda_graph_bytes(vs.capture_sizes(inp.vllm_version, seqs, tb, cfg.vllm_enforce_eager), VLLM_CUDA_GRAPHS)
