@@ -431,6 +431,9 @@ def test_flashinfer_sampler_reserves_less_and_matches_a_log_that_used_it():
         (None, '0.10.1.1', True, 'flashinfer'),  # V1 default while FlashInfer is installed (vllm PR #11394)
         (None, '0.10.1.1', False, 'native'),
         (None, '0.11.1', True, 'native'),  # default turned off (vllm PR #26859)
+        (None, '0.20.0', None, 'native'),  # still opt-in (envs.py of the 0.20.0 wheel)
+        (None, '0.21.0', None, 'flashinfer'),  # on again by default (vllm PR #40376; envs.py of 0.21.0-0.23.0)
+        (None, '0.23.0', False, 'native'),
         (None, '0.7.3', True, 'native'),  # V0 engine
         (None, None, None, 'native'),  # unknown: the larger reservation
     ],
@@ -439,6 +442,16 @@ def test_sampler_resolution(env, version, installed, expected):
     from grpo_recipes.memory.vllm import resolve_sampler
 
     assert resolve_sampler(env, version, installed)[0] == expected
+
+
+def test_flashinfer_default_of_0_21_holds_only_where_flashinfer_runs():
+    # v1/sample/ops/topk_topp_sampler.py (0.21.0): below compute capability 7.5 the default-on path falls back to the
+    # native sampler (FlashInferBackend.supports_compute_capability: 7.5 to 12.1)
+    from grpo_recipes.memory.vllm import resolve_sampler
+
+    assert resolve_sampler(None, '0.23.0', None, 'V100 32GB')[0] == 'native'
+    assert resolve_sampler(None, '0.23.0', None, 'H100-80G')[0] == 'flashinfer'
+    assert resolve_sampler(None, '0.23.0', None, 'Tesla T4')[0] == 'flashinfer'  # 7.5
 
 
 def test_env_block_and_installed_packages_pick_the_sampler(monkeypatch):

@@ -202,7 +202,9 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
         arch = replace(arch, dtype=str(c['torch_dtype']))
     # the sampler: a stated VLLM_USE_FLASHINFER_SAMPLER decides; whether FlashInfer was installed is not
     # a field of the schema, so otherwise vLLM's native sampler (the larger reservation) is assumed
-    sampler, why = resolve_sampler(c.get('VLLM_USE_FLASHINFER_SAMPLER'), case.get('framework_version'), None)
+    sampler, why = resolve_sampler(
+        c.get('VLLM_USE_FLASHINFER_SAMPLER'), case.get('framework_version'), None, _gpu(case)
+    )
     logged = logged_sampler(case)
     if c.get('VLLM_USE_FLASHINFER_SAMPLER') is None and logged:
         sampler, why = logged

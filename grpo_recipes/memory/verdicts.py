@@ -62,7 +62,7 @@ def memory_inputs(report, model_config: dict | None) -> tuple[Inputs | None, str
     env_sampler = os.environ.get(SAMPLER_ENV, report.launch.file_env.get(SAMPLER_ENV))
     pk = report.packages
     fi = None if 'flashinfer-python' not in pk else pk['flashinfer-python'] is not None
-    sampler, why = resolve_sampler(env_sampler, pk.get('vllm'), fi)
+    sampler, why = resolve_sampler(env_sampler, pk.get('vllm'), fi, name)
     adamw, adamw_why = launch_adamw(report)
     env_graphs = os.environ.get(GRAPHS_ENV, report.launch.file_env.get(GRAPHS_ENV))
     return Inputs(

@@ -45,19 +45,29 @@ def vllm_default_batched_tokens(capacity_gib: float, gpu_name: str | None, offli
     return 8192 if big else 2048
 
 
+# vLLM turned FlashInfer's top-k/top-p sampler back on by default in 0.21.0 (vllm PR #40376: vllm/envs.py
+# ``VLLM_USE_FLASHINFER_SAMPLER: bool = True`` in the 0.21.0, 0.22.0 and 0.23.0 wheels, ``bool | None = None`` and
+# opt-in in 0.20.0), on cards FlashInfer supports (v1/sample/ops/topk_topp_sampler.py: compute capability 7.5 to
+# 12.1, FlashInferBackend.supports_compute_capability; below it vLLM falls back to the native sampler).
+FLASHINFER_SAMPLER_DEFAULT_FROM = (0, 21, 0)
+FLASHINFER_CAPABILITY = ((7, 5), (12, 1))
+
+
 def resolve_sampler(
-    env_value: str | None, vllm_version: str | None, flashinfer_installed: bool | None
+    env_value: str | None, vllm_version: str | None, flashinfer_installed: bool | None, gpu_name: str | None = None
 ) -> tuple[str, str]:
-    """Which top-k/top-p sampler vLLM's profiling run uses: ``native`` (sorts the vocabulary) or
-    ``flashinfer``, and why. Unknown means ``native``, the larger reservation, so predicted KV is a floor.
+    """Which top-k/top-p sampler vLLM's profiling run uses: ``native`` (sorts the vocabulary, or from 0.17 masks it
+    with a Triton kernel: ``sampler_buffers``) or ``flashinfer``, and why. Unknown means ``native``, the larger
+    reservation, so predicted KV is a floor.
 
     - ``VLLM_USE_FLASHINFER_SAMPLER`` decides when set (vllm/envs.py).
     - Without FlashInfer installed, vLLM samples natively.
     - With it installed, V1 used it by default until 0.11.1 (vllm PR #11394; PR #26859 turned the default
-      off in October 2025). A later PR (#40376) turned it back on, in a release we cannot date, so for
-      0.11.1 and newer we keep the native figure unless the variable says otherwise.
+      off in October 2025), and again from 0.21.0 (``FLASHINFER_SAMPLER_DEFAULT_FROM``) on the cards FlashInfer
+      supports.
     - Whether it is installed, when not known: ``pip install vllm`` did not bring FlashInfer before
-      0.11.1 (an optional extra, vllm PR #21959; a default dependency from PR #26443), so native again.
+      0.11.1 (an optional extra, vllm PR #21959; a default dependency from PR #26443), so native then, and
+      installed from 0.11.1.
     """
     if env_value is not None and env_value.strip() != '':
         on = env_value.strip().lower() in ('1', 'true', 'yes', 'on')
@@ -65,11 +75,22 @@ def resolve_sampler(
     if flashinfer_installed is False:
         return 'native', 'FlashInfer is not installed'
     parts = version_tuple(vllm_version)
+    if parts and parts >= FLASHINFER_SAMPLER_DEFAULT_FROM:
+        cc = ve.compute_capability(gpu_name)
+        low, high = FLASHINFER_CAPABILITY
+        if cc is not None and not low <= cc <= high:
+            return 'native', (
+                f'vLLM {vllm_version}: FlashInfer sampling is on by default from 0.21.0, but not on compute '
+                f'capability {cc[0]}.{cc[1]}, where vLLM falls back to the native sampler'
+            )
+        return 'flashinfer', (
+            f'vLLM {vllm_version}: FlashInfer sampling is on by default from 0.21.0 (VLLM_USE_FLASHINFER_SAMPLER '
+            f'defaults to 1; FlashInfer is installed with vLLM from 0.11.1)'
+        )
     if parts and parts >= (0, 11, 1):
         return 'native', (
-            f'vLLM {vllm_version}: FlashInfer sampling is off by default from 0.11.1 until a later '
-            'release turned it back on; assumed native, the larger reservation '
-            '(set VLLM_USE_FLASHINFER_SAMPLER to state it)'
+            f'vLLM {vllm_version}: FlashInfer sampling is off by default from 0.11.1 to 0.20 (opt-in with '
+            'VLLM_USE_FLASHINFER_SAMPLER=1), so the native sampler'
         )
     if parts and parts < (0, 8, 0):
         return 'native', f'vLLM {vllm_version}: the V0 engine sorts natively'
