@@ -41,6 +41,10 @@ KNOWN_MISSES = {
     # cache was allocated, with other processes holding 0.21 GiB of the card. The margin is that other process, which
     # no launch setting states.
     'vllm-offloadprof-llama31-8b-3090-gmu090-len8192-sampler-oom',
+    # gpt-oss-120b on one H100 under vLLM 0.14.1 at 0.97 with -O3, 5120 tokens and one sequence: the reporter's same
+    # command ran on 0.11.2 at 85K context. The model leaves 10 GiB of KV cache on 0.14.1 too; what grew (the -O3
+    # compilation and graphs are the likely term) is not in the code read.
+    'vllm-33155-gptoss120b-1xh100-0.14.1-5k-oom',
 }
 
 
@@ -298,3 +302,46 @@ def test_kv_cache_of_vllm_0_17_within_25_percent(result):
     assert len(rows) >= 5
     worst = max(rows, key=lambda r: r['vllm_kv']['rel_error'])
     assert worst['vllm_kv']['rel_error'] <= 0.25, worst
+
+
+GPT_OSS = {
+    'architectures': ['GptOssForCausalLM'],
+    'model_type': 'gpt_oss',
+    'hidden_size': 2880,
+    'intermediate_size': 2880,
+    'num_attention_heads': 64,
+    'num_key_value_heads': 8,
+    'head_dim': 64,
+    'vocab_size': 201088,
+    'tie_word_embeddings': False,
+    'num_experts_per_tok': 4,
+    'attention_bias': True,
+    'quantization_config': {'quant_method': 'mxfp4'},
+}
+
+
+def test_an_experts_width_is_intermediate_size_without_moe_intermediate_size():
+    """transformers GptOssConfig (like MixtralConfig, OlmoeConfig) has no moe_intermediate_size: intermediate_size is
+    each expert's width. The model cards: gpt-oss-120b 117B parameters, 5.1B active; gpt-oss-20b 21B, 3.6B active
+    (the cards' active counts leave out one embedding matrix, 201088 x 2880)."""
+    big = Arch.from_config(dict(GPT_OSS, num_hidden_layers=36, num_local_experts=128))
+    small = Arch.from_config(dict(GPT_OSS, num_hidden_layers=24, num_local_experts=32))
+    assert big.moe_intermediate == 2880 and abs(big.param_count() / 1e9 - 117) < 0.5
+    assert abs(small.param_count() / 1e9 - 21) < 0.5
+    embed = 201088 * 2880
+    assert abs((big.active_params() - embed) / 1e9 - 5.1) < 0.1
+    assert abs((small.active_params() - embed) / 1e9 - 3.6) < 0.1
+
+
+def test_mxfp4_experts_as_vllm_loads_them(result):
+    """vLLM holds gpt-oss's MXFP4 experts as packed FP4 pairs with a uint8 scale per 32 values and bf16 biases, padded
+    for the Marlin kernel (quantization/mxfp4.py); attention, router and embeddings stay bf16. "Model loading took"
+    65.9651 GiB for gpt-oss-120b (vllm#23278, 0.10.1, H100) and 13.72 GiB for gpt-oss-20b (vLLM 0.19.0 on an
+    A100): the 16-bit reading made them 4.0 and 3.3 GiB (the experts had no width)."""
+    rows = {r['id']: r for r in result['per_case'] if 'gptoss' in r['id'] and 'vllm_weights' in r}
+    assert rows['vllm-23278-gptoss120b-1xh100-0.10.1-default']['vllm_weights']['rel_error'] <= 0.01
+    assert rows['myoceane-gptoss20b-1xa100-0.19.0-131k-0.65']['vllm_weights']['rel_error'] <= 0.01
+    # and the default start on one H100 fails as logged ("Available KV cache memory: -2.14 GiB"): the native sampler's
+    # profile over 1024 dummy requests of a 201,088-token vocabulary takes 7.3 GiB
+    fit = next(r for r in result['per_case'] if r['id'] == 'vllm-23278-gptoss120b-1xh100-0.10.1-default')['fit']
+    assert fit['right'] and fit['observed'] == 'OOM'

@@ -119,10 +119,11 @@ class Arch:
             qk_norm=mt.startswith('qwen3'),
             experts=experts,
             experts_per_token=int(cfg.get('num_experts_per_tok') or 0),
+            # an expert's width: moe_intermediate_size where the config has one (Qwen2/3-MoE, DeepSeek), else
+            # intermediate_size is the experts' own (transformers MixtralConfig, GptOssConfig, OlmoeConfig,
+            # PhimoeConfig, GraniteMoeConfig: "dimension of the MLP representations" of each expert)
             moe_intermediate=int(
-                cfg.get('moe_intermediate_size')
-                or (cfg.get('intermediate_size') if experts and mt == 'mixtral' else 0)
-                or 0
+                cfg.get('moe_intermediate_size') or (cfg.get('intermediate_size') if experts else 0) or 0
             ),
             shared_expert_intermediate=int(cfg.get('shared_expert_intermediate_size') or 0),
             quant=quant,

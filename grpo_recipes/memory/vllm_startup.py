@@ -354,12 +354,39 @@ def vllm_quantization(cfg, a: Arch, engine: dict) -> str | None:
     return None
 
 
+MXFP4_BLOCK = 32  # one uint8 E8M0 scale per 32 FP4 values (model_executor/layers/quantization/mxfp4.py)
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def mxfp4_expert_bytes(a: Arch, tp: int) -> float:
+    """Bytes of an MXFP4 checkpoint's experts as vLLM holds them (all ranks together): per expert, the fused gate/up
+    (2 x I x h) and the down projection (h x I) as packed FP4 pairs (uint8, half a byte per value), a uint8 scale
+    per 32 values and bf16 biases (2I + h), at the Marlin backend's padded sizes (Mxfp4MoEMethod.create_weights,
+    vLLM 0.17.1: I per TP rank rounded up to 128, h to 256). Marlin is the MXFP4 backend below compute capability 9.0
+    (get_mxfp4_backend: Triton kernels need SM90+) and the one vLLM 0.10.1 logged on an H100; later releases may pick
+    Triton or FlashInfer there, with less padding (gpt-oss-120b: 65.97 GiB logged under 0.10.1, 64.38 under 0.14.1,
+    on one H100), so this is the larger figure."""
+    ip = _round_up(-(-a.moe_intermediate // tp), 128)
+    hp = _round_up(a.hidden, 256)
+    per_rank = 2 * ip * hp + hp * ip
+    per_expert = per_rank / 2 + per_rank / MXFP4_BLOCK + 2 * (2 * ip + hp)
+    return a.layers * a.experts * per_expert * tp
+
+
 def vllm_weight_bytes(cfg, a: Arch, engine: dict) -> float:
     """Bytes of the weights vLLM loads (all ranks together)."""
     q = vllm_quantization(cfg, a, engine)
     method = a.quant_method()
     missing = tower_params(a) - a.vision  # a VL config saved without its vision_config
     small = a.small_params() + a.embedding_params() + a.hidden + a.vision + missing
+    if method == 'mxfp4' and a.experts:
+        # gpt-oss: only the experts are MXFP4; attention, router, embeddings and lm_head stay bf16
+        # (quantization_config.modules_to_not_convert)
+        tp = max(1, cfg.vllm_tensor_parallel_size)
+        return mxfp4_expert_bytes(a, tp) + (a.linear_params() - a.layers * a.mlp_linear_params() + small) * 2
     if q == 'bitsandbytes' or method == 'bitsandbytes':
         bits = 8 if (a.quant.get('load_in_8bit') or a.quant.get('bits') == 8) else 4
         return bnb_linear_bytes(a, bits) + small * 2
