@@ -63,7 +63,10 @@ def _check(opts, extra):
 
             hw = replace(hw, source=a['hw_source'])
     else:
-        launch = read_launch(launch_args(opts.config, extra), environ=environ, rollout=opts.rollout)
+        from ..frontends.bash.pure import Machine
+
+        machine = Machine(opts.gpus, opts.gpu_type)  # what nvidia-smi would list in the script
+        launch = read_launch(launch_args(opts.config, extra), environ=environ, rollout=opts.rollout, machine=machine)
         hw = detect(opts.gpus, opts.gpu_type, opts.rollout_gpus, opts.gpu_mem)
         if hw.gpus is None and getattr(launch, 'node_gpus', None):  # a Slurm batch script's --gres=gpu:N
             from dataclasses import replace

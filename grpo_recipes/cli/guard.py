@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
             'config',
             nargs='?',
             help='swift rlhf YAML/JSON config or a launcher .sh (omit and use '
-            '`-- swift rlhf ...`, `-- accelerate launch ...`)',
+            '`-- swift rlhf ...`, `-- accelerate launch ...`, or `-- bash train.sh ARGS` for a script that takes '
+            'arguments)',
         )
         _hardware_args(c)
         c.add_argument('--json', action='store_true', help='print one JSON object (ok, findings, plan, ...)')

@@ -197,7 +197,11 @@ _OTHER_MACHINE = re.compile(
 )
 
 
-def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, Rollout | None]:
+def _from_script(
+    path: str, environ: Mapping[str, str], args: list[str] | None = None, machine=None
+) -> tuple[Launch | None, Rollout | None]:
+    """A launcher script read as bash runs it: with ``args`` (``bash script.sh ARGS``; None: not known) on
+    ``machine`` (``bash.pure.Machine``: the node's GPUs, for ``nvidia-smi``)."""
     p = Path(path)
     try:
         with open(p, encoding='utf-8', newline='') as f:
@@ -211,7 +215,12 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
     directives = sbatch_directives(text)  # a Slurm batch script: the variables sbatch gives its commands
     if directives:
         environ = {**slurm_env(directives), **environ}
-    cmds = read_script(text, environ, source=str(p))
+    from .bash.pure import Machine
+
+    machine = machine or Machine()
+    if machine.gpus is None and str(environ.get('SLURM_GPUS_ON_NODE', '')).isdigit():
+        machine = Machine(int(environ['SLURM_GPUS_ON_NODE']), machine.gpu_name)  # the job's --gres=gpu:N
+    cmds = read_script(text, environ, source=str(p), args=args, machine=machine)
     kinds = [(c, kind_of(c.argv)) for c in cmds]
     trainers = [(c, k) for c, k in kinds if k and k[1] == 'train' and not c.commented]
     # the first trainer a reader reads; else the first one none does (the verdict is then never OK)
@@ -227,6 +236,13 @@ def _from_script(path: str, environ: Mapping[str, str]) -> tuple[Launch | None, 
         if said:
             rollout.remote = f'the script says "{said.strip()[:80]}" above it ({where})'
     if train is None:
+        exited = getattr(cmds, 'exited', None)
+        if rollout is None and exited and args is None:
+            line, status = exited
+            raise GuardError(
+                f'{p}:{line}: the script ends with exit {status} before any launch command when it is run without '
+                f'arguments; check it as you run it: grpo-guard check -- bash {path} ARGS'
+            )
         if rollout is None:
             raise GuardError(
                 f'{p}: no `swift rlhf`, `swift rollout`, `accelerate launch`, `trl` or `python` command '
@@ -303,10 +319,28 @@ def _inner_command(env: dict[str, str], argv: list[str], environ: Mapping[str, s
     return {**env, **cmd.env}, cmd.argv
 
 
-def read_launch(args: list[str], environ: Mapping[str, str] | None = None, rollout: str | None = None) -> Launch:
+def _script_call(args: list[str]) -> tuple[dict, str, list[str]] | None:
+    """``[VAR=v ...] bash|sh [-flags] script.sh ARGS`` -> (the assignments, the script, its arguments), else None."""
+    env, rest = split_env(args)
+    if not rest or rest[0].rsplit('/', 1)[-1] not in ('bash', 'sh'):
+        return None
+    i = 1
+    while i < len(rest) and rest[i].startswith('-') and rest[i] not in ('-c', '--'):
+        i += 1  # bash -x, -e, -l: options of the shell
+    if i < len(rest) and rest[i] == '--':
+        i += 1
+    if i >= len(rest) or rest[i] == '-c' or not rest[i].endswith('.sh'):
+        return None
+    return env, rest[i], rest[i + 1 :]
+
+
+def read_launch(
+    args: list[str], environ: Mapping[str, str] | None = None, rollout: str | None = None, machine=None
+) -> Launch:
     """Everything after ``grpo-guard check``'s own options -> one Launch (``launch.rollout`` set in server
     mode when the rollout command is known). A rollout server on its own gives a Launch whose
-    ``argv`` is empty and whose ``rollout`` is set (``Launch.kind == 'rollout'``)."""
+    ``argv`` is empty and whose ``rollout`` is set (``Launch.kind == 'rollout'``). A script is read with the
+    arguments ``bash script.sh ARGS`` gives it; ``machine`` (``bash.pure.Machine``) is the node it is checked for."""
     environ = dict(os.environ if environ is None else environ)
     args = list(args)
     if args[:1] == ['--']:
@@ -317,12 +351,16 @@ def read_launch(args: list[str], environ: Mapping[str, str] | None = None, rollo
             '(e.g. -- swift rlhf --rlhf_type grpo ...)'
         )
     roll, unread = None, None
+    call = _script_call(args)
     if args[0].endswith('.sh'):
-        launch, roll = _from_script(args[0], environ)
+        launch, roll = _from_script(args[0], environ, machine=machine)
         if args[1:]:
             if launch is None or launch.kind == 'rollout':
                 raise GuardError(f'{args[0]}: extra arguments {args[1:]} but the script has no training command')
             launch.argv += args[1:]
+    elif call is not None:  # bash train.sh config.yaml: the script with its own arguments
+        env, script, script_args = call
+        launch, roll = _from_script(script, {**environ, **env}, args=script_args, machine=machine)
     else:
         env, rest = split_env(args)
         env, rest = _inner_command(env, rest, environ)  # bash -c "accelerate launch ..."

@@ -96,7 +96,12 @@ def parse_command_text(text: str, what: str = 'command') -> Command:
 
 
 def read_script(
-    text: str, environ: Mapping[str, str] | None = None, source: str = '<script>', cwd: str | None = None
+    text: str,
+    environ: Mapping[str, str] | None = None,
+    source: str = '<script>',
+    cwd: str | None = None,
+    args: list[str] | None = None,
+    machine=None,
 ) -> list[Command]:
     """Every simple command of a bash launcher, with the environment it would run with, read as bash reads it
     (:mod:`.bash`: tree-sitter-bash's grammar, evaluated without running anything).
@@ -106,5 +111,23 @@ def read_script(
     value), ``source``, ``bash -c`` are followed. Commented commands are returned with ``commented`` set, so a
     caller can read the ``# swift rollout ...`` block that ms-swift's server-mode examples put in their header.
     ``cwd``: the directory the script starts in (default: this process's), for ``cd``, ``pwd`` and file tests.
+    ``args``: the script's own arguments (None: not known, so ``$1`` and ``$#`` are not resolved); ``machine``: the node
+    (``bash.pure.Machine``) that ``nvidia-smi`` describes.
     """
-    return evaluate_script(text, dict(environ or {}), source, cwd=os.getcwd() if cwd is None else cwd)
+    return evaluate_script(
+        text,
+        dict(environ or {}),
+        source,
+        cwd=os.getcwd() if cwd is None else cwd,
+        args=args,
+        machine=machine,
+        prefer=_is_training_launch,
+    )
+
+
+def _is_training_launch(argv: list[str]) -> bool:
+    """A command the guard reads as a training launch: what a script's undecided ``case`` should lead to."""
+    from . import kind_of
+
+    kind = kind_of(argv)
+    return bool(kind) and kind[1] == 'train'

@@ -117,8 +117,12 @@ class Limits:
 
 
 class Evaluator(Builtins, Comments):
-    def __init__(self, environ, source: str, cwd: str | None, limits: Limits | None = None):
+    def __init__(
+        self, environ, source: str, cwd: str | None, limits: Limits | None = None, machine: pure.Machine | None = None
+    ):
         self.limits = limits or Limits()
+        self.machine = machine
+        self.prefer = None  # argv -> bool: the commands an undecided `case` should lead to (evaluate_script)
         self.source = source
         env = {k: v for k, v in (environ or {}).items() if isinstance(v, str)}
         self.state = State(vars=dict(env), exported=set(env), arg0=source, cwd=cwd, sources=[source])
@@ -266,7 +270,11 @@ class Evaluator(Builtins, Comments):
         for k in range(1, len(kids) - 1, 2):
             op, right = kids[k].type, kids[k + 1]
             if op == '&&':
-                if left is None or left == 0:
+                status = self._exits([right], src) if left is None else None
+                if status is not None:  # `[ -z "$1" ] && { echo usage; exit 1; }`
+                    self._passes_check(src.line_of(right), status)
+                    left = 1
+                elif left is None or left == 0:
                     r = self.stmt(right, src)
                     left = r if left == 0 else (r if r != 0 else None)
             elif op == '||':
@@ -356,6 +364,40 @@ class Evaluator(Builtins, Comments):
             if assumed:
                 self.assume_stack.pop()
 
+    def _probe(self, stmts, src: Src) -> tuple[int | None, bool]:
+        """Run an undecided branch on a copy of the shell and forget it: (the status with which it ends the script,
+        ``exit N`` with N > 0, else None; whether it runs a command the caller looks for, ``prefer``)."""
+        state, made, unresolved = self.state, len(self.commands), list(self.unresolved)
+        assumed = list(self.assume_stack)
+        self.state = state.copy()
+        status = None
+        try:
+            self.seq(stmts, src)
+        except _Return:
+            pass
+        except _Exit as e:
+            status = e.status if isinstance(e.status, int) and e.status > 0 else None
+        finally:
+            wanted = self.prefer is not None and any(self.prefer(c.argv) for c in self.commands[made:])
+            self.state = state
+            del self.commands[made:]
+            self.unresolved, self.assume_stack = unresolved, assumed
+        return status, wanted
+
+    def _exits(self, stmts, src: Src) -> int | None:
+        """The status with which an undecided branch would end the script (``exit N``, N > 0); None when it does not
+        end it so. A script's own check of its arguments (``[ $# -lt 1 ] && { echo usage; exit 1; }``) is such a
+        branch: what the user runs is the launch past it."""
+        return self._probe(stmts, src)[0]
+
+    def _passes_check(self, line: int, status: int) -> None:
+        note = (
+            f"line {line}: a check the reader cannot decide (the script's arguments or environment) ends the script "
+            f'with exit {status}; assumed it passes'
+        )
+        if note not in self.notes:
+            self.notes.append(note)
+
     def if_(self, node, src: Src) -> int | None:
         clauses = []  # (condition nodes, body nodes, line)
         cond, body, mode = [], [], None
@@ -390,6 +432,10 @@ class Evaluator(Builtins, Comments):
                 return self.seq(stmts, src)
             st = self.seq(conds, src)
             if st is None:
+                status = self._exits(stmts, src)
+                if status is not None:
+                    self._passes_check(line, status)
+                    continue
                 return self._branch(
                     stmts, src, f'assumed branch at line {line} (its condition could not be decided from known values)'
                 )
@@ -415,11 +461,7 @@ class Evaluator(Builtins, Comments):
                 elif seen_paren:
                     body.append(c)
             if unknown:
-                return self._branch(
-                    body,
-                    src,
-                    f'assumed branch at line {src.line_of(item)} (case on a value that could not be resolved)',
-                )
+                return self._undecided_case(items, src)
             matched = falling
             if not matched:
                 for p in pats:
@@ -444,6 +486,32 @@ class Evaluator(Builtins, Comments):
                     continue
                 return status
         return 0
+
+    def _undecided_case(self, items, src: Src) -> int | None:
+        """A ``case`` on a value not known here (a script's ``case "$1" in rollout) ...;; train) ...;; esac``): bash
+        runs one branch, picked by what the user passes. Read the first branch that runs a command the caller looks
+        for (``prefer``: a training launch), else the first that does not end the script with an error, else the
+        first; the choice is recorded with every command it gives."""
+        bodies = []
+        for item in items:
+            body, seen_paren = [], False
+            for c in item.children:
+                if c.type == ')' and not seen_paren:
+                    seen_paren = True
+                elif seen_paren and c.type not in (';;', ';&', ';;&'):
+                    body.append(c)
+            bodies.append((item, body))
+        probes = [self._probe(body, src) for _, body in bodies]
+        pick = next((i for i, (_, wanted) in enumerate(probes) if wanted), None)
+        if pick is None:
+            pick = next((i for i, (status, _) in enumerate(probes) if status is None), 0)
+        item, body = bodies[pick]
+        return self._branch(
+            body,
+            src,
+            f'assumed branch at line {src.line_of(item)} (case on a value that could not be resolved'
+            + (', the branch with the launch)' if probes[pick][1] else ')'),
+        )
 
     def _loop_body(self, body, src: Src) -> bool:
         """Runs one iteration; False when the loop is left (break)."""
@@ -763,7 +831,7 @@ class Evaluator(Builtins, Comments):
         if visible is not None and self.state.taint.get('CUDA_VISIBLE_DEVICES'):
             visible = None
         try:
-            out, status = pure.run(argv, self.state.cwd, visible, stdin)
+            out, status = pure.run(argv, self.state.cwd, visible, stdin, self.machine)
         except pure.Impure:
             self.emit(argv, env)
             cap.unknown = True
@@ -971,17 +1039,23 @@ def evaluate_script(
     cwd: str | None = None,
     limits: Limits | None = None,
     args: list[str] | None = None,
+    machine: pure.Machine | None = None,
+    prefer=None,
 ) -> list[Command]:
-    """Every simple command a bash script would run, in order, with the environment each runs with."""
-    ev = Evaluator(environ, source, cwd, limits)
+    """Every simple command a bash script would run, in order, with the environment each runs with; ``args``: the
+    script's arguments (None: not known); ``machine``: the node it runs on, for ``nvidia-smi``."""
+    ev = Evaluator(environ, source, cwd, limits, machine)
+    ev.prefer = prefer
     if args is None:
         ev.state.args_unknown = True
     else:
         ev.state.positional = list(args)
+    exited = None
     try:
         ev.run_text(text, source)
-    except _Exit:
-        pass
+    except _Exit as e:
+        if isinstance(e.status, int) and e.status > 0:
+            exited = (ev.line, e.status)
     except (_Break,):
         pass
     except RecursionError:
@@ -991,7 +1065,15 @@ def evaluate_script(
             f'{source}:{ev.line}: could not read this line ({e.__class__.__name__}: {str(e)[:80]}); '
             f'paste the command after --'
         ) from None
-    return ev.commands
+    return Commands(ev.commands, exited)
+
+
+class Commands(list):
+    """The commands a script runs, and where it ended with an error (``exit N``, N > 0: (line, N)), if it did."""
+
+    def __init__(self, commands, exited: tuple[int, int] | None = None):
+        super().__init__(commands)
+        self.exited = exited
 
 
 __all__ = ['Evaluator', 'Limits', 'evaluate_script', 'assemble', 'glob_regex', 'join']

@@ -415,6 +415,8 @@ class Expander:
         if name in ('@', '*'):
             return list(st.positional)
         if name == '#':
+            if st.args_unknown and not st.frames:
+                raise NotKnown(['$#'])  # how many arguments the user passes the script is not known here
             return str(len(st.positional))
         if name == '?':
             if st.status is None:

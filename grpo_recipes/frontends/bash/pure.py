@@ -3,7 +3,10 @@
 and coreutils' ``expr`` (integer arithmetic, comparisons, ``length``), ``dirname``, ``basename`` (``-s``, ``-a``),
 ``realpath`` (lexically: ``..`` folded against the cwd, links not followed), ``seq`` (integers), ``nproc`` (the
 visible GPU count when CUDA_VISIBLE_DEVICES is known), ``cat`` of nothing or of a here-doc, ``true``/``false``/``:``,
-and in a pipeline ``wc -l/-w/-c``, ``tr``, ``head``/``tail -n N`` of what the command before wrote.
+and in a pipeline ``wc -l/-w/-c``, ``tr``, ``head``/``tail -n N`` of what the command before wrote. ``nvidia-smi``'s
+GPU list (``-L``/``--list-gpus``) and its ``--query-gpu=count,index,name`` in CSV answer for the machine the check
+plans for (:class:`Machine`: ``--gpus``/``--gpu-type``, or a batch script's ``--gres=gpu:N``): nvidia-smi lists the
+node's GPUs, whatever CUDA_VISIBLE_DEVICES says.
 Anything else is not pure: its output is not known (:data:`NOT_PURE`)."""
 
 from __future__ import annotations
@@ -16,13 +19,48 @@ from .arith import parse_number
 NOT_PURE = object()
 
 
+class Machine:
+    """The node a launch is checked for: its GPU count and card name (None: not known)."""
+
+    def __init__(self, gpus: int | None = None, gpu_name: str | None = None):
+        self.gpus, self.gpu_name = gpus, gpu_name
+
+
+def nvidia_smi(args: list[str], machine: Machine | None) -> str:
+    """nvidia-smi's GPU list or a CSV query of the GPUs' count/index/name (nvidia-smi --help-query-gpu: "count:
+    The number of NVIDIA GPUs in the system", printed once per GPU); Impure for anything else or an unknown machine."""
+    n = machine.gpus if machine else None
+    if not n:
+        raise Impure('nvidia-smi')
+    name = f'NVIDIA {machine.gpu_name}' if machine.gpu_name else 'NVIDIA GPU'
+    if args in (['-L'], ['--list-gpus']):
+        return ''.join(f'{name_line}\n' for name_line in (f'GPU {i}: {name} (UUID: GPU-{i})' for i in range(n)))
+    query = [a.split('=', 1)[1] for a in args if a.startswith('--query-gpu=')]
+    fmt = [a.split('=', 1)[1] for a in args if a.startswith('--format=')]
+    rest = [a for a in args if not a.startswith(('--query-gpu=', '--format='))]
+    if len(query) != 1 or len(fmt) != 1 or rest:
+        raise Impure('nvidia-smi')
+    fields = [f.strip() for f in query[0].split(',')]
+    options = {o.strip() for o in fmt[0].split(',')}
+    if not fields or any(f not in ('count', 'index', 'name', 'gpu_name') for f in fields) or 'csv' not in options:
+        raise Impure('nvidia-smi')
+    values = {'count': lambda i: str(n), 'index': str, 'name': lambda i: name, 'gpu_name': lambda i: name}
+    rows = [', '.join(values[f](i) for f in fields) for i in range(n)]
+    head = [] if 'noheader' in options else [', '.join(fields)]
+    return ''.join(r + '\n' for r in head + rows)
+
+
 class Impure(Exception):
     """The command's output cannot be known here."""
 
 
-def run(argv: list[str], cwd: str | None, visible: str | None, stdin: str | None) -> tuple[str, int]:
+def run(
+    argv: list[str], cwd: str | None, visible: str | None, stdin: str | None, machine: Machine | None = None
+) -> tuple[str, int]:
     """(stdout, exit status) of a pure command; Impure otherwise."""
     name, args = argv[0], argv[1:]
+    if name.rsplit('/', 1)[-1] == 'nvidia-smi':
+        return nvidia_smi(args, machine), 0
     if name == 'echo':
         return echo(args), 0
     if name == 'printf':
@@ -286,6 +324,10 @@ def seq(args: list[str]) -> str:
         if a == '-s' and i + 1 < len(args):
             sep = args[i + 1]
             i += 2
+            continue
+        if a.startswith('-s') and len(a) > 2:  # coreutils getopt: `-s,` is -s with its separator attached
+            sep = a[2:]
+            i += 1
             continue
         if a.startswith('-') and not re.fullmatch(r'-\d+', a):
             raise Impure('seq')

@@ -1,0 +1,143 @@
+"""A launcher script read with the arguments it is run with (`grpo-guard check -- bash train.sh ARGS`), and without
+them: its own argument checks (`[ $# -lt 1 ] && { echo usage; exit 1; }`) assumed to pass, a `case "$1"` dispatcher
+read down the branch with the launch, and `nvidia-smi` answered for the machine the check is for. Where real bash can
+run the script (stand-ins record the launchers' argv, as in test_bash_differential.py), the reading is compared
+with it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+from grpo_recipes.frontends.bash.pure import Machine, nvidia_smi
+from grpo_recipes.frontends.shell import read_script
+
+BASH = shutil.which('bash')
+pytestmark = pytest.mark.skipif(BASH is None, reason='needs bash')
+
+RECORDER = '#!/bin/sh\nprintf "%s\\n" "$(basename "$0") $*" >> "$RECORD_LOG"\n'
+
+USAGE = """#!/bin/bash
+if [ "$#" -lt 1 ]; then
+    echo "Usage: $0 <config.yaml> [nproc]"
+    exit 1
+fi
+CONFIG=$1
+NPROC=${2:-2}
+CUDA_VISIBLE_DEVICES=0,1 accelerate launch --num_processes $NPROC train_grpo.py --config $CONFIG
+"""
+
+DISPATCH = """#!/bin/bash
+case "$1" in
+    rollout)
+        CUDA_VISIBLE_DEVICES=2,3 swift rollout --model Qwen/Qwen2.5-7B-Instruct --vllm_tensor_parallel_size 2
+        ;;
+    train)
+        NPROC_PER_NODE=2 CUDA_VISIBLE_DEVICES=0,1 swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct
+        ;;
+    *)
+        echo "usage: $0 rollout|train"
+        exit 1
+        ;;
+esac
+"""
+
+
+def bash_runs(tmp_path: Path, text: str, args: list[str]) -> list[str]:
+    """The launcher lines real bash runs for `bash script.sh ARGS` (each launcher a recorder)."""
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir(exist_ok=True)
+    for name in ('accelerate', 'swift'):
+        (bin_dir / name).write_text(RECORDER)
+        (bin_dir / name).chmod(stat.S_IRWXU)
+    for name in ('basename',):
+        (bin_dir / name).unlink(missing_ok=True)
+        (bin_dir / name).symlink_to(shutil.which(name))
+    script, log = tmp_path / 'run.sh', tmp_path / 'record.log'
+    script.write_text(text)
+    log.write_text('')
+    subprocess.run(
+        [BASH, str(script), *args],
+        cwd=tmp_path,
+        env={'PATH': str(bin_dir), 'RECORD_LOG': str(log)},
+        capture_output=True,
+        timeout=30,
+    )
+    return [line for line in log.read_text().splitlines() if line]
+
+
+def guard_runs(text: str, args: list[str] | None) -> list[str]:
+    cmds = read_script(text, {}, 'run.sh', args=args)
+    return [' '.join(c.argv) for c in cmds if c.argv and c.argv[0] in ('accelerate', 'swift')]
+
+
+@pytest.mark.parametrize('args', [['cfg.yaml'], ['cfg.yaml', '3'], []])
+def test_the_script_with_its_arguments_reads_as_bash_runs_it(tmp_path, args):
+    assert guard_runs(USAGE, args) == bash_runs(tmp_path, USAGE, args)  # [] exits at the usage check, as bash does
+
+
+def test_without_its_arguments_the_check_is_assumed_to_pass():
+    cmds = read_script(USAGE, {}, 'run.sh')
+    launch = next(c for c in cmds if c.argv[:1] == ['accelerate'])
+    assert launch.argv[-2:] == ['--config', '$1'] and '$1' in launch.unresolved
+    assert launch.argv[3] == '2'  # ${2:-2}: the default applies when the argument is not given
+    assert any('line 2' in a and 'exit 1' in a and 'assumed it passes' in a for a in launch.assumed)
+
+
+@pytest.mark.parametrize('args', [['train'], ['rollout'], ['other']])
+def test_a_dispatcher_with_its_argument_reads_as_bash_runs_it(tmp_path, args):
+    assert guard_runs(DISPATCH, args) == bash_runs(tmp_path, DISPATCH, args)
+
+
+def test_a_dispatcher_without_its_argument_is_read_down_the_branch_with_the_launch():
+    cmds = [c for c in read_script(DISPATCH, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    assert [c.argv[1] for c in cmds] == ['rlhf']
+    assert any('line 6' in a and 'the branch with the launch' in a for a in cmds[0].assumed)
+
+
+def test_nvidia_smi_answers_for_the_machine_checked():
+    """nvidia-smi --help-query-gpu: "count: The number of NVIDIA GPUs in the system" (printed on each GPU's row);
+    `-L` lists one line per GPU. Without a known machine its output stays unknown."""
+    m = Machine(4, 'A100-80G')
+    assert nvidia_smi(['--query-gpu=count', '--format=csv,noheader'], m) == '4\n' * 4
+    assert nvidia_smi(['--query-gpu=index,name', '--format=csv,noheader'], m).splitlines()[3] == '3, NVIDIA A100-80G'
+    assert nvidia_smi(['--query-gpu=count', '--format=csv'], m).splitlines()[0] == 'count'
+    assert len(nvidia_smi(['-L'], m).splitlines()) == 4
+    text = (
+        'N=$(nvidia-smi -L | wc -l)\n'
+        'C=$(nvidia-smi --query-gpu=count --format=csv,noheader,nounits | head -n 1)\n'
+        'torchrun --nproc_per_node $((N - 1)) train.py --n $C\n'
+    )
+    cmd = read_script(text, {}, 'run.sh', machine=m)[-1]
+    assert cmd.argv[:3] == ['torchrun', '--nproc_per_node', '3'] and cmd.argv[-1] == '4' and not cmd.unresolved
+    assert read_script(text, {}, 'run.sh')[-1].unresolved  # no machine named: not known
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_check_takes_the_script_arguments_and_says_when_it_needs_them(tmp_path):
+    script = _write(
+        tmp_path,
+        'train.sh',
+        'if [ -z "$1" ]; then echo "usage: $0 MODEL"; exit 2; fi\n'
+        'NPROC_PER_NODE=1 CUDA_VISIBLE_DEVICES=0 swift rlhf --rlhf_type grpo --model $1 --tuner_type lora '
+        '--use_vllm false --dataset d.jsonl --reward_funcs accuracy\n',
+    )
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', '--gpus', '1', '--gpu-type', 'A100-80G', '--',
+                   'bash', str(script), 'Qwen/Qwen2.5-7B-Instruct')  # fmt: skip
+    assert 'Traceback' not in proc.stderr and json.loads(proc.stdout)['config']['model'] == 'Qwen/Qwen2.5-7B-Instruct'
+    # a script that only ends with its usage error, run without arguments: the line, and how to give them
+    ends = _write(tmp_path, 'ends.sh', 'MODE="${1:-}"\ncase "$MODE" in\n  "") echo usage; exit 1;;\nesac\n')
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--gpus', '1', '--gpu-type', 'A100-80G', str(ends))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert 'ends.sh:3: the script ends with exit 1' in proc.stderr and '-- bash ' in proc.stderr
