@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from ..divisors import divisors
 from ..findings import ERROR, INFO, WARNING, Finding
 from ..versions import version_tuple
 from .registry import Context, rule
@@ -146,13 +147,14 @@ def batch_rules(ctx: Context) -> list[Finding]:
         return out
     gen = p.generation_batch
     if G > 1 and gen is not None and gen % G:
-        valid = [n for n in range(2, gen + 1) if gen % n == 0]
+        found = divisors(gen)  # ms-swift lists them by a walk over 2..gen; here in sqrt(gen) steps
+        valid = [n for n in found if n >= 2] if found is not None else f'[the divisors of {gen}]'
         # the smallest batch >= bs whose generation batch divides by G: a multiple of G / gcd(G, world x steps), found
         # in one step (a walk over candidate batches never ends on a num_generations of 10^400)
         unit = G // math.gcd(G, world * p.steps_per_generation) if world * p.steps_per_generation > 0 else None
         fix_bs = -(-bs // unit) * unit if unit and bs > 0 and unit <= 1_000_000 else None
         # no num_generations >= 2 divides a batch of 1: only the batch can change (the message keeps ms-swift's words)
-        fixes = ([f'num_generations: one of {valid}'] if valid else []) + (
+        fixes = ([f'num_generations: one of {valid}'] if valid and found is not None else []) + (
             [f'per_device_train_batch_size: {fix_bs}'] if fix_bs else []
         )
         fix = ', or '.join(fixes) or None
@@ -181,7 +183,8 @@ def batch_rules(ctx: Context) -> list[Finding]:
         Ge = cfg.num_generations_eval or G
         geb = cfg.per_device_eval_batch_size * world
         if geb % Ge:
-            valid = [n for n in range(1, geb + 1) if geb % n == 0]
+            found = divisors(geb)
+            valid = found if found is not None else f'[the divisors of {geb}]'
             out.append(
                 Finding(
                     ERROR,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from ..divisors import divisors
 from ..findings import ERROR, INFO, WARNING, Finding
 from ..versions import version_tuple
 from .registry import Context, rule
@@ -18,7 +19,7 @@ def colocate_tp_divides_world(ctx: Context) -> list[Finding]:
     if not (cfg.rollout_mode == 'colocate') or tp <= 0:
         return []
     if p.world_size % tp:
-        valid = [t for t in range(1, p.world_size + 1) if p.world_size % t == 0]
+        valid = divisors(p.world_size) or []
         return [
             Finding(
                 ERROR,
@@ -41,7 +42,7 @@ def tp_divides_heads(ctx: Context) -> list[Finding]:
     tp = cfg.vllm_tensor_parallel_size
     if not cfg.use_vllm or not isinstance(heads, int) or tp <= 0 or heads % tp == 0:
         return []
-    valid = [t for t in range(1, heads + 1) if heads % t == 0 and t <= 16]
+    valid = [t for t in divisors(heads) or [] if t <= 16]
     return [
         Finding(
             ERROR,

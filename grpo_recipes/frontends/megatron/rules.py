@@ -10,8 +10,11 @@ rollout) are reported here, before anything loads.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable
 
+from ...divisors import divisors as all_divisors
+from ...divisors import largest_divisor_at_most
 from ...findings import ERROR, INFO, WARNING, Finding, declare
 from .plan import parallel, resolve_generation, tuner
 from .reader import MegatronLaunch
@@ -331,7 +334,7 @@ def rollout(launch, plan, model):
     world = launch.world_size
     vtp = a.get('vllm_tensor_parallel_size') or 1
     if mode == 'colocate' and world % vtp:
-        divisors = [d for d in range(1, world + 1) if world % d == 0 and d <= vtp]
+        divisors = [d for d in all_divisors(world) or [] if d <= vtp]
         out.append(
             _f(
                 ERROR,
@@ -557,7 +560,7 @@ def batches(launch, plan, model):
                     'num_generations '
                     f'({ng})) // dp_size ({dp}) must be divisible by micro_batch_size ({mbs}).'
                 ),
-                f'--micro_batch_size {max(d for d in range(1, mbs + 1) if (prompts // dp) % d == 0)}',
+                f'--micro_batch_size {largest_divisor_at_most(prompts // dp, mbs)}',
                 ARGS,
             )
         )
@@ -1072,8 +1075,7 @@ def layout(launch, plan, model):
                 'megatron.heads-tp',
                 ['tensor_model_parallel_size'],
                 (f'num_attention_heads ({a.heads}) must be a multiple of tensor_model_parallel_size ({tp}).'),
-                '--tensor_model_parallel_size '
-                f'{max(d for d in range(1, tp + 1) if a.heads % d == 0 and a.kv_heads % d == 0)}',
+                f'--tensor_model_parallel_size {largest_divisor_at_most(math.gcd(a.heads, a.kv_heads), tp)}',
                 MCORE_TC,
             )
         )
@@ -1084,7 +1086,7 @@ def layout(launch, plan, model):
                 'megatron.heads-tp',
                 ['tensor_model_parallel_size'],
                 (f'num_query_groups ({a.kv_heads}) must be a multiple of tensor_model_parallel_size ({tp}).'),
-                f'--tensor_model_parallel_size {max(d for d in range(1, tp + 1) if a.kv_heads % d == 0)}',
+                f'--tensor_model_parallel_size {largest_divisor_at_most(a.kv_heads, tp)}',
                 MCORE_TC,
             )
         )
@@ -1119,8 +1121,7 @@ def layout(launch, plan, model):
                         'rank, '
                         f'virtual_pipeline_model_parallel_size {vpp})'
                     ),
-                    '--virtual_pipeline_model_parallel_size '
-                    f'{max(d for d in range(1, vpp + 1) if (a.layers // pp) % d == 0)}',
+                    f'--virtual_pipeline_model_parallel_size {largest_divisor_at_most(a.layers // pp, vpp)}',
                     MCORE_BLOCK,
                 )
             )
@@ -1131,7 +1132,7 @@ def layout(launch, plan, model):
                 'megatron.experts-ep',
                 ['expert_model_parallel_size'],
                 (f'num_moe_experts ({a.experts}) must be divisible by expert_model_parallel_size ({ep})'),
-                f'--expert_model_parallel_size {max(d for d in range(1, ep + 1) if a.experts % d == 0)}',
+                f'--expert_model_parallel_size {largest_divisor_at_most(a.experts, ep)}',
                 'Megatron-LM megatron/core/transformer/moe/moe_layer.py',
             )
         )
