@@ -6,7 +6,10 @@ visible GPU count when CUDA_VISIBLE_DEVICES is known), ``cat`` of nothing or of 
 and in a pipeline ``wc -l/-w/-c``, ``tr``, ``head``/``tail -n N`` of what the command before wrote. ``nvidia-smi``'s
 GPU list (``-L``/``--list-gpus``) and its ``--query-gpu=count,index,name`` in CSV answer for the machine the check
 plans for (:class:`Machine`: ``--gpus``/``--gpu-type``, or a batch script's ``--gres=gpu:N``): nvidia-smi lists the
-node's GPUs, whatever CUDA_VISIBLE_DEVICES says.
+node's GPUs, whatever CUDA_VISIBLE_DEVICES says. The lookups scripts make in their own config files are computed the
+way those tools compute them, for the forms with a single meaning (:func:`text_tool`): ``grep`` of a plain pattern
+(``-v -i -m N -F -E``) in a file here or in what is piped in, ``awk '{print $N}'`` (``-F C``), ``cut -d C -f N`` and
+``xargs`` with no command (the words on one line).
 Anything else is not pure: its output is not known (:data:`NOT_PURE`)."""
 
 from __future__ import annotations
@@ -97,6 +100,126 @@ def run(
         return stdin or '', 0
     if stdin is not None and name in ('wc', 'tr', 'head', 'tail'):
         return _filter(name, args, stdin), 0
+    if name in ('grep', 'awk', 'cut', 'xargs'):
+        return text_tool(name, args, stdin, cwd)
+    raise Impure(name)
+
+
+# A grep pattern whose meaning is the same in grep's basic and extended syntax and in Python's: letters, digits,
+# spaces and the punctuation below, a leading ^ and a trailing $.
+_PLAIN = re.compile(r'\^?[\w \t:=\-/"\',@#%]*\$?')
+
+
+def _inputs(files: list[str], stdin: str | None, cwd: str | None, name: str) -> str:
+    if not files:
+        if stdin is None:
+            raise Impure(name)
+        return stdin
+    text = []
+    for f in files:
+        path = f if f.startswith('/') else posixpath.join(cwd or '', f)
+        if cwd is None and not f.startswith('/'):
+            raise Impure(name)
+        try:
+            with open(path, encoding='utf-8') as fh:
+                text.append(fh.read())
+        except (OSError, UnicodeDecodeError):
+            raise Impure(name) from None  # a file that is not here: only the user's machine has it
+    return ''.join(t if t.endswith('\n') or not t else t + '\n' for t in text)
+
+
+def text_tool(name: str, args: list[str], stdin: str | None, cwd: str | None) -> tuple[str, int]:
+    """(stdout, status) of ``grep``/``awk``/``cut``/``xargs`` in the forms the module docstring lists; Impure for
+    any other form (an option not listed, a pattern with regex syntax, several files for grep)."""
+    if name == 'grep':
+        invert = ignore = fixed = False
+        limit, i = None, 0
+        while i < len(args) and args[i].startswith('-') and args[i] != '-':
+            opt = args[i]
+            if opt == '--':
+                i += 1
+                break
+            if opt == '-m' and i + 1 < len(args) and args[i + 1].isdigit():
+                limit, i = int(args[i + 1]), i + 2
+                continue
+            for ch in opt[1:]:
+                if ch == 'v':
+                    invert = True
+                elif ch == 'i':
+                    ignore = True
+                elif ch == 'F':
+                    fixed = True
+                elif ch != 'E':
+                    raise Impure(name)
+            i += 1
+        rest = args[i:]
+        if not rest or len(rest) > 2 or (fixed and '-E' in args[:i]) or any('E' in a and 'F' in a for a in args[:i]):
+            raise Impure(name)  # -E with -F: grep stops on "conflicting matchers"
+        pattern, files = rest[0], rest[1:]
+        if not fixed and not _PLAIN.fullmatch(pattern):
+            raise Impure(name)
+        if fixed:
+            rx = re.compile(re.escape(pattern), re.I if ignore else 0)
+        else:
+            start, end = pattern.startswith('^'), pattern.endswith('$') and len(pattern) > 1
+            core = pattern[1 if start else 0 : len(pattern) - 1 if end else len(pattern)]
+            rx = re.compile(('^' if start else '') + re.escape(core) + (r'\Z' if end else ''), re.I if ignore else 0)
+        out = []
+        for line in _inputs(files, stdin, cwd, name).splitlines():
+            hit = rx.search(line) is not None
+            if hit != invert:
+                out.append(line + '\n')
+                if limit is not None and len(out) >= limit:
+                    break
+        return ''.join(out), 0 if out else 1
+    if name == 'awk':
+        sep = None
+        if len(args) >= 2 and args[0] == '-F':
+            sep, args = args[1], args[2:]
+        elif args and args[0].startswith('-F') and len(args[0]) > 2:
+            sep, args = args[0][2:], args[1:]
+        if not args:
+            raise Impure(name)
+        m = re.fullmatch(r'\s*\{\s*print\s+\$(\d+|NF)\s*;?\s*\}\s*', args[0])
+        if not m or (sep is not None and (len(sep) != 1 or sep in '\\ ')) or len(args) > 2:
+            raise Impure(name)
+        out = []
+        for line in _inputs(args[1:], stdin, cwd, name).splitlines():
+            fields = [f for f in re.split(r'[ \t]+', line) if f] if sep is None else line.split(sep)  # awk's blanks
+            k = len(fields) if m.group(1) == 'NF' else int(m.group(1))
+            out.append((line if k == 0 else (fields[k - 1] if 0 < k <= len(fields) else '')) + '\n')
+        return ''.join(out), 0
+    if name == 'cut':
+        delim, field, files = '\t', None, []
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if a in ('-d', '-f') and i + 1 < len(args):
+                val, i = args[i + 1], i + 2
+            elif a.startswith(('-d', '-f')) and len(a) > 2:
+                val, i = a[2:], i + 1
+            elif not a.startswith('-'):
+                files.append(a)
+                i += 1
+                continue
+            else:
+                raise Impure(name)
+            if a.startswith('-d'):
+                delim = val
+            else:
+                field = val
+        if len(delim) != 1 or field is None or not field.isdigit() or int(field) < 1:
+            raise Impure(name)
+        k, out = int(field), []
+        for line in _inputs(files, stdin, cwd, name).splitlines():
+            parts = line.split(delim)
+            out.append((line if len(parts) == 1 else (parts[k - 1] if k <= len(parts) else '')) + '\n')
+        return ''.join(out), 0
+    if name == 'xargs' and not args and stdin is not None:
+        if any(c in stdin for c in '\'"\\'):
+            raise Impure(name)  # xargs' own quoting
+        words = stdin.split()
+        return (' '.join(words) + '\n') if words else '\n', 0
     raise Impure(name)
 
 
