@@ -20,20 +20,9 @@ from grpo_recipes.frontends import read_launch
 from grpo_recipes.hardware import Hardware
 from grpo_recipes.memory.calibrate import predict
 from grpo_recipes.memory.cases import CannotPredict
+from grpo_recipes.models import builtin_config
 
-QWEN25_7B = {
-    'architectures': ['Qwen2ForCausalLM'],
-    'model_type': 'qwen2',
-    'hidden_size': 3584,
-    'intermediate_size': 18944,
-    'num_hidden_layers': 28,
-    'num_attention_heads': 28,
-    'num_key_value_heads': 4,
-    'vocab_size': 152064,
-    'tie_word_embeddings': False,
-    'max_position_embeddings': 32768,
-    'torch_dtype': 'bfloat16',
-}
+QWEN25_7B = builtin_config('Qwen2.5-7B-Instruct.json')  # the bundled copy of the model's config.json
 # ms-swift issue 3361's launch, as its reporter wrote it (3.x names)
 ISSUE_3361 = (
     'swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct --train_type lora --lora_rank 8 --lora_alpha 32 '

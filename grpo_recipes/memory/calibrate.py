@@ -425,7 +425,10 @@ def _in_trainer_layout(case: dict, cfg: GRPOConfig, env: dict, release: str):
         v = c.get(key)
         if v not in (None, ''):
             argv += [f'--{key}', *([str(x) for x in v] if isinstance(v, list) else str(v).split())]
-    cfg, launch, _ = in_trainer_vllm(cfg, Launch(argv=argv, env=dict(env)), release)
+    try:
+        cfg, launch, _ = in_trainer_vllm(cfg, Launch(argv=argv, env=dict(env)), release)
+    except ValueError as e:  # a value the release's own parser rejects (swift_args.ArgumentError)
+        raise CannotPredict(f'config ({e})') from None
     info = launch.trl.swift_infer_workers or {}
     g = launch.trl.vllm_device_gpu
     return cfg, (tuple(g) if g is not None else None), (info.get('error') or (None,))[0]

@@ -26,6 +26,7 @@ import difflib
 from dataclasses import dataclass, replace
 
 from ... import swift_args
+from ...divisors import largest_divisor_at_most
 from ...errors import GuardError
 from ...versions import version_tuple
 
@@ -292,26 +293,19 @@ LAST_WORKERS_FROM = (3, 2, 0)
 training ones; from 3.2.0 the last ``num_infer_workers`` GPUs (swift/trainers/rlhf_trainer/grpo_trainer.py)."""
 
 
-def _flag_values(argv: list[str], names: tuple[str, ...]) -> list[str] | None:
-    """The values of the last ``--name`` in argv (``--name=v`` or ``--name v1 v2 ...``), else None."""
-    found = None
-    for i, tok in enumerate(argv):
-        head, eq, val = tok.partition('=')
-        if head in names:
-            if eq:
-                found = [val]
-            else:
-                found = []
-                for v in argv[i + 1 :]:
-                    if v.startswith('--'):
-                        break
-                    found.append(v)
-    return found
+def _in_trainer_args(argv: list[str], version: str | None) -> tuple[list[str], int]:
+    """(``--vllm_device`` as a list, ``--num_infer_workers``) as the release's own parser reads them (its argument
+    snapshot: abbreviations, ``--name=value``, ``nargs``, defaults: ``['auto']``, or ``'auto'`` in 3.1; 1)."""
+    values, _ = swift_args.parse(argv, snapshot_for(version)[0])
+    device = values.get('vllm_device') or ['auto']
+    workers = values.get('num_infer_workers')
+    return ([device] if isinstance(device, str) else list(device)), (1 if workers is None else workers)
 
 
-def _num_infer_workers(argv: list[str]) -> int:
-    v = _flag_values(argv, ('--num_infer_workers', '--num-infer-workers'))
-    return int(v[0]) if v and v[0].isdigit() else 1  # swift/trainers/arguments.py (3.2-3.5): num_infer_workers = 1
+def _stops(cfg, launch, info: dict, message: str, fix: str, source: str) -> tuple:
+    """The release stops at start: the error goes to rule ``device.infer-workers`` with the layout."""
+    info['error'] = (message, fix, source)
+    return cfg, replace(launch, trl=replace(launch.trl, swift_infer_workers=info)), []
 
 
 def _patch_release(version: str | None) -> tuple[int, ...] | None:
@@ -324,10 +318,9 @@ def _patch_release(version: str | None) -> tuple[int, ...] | None:
     return _vt(release) if release else vt
 
 
-def _infer_devices(argv, vt, count: int, nproc: int, niw: int) -> tuple[list[int] | None, str | None]:
+def _infer_devices(given: list[str], vt, count: int, nproc: int, niw: int) -> tuple[list[int] | None, str | None]:
     """(the visible-GPU indices vLLM's engines run on, None when vllm_device names something else; the start-up
     error of grpo_trainer.py when one does not exist)."""
-    given = _flag_values(argv, ('--vllm_device', '--vllm-device')) or ['auto']
     if given[0] == 'auto':
         if count == 1:
             return [0], None  # "particular case when training with only 1 GPU: share it"
@@ -369,7 +362,7 @@ def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
         and not cfg.vllm_server_base_url
     ):
         return cfg, launch, []
-    niw = _num_infer_workers(launch.argv)
+    devices, niw = _in_trainer_args(launch.argv, version)
     raw = launch.env.get('CUDA_VISIBLE_DEVICES', '')
     vis = [int(x) for x in raw.split(',')] if raw.replace(',', '').strip().isdigit() else None
     nproc = int(launch.env['NPROC_PER_NODE']) if str(launch.env.get('NPROC_PER_NODE', '')).isdigit() else None
@@ -385,13 +378,15 @@ def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
     colocate = replace(cfg, vllm_mode='colocate')
     info = {'workers': niw, 'visible': vis, 'nproc': nproc, 'version': version}
     if niw < 1:
-        info['error'] = (
+        return _stops(
+            cfg,
+            launch,
+            info,
             f'--num_infer_workers {niw}: ms-swift {version} stops with a ZeroDivisionError (GRPOTrainer.infer_rank '
             f'takes local_world_size % num_infer_workers)',
             '--num_infer_workers 1',
             'swift/trainers/rlhf_trainer/grpo_trainer.py infer_rank (ms-swift 3.2-3.4)',
         )
-        return cfg, replace(launch, trl=replace(launch.trl, swift_infer_workers=info)), []
     if vt >= LAYOUT_ASSERTED_FROM:
         if len(vis) == niw:
             return (
@@ -404,29 +399,35 @@ def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
             )
         if len(vis) != nproc + niw:
             read_as = '' if len(_vt(version)) >= 3 else f' (read as {_dotted(vt)}; 3.1-3.2.1 did not check this)'
-            info['error'] = (
+            return _stops(
+                cfg,
+                launch,
+                info,
                 f'ms-swift {version}{read_as} stops with "Async mode requires total GPUs({len(vis)}) = training '
                 f'GPUs({nproc}) + inference workers({niw}). Please adjust your GPU allocation."',
                 f'ENV: {{NPROC_PER_NODE: {max(1, len(vis) - niw)}}}',
                 'swift/llm/argument/rlhf_args.py _check_grpo (ms-swift 3.2.2-3.4)',
             )
-            return cfg, replace(launch, trl=replace(launch.trl, swift_infer_workers=info)), []
     elif nproc % niw:
-        info['error'] = (
+        return _stops(
+            cfg,
+            launch,
+            info,
             f'ms-swift {version} stops with an AssertionError: local_world_size ({nproc}) % num_infer_workers '
             f'({niw}) == 0 (GRPOTrainer.infer_rank)',
-            f'--num_infer_workers {next(k for k in range(niw, 0, -1) if nproc % k == 0)}',
+            f'--num_infer_workers {largest_divisor_at_most(nproc, niw)}',
             'swift/trainers/rlhf_trainer/grpo_trainer.py infer_rank (ms-swift 3.2.0-3.2.1)',
         )
-        return cfg, replace(launch, trl=replace(launch.trl, swift_infer_workers=info)), []
-    idx, missing = _infer_devices(launch.argv, vt, len(vis), nproc, niw)
+    idx, missing = _infer_devices(devices, vt, len(vis), nproc, niw)
     if missing:
-        info['error'] = (
+        return _stops(
+            cfg,
+            launch,
+            info,
             f'ms-swift {version} stops with "{missing}"',
             f'ENV: {{NPROC_PER_NODE: {max(1, len(vis) - niw)}}}',
             'swift/trainers/rlhf_trainer/grpo_trainer.py (ms-swift 3.1-3.4)',
         )
-        return cfg, replace(launch, trl=replace(launch.trl, swift_infer_workers=info)), []
     launch = replace(launch, trl=replace(launch.trl, swift_infer_workers=info))
     if idx is None:
         return colocate, launch, [f'ms-swift {version}: vllm_device is not a GPU index; colocate mode is assumed']
@@ -442,7 +443,7 @@ def in_trainer_vllm(cfg, launch, version: str | None) -> tuple:
             ],
         )
     gpus = [vis[i] for i in idx]
-    written = ' '.join(_flag_values(launch.argv, ('--vllm_device', '--vllm-device')) or ['auto'])
+    written = ' '.join(devices)
     # async mode: TP 1, one engine per GPU
     cfg = replace(
         cfg,
