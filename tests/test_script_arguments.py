@@ -90,6 +90,45 @@ def test_without_its_arguments_the_check_is_assumed_to_pass():
     assert any('line 2' in a and 'exit 1' in a and 'assumed it passes' in a for a in launch.assumed)
 
 
+DEFAULTED = """#!/bin/bash
+MODEL=${1:-Qwen/Qwen2.5-7B-Instruct}
+OUT=${2:-}
+[ -z "$OUT" ] && { echo "usage: $0 [MODEL] OUT"; exit 1; }
+case "$MODEL" in
+    *72B*) N=8 ;;
+    *) N=2 ;;
+esac
+NPROC_PER_NODE=$N swift rlhf --rlhf_type grpo --model $MODEL --output_dir "$OUT"
+"""
+
+
+@pytest.mark.parametrize('args', [['m/7B', 'out'], ['m/72B', 'out'], ['m/7B'], []])
+def test_defaults_with_the_arguments_given_read_as_bash_runs_them(tmp_path, args):
+    assert guard_runs(DEFAULTED, args) == bash_runs(tmp_path, DEFAULTED, args)  # [] and ['m/7B'] exit, as bash does
+
+
+def test_without_the_arguments_a_default_is_the_value_but_decides_no_test():
+    """`${1:-X}` gives X (what bash runs when $1 is not passed) and a test of it is decided from X (`case "$MODEL"`),
+    except into a usage exit: whether the user passes the argument is not known here, so the branch that ends the
+    script with an error is assumed not taken. An empty default (`${2:-}`) stands for the argument itself."""
+    launch = next(c for c in read_script(DEFAULTED, {}, 'run.sh') if c.argv[:1] == ['swift'])
+    assert launch.argv[5] == 'Qwen/Qwen2.5-7B-Instruct'  # the default, as the value
+    assert launch.argv[-1] == '${2:-}' and '$2' in launch.unresolved  # the output dir is the user's
+    assert any('line 4' in a and 'exit 1' in a and 'assumed it passes' in a for a in launch.assumed)
+    assert launch.env['NPROC_PER_NODE'] == '2'  # the case on $MODEL decided from the default, as bash would
+
+
+def test_a_usage_exit_on_a_default_is_assumed_not_taken():
+    for text in (
+        'M=${1:-a/b}\nif [ "$M" = "a/b" ]; then echo "pass a model"; exit 1; fi\nswift rlhf --model $M\n',
+        'M=${1:-a/b}\nif [ "$M" != "a/b" ]; then :; else echo "pass a model"; exit 1; fi\nswift rlhf --model $M\n',
+        'M=${1:-a/b}\n[ "$M" != "a/b" ] || exit 1\nswift rlhf --model $M\n',
+        'M=${1:-a/b}\ncase $M in a/b) exit 3;; *) ;; esac\nswift rlhf --model $M\n',
+    ):
+        cmds = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
+        assert [c.argv for c in cmds] == [['swift', 'rlhf', '--model', 'a/b']], text
+
+
 @pytest.mark.parametrize('args', [['train'], ['rollout'], ['other']])
 def test_a_dispatcher_with_its_argument_reads_as_bash_runs_it(tmp_path, args):
     assert guard_runs(DISPATCH, args) == bash_runs(tmp_path, DISPATCH, args)

@@ -15,6 +15,7 @@ Quantised checkpoints (peers-and-memory.md §E.4):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 
@@ -247,6 +248,72 @@ class Arch:
         m = self.quant.get('quant_method')
         return str(m).lower() if m else None
 
+    def bnb_bits(self) -> int | None:
+        """A bitsandbytes checkpoint (``quantization_config.quant_method 'bitsandbytes'``: the ``-bnb-4bit`` uploads):
+        transformers and vLLM load it at its own bits (8 with ``load_in_8bit``, else 4) whatever the launch says;
+        None for any other checkpoint."""
+        if self.quant_method() != 'bitsandbytes':
+            return None
+        return 8 if (self.quant.get('load_in_8bit') or self.quant.get('_load_in_8bit')) else 4
+
+    def linear_modules(self, fused: bool = False) -> list[tuple[str, int]]:
+        """(module name, parameters) of every decoder linear layer, under transformers' names
+        (``model.layers.N.self_attn.q_proj``, ``.mlp.down_proj``; MoE experts as one ``mlp.experts`` module, as
+        transformers 5 and vLLM's FusedMoE hold them), or vLLM's fused ones (``qkv_proj``, ``gate_up_proj``). A hybrid
+        model's layers are named by kind in the order of ``layer_types`` only roughly: each layer is one
+        ``model.layers.N`` entry there."""
+        h, q, kv = self.hidden, self.q_dim * (2 if self.gated_q else 1), self.kv_dim
+        if fused:
+            attn = [('self_attn.qkv_proj', h * (q + 2 * kv)), ('self_attn.o_proj', self.q_dim * h)]
+        else:
+            attn = [('self_attn.q_proj', h * q), ('self_attn.k_proj', h * kv), ('self_attn.v_proj', h * kv),
+                    ('self_attn.o_proj', self.q_dim * h)]  # fmt: skip
+        if self.experts:
+            mlp = [('mlp.experts', self.experts * 3 * h * self.moe_intermediate)]
+            if self.shared_expert_intermediate:
+                w = self.shared_expert_intermediate
+                mlp += (
+                    [('mlp.shared_expert.gate_up_proj', 2 * h * w), ('mlp.shared_expert.down_proj', w * h)]
+                    if fused
+                    else [(f'mlp.shared_expert.{n}', h * w) for n in ('gate_proj', 'up_proj', 'down_proj')]
+                )
+        elif fused:
+            mlp = [('mlp.gate_up_proj', 2 * h * self.intermediate), ('mlp.down_proj', self.intermediate * h)]
+        else:
+            mlp = [(f'mlp.{n}', h * self.intermediate) for n in ('gate_proj', 'up_proj', 'down_proj')]
+        if self.linear_layers:
+            per_layer = self.linear_params() // self.layers
+            return [(f'model.layers.{i}', per_layer) for i in range(self.layers)]
+        return [(f'model.layers.{i}.{n}', p) for i in range(self.layers) for n, p in attn + mlp]
+
+    def skipped_linear_params(self, rule: str = 'transformers') -> int:
+        """Linear parameters a bitsandbytes checkpoint keeps at 16 bits (``llm_int8_skip_modules``; unsloth's dynamic
+        4-bit uploads list whole layers there), matched as the loader matches them: ``transformers``
+        (quantizers_utils.py ``should_convert_module``, 5.19: the key as a regex at the start of the name, alone or
+        before a dot, or the name ending with it) or ``vllm`` (quantization/bitsandbytes.py ``is_layer_skipped_bnb``,
+        0.17.1: the key equal to one dot-separated component or to a leading run of them, on vLLM's fused names).
+        lm_head and the embeddings are 16-bit in any case and not counted here."""
+        keys = [str(k) for k in (self.quant.get('llm_int8_skip_modules') or []) if k]
+        if not keys or self.quant_method() != 'bitsandbytes':
+            return 0
+
+        def skipped(name: str) -> bool:
+            if rule == 'vllm':
+                parts = name.split('.')
+                leading = {'.'.join(parts[: i + 1]) for i in range(len(parts))}
+                return any(k in parts or k in leading for k in keys)
+            for k in keys:
+                try:
+                    if re.match(f'{k}\\.', name) or re.match(k, name):
+                        return True
+                except re.error:
+                    pass
+                if name.endswith(k):
+                    return True
+            return False
+
+        return sum(p for n, p in self.linear_modules(fused=rule == 'vllm') if skipped(n))
+
     def linear_bytes_per_weight(self, bnb_bits: int | None = None) -> float:
         """Bytes per weight of the quantisable linear layers."""
         if bnb_bits == 4:
@@ -269,7 +336,11 @@ class Arch:
         db = dtype_bytes or (2 if self.quant_method() in ('gptq', 'awq', 'fp8') else self.dtype_bytes)
         small = self.small_params() + self.embedding_params() + self.hidden + self.vision
         lin = self.linear_params()
-        if self.quant_method() or bnb_bits:
+        bnb_bits = bnb_bits or self.bnb_bits()
+        if bnb_bits:  # the layers the checkpoint's llm_int8_skip_modules name stay 16-bit
+            kept = self.skipped_linear_params()
+            return (lin - kept) * self.linear_bytes_per_weight(bnb_bits) + (small + kept) * db
+        if self.quant_method():
             return lin * self.linear_bytes_per_weight(bnb_bits) + small * db
         return (lin + small) * db
 

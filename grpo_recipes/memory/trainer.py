@@ -111,7 +111,8 @@ def rank_of(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> Rank:
     a = inp.arch
     P = a.param_count()
     ds = cfg.deepspeed or ''
-    bnb_bits = cfg.quant_bits if cfg.quant_method == 'bnb' else None
+    # --quant_bits / load_in_4bit, else a bitsandbytes checkpoint's own bits (transformers loads it so)
+    bnb_bits = cfg.quant_bits if cfg.quant_method == 'bnb' else a.bnb_bits()
     base_bytes = a.weight_bytes(bnb_bits=bnb_bits)
     # bytes per parameter of the policy as loaded: torch_dtype, else the checkpoint's dtype
     pb = 4 if (cfg.torch_dtype or a.dtype).endswith('float32') else 2

@@ -376,6 +376,73 @@ def mxfp4_expert_bytes(a: Arch, tp: int) -> float:
     return a.layers * a.experts * per_expert * tp
 
 
+def _group_elements(weights: dict, in_features: int) -> int:
+    """Weights sharing one scale under a compressed-tensors ``QuantizationArgs.strategy``: ``group``/``tensor_group``
+    its ``group_size``, ``block`` its ``block_structure``, ``channel`` a whole input row, ``tensor`` the layer (counted
+    as a row: one scale either way is noise)."""
+    strategy = str(weights.get('strategy') or 'tensor').lower()
+    if strategy in ('group', 'tensor_group') and int(weights.get('group_size') or 0) > 0:
+        return int(weights['group_size'])
+    if strategy == 'block' and weights.get('block_structure'):
+        b = weights['block_structure']
+        return int(b[0]) * int(b[1])
+    return in_features
+
+
+def compressed_tensors_bytes_per_weight(quant: dict, in_features: int) -> float | None:
+    """Bytes per linear weight of a compressed-tensors checkpoint (``quantization_config.quant_method
+    'compressed-tensors'``, llm-compressor's format) as vLLM creates its parameters (vLLM 0.17.1
+    model_executor/layers/quantization/compressed_tensors/schemes/): the group that targets ``Linear`` (else the first
+    group) decides, lm_head and other ``ignore`` entries stay 16-bit (counted with the embeddings).
+
+    - integer weights below 8 bits (``CompressedTensorsWNA16``, W4A16/W8A16 ``pack-quantized``): packed int32, a
+      ``params_dtype`` (16-bit) scale per group, and an int32-packed zero point per group unless ``symmetric``;
+    - 8-bit weights (``W8A8Fp8``, ``W8A8Int8``, ``W8A16Fp8``): one byte, an fp32 scale per channel, block or tensor;
+    - 4-bit floats (``W4A4Nvfp4``/``W4A16Nvfp4``: uint8 pairs and an fp8 scale per 16; ``W4A16Mxfp4``: a uint8 scale
+      per 32).
+
+    None when no group states ``num_bits`` (then the caller plans 16 bits)."""
+    groups = [g for g in (quant.get('config_groups') or {}).values() if isinstance(g, dict) and g.get('weights')]
+    if not groups:
+        return None
+    group = next((g for g in groups if 'Linear' in (g.get('targets') or [])), groups[0])
+    w = group['weights']
+    bits = int(w.get('num_bits') or 16)
+    per_scale = _group_elements(w, in_features)
+    if bits >= 16:
+        return None
+    if str(w.get('type') or 'int').lower() == 'float' and bits == 4:
+        return bits / 8 + 1 / per_scale  # fp8 (NVFP4) or E8M0 (MXFP4) scales
+    if bits == 8:
+        return 1.0 + 4 / per_scale
+    zero_point = 0.0 if w.get('symmetric', True) else bits / 8
+    return bits / 8 + (2 + zero_point) / per_scale
+
+
+# ModelOpt checkpoints (quant_method 'modelopt', quant_algo in vLLM 0.17.1 modelopt.py QUANT_ALGOS): FP8 weights in one
+# byte with per-tensor/channel/block fp32 scales; NVFP4 as packed uint8 pairs with an fp8 scale per 16 (ModelOptNvFp4
+# create_weights, group_size 16); MXFP8 one byte with an E8M0 scale per 32.
+MODELOPT_BYTES_PER_WEIGHT = {
+    'FP8': 1.0,
+    'FP8_PER_CHANNEL_PER_TOKEN': 1.0,
+    'FP8_PB_WO': 1.0,
+    'MXFP8': 1 + 1 / 32,
+    'NVFP4': 0.5 + 1 / 16,
+}
+
+
+def packed_bytes_per_weight(a: Arch) -> float | None:
+    """Bytes per linear weight vLLM holds for a checkpoint format it loads packed and transformers does not keep packed
+    for training (compressed-tensors, ModelOpt); None for any other checkpoint."""
+    method = a.quant_method()
+    if method == 'compressed-tensors':
+        return compressed_tensors_bytes_per_weight(a.quant, a.hidden)
+    if method == 'modelopt':
+        algo = str(a.quant.get('quant_algo') or (a.quant.get('quantization') or {}).get('quant_algo') or '').upper()
+        return MODELOPT_BYTES_PER_WEIGHT.get(algo)
+    return None
+
+
 def vllm_weight_bytes(cfg, a: Arch, engine: dict) -> float:
     """Bytes of the weights vLLM loads (all ranks together)."""
     q = vllm_quantization(cfg, a, engine)
@@ -388,12 +455,16 @@ def vllm_weight_bytes(cfg, a: Arch, engine: dict) -> float:
         tp = max(1, cfg.vllm_tensor_parallel_size)
         return mxfp4_expert_bytes(a, tp) + (a.linear_params() - a.layers * a.mlp_linear_params() + small) * 2
     if q == 'bitsandbytes' or method == 'bitsandbytes':
-        bits = 8 if (a.quant.get('load_in_8bit') or a.quant.get('bits') == 8) else 4
-        return bnb_linear_bytes(a, bits) + small * 2
+        bits = 8 if (a.bnb_bits() == 8 or a.quant.get('bits') == 8) else 4
+        lin, kept = a.linear_params(), a.skipped_linear_params('vllm')  # llm_int8_skip_modules stay 16-bit
+        return bnb_linear_bytes(a, bits) * (lin - kept) / max(1, lin) + (kept + small) * 2
     if q == 'fp8' and method is None:
         return a.linear_params() * 1.0 + small * 2
     if method in ('gptq', 'awq', 'fp8'):
         return a.weight_bytes() + missing * 2
+    packed = packed_bytes_per_weight(a)
+    if packed is not None:
+        return a.linear_params() * packed + small * 2
     # unquantized (and ms-swift's bnb 8-bit colocate, which vLLM loads at 16 bits)
     return a.weight_bytes(dtype_bytes=a.dtype_bytes) + missing * a.dtype_bytes
 

@@ -45,7 +45,7 @@ class Builtins:
                         self.state.touched.add(f)
                         self.state.set_line[f] = self.line
                 continue
-            name, value, index, append, taint = self._assignment(g, src)
+            name, value, index, append, taint, defaults = self._assignment(g, src)
             if self.commented:
                 continue
             if kind == 'local' or ('g' not in flags and kind in ('declare', 'typeset') and self.state.frames):
@@ -58,7 +58,7 @@ class Builtins:
                     value = str(self.exp.arith_value(value))
                 except NotKnown:
                     pass
-            self.assign(name, value, index, append, taint)
+            self.assign(name, value, index, append, taint, defaults)
             if 'x' in flags:
                 self.state.exported.add(name)
         return 0
@@ -73,6 +73,8 @@ class Builtins:
         if name in ('test', '['):
             if self.unresolved:
                 return None
+            if self.defaults:
+                self.by_default = True  # decided from a script argument's default (Evaluator.by_default)
             if name == '[':
                 if args[-1:] != [']']:
                     return 2

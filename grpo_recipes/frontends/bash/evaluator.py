@@ -131,6 +131,11 @@ class Evaluator(Builtins, Comments):
         self.exp = Expander(self)
         self.commands: list[Command] = []
         self.unresolved: list[str] = []
+        self.defaults: list[str] = []
+        """Script arguments (``$2``) whose default an expansion used while the arguments are not known."""
+        self.by_default = False
+        """The last test was decided from such a default: the user may pass the argument, so a branch it leads to
+        that ends the script with an error (a usage check) is assumed not taken."""
         self.line = 0
         self.steps = 0
         self.started = time.monotonic()
@@ -164,6 +169,9 @@ class Evaluator(Builtins, Comments):
         for n in names:
             if n not in self.unresolved:
                 self.unresolved.append(n)
+
+    def note_defaults(self, names: list[str]) -> None:
+        self.defaults += names  # every read counts: a test measures what its own expansion read
 
     # -- entry --------------------------------------------------------------------------------------------------
     def run_text(self, text: str, name: str, line: int | None = None, first_line: int = 1) -> int | None:
@@ -266,15 +274,19 @@ class Evaluator(Builtins, Comments):
 
     def list_(self, node, src: Src) -> int | None:
         kids = [c for c in node.children if c.type != 'comment']
+        self.by_default = False
         left = self.stmt(kids[0], src)
         for k in range(1, len(kids) - 1, 2):
             op, right = kids[k].type, kids[k + 1]
-            if op == '&&':
-                status = self._exits([right], src) if left is None else None
-                if status is not None:  # `[ -z "$1" ] && { echo usage; exit 1; }`
-                    self._passes_check(src.line_of(right), status)
-                    left = 1
-                elif left is None or left == 0:
+            defaulted, self.by_default = self.by_default, False
+            # `[ -z "$1" ] && { echo usage; exit 1; }`: undecided, or decided from a default the user may replace
+            runs = left is None or (defaulted and (left == 0) == (op == '&&'))
+            status = self._exits([right], src) if runs else None
+            if status is not None:
+                self._passes_check(src.line_of(right), status)
+                left = 1 if op == '&&' else 0
+            elif op == '&&':
+                if left is None or left == 0:
                     r = self.stmt(right, src)
                     left = r if left == 0 else (r if r != 0 else None)
             elif op == '||':
@@ -427,10 +439,25 @@ class Evaluator(Builtins, Comments):
             elif mode == 'body':
                 body.append(c)
         clauses.insert(0, (cond, body, src.line_of(node)))
-        for conds, stmts, line in clauses:
+        for k, (conds, stmts, line) in enumerate(clauses):
             if conds is None:
                 return self.seq(stmts, src)
+            self.by_default = False
             st = self.seq(conds, src)
+            if st is not None and self.by_default:
+                # decided from a script argument's default: a usage exit is assumed not taken, and an `else` that
+                # is one leaves this branch as the one run
+                taken, other = (stmts, None) if st == 0 else (None, stmts)
+                status = self._exits(taken, src) if taken is not None else None
+                if status is not None:
+                    self._passes_check(line, status)
+                    continue
+                rest = clauses[k + 1] if k + 1 < len(clauses) else None
+                if other is not None and rest is not None and rest[0] is None:
+                    status = self._exits(rest[1], src)
+                    if status is not None and self._exits(other, src) is None:
+                        self._passes_check(rest[2], status)
+                        return self.seq(other, src)
             if st is None:
                 status = self._exits(stmts, src)
                 if status is not None:
@@ -445,9 +472,11 @@ class Evaluator(Builtins, Comments):
 
     def case(self, node, src: Src) -> int | None:
         value_node = node.child_by_field_name('value')
-        before = len(self.unresolved)
+        outer = self.unresolved
+        self.unresolved, defaults = [], len(self.defaults)  # what this word reads, even if read before
         word = self.exp.single(_raw(src, [value_node])) if value_node is not None else ''
-        unknown = len(self.unresolved) > before
+        unknown, defaulted = bool(self.unresolved), len(self.defaults) > defaults
+        self.unresolved = outer + [n for n in self.unresolved if n not in outer]
         items = [c for c in node.children if c.type == 'case_item']
         falling = False
         for item in items:
@@ -477,6 +506,10 @@ class Evaluator(Builtins, Comments):
                         matched = True
                         break
             if matched:
+                if defaulted and not falling and self._exits(body, src) is not None:
+                    # the branch a script argument's default leads to ends the script with an error (its usage):
+                    # what the user passes is not known, so read the case as undecided
+                    return self._undecided_case(items, src)
                 status = self.seq(body, src)
                 if term == ';&':
                     falling = True
@@ -620,7 +653,15 @@ class Evaluator(Builtins, Comments):
 
     def test(self, node, src: Src) -> int | None:
         double = node.children[0].type == '[['
-        before = len(self.unresolved)
+        outer = self.unresolved
+        self.unresolved, defaults = [], len(self.defaults)  # what this test reads, even if read before
+        try:
+            return self._test(node, src, double, defaults)
+        finally:
+            self.unresolved = outer
+
+    def _test(self, node, src: Src, double: bool, defaults: int) -> int | None:
+        before = 0
         if not double:
             leaves = []
             _test_leaves(node, leaves, double)
@@ -645,6 +686,8 @@ class Evaluator(Builtins, Comments):
         if len(self.unresolved) > before:
             del self.unresolved[before:]
             return None
+        if len(self.defaults) > defaults:
+            self.by_default = True  # decided from a script argument's default (see if_ / list_)
         return self._decide(toks, double)
 
     def _decide(self, toks, double: bool) -> int | None:
@@ -657,17 +700,20 @@ class Evaluator(Builtins, Comments):
             return None
 
     # -- simple commands ----------------------------------------------------------------------------------------
-    def assign(self, name: str, value, index: int | None = None, append: bool = False, taint=None) -> None:
+    def assign(
+        self, name: str, value, index: int | None = None, append: bool = False, taint=None, defaults=None
+    ) -> None:
         if isinstance(value, str) and len(value) > self.limits.word:
             raise self.too_long(f'{self.limits.word} characters of a value')
-        self.state.assign(name, value, self.line, taint, index, append)
+        self.state.assign(name, value, self.line, taint, index, append, defaults)
 
-    def _assignment(self, group, src: Src) -> tuple[str, object, int | None, bool, list]:
-        """(name, value, index, append, taint) of an assignment word (``A=x``, ``A+=x``, ``A[i]=x``, ``A=(x y)``)."""
+    def _assignment(self, group, src: Src) -> tuple[str, object, int | None, bool, list, list]:
+        """(name, value, index, append, taint, defaults) of an assignment word (``A=x``, ``A+=x``, ``A[i]=x``,
+        ``A=(x y)``); defaults: the script arguments whose default the value holds (``State.defaulted``)."""
         raw = _raw(src, group)
         m = _ASSIGN.match(raw)
         name, sub, op = m.group(1), m.group(2), m.group(3)
-        before = len(self.unresolved)
+        before, defaults = len(self.unresolved), len(self.defaults)
         first = group[0]
         value_node = first.child_by_field_name('value') if first.type == 'variable_assignment' else None
         if value_node is not None and value_node.type == 'array' and value_node.end_byte == group[-1].end_byte:
@@ -688,7 +734,7 @@ class Evaluator(Builtins, Comments):
         else:
             value = self.exp.single(raw[m.end() :], assignment=True)
         index = self.exp.arith_value(sub[1:-1]) if sub else None
-        return name, value, index, op == '+=', self.unresolved[before:]
+        return name, value, index, op == '+=', self.unresolved[before:], list(dict.fromkeys(self.defaults[defaults:]))
 
     def simple(self, node, src: Src, extra=(), stdin: str | None = None) -> int | None:
         try:
@@ -710,7 +756,7 @@ class Evaluator(Builtins, Comments):
                     stdin = (self.exp.single(src.text(word[0].start_byte, word[-1].end_byte)) + '\n') if word else ''
         nodes += list(extra)
         groups = _groups(nodes)
-        self.unresolved = []
+        self.unresolved, self.defaults = [], []
         assigns, words = [], []
         for g in groups:
             if not words and _ASSIGN.match(_raw(src, g)) and g[0].type != 'command_name':
@@ -719,9 +765,9 @@ class Evaluator(Builtins, Comments):
                 words.append(g)
         if not words:
             for g in assigns:
-                name, value, index, append, taint = self._assignment(g, src)
+                name, value, index, append, taint, defaults = self._assignment(g, src)
                 if not self.commented:
-                    self.assign(name, value, index, append, taint)
+                    self.assign(name, value, index, append, taint, defaults)
             return self.state.status if self.captures else 0
         head_raw = _raw(src, words[0])
         if head_raw in DECLARE:
@@ -743,10 +789,10 @@ class Evaluator(Builtins, Comments):
         prefix: dict[str, str] = {}
         saved = {}
         for g in assigns:
-            name, value, index, append, taint = self._assignment(g, src)
+            name, value, index, append, taint, defaults = self._assignment(g, src)
             if temporary and name not in saved:
                 saved[name] = self.state._snapshot(name)
-            self.assign(name, value, index, append, taint)
+            self.assign(name, value, index, append, taint, defaults)
             v = self.state.scalar(name)
             if temporary and v is not None:
                 prefix[name] = v

@@ -433,6 +433,8 @@ class Expander:
         taint = st.taint.get(name)
         if taint:
             self.ev.note_unresolved(taint)
+        if st.defaulted.get(name):
+            self.ev.note_defaults(st.defaulted[name])
         if name not in st.vars:
             if name in st.known_unset:
                 return None
@@ -529,6 +531,12 @@ class Expander:
                 if name in _ALWAYS_SET or name in self.st.vars:
                     raise
                 v = None  # set nowhere (or a script argument not given): as bash, the default applies
+                if name.isdigit():
+                    # a script argument not known here: a default that is text is the value (and a test of it is
+                    # not decided, State.defaulted); an empty one (`${1:-}`) stands for what the user passes
+                    if op.lstrip(':') in ('-', '=') and not join(self._word(arg, True)):
+                        raise NotKnown([f'${name}']) from None
+                    self.ev.note_defaults([f'${name}'])
             if isinstance(v, list):
                 is_null = (not v) or (len(v) == 1 and v[0] == '')
                 is_unset = not v

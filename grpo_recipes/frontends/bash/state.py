@@ -31,6 +31,9 @@ class State:
     status: int | None = 0
     refs: dict[str, str] = field(default_factory=dict)
     """Namerefs (``local -n R=NAME`` / ``declare -n``): R -> NAME; reading or assigning R is NAME's."""
+    defaulted: dict[str, list[str]] = field(default_factory=dict)
+    """name -> the script arguments whose default its value holds (``OUT=${2:-}`` with the arguments not given): the
+    value is used as written, but a test of it is not decided from it (what the user passes is not known)."""
     args_unknown: bool = False
     """The script's own arguments were not given: ``$1`` at its top level is not resolved (``$#`` is 0, ``$@``
     empty: a caller appends the arguments it has to the launch itself)."""
@@ -40,7 +43,7 @@ class State:
         new.vars = {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.vars.items()}
         new.exported, new.touched, new.known_unset = set(self.exported), set(self.touched), set(self.known_unset)
         new.taint, new.set_line, new.funcs = dict(self.taint), dict(self.set_line), dict(self.funcs)
-        new.refs = dict(self.refs)
+        new.refs, new.defaulted = dict(self.refs), dict(self.defaulted)
         new.positional, new.frames, new.sources = (
             list(self.positional),
             [dict(f) for f in self.frames],
@@ -70,6 +73,7 @@ class State:
         taint: list[str] | None = None,
         index: int | None = None,
         append: bool = False,
+        defaults: list[str] | None = None,
     ) -> None:
         """``name=value`` / ``name+=value`` / ``name[index]=value`` / ``name=(...)`` (value a dict)."""
         name = self.resolve(name)
@@ -101,11 +105,18 @@ class State:
             self.taint[name] = names
         else:
             self.taint.pop(name, None)
+        prior = self.defaulted.get(name, []) if append else []
+        held = prior + [d for d in (defaults or []) if d not in prior]
+        if held:
+            self.defaulted[name] = held
+        else:
+            self.defaulted.pop(name, None)
 
     def unset(self, name: str) -> None:
         self.vars.pop(name, None)
         self.exported.discard(name)
         self.taint.pop(name, None)
+        self.defaulted.pop(name, None)
         self.known_unset.add(name)
         self.touched.add(name)
 
