@@ -37,19 +37,19 @@ BNB4 = {
 }
 LAUNCH = (
     'swift rlhf --rlhf_type grpo --model some/model --tuner_type lora --use_vllm false --dataset AI-MO/NuminaMath-TIR '
-    '--reward_funcs accuracy --max_length 512 --max_completion_length 512'
+    '--reward_funcs accuracy --max_length 512 --max_completion_length 512 --per_device_train_batch_size 8 '
+    '--num_generations 8'
 )
 
 
-def weights_gib(config: dict, extra: str = '') -> float:
+def report_for(config: dict, extra: str = ''):
     launch = read_launch(['--', *f'{LAUNCH} {extra}'.split()], environ={})
-    report = check_launch(
-        launch,
-        Hardware(gpus=1, gpu_type='A100-80G', source='flags'),
-        packages={'ms-swift': '4.6.0'},
-        model_config=config,
-    )
-    return report.memory[0].components['weights']
+    hardware = Hardware(gpus=1, gpu_type='A100-80G', source='flags')
+    return check_launch(launch, hardware, packages={'ms-swift': '4.6.0'}, model_config=config)
+
+
+def weights_gib(config: dict, extra: str = '') -> float:
+    return report_for(config, extra).memory[0].components['weights']
 
 
 def test_a_bnb_checkpoint_is_planned_at_its_own_bits_without_quant_bits():
@@ -58,6 +58,8 @@ def test_a_bnb_checkpoint_is_planned_at_its_own_bits_without_quant_bits():
     asked = weights_gib(QWEN25_7B, '--quant_method bnb --quant_bits 4')
     assert checkpoint == asked
     assert checkpoint < 0.45 * plain  # 4-bit linear layers; the embeddings and lm_head stay 16-bit
+    said = report_for({**QWEN25_7B, 'quantization_config': BNB4}).assumptions
+    assert any('bitsandbytes 4-bit' in a and 'without --quant_bits' in a for a in said)
 
 
 def test_skip_modules_stay_16_bit_in_training():

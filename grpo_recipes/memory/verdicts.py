@@ -277,6 +277,20 @@ def _model_assumptions(cfg, inp: Inputs) -> list[str]:
             f'reward or teacher models ({", ".join(extra)}) are not in the plan: each training '
             f'process loads them too (unless offloaded), so the peaks above are low by their weights'
         )
+    a = inp.arch
+    method = a.quant_method()
+    if a.bnb_bits() and not cfg.quant_method:
+        kept = a.skipped_linear_params()
+        out.append(
+            f'the checkpoint is saved in bitsandbytes {a.bnb_bits()}-bit (its config.json): training loads it so '
+            f'without --quant_bits'
+            + (f', with {kept / 1e9:.2f}B linear parameters its llm_int8_skip_modules name at 16 bits' if kept else '')
+        )
+    elif method in ('compressed-tensors', 'modelopt'):
+        out.append(
+            f'the checkpoint is saved in {method} (its config.json): vLLM holds it packed; training holds it at 16 '
+            f'bits (transformers decompresses it on the first forward)'
+        )
     if not (cfg.deepspeed or '').endswith('offload'):
         out.append(f'optimizer: {inp.adamw_why}')
     if cfg.use_vllm and not cfg.vllm_enforce_eager:
