@@ -180,3 +180,42 @@ def test_check_takes_the_script_arguments_and_says_when_it_needs_them(tmp_path):
     proc = run_cli('grpo_recipes.cli.guard', 'check', '--gpus', '1', '--gpu-type', 'A100-80G', str(ends))
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert 'ends.sh:3: the script ends with exit 1' in proc.stderr and '-- bash ' in proc.stderr
+
+
+JOB = """#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --gres=gpu:4
+NODES=($(scontrol show hostnames $SLURM_JOB_NODELIST))
+for ((rank=0; rank<2; rank++)); do
+    srun --nodes=1 --ntasks=1 --nodelist=${NODES[$rank]} bash train.sh "${NODES[0]}" "$rank" 2 8 &
+done
+wait
+"""
+STEP = 'accelerate launch --num_machines $3 --num_processes $4 --machine_rank $2 --main_process_ip $1 train_grpo.py\n'
+
+
+def test_a_script_srun_runs_is_read_with_its_own_arguments(tmp_path):
+    """`srun [OPTIONS] bash train.sh ARGS` in a batch script: train.sh is read as bash runs it on the node (srun's
+    options read with its option table), and each argument keeps only what it holds unresolved: the node name from
+    `scontrol` stays unknown, the rank and counts beside it are known."""
+    (tmp_path / 'train.sh').write_text(STEP)
+    cmds = [
+        c for c in read_script(JOB, {}, str(tmp_path / 'run.slurm'), cwd=str(tmp_path)) if c.argv[0] == 'accelerate'
+    ]
+    first = cmds[0]
+    assert first.argv[2:8] == ['--num_machines', '2', '--num_processes', '8', '--machine_rank', '0']
+    assert first.argv[9].startswith('$(scontrol') and first.unresolved == [first.argv[9]]
+    assert first.env['SLURM_NNODES'] == '1'  # the job step's own --nodes=1
+
+
+def test_a_batch_script_is_checked_by_any_script_name(tmp_path):
+    """A Slurm batch script named .slurm (or .sbatch, or no suffix with a shell's #! line) is read as a script."""
+    (tmp_path / 'train.sh').write_text(
+        STEP.replace('train_grpo.py', 'train_grpo.py --model_name_or_path Qwen/Qwen2.5-7B')
+    )
+    for name in ('run.slurm', 'run.sbatch', 'submit'):
+        script = _write(tmp_path, name, JOB)
+        flags = ['--json', '--gpus', '4', '--gpu-type', 'A100-80G']
+        proc = run_cli('grpo_recipes.cli.guard', 'check', *flags, script.name, cwd=str(tmp_path))
+        assert 'Traceback' not in proc.stderr and 'not a config file' not in proc.stderr, proc.stderr
+        assert json.loads(proc.stdout)['plan']['world_size'] == 8, name

@@ -9,7 +9,7 @@ import sys
 
 from ..check import check_launch, installed_packages, load_data_stats
 from ..errors import GuardError
-from ..frontends import read_launch
+from ..frontends import is_script, read_launch
 from ..frontends.shell import split_env
 from ..hardware import detect
 from ..launch import Launch
@@ -184,7 +184,7 @@ def run_run(opts, extra: list[str]) -> int:
         print(not_launching(report), file=sys.stderr)
         return 1
     launch = report.launch
-    if launch.kind != 'train' or not launch.fw.runnable or (opts.config or '').endswith('.sh'):
+    if launch.kind != 'train' or not launch.fw.runnable or is_script(opts.config or ''):
         raise GuardError(
             '`run` launches `swift rlhf` configs and command lines; start this one yourself (the check above passed)'
         )

@@ -319,6 +319,25 @@ def _inner_command(env: dict[str, str], argv: list[str], environ: Mapping[str, s
     return {**env, **cmd.env}, cmd.argv
 
 
+# Launcher scripts by name: bash scripts and Slurm/PBS batch scripts (read as bash reads them, #SBATCH lines included)
+SCRIPT_SUFFIXES = ('.sh', '.bash', '.slurm', '.sbatch', '.pbs', '.job')
+
+
+def is_script(name: str) -> bool:
+    """A launcher script: a name with a script suffix, or an existing file without a config suffix that starts with a
+    shell's ``#!`` line (``train``, ``run_grpo``)."""
+    if name.lower().endswith(SCRIPT_SUFFIXES):
+        return True
+    if name.lower().endswith(('.yaml', '.yml', '.json', '.py')) or not os.path.isfile(name):
+        return False
+    try:
+        with open(name, 'rb') as f:
+            first = f.readline(200)
+    except OSError:
+        return False
+    return first.startswith(b'#!') and re.search(rb'\b(ba|z|k|da)?sh\b', first) is not None
+
+
 def _script_call(args: list[str]) -> tuple[dict, str, list[str]] | None:
     """``[VAR=v ...] bash|sh [-flags] script.sh ARGS`` -> (the assignments, the script, its arguments), else None."""
     env, rest = split_env(args)
@@ -329,7 +348,7 @@ def _script_call(args: list[str]) -> tuple[dict, str, list[str]] | None:
         i += 1  # bash -x, -e, -l: options of the shell
     if i < len(rest) and rest[i] == '--':
         i += 1
-    if i >= len(rest) or rest[i] == '-c' or not rest[i].endswith('.sh'):
+    if i >= len(rest) or rest[i] == '-c' or not is_script(rest[i]):
         return None
     return env, rest[i], rest[i + 1 :]
 
@@ -352,7 +371,7 @@ def read_launch(
         )
     roll, unread = None, None
     call = _script_call(args)
-    if args[0].endswith('.sh'):
+    if is_script(args[0]):
         launch, roll = _from_script(args[0], environ, machine=machine)
         if args[1:]:
             if launch is None or launch.kind == 'rollout':

@@ -122,7 +122,20 @@ def read_script(
         args=args,
         machine=machine,
         prefer=_is_training_launch,
+        launcher=_job_step,
     )
+
+
+def _job_step(argv: list[str]) -> tuple[dict[str, str], list[str]] | None:
+    """``srun [OPTIONS] CMD ...``: (the variables Slurm gives the job step for those options, CMD ...), so that a
+    script srun runs (``srun --nodes=1 bash train.sh ARGS``) is read as bash runs it there; None for any other
+    command. srun's options are read with its own option table (launchers.slurm_options)."""
+    if not argv or argv[0].rsplit('/', 1)[-1] != 'srun':
+        return None
+    from .launchers import slurm_env, slurm_options
+
+    opts, cmd = slurm_options(argv[1:])
+    return (slurm_env(opts), cmd) if cmd else None
 
 
 def _is_training_launch(argv: list[str]) -> bool:

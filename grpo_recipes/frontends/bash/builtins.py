@@ -142,6 +142,11 @@ class Builtins:
             if n is None or n > len(st.positional):
                 return 1
             st.positional = st.positional[n:]
+            # each argument's own unresolved names (Evaluator._positional_taint) move with it
+            own = {int(k[1:]): v for k, v in st.taint.items() if k[:1] == '@' and k[1:].isdigit()}
+            for k in own:
+                del st.taint[f'@{k}']
+            st.taint.update({f'@{k - n}': v for k, v in own.items() if k > n})
             return 0
         if name == 'unset':
             fn = '-f' in args

@@ -123,6 +123,7 @@ class Evaluator(Builtins, Comments):
         self.limits = limits or Limits()
         self.machine = machine
         self.prefer = None  # argv -> bool: the commands an undecided `case` should lead to (evaluate_script)
+        self.launcher = None  # argv -> (env, argv) | None: a job launcher that runs a command (srun; evaluate_script)
         self.source = source
         env = {k: v for k, v in (environ or {}).items() if isinstance(v, str)}
         self.state = State(vars=dict(env), exported=set(env), arg0=source, cwd=cwd, sources=[source])
@@ -858,6 +859,14 @@ class Evaluator(Builtins, Comments):
         elif (script := self.script_file(rest)) is not None:
             path, text = script  # `bash tools/train/x.sh ARGS`: the script runs in a new shell, as `bash -c` does
             status = self.child_shell(text, [text, *rest[rest.index(path) :]], env, src, name=path)
+        elif (
+            self.launcher is not None
+            and (step := self.launcher(rest)) is not None
+            and (script := self.script_file(step[1], strict=False)) is not None
+        ):
+            path, text = script  # `srun --nodes=1 bash train.sh ARGS`: the script, with the job step's variables
+            cmd = step[1]
+            status = self.child_shell(text, [text, *cmd[cmd.index(path) :]], {**env, **step[0]}, src, name=path)
         elif self.captures:
             status = self.in_capture(rest, env, stdin)
         else:
@@ -925,7 +934,7 @@ class Evaluator(Builtins, Comments):
         if self.depth > self.limits.depth:
             raise self.too_long(f'{self.limits.depth} nested function calls')
         st = self.state
-        old_pos, old_taint = st.positional, st.taint.get('@')
+        old_pos, old_taint = st.positional, {k: v for k, v in st.taint.items() if k.startswith('@')}
         st.positional = list(args)
         self._positional_taint(st, self.unresolved)
         st.frames.append({})
@@ -940,20 +949,30 @@ class Evaluator(Builtins, Comments):
             self.depth -= 1
             # the frame belongs to the state that called (a subshell in the body has its own copy)
             st.positional = old_pos
-            self._positional_taint(st, old_taint or [])
+            for key in [k for k in st.taint if k.startswith('@')]:
+                del st.taint[key]
+            st.taint.update(old_taint)
             st.pop_frame()
 
     @staticmethod
     def _positional_taint(st: State, names: list[str]) -> None:
-        if names:
-            st.taint['@'] = list(names)
-        else:
-            st.taint.pop('@', None)
+        """What the positional parameters carry unresolved: ``@`` all of it (``$@``, ``$*``, ``$#``), and ``@K`` what
+        ``$K`` carries: the unresolved names written in that argument, and any that appear in none (kept as written
+        elsewhere, they may have reached any), so a known argument beside an unknown one stays known."""
+        for key in [k for k in st.taint if k.startswith('@')]:
+            del st.taint[key]
+        if not names:
+            return
+        st.taint['@'] = list(names)
+        nowhere = [n for n in names if not any(n in a for a in st.positional)]
+        for k, a in enumerate(st.positional, 1):
+            st.taint[f'@{k}'] = [n for n in names if n in a] + nowhere
 
-    def script_file(self, argv: list[str]) -> tuple[str, str] | None:
+    def script_file(self, argv: list[str], strict: bool = True) -> tuple[str, str] | None:
         """``bash [-x] [-o opt] FILE ARGS`` / ``sh FILE``: (FILE as written, its text) where FILE is here; None
-        otherwise (a file not here stays a command the caller records)."""
-        if not argv or argv[0].rsplit('/', 1)[-1] not in SHELLS or self.unresolved:
+        otherwise (a file not here stays a command the caller records). ``strict``: none of the command's words may
+        be unresolved (else: not the file's name; its arguments carry what they hold, _positional_taint)."""
+        if not argv or argv[0].rsplit('/', 1)[-1] not in SHELLS or (strict and self.unresolved):
             return None
         i = 1
         while i < len(argv) and argv[i][:1] in ('-', '+') and argv[i] not in ('-', '--'):
@@ -963,6 +982,8 @@ class Evaluator(Builtins, Comments):
         if i >= len(argv):
             return None
         path = argv[i]
+        if any(n in path for n in self.unresolved):
+            return None
         # bash opens FILE from its working directory; where that is not known, from the reading script's directory
         base = self.state.cwd if self.state.cwd is not None else os.path.dirname(self.source)
         found = path if path.startswith('/') else os.path.join(base, path)
@@ -1087,11 +1108,12 @@ def evaluate_script(
     args: list[str] | None = None,
     machine: pure.Machine | None = None,
     prefer=None,
+    launcher=None,
 ) -> list[Command]:
     """Every simple command a bash script would run, in order, with the environment each runs with; ``args``: the
     script's arguments (None: not known); ``machine``: the node it runs on, for ``nvidia-smi``."""
     ev = Evaluator(environ, source, cwd, limits, machine)
-    ev.prefer = prefer
+    ev.prefer, ev.launcher = prefer, launcher
     if args is None:
         ev.state.args_unknown = True
     else:

@@ -402,7 +402,9 @@ class Expander:
         """-> str | list[str] (an ``@``/``*`` subscript or $@) | None (unset). NotKnown if never set anywhere."""
         st = self.st
         if (name.isdigit() and name != '0') or name in ('@', '*', '#'):
-            self.ev.note_unresolved(st.taint.get('@', []))  # what the positional parameters carry unresolved
+            # what the positional parameters carry unresolved: $K its own (Evaluator._positional_taint), else all
+            own = f'@{name}' if name.isdigit() else '@'
+            self.ev.note_unresolved(st.taint.get(own, st.taint.get('@', [])))
         if name.isdigit():
             k = int(name)
             if k == 0:
@@ -465,7 +467,8 @@ class Expander:
         v = self._lookup(name, index)
         whole = index in ('@', '*') or name in ('@', '*')
         star = index == '*' or name == '*'
-        if split and isinstance(v, str) and self.st.taint.get(name):
+        held = self.st.taint.get(f'@{name}', self.st.taint.get('@')) if name.isdigit() else self.st.taint.get(name)
+        if split and isinstance(v, str) and held:
             # a value holding text that was not resolved (``A=$(scontrol show hostnames ...)``): what bash would
             # split is the command's output, not the text as written, so the written text stays one word
             split = False
@@ -548,6 +551,7 @@ class Expander:
             if kind == '+':
                 return [] if use else self._word(arg, quoted)
             if not use:
+                split = split and not self.st.taint.get(name)  # unresolved text stays one word (see _param)
                 return self._value_parts(v, quoted, split, isinstance(v, list), index == '*')
             if kind == '?':
                 raise NotKnown([written])
@@ -565,6 +569,7 @@ class Expander:
             self._unset_plain(name, written)
             return []
         if not op:
+            split = split and not self.st.taint.get(name)  # unresolved text stays one word (see _param)
             return self._value_parts(v, quoted, split, isinstance(v, list), index == '*')
         items = v if isinstance(v, list) else [v]
         if op != ':' and sum(len(s) for s in items) > _PATTERN_MAX:
