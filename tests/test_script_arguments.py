@@ -219,3 +219,76 @@ def test_a_batch_script_is_checked_by_any_script_name(tmp_path):
         proc = run_cli('grpo_recipes.cli.guard', 'check', *flags, script.name, cwd=str(tmp_path))
         assert 'Traceback' not in proc.stderr and 'not a config file' not in proc.stderr, proc.stderr
         assert json.loads(proc.stdout)['plan']['world_size'] == 8, name
+
+
+def test_a_backslash_at_the_end_of_the_file_is_read_as_bash_reads_it(tmp_path):
+    text = 'swift rlhf --rlhf_type grpo \\\n    --beta 0.001 \\'  # no newline after the last `\`
+    assert guard_runs(text, []) == bash_runs(tmp_path, text, []) == ['swift rlhf --rlhf_type grpo --beta 0.001']
+
+
+def test_a_check_on_a_file_not_here_that_would_exit_is_assumed_to_pass(tmp_path):
+    """`[ -x "$VENV/bin/trl" ] || exit 1`: the launch's machine has the file, this one may not; a check that would end
+    the script with an error on a file missing here is assumed to pass (noted), one on a file that is here is not."""
+    text = (
+        'BIN=/nonexistent/venv/bin/trl\n'
+        'if [ ! -x "$BIN" ]; then echo "missing $BIN"; exit 1; fi\n'
+        '[ -f /nonexistent/data.jsonl ] || exit 2\n'
+        'swift rlhf --rlhf_type grpo\n'
+    )
+    cmds = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    assert len(cmds) == 1 and sum('assumed it passes' in a for a in cmds[0].assumed) == 2
+    here = tmp_path / 'here.txt'
+    here.write_text('')
+    text = f'if [ -f {here} ]; then echo found; exit 1; fi\nswift rlhf --rlhf_type grpo\n'
+    assert [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']] == []  # decided: it exits
+
+
+def test_what_a_here_string_holds_unresolved_the_variables_read_hold():
+    text = (
+        'IFS=, read -ra GPUS <<< "$3"\n'
+        'if [ ${#GPUS[@]} -lt 2 ]; then echo "need two GPUs"; exit 1; fi\n'
+        'CUDA_VISIBLE_DEVICES=${GPUS[1]} swift rlhf --rlhf_type grpo\n'
+    )
+    cmd = next(c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift'])
+    assert '$3' in cmd.unresolved  # the array read from $3 is not known, so neither is its size: the check passes
+
+
+def test_a_vllm_server_beside_the_launch_is_not_a_trainer():
+    from grpo_recipes.frontends import kind_of
+
+    assert (
+        kind_of(['python', '-m', 'vllm.entrypoints.openai.api_server', '--model', 'meta-llama/Llama-Guard-3-8B'])
+        is None
+    )
+    assert kind_of(['python', '-m', 'sglang.launch_server', '--model-path', 'x']) is None
+    assert kind_of(['python', '-m', 'open_r1.grpo', '--config', 'x.yaml']) == ('trl', 'train')
+
+
+def test_a_port_left_to_chance_does_not_stop_the_check(tmp_path):
+    """`--vllm_server_port $((1000 + RANDOM % 7001))`: only running it gives the value, and no value changes the plan;
+    it is read as 0 with a note. A value that does decide the plan (--per_device_train_batch_size $BS) still stops."""
+    script = _write(
+        tmp_path,
+        'train.sh',
+        'PORT=$((1000 + RANDOM % 7001))\n'
+        'CUDA_VISIBLE_DEVICES=0 accelerate launch --num_processes 1 train_grpo.py --model_name_or_path '
+        'Qwen/Qwen2.5-0.5B-Instruct --use_vllm true --vllm_mode server --vllm_server_port $PORT\n',
+    )
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', '--gpus', '2', '--gpu-type', 'A100-80G', str(script))
+    assert 'Traceback' not in proc.stderr and proc.returncode != 2, proc.stderr
+    assert any('--vllm_server_port' in n and 'read as 0' in n for n in json.loads(proc.stdout)['launch']['notes'])
+    script.write_text(script.read_text().replace('--vllm_server_port $PORT', '--per_device_train_batch_size $BS'))
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--gpus', '2', '--gpu-type', 'A100-80G', str(script))
+    assert proc.returncode == 2 and '$BS could not be resolved' in proc.stderr
+
+
+def test_a_layout_left_to_the_script_arguments_says_how_to_pass_them(tmp_path):
+    script = _write(
+        tmp_path,
+        'train.sh',
+        'GPUS=$1\nN=$(echo $GPUS | tr , "\\n" | wc -l)\n'
+        'CUDA_VISIBLE_DEVICES=$GPUS NPROC_PER_NODE=$N swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct\n',
+    )
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--gpus', '4', '--gpu-type', 'A100-80G', str(script))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert 'the script takes arguments ($1)' in proc.stderr and f'-- bash {script} ARGS' in proc.stderr

@@ -197,6 +197,12 @@ _OTHER_MACHINE = re.compile(
 )
 
 
+def _script_arguments(cmds) -> list[str]:
+    """The script's own positional parameters its commands hold unresolved (``$1``, ``${2}``, ``$@``), in order."""
+    found = {m.group(1) for c in cmds for name in c.unresolved if (m := re.fullmatch(r'\$\{?([1-9@*#])\}?', name))}
+    return [f'${n}' for n in sorted(found)]
+
+
 def _from_script(
     path: str, environ: Mapping[str, str], args: list[str] | None = None, machine=None
 ) -> tuple[Launch | None, Rollout | None]:
@@ -257,7 +263,16 @@ def _from_script(
     cmd, (framework, _) = train
     from .cluster import check_layout, notes
 
-    check_layout(cmd, f'{p}:{cmd.line}')  # NPROC_PER_NODE=$SLURM_GPUS_ON_NODE: exit 2, give it with --env
+    try:
+        check_layout(cmd, f'{p}:{cmd.line}')  # NPROC_PER_NODE=$SLURM_GPUS_ON_NODE: exit 2, give it with --env
+    except GuardError as e:
+        taken = _script_arguments(cmds) if args is None else []
+        if not taken:
+            raise
+        raise GuardError(
+            f'{e}; the script takes arguments ({", ".join(taken)}): check it as you run it: '
+            f'grpo-guard check -- bash {path} ARGS'
+        ) from None
     env = {**environ, **cmd.env}
     from .crlf import crlf_note, lost_continuation
     from .trl.accelerate_cmd import NoScript

@@ -562,13 +562,19 @@ def _imports_trl(path: str) -> bool | None:
 
 
 LAUNCHER_HEADS = ('srun', 'torchrun', 'deepspeed')
+# Packages whose `python -m` starts a server or a tool, never a GRPO trainer: vLLM's and SGLang's OpenAI servers
+# (a reward or judge model beside the launch), LMDeploy, uvicorn/gunicorn, the standard library's and hubs' tools.
+NOT_TRAINERS = (
+    'vllm', 'sglang', 'lmdeploy', 'uvicorn', 'gunicorn', 'http', 'pip', 'venv', 'ensurepip', 'json', 'tensorboard',
+    'wandb', 'huggingface_hub', 'modelscope', 'ray', 'fastchat', 'llama_cpp',
+)  # fmt: skip
 
 
 def classify(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
     """(framework, role) of a command: the entry it runs looked up in ``entrypoints``, through its launchers.
     framework ``unread``: a training command no reader here reads (a script that does not use TRL, ms-swift's
     other entry points); ``launcher``: a launcher whose own parser refuses the command (reading it says why)."""
-    from .entrypoints import lookup_command, lookup_module, lookup_script
+    from .entrypoints import lookup_command, lookup_module, lookup_script, module_file
 
     if not argv:
         return None
@@ -595,6 +601,10 @@ def classify(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str
             return found[0].framework, found[0].role
         if len(t) > 1 and t[1].split('.')[0] in ('swift', 'trl') and not t[1].startswith('trl.scripts'):
             return 'unread', 'train'
+        if len(t) > 1 and t[1].split('.')[0] in NOT_TRAINERS:
+            return None  # a server or tool beside the launch (a judge model's vLLM server), not a trainer
+        if len(t) > 1 and _imports_trl(module_file(t[1])) is False:
+            return 'unread', 'train'  # the module's file is here (run from its repository) and does not use TRL
         return 'trl', 'train'
     if not t:  # `python` alone, `accelerate launch` with no script (its reader says so)
         return ('trl', 'train') if p.layers[-1].kind == 'accelerate' else None

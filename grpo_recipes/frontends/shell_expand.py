@@ -62,3 +62,33 @@ def unresolved_message(argv: list[str], source: str, error: str = '') -> str | N
             f'the value'
         )
     return None
+
+
+# Integer arguments of ms-swift and TRL that decide nothing the guard plans (where a server listens, the seed, how
+# often the trainer logs, saves or evaluates, timeouts): a value left unresolved there (`--vllm_server_port
+# $((1000 + RANDOM % 7001))`) is read as 0 so the parsers accept the launch, and said in a note.
+NEUTRAL_INT_ARGS = frozenset(
+    {
+        'port', 'master_port', 'main_process_port', 'vllm_server_port', 'vllm_group_port', 'group_port',
+        'seed', 'data_seed', 'logging_steps', 'save_steps', 'eval_steps', 'save_total_limit',
+        'vllm_server_timeout', 'ddp_timeout', 'dataloader_num_workers', 'dataset_num_proc',
+    }
+)  # fmt: skip
+
+
+def neutral_stand_ins(argv: list[str], source: str) -> tuple[list[str], list[str]]:
+    """(argv with each unresolved value of a NEUTRAL_INT_ARGS flag read as 0, a note per value so read)."""
+    out, notes = list(argv), []
+    for i, word in enumerate(argv):
+        flag, eq, value = word.partition('=')
+        if eq and flag.startswith('--') and unresolved(value):
+            name, at = flag, i
+        elif i and argv[i - 1].startswith('--') and '=' not in argv[i - 1] and unresolved(word):
+            name, value, at = argv[i - 1], word, i
+        else:
+            continue
+        if name.lstrip('-').replace('-', '_') not in NEUTRAL_INT_ARGS:
+            continue
+        out[at] = f'{name}=0' if eq else '0'
+        notes.append(f'{source}: {name} {value} is not resolved here; it changes nothing planned (read as 0)')
+    return out, notes

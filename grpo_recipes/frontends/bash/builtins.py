@@ -235,8 +235,9 @@ class Builtins:
             k += 1
         ifs = env['IFS'] if 'IFS' in env else self.exp._ifs()
         status = 0 if found else 1
+        held = list(self.stdin_taint)  # what the here-string holds unresolved, the variables read hold too
         if not names and 'a' not in opts:
-            self.assign('REPLY', ''.join(c for c, _ in chars))
+            self.assign('REPLY', ''.join(c for c, _ in chars), taint=held)
             return status
         white = {c for c in ifs if c in ' \t\n'}
         delims = set(ifs)
@@ -263,9 +264,9 @@ class Builtins:
                 end -= 1
             fields.append(''.join(c for c, _ in chars[n:end]))
         if 'a' in opts:
-            self.assign(opts['a'], dict(enumerate(fields)))
+            self.assign(opts['a'], dict(enumerate(fields)), taint=held)
         for idx, nm in enumerate(names):
-            self.assign(nm, fields[idx] if idx < len(fields) else '')
+            self.assign(nm, fields[idx] if idx < len(fields) else '', taint=held)
         return status
 
     def cd(self, target: str | None, push: bool = False) -> int:

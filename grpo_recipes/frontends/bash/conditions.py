@@ -48,11 +48,15 @@ class TestError(Exception):
     """bash's own error (``integer expression expected``): status 2."""
 
 
-def file_test(op: str, path: str, cwd: str | None) -> bool:
+def file_test(op: str, path: str, cwd: str | None, absent: list | None = None) -> bool:
+    """``-e``/``-f``/``-d``/... on this machine's files; a path not here is also recorded in ``absent`` (the machine
+    the launch runs on may have it: a venv's binary, a checkpoint, a dataset)."""
     if not path.startswith('/'):
         if cwd is None:
             raise Undecided(path)
         path = os.path.join(cwd, path)
+    if absent is not None and not os.path.lexists(path):
+        absent.append(path)
     if op in ('-e', '-a'):
         return os.path.exists(path)
     if op == '-f':
@@ -101,7 +105,7 @@ def binary(op: str, a: str, b, double: bool, arith) -> bool:
     raise Undecided(op)
 
 
-def unary(op: str, a: str, cwd: str | None, is_set) -> bool:
+def unary(op: str, a: str, cwd: str | None, is_set, absent: list | None = None) -> bool:
     if op == '-z':
         return a == ''
     if op == '-n':
@@ -110,14 +114,15 @@ def unary(op: str, a: str, cwd: str | None, is_set) -> bool:
         return is_set(a)
     if op in ('-t', '-o', '-g', '-u', '-k', '-O', '-G', '-N', '-b', '-c', '-p', '-S'):
         raise Undecided(op)
-    return file_test(op, a, cwd)
+    return file_test(op, a, cwd, absent)
 
 
 class _Parser:
     """Tokens ``(kind, value)``: kind 'w' (a word), 'op' (syntax of ``[[``), 'pat' (a regex for ``==``)."""
 
-    def __init__(self, toks, double: bool, cwd, is_set, arith):
+    def __init__(self, toks, double: bool, cwd, is_set, arith, absent=None):
         self.t, self.i, self.double, self.cwd, self.is_set, self.arith = toks, 0, double, cwd, is_set, arith
+        self.absent = absent
 
     def _peek(self, k=0):
         j = self.i + k
@@ -169,17 +174,18 @@ class _Parser:
             return binary(nxt[1], a, b, self.double, self.arith)
         if tok[1] in _UNARY and tok[0] != 'pat' and nxt is not None:
             self.i += 2
-            return unary(tok[1], nxt[1], self.cwd, self.is_set)
+            return unary(tok[1], nxt[1], self.cwd, self.is_set, self.absent)
         self.i += 1
         return tok[1] != ''
 
 
-def evaluate(toks, double: bool, cwd: str | None, is_set, arith) -> int | None:
-    """Exit status of the test (0 true, 1 false, 2 error), or None if it cannot be decided."""
+def evaluate(toks, double: bool, cwd: str | None, is_set, arith, absent: list | None = None) -> int | None:
+    """Exit status of the test (0 true, 1 false, 2 error), or None if it cannot be decided; ``absent`` collects the
+    paths a file test found missing here."""
     try:
         if not double and len(toks) == 1:
             return 0 if toks[0][1] != '' else 1
-        p = _Parser(toks, double, cwd, is_set, arith)
+        p = _Parser(toks, double, cwd, is_set, arith, absent)
         v = p.or_()
         if p.i != len(toks):
             return 2

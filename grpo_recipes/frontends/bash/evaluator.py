@@ -134,9 +134,12 @@ class Evaluator(Builtins, Comments):
         self.unresolved: list[str] = []
         self.defaults: list[str] = []
         """Script arguments (``$2``) whose default an expansion used while the arguments are not known."""
+        self.stdin_taint: list[str] = []
+        """What the command's here-string holds unresolved (``read ... <<< "$3"``: the variables read carry it)."""
         self.by_default = False
-        """The last test was decided from such a default: the user may pass the argument, so a branch it leads to
-        that ends the script with an error (a usage check) is assumed not taken."""
+        """The last test was decided from such a default, or from a file missing here: the user may pass the
+        argument, the launch's machine may have the file, so a branch it leads to that ends the script with an error
+        (a usage check, a "venv not found") is assumed not taken."""
         self.line = 0
         self.steps = 0
         self.started = time.monotonic()
@@ -335,7 +338,9 @@ class Evaluator(Builtins, Comments):
                 ]
             elif r.type == 'herestring_redirect':
                 word = [c for c in r.named_children]
+                outer, self.unresolved = self.unresolved, []
                 stdin = (self.exp.single(src.text(word[0].start_byte, word[-1].end_byte)) + '\n') if word else ''
+                self.stdin_taint, self.unresolved = self.unresolved, outer  # what the here-string holds unresolved
         status = 0
         if body is not None:
             if body.type == 'command':
@@ -405,8 +410,8 @@ class Evaluator(Builtins, Comments):
 
     def _passes_check(self, line: int, status: int) -> None:
         note = (
-            f"line {line}: a check the reader cannot decide (the script's arguments or environment) ends the script "
-            f'with exit {status}; assumed it passes'
+            f"line {line}: a check the reader cannot decide (the script's arguments, environment or files) ends the "
+            f'script with exit {status}; assumed it passes'
         )
         if note not in self.notes:
             self.notes.append(note)
@@ -695,10 +700,14 @@ class Evaluator(Builtins, Comments):
         def arith(v):
             return self.exp.arith_value(v)
 
+        absent: list[str] = []
         try:
-            return conditions.evaluate(toks, double, self.state.cwd, self.state.is_known, arith)
+            status = conditions.evaluate(toks, double, self.state.cwd, self.state.is_known, arith, absent)
         except NotKnown:
             return None
+        if absent:
+            self.by_default = True  # decided from a file missing here: the launch's machine may have it
+        return status
 
     # -- simple commands ----------------------------------------------------------------------------------------
     def assign(
@@ -754,7 +763,11 @@ class Evaluator(Builtins, Comments):
             for r in node.children:  # tree-sitter-bash keeps `cmd <<< "$S"` inside the command node
                 if r.type == 'herestring_redirect' and stdin is None:
                     word = list(r.named_children)
+                    self.unresolved = []
                     stdin = (self.exp.single(src.text(word[0].start_byte, word[-1].end_byte)) + '\n') if word else ''
+                    self.stdin_taint = list(self.unresolved)
+        if stdin is None:
+            self.stdin_taint = []
         nodes += list(extra)
         groups = _groups(nodes)
         self.unresolved, self.defaults = [], []

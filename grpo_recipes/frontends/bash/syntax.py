@@ -80,8 +80,9 @@ def parse(text: str, name: str, line: int | None = None, first_line: int = 1) ->
     """Text -> (root node, Src). A syntax error raises GuardError naming the line (as bash refuses to run it)."""
     text = text.replace('\r', CR_MARK)
     tail = text.rstrip(' \t\n')
-    if len(tail) < len(text) and text[len(tail)] == '\n' and (len(tail) - len(tail.rstrip('\\'))) % 2:
-        text = tail[:-1] + '\n'  # a `\` continuing into the end of the text: bash ends the command there
+    if (len(tail) == len(text) or text[len(tail)] == '\n') and (len(tail) - len(tail.rstrip('\\'))) % 2:
+        # a `\` continuing into the end of the text (also with no newline after it): bash ends the command there
+        text = tail[:-1] + '\n'
     src = Src(mark_placeholders(text).encode('utf-8'), name, line, first_line)
     tree = Parser(_LANGUAGE).parse(src.data)
     root = tree.root_node

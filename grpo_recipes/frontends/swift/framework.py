@@ -21,14 +21,15 @@ def read_config(launch, packages: dict):
     from ...errors import GuardError, InvalidLaunch
     from ...swift_args import ArgumentError
     from ..cluster import check_placeholders  # <DATA_PATH> the parser accepts: exit 2, fill it in
-    from ..shell_expand import unresolved_message
+    from ..shell_expand import neutral_stand_ins, unresolved_message
     from .versions import config_from_argv
 
+    argv, stood = neutral_stand_ins(launch.argv, str(launch.config_file))  # --port $RANDOM_PORT
     try:
-        cfg, remaining, notes = config_from_argv(launch.argv, packages.get('ms-swift'))
+        cfg, remaining, notes = config_from_argv(argv, packages.get('ms-swift'))
         check_placeholders(launch.argv, str(launch.config_file))
         known = list(launch.notes)
-        known.extend(n for n in notes if n not in known)
+        known.extend(n for n in [*notes, *stood] if n not in known)
         return cfg, remaining, replace(launch, notes=known)
     except ArgumentError as e:
         why = unresolved_message(launch.argv, str(launch.config_file), str(e))

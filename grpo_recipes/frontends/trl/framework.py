@@ -4,6 +4,8 @@ shared pipeline sees it: its facts and hooks (:class:`grpo_recipes.framework.Fra
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ...framework import Framework
 from .arguments import SWIFT_ONLY
 
@@ -16,13 +18,16 @@ def read_config(launch, packages: dict):
     installed (or ``--trl-version``) release."""
     from ...errors import GuardError
     from ..cluster import check_placeholders  # <DATA_PATH> the parser accepts: exit 2, fill it in
-    from ..shell_expand import unresolved_message
+    from ..shell_expand import neutral_stand_ins, unresolved_message
     from .reader import read_config as read
 
+    argv, stood = neutral_stand_ins(launch.argv, str(launch.config_file))  # --vllm_server_port $RANDOM_PORT
     try:
-        got = read(launch, packages.get('trl'))
+        cfg, remaining, read_launch = read(replace(launch, argv=argv) if stood else launch, packages.get('trl'))
         check_placeholders(launch.argv, str(launch.config_file))
-        return got
+        if stood:
+            read_launch = replace(read_launch, argv=launch.argv, notes=[*read_launch.notes, *stood])
+        return cfg, remaining, read_launch
     except (TypeError, ValueError) as e:  # a $VAR left where TRL's field is a number
         why = unresolved_message(launch.argv, str(launch.config_file), str(e))
         if why is None:
