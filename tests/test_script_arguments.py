@@ -292,3 +292,17 @@ def test_a_layout_left_to_the_script_arguments_says_how_to_pass_them(tmp_path):
     proc = run_cli('grpo_recipes.cli.guard', 'check', '--gpus', '4', '--gpu-type', 'A100-80G', str(script))
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert 'the script takes arguments ($1)' in proc.stderr and f'-- bash {script} ARGS' in proc.stderr
+
+
+def test_the_job_node_count_is_known_and_its_host_names_are_not():
+    """`scontrol show hostnames $SLURM_JOB_NODELIST` prints one line per node of the job (scontrol(1)): the job's
+    node count gives `| wc -l`, while the names (`| head -n 1`) stay unknown."""
+    text = (
+        'N=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | wc -l)\n'
+        'MASTER=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)\n'
+        'accelerate launch --num_machines $N --num_processes $((4 * N)) --main_process_ip $MASTER train_grpo.py\n'
+    )
+    cmd = read_script(text, {}, 'run.sh', machine=Machine(4, 'A100-80G', nodes=3))[-1]
+    assert cmd.argv[2:6] == ['--num_machines', '3', '--num_processes', '12']
+    assert cmd.argv[7].startswith('$(scontrol') and cmd.argv[7] in cmd.unresolved  # a host name: not known here
+    assert read_script(text, {}, 'run.sh', machine=Machine(4, 'A100-80G'))[-1].argv[3].startswith('$(')  # no count

@@ -226,6 +226,8 @@ def _from_script(
     machine = machine or Machine()
     if machine.gpus is None and str(environ.get('SLURM_GPUS_ON_NODE', '')).isdigit():
         machine = Machine(int(environ['SLURM_GPUS_ON_NODE']), machine.gpu_name)  # the job's --gres=gpu:N
+    if machine.nodes is None and str(environ.get('SLURM_JOB_NUM_NODES', '')).isdigit():
+        machine = Machine(machine.gpus, machine.gpu_name, int(environ['SLURM_JOB_NUM_NODES']))  # #SBATCH --nodes
     cmds = read_script(text, environ, source=str(p), args=args, machine=machine)
     kinds = [(c, kind_of(c.argv)) for c in cmds]
     trainers = [(c, k) for c, k in kinds if k and k[1] == 'train' and not c.commented]

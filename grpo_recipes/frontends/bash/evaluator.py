@@ -39,6 +39,7 @@ _ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?=)', re.S)
 _ENV_ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$', re.S)
 _PLACEHOLDER = re.compile(r'<[A-Za-z_][A-Za-z0-9_\-]*>')
 REDIRECTS = {'file_redirect', 'heredoc_redirect', 'herestring_redirect'}
+_JOB_NODELIST = r'\$\{?SLURM_(JOB_)?NODELIST\}?'
 DECLARE = {'export', 'local', 'declare', 'typeset', 'readonly'}
 QUIET = DECLARE | {
     'unset',
@@ -893,7 +894,8 @@ class Evaluator(Builtins, Comments):
         cap = self.captures[-1]
         if stdin is None:
             stdin, self.pipe_stdin = self.pipe_stdin, None
-        if self.unresolved:
+        job_nodes = argv[:1] == ['scontrol'] and all(re.fullmatch(_JOB_NODELIST, n) for n in self.unresolved)
+        if self.unresolved and not job_nodes:  # `scontrol show hostnames $SLURM_JOB_NODELIST`: the job's own nodes
             cap.unknown = True
         visible = self.state.scalar('CUDA_VISIBLE_DEVICES')
         if visible is not None and self.state.taint.get('CUDA_VISIBLE_DEVICES'):
@@ -1075,9 +1077,10 @@ class Evaluator(Builtins, Comments):
             self.unresolved = saved_unres
             self.line = saved_line
         self.state.status = status
-        if cap.unknown:
+        out = ''.join(cap.out)
+        if cap.unknown or pure.UNKNOWN_MARK in out:  # what it printed holds text not known here (a host's name)
             return None
-        return ''.join(cap.out)
+        return out
 
     # -- builtins -----------------------------------------------------------------------------------------------
     # -- comments -----------------------------------------------------------------------------------------------

@@ -23,10 +23,26 @@ NOT_PURE = object()
 
 
 class Machine:
-    """The node a launch is checked for: its GPU count and card name (None: not known)."""
+    """The node a launch is checked for: its GPU count and card name, and the job's node count (a batch script's
+    ``--nodes``) (None: not known)."""
 
-    def __init__(self, gpus: int | None = None, gpu_name: str | None = None):
-        self.gpus, self.gpu_name = gpus, gpu_name
+    def __init__(self, gpus: int | None = None, gpu_name: str | None = None, nodes: int | None = None):
+        self.gpus, self.gpu_name, self.nodes = gpus, gpu_name, nodes
+
+
+# Marks text a command printed that is not known here (a host's name): it flows through the text tools like any
+# character, so `scontrol show hostnames | wc -l` counts the job's nodes, while a substitution whose output still
+# holds it is not resolved (Evaluator.capture).
+UNKNOWN_MARK = '\x00'
+
+
+def scontrol(args: list[str], machine: Machine | None) -> str:
+    """``scontrol show hostnames [LIST]``: one line per node of the job (scontrol(1)); the count is the batch
+    script's ``--nodes``, the names are not known here. Impure for anything else or an unknown node count."""
+    n = machine.nodes if machine else None
+    if not n or args[:2] not in (['show', 'hostnames'], ['show', 'hostname']) or len(args) > 3:
+        raise Impure('scontrol')
+    return ''.join(f'{UNKNOWN_MARK}node{i}\n' for i in range(n))
 
 
 def nvidia_smi(args: list[str], machine: Machine | None) -> str:
@@ -64,6 +80,8 @@ def run(
     name, args = argv[0], argv[1:]
     if name.rsplit('/', 1)[-1] == 'nvidia-smi':
         return nvidia_smi(args, machine), 0
+    if name.rsplit('/', 1)[-1] == 'scontrol':
+        return scontrol(args, machine), 0
     if name == 'echo':
         return echo(args), 0
     if name == 'printf':
