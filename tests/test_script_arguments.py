@@ -306,3 +306,48 @@ def test_the_job_node_count_is_known_and_its_host_names_are_not():
     assert cmd.argv[2:6] == ['--num_machines', '3', '--num_processes', '12']
     assert cmd.argv[7].startswith('$(scontrol') and cmd.argv[7] in cmd.unresolved  # a host name: not known here
     assert read_script(text, {}, 'run.sh', machine=Machine(4, 'A100-80G'))[-1].argv[3].startswith('$(')  # no count
+
+
+def test_python_one_liners_scripts_run_for_a_value():
+    """`python -c "import torch; print(torch.cuda.device_count())"` is the GPUs the process sees; `import M;
+    print(M.__file__)` is where the installed package puts M (importlib.util.find_spec, the real install here)."""
+    import importlib.util
+    import os
+
+    text = (
+        'export CUDA_VISIBLE_DEVICES=0,1,2\n'
+        'N=$(python -c "import torch; print(torch.cuda.device_count())")\n'
+        'ENTRY=$(python -c "import swift.cli.rlhf; print(swift.cli.rlhf.__file__)")\n'
+        'torchrun --nproc_per_node $((N - 1)) $ENTRY --rlhf_type grpo\n'
+    )
+    cmd = read_script(text, {}, 'run.sh')[-1]
+    swift_dir = list(importlib.util.find_spec('swift').submodule_search_locations)[0]
+    assert cmd.argv[:4] == ['torchrun', '--nproc_per_node', '2', os.path.join(swift_dir, 'cli', 'rlhf.py')]
+    assert not cmd.unresolved
+    other = read_script('N=$(python -c "import random; print(random.random())")\necho $N\n', {}, 'run.sh')[-1]
+    assert other.unresolved  # any other program: only running it gives its output
+
+
+def test_a_guessed_trainer_gives_way_to_a_known_launch(tmp_path):
+    """`python scripts/prep.py` (not here) would be read as a TRL script only by guess; the `swift rlhf` launch after
+    it is the training launch."""
+    text = (
+        'python scripts/prep_data.py --input a.jsonl --output b.jsonl\n'
+        'NPROC_PER_NODE=2 swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct --dataset b.jsonl\n'
+    )
+    from grpo_recipes.frontends import read_launch
+
+    launch = read_launch([_write(tmp_path, 'run.sh', text).as_posix()], environ={})
+    assert launch.framework == 'swift' and '--rlhf_type' in launch.argv
+
+
+def test_a_project_copy_of_the_rlhf_entry_is_read_as_swift_rlhf(tmp_path):
+    from grpo_recipes.frontends import kind_of
+
+    assert kind_of(['deepspeed', 'scripts/rlhf_ds.py', '--rlhf_type', 'grpo']) == ('swift', 'train')  # not here
+    entry = tmp_path / 'my_rlhf.py'
+    entry.write_text('from swift.llm import rlhf_main\n\nif __name__ == "__main__":\n    rlhf_main()\n')
+    assert kind_of(['torchrun', '--nproc_per_node', '2', str(entry), '--model', 'x']) == ('swift', 'train')
+    other = tmp_path / 'train.py'
+    other.write_text('from trl import GRPOTrainer\n')
+    assert kind_of(['torchrun', str(other), '--rlhf_type', 'grpo']) == ('trl', 'train')  # here: it is TRL's

@@ -197,6 +197,22 @@ _OTHER_MACHINE = re.compile(
 )
 
 
+def _guessed(argv: list[str]) -> bool:
+    """A command read as a trainer only by guess: ``python FILE.py``/``python -m M`` (no launcher) whose file is not
+    here and is no entry point the guard knows (launchers.classify takes such a script for TRL's)."""
+    from .bash.wrappers import strip_wrapper
+    from .entrypoints import lookup_module, lookup_script
+    from .launchers import is_python
+
+    argv = strip_wrapper(argv) or argv
+    if not argv or not is_python(argv[0]):
+        return False
+    if argv[1:2] == ['-m'] and len(argv) > 2:
+        return lookup_module(argv[2], argv[3:]) is None
+    target = next((a for a in argv[1:] if not a.startswith('-')), None)
+    return bool(target) and lookup_script(target, []) is None and not os.path.isfile(target)
+
+
 def _script_arguments(cmds) -> list[str]:
     """The script's own positional parameters its commands hold unresolved (``$1``, ``${2}``, ``$@``), in order."""
     found = {m.group(1) for c in cmds for name in c.unresolved if (m := re.fullmatch(r'\$\{?([1-9@*#])\}?', name))}
@@ -231,8 +247,12 @@ def _from_script(
     cmds = read_script(text, environ, source=str(p), args=args, machine=machine)
     kinds = [(c, kind_of(c.argv)) for c in cmds]
     trainers = [(c, k) for c, k in kinds if k and k[1] == 'train' and not c.commented]
-    # the first trainer a reader reads; else the first one none does (the verdict is then never OK)
-    train = next(((c, k) for c, k in trainers if k[0] not in UNREAD), trainers[0] if trainers else None)
+    # the first trainer a reader reads, a guessed one (`python prep.py` not here, taken for a TRL script) only when
+    # nothing surer runs; else the first one none does (the verdict is then never OK)
+    read = [(c, k) for c, k in trainers if k[0] not in UNREAD]
+    train = next(((c, k) for c, k in read if not _guessed(c.argv)), read[0] if read else None) or (
+        trainers[0] if trainers else None
+    )
     roll = next((c for c, k in kinds if k and k[1] == 'rollout' and not c.commented), None) or next(
         (c for c, k in kinds if k and k[1] == 'rollout'), None
     )

@@ -92,13 +92,31 @@ def lookup_module(module: str, rest: list[str]) -> tuple[Entry, int] | None:
 
 
 def lookup_script(path: str, rest: list[str]) -> tuple[Entry, int] | None:
-    """A script path (any prefix, ``$DIR/`` expanded or not) -> (entry, subcommand words), or None."""
+    """A script path (any prefix, ``$DIR/`` expanded or not) -> (entry, subcommand words), or None. A project's own
+    copy of ms-swift's rlhf entry (``deepspeed scripts/rlhf_ds.py --rlhf_type grpo ...``) counts as that entry: a file
+    here that calls ms-swift's ``rlhf_main``, or a file not here given ``--rlhf_type`` (an argument only ms-swift's
+    RLHF arguments have)."""
     p = re.sub(r'/+', '/', path.replace('\\', '/'))
     for module in (*MODULES, *ROUTERS):
         f = module_file(module)
         if p == f or p.endswith('/' + f):
             return lookup_module(module, rest)
+    if p.endswith('.py') and _runs_swift_rlhf(path, rest):
+        return MODULES['swift.cli.rlhf'], 0
     return None
+
+
+def _runs_swift_rlhf(path: str, rest: list[str]) -> bool:
+    if os.path.isfile(path):
+        try:
+            with open(path, encoding='utf-8') as f:
+                text = f.read(200_000)
+        except (OSError, UnicodeDecodeError):
+            return False
+        return re.search(r'^\s*(from\s+swift[\w.]*\s+import|import\s+swift)', text, re.M) is not None and (
+            'rlhf_main' in text
+        )
+    return any(a == '--rlhf_type' or a.startswith('--rlhf_type=') for a in rest)
 
 
 def describe(entry: Entry) -> str:

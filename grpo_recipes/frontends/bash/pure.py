@@ -14,6 +14,7 @@ Anything else is not pure: its output is not known (:data:`NOT_PURE`)."""
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 
@@ -34,6 +35,47 @@ class Machine:
 # character, so `scontrol show hostnames | wc -l` counts the job's nodes, while a substitution whose output still
 # holds it is not resolved (Evaluator.capture).
 UNKNOWN_MARK = '\x00'
+
+
+def python_c(code: str, visible: str | None, machine: Machine | None) -> str:
+    """The one-line programs launch scripts run for a value, answered without running Python:
+
+    - ``import torch; print(torch.cuda.device_count())``: the GPUs this process sees (CUDA_VISIBLE_DEVICES, else
+      the machine checked);
+    - ``import M; print(M.__file__)`` / ``print(M.__path__[0])``: where the installed package puts M (found with
+      importlib.util.find_spec on M's top package, which imports nothing), as in ``torchrun $(python -c "import
+      swift.cli.rlhf; print(swift.cli.rlhf.__file__)")``.
+
+    Impure for any other program, or where the answer is not known here."""
+    flat = re.sub(r'\s+', '', code.replace('\n', ';')).rstrip(';')
+    if flat == 'importtorch;print(torch.cuda.device_count())':
+        if visible is not None:
+            return f'{len([d for d in visible.split(",") if d.strip()])}\n'
+        if machine is not None and machine.gpus:
+            return f'{machine.gpus}\n'
+        raise Impure('python')
+    m = re.fullmatch(r'import([A-Za-z_][\w.]*);print\(\1\.(__file__|__path__\[0\])\)', flat)
+    if not m:
+        raise Impure('python')
+    import importlib.util
+
+    module = m.group(1)
+    top, *rest = module.split('.')
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise Impure('python')
+    base = os.path.join(list(spec.submodule_search_locations)[0], *rest)
+    path = (
+        base
+        if m.group(2) != '__file__'
+        else (os.path.join(base, '__init__.py') if os.path.isdir(base) else base + '.py')
+    )
+    if not os.path.exists(path):
+        raise Impure('python')
+    return path + '\n'
 
 
 def scontrol(args: list[str], machine: Machine | None) -> str:
@@ -82,6 +124,8 @@ def run(
         return nvidia_smi(args, machine), 0
     if name.rsplit('/', 1)[-1] == 'scontrol':
         return scontrol(args, machine), 0
+    if re.fullmatch(r'python(\d+(\.\d+)*)?', name.rsplit('/', 1)[-1]) and args[:1] == ['-c'] and len(args) == 2:
+        return python_c(args[1], visible, machine), 0
     if name == 'echo':
         return echo(args), 0
     if name == 'printf':
