@@ -56,6 +56,11 @@ def unresolved_message(argv: list[str], source: str, error: str = '') -> str | N
             continue
         flag = argv[i - 1] if i and argv[i - 1].startswith('-') and not word.startswith('-') else None
         what = f'{flag} {word}' if flag else word
+        if all(r.startswith('$(') and not unresolved(r[2:]) for r in refs):  # a program's output, its words known
+            return (
+                f"{source}: {what}: {', '.join(refs)} is a program's output, which only running it gives; write "
+                f'the value it prints in the script'
+            )
         return (
             f'{source}: {what}: {", ".join(refs)} could not be resolved (set neither earlier in the script nor '
             f'in this environment), so its value is unknown here; export it before running the guard, or write '

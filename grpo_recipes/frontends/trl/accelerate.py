@@ -4,6 +4,7 @@ command-line options win over the config file; ``--gpu_ids`` becomes the process
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -34,7 +35,21 @@ def _read_yaml(path: Path, what: str) -> dict:
     try:
         data = safe_load_yaml(path.read_text(encoding='utf-8')) or {}  # bounded: alias bombs, deep nesting
     except FileNotFoundError:
-        raise GuardError(f'{what} {path}: no such file') from None
+        from ..shell_expand import unresolved
+
+        refs = unresolved(str(path))
+        if re.search(r'\$\{?[1-9@*]', str(path)):  # `--config $1`: the script's own argument
+            raise GuardError(
+                f"{what} {path}: no such file; it is the script's own argument: check the script as you run it "
+                f'(grpo-guard check -- bash SCRIPT ARGS)'
+            ) from None
+        if refs:  # `${BASE_WORK}/config/x.yaml` with BASE_WORK set nowhere the reader could see
+            names = ' '.join(f'--env {r.strip("${}")}=DIR' for r in dict.fromkeys(refs) if not r.startswith('$('))
+            raise GuardError(
+                f'{what} {path}: no such file; {", ".join(refs)} is not resolved here'
+                + (f': give its value ({names}), or run the guard where the launch runs' if names else '')
+            ) from None
+        raise GuardError(f'{what} {path}: no such file (run the guard in the directory the launch runs from)') from None
     except (OSError, yaml.YAMLError) as e:
         raise GuardError(f'{what} {path}: cannot read it as YAML ({str(e).splitlines()[0]})') from None
     if not isinstance(data, dict):
