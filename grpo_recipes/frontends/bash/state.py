@@ -99,18 +99,13 @@ class State:
         self.known_unset.discard(name)
         self.touched.add(name)
         self.set_line[name] = line
-        prior = self.taint.get(name, []) if append else []
-        names = prior + [t for t in (taint or []) if t not in prior]
-        if names:
-            self.taint[name] = names
-        else:
-            self.taint.pop(name, None)
-        prior = self.defaulted.get(name, []) if append else []
-        held = prior + [d for d in (defaults or []) if d not in prior]
-        if held:
-            self.defaulted[name] = held
-        else:
-            self.defaulted.pop(name, None)
+        for store, new in ((self.taint, taint), (self.defaulted, defaults)):
+            prior = store.get(name, []) if append else []  # `A+=x` keeps what A held
+            held = prior + [t for t in (new or []) if t not in prior]
+            if held:
+                store[name] = held
+            else:
+                store.pop(name, None)
 
     def unset(self, name: str) -> None:
         self.vars.pop(name, None)
