@@ -199,9 +199,10 @@ def test_a_script_srun_runs_is_read_with_its_own_arguments(tmp_path):
     options read with its option table), and each argument keeps only what it holds unresolved: the node name from
     `scontrol` stays unknown, the rank and counts beside it are known."""
     (tmp_path / 'train.sh').write_text(STEP)
-    cmds = [
-        c for c in read_script(JOB, {}, str(tmp_path / 'run.slurm'), cwd=str(tmp_path)) if c.argv[0] == 'accelerate'
-    ]
+    from grpo_recipes.frontends.launchers import job_step
+
+    read = read_script(JOB, {}, str(tmp_path / 'run.slurm'), cwd=str(tmp_path), launcher=job_step)
+    cmds = [c for c in read if c.argv[0] == 'accelerate']
     first = cmds[0]
     assert first.argv[2:8] == ['--num_machines', '2', '--num_processes', '8', '--machine_rank', '0']
     assert first.argv[9].startswith('$(scontrol') and first.unresolved == [first.argv[9]]

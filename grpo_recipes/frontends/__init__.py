@@ -244,7 +244,9 @@ def _from_script(
         machine = Machine(int(environ['SLURM_GPUS_ON_NODE']), machine.gpu_name)  # the job's --gres=gpu:N
     if machine.nodes is None and str(environ.get('SLURM_JOB_NUM_NODES', '')).isdigit():
         machine = Machine(machine.gpus, machine.gpu_name, int(environ['SLURM_JOB_NUM_NODES']))  # #SBATCH --nodes
-    cmds = read_script(text, environ, source=str(p), args=args, machine=machine)
+    from .launchers import job_step
+
+    cmds = read_script(text, environ, source=str(p), args=args, machine=machine, launcher=job_step)
     kinds = [(c, kind_of(c.argv)) for c in cmds]
     trainers = [(c, k) for c, k in kinds if k and k[1] == 'train' and not c.commented]
     # the first trainer a reader reads, a guessed one (`python prep.py` not here, taken for a TRL script) only when

@@ -351,6 +351,16 @@ def slurm_options(args: list[str]) -> tuple[dict[str, str], list[str]]:
     return opts, []
 
 
+def job_step(argv: list[str]) -> tuple[dict[str, str], list[str]] | None:
+    """``srun [OPTIONS] CMD ...``: (the variables Slurm gives the job step for those options, CMD ...), so that a
+    script srun runs (``srun --nodes=1 bash train.sh ARGS``) is read as bash runs it there; None for any other
+    command (shell.read_script's ``launcher``)."""
+    if not argv or argv[0].rsplit('/', 1)[-1] != 'srun':
+        return None
+    opts, cmd = slurm_options(argv[1:])
+    return (slurm_env(opts), cmd) if cmd else None
+
+
 def sbatch_directives(text: str) -> dict[str, str]:
     """The ``#SBATCH`` lines of a batch script: sbatch(1) reads them up to the first line that is neither a comment
     nor blank."""

@@ -102,6 +102,7 @@ def read_script(
     cwd: str | None = None,
     args: list[str] | None = None,
     machine=None,
+    launcher=None,
 ) -> list[Command]:
     """Every simple command of a bash launcher, with the environment it would run with, read as bash reads it
     (:mod:`.bash`: tree-sitter-bash's grammar, evaluated without running anything).
@@ -112,7 +113,8 @@ def read_script(
     caller can read the ``# swift rollout ...`` block that ms-swift's server-mode examples put in their header.
     ``cwd``: the directory the script starts in (default: this process's), for ``cd``, ``pwd`` and file tests.
     ``args``: the script's own arguments (None: not known, so ``$1`` and ``$#`` are not resolved); ``machine``: the node
-    (``bash.pure.Machine``) that ``nvidia-smi`` describes.
+    (``bash.pure.Machine``) that ``nvidia-smi`` describes; ``launcher``: argv -> (env, argv) | None, a job launcher
+    whose command is a script to read there (``launchers.job_step``: ``srun ... bash train.sh``).
     """
     return evaluate_script(
         text,
@@ -122,20 +124,8 @@ def read_script(
         args=args,
         machine=machine,
         prefer=_is_training_launch,
-        launcher=_job_step,
+        launcher=launcher,
     )
-
-
-def _job_step(argv: list[str]) -> tuple[dict[str, str], list[str]] | None:
-    """``srun [OPTIONS] CMD ...``: (the variables Slurm gives the job step for those options, CMD ...), so that a
-    script srun runs (``srun --nodes=1 bash train.sh ARGS``) is read as bash runs it there; None for any other
-    command. srun's options are read with its own option table (launchers.slurm_options)."""
-    if not argv or argv[0].rsplit('/', 1)[-1] != 'srun':
-        return None
-    from .launchers import slurm_env, slurm_options
-
-    opts, cmd = slurm_options(argv[1:])
-    return (slurm_env(opts), cmd) if cmd else None
 
 
 def _is_training_launch(argv: list[str]) -> bool:
