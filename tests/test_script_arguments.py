@@ -352,3 +352,45 @@ def test_a_project_copy_of_the_rlhf_entry_is_read_as_swift_rlhf(tmp_path):
     other = tmp_path / 'train.py'
     other.write_text('from trl import GRPOTrainer\n')
     assert kind_of(['torchrun', str(other), '--rlhf_type', 'grpo']) == ('trl', 'train')  # here: it is TRL's
+
+
+ENV_DRIVEN = """#!/bin/bash
+run() {
+    local model="$1"
+    shift
+    if [[ -z "$model" ]]; then echo "skip: no model"; return 0; fi
+    NPROC_PER_NODE=2 swift rlhf --rlhf_type grpo --model "$model" --dataset "$@"
+}
+IFS=: read -r -a DATA <<< "${DATASETS:-}"
+run "${INITIAL_MODEL:-}" "${DATA[@]}"
+"""
+
+
+def test_a_launch_driven_by_the_environment_is_read_past_its_skips(tmp_path):
+    """Variables set nowhere here (`${INITIAL_MODEL:-}`) are the user's environment: a branch their empty default
+    leads to that leaves before the launch (`return 0`) is assumed not taken, and the launch says which empty values
+    it took, and how to give them. With them given, bash and the reader run the same launch."""
+    cmds = [c for c in read_script(ENV_DRIVEN, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    assert len(cmds) == 1 and any('return' in a and 'assumed it passes' in a for a in cmds[0].assumed)
+    assert set(cmds[0].defaults) == {'$INITIAL_MODEL', '$DATASETS'}
+    script = _write(tmp_path, 'run.sh', ENV_DRIVEN)
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--gpus', '2', '--gpu-type', 'A100-80G', str(script))
+    assert proc.returncode != 0 and '--env DATASETS=VALUE' in proc.stderr and '--env INITIAL_MODEL=VALUE' in proc.stderr
+    env = {'INITIAL_MODEL': 'Qwen/Qwen2.5-7B-Instruct', 'DATASETS': 'a.jsonl:b.jsonl'}
+    ours = [' '.join(c.argv) for c in read_script(ENV_DRIVEN, env, 'run.sh') if c.argv[:1] == ['swift']]
+    assert ours == bash_runs_env(tmp_path, ENV_DRIVEN, env)
+
+
+def bash_runs_env(tmp_path: Path, text: str, env: dict) -> list[str]:
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / 'swift').write_text(RECORDER)
+    (bin_dir / 'swift').chmod(stat.S_IRWXU)
+    (bin_dir / 'basename').unlink(missing_ok=True)
+    (bin_dir / 'basename').symlink_to(shutil.which('basename'))
+    script, log = tmp_path / 'env_run.sh', tmp_path / 'env_record.log'
+    script.write_text(text)
+    log.write_text('')
+    subprocess.run([BASH, str(script)], cwd=tmp_path, env={'PATH': str(bin_dir), 'RECORD_LOG': str(log), **env},
+                   capture_output=True, timeout=30)  # fmt: skip
+    return [line for line in log.read_text().splitlines() if line]

@@ -197,6 +197,9 @@ _OTHER_MACHINE = re.compile(
 )
 
 
+DEFAULTS_TAKEN = 'empty values taken for'
+
+
 def _guessed(argv: list[str]) -> bool:
     """A command read as a trainer only by guess: ``python FILE.py``/``python -m M`` (no launcher) whose file is not
     here and is no entry point the guard knows (launchers.classify takes such a script for TRL's)."""
@@ -312,6 +315,12 @@ def _from_script(
         launch.node_gpus = int(environ['SLURM_GPUS_ON_NODE'])  # #SBATCH --gres=gpu:N: the node's GPUs
     sweep = [c for c in cmds if not c.commented and (kind_of(c.argv) or ('', ''))[1] == 'train' and c.loops]
     launch.notes += notes(cmd, f'{p}:{cmd.line}', len(sweep))
+    if cmd.defaults:  # `${DATASETS:-}` with DATASETS set nowhere here: empty here, the user's environment gives it
+        shown = cmd.defaults[:4] + ([f'and {len(cmd.defaults) - 4} more'] if len(cmd.defaults) > 4 else [])
+        launch.notes.append(
+            f'{p}:{cmd.line}: {DEFAULTS_TAKEN} {", ".join(shown)} (set nowhere here); check with yours: '
+            + ' '.join(f'--env {d[1:]}=VALUE' for d in cmd.defaults[:4])
+        )
     if launch.config_file == '<command line>':
         launch.config_file = f'{p}:{cmd.line}'
     launch.alloc = _alloc(

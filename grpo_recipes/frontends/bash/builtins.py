@@ -237,7 +237,7 @@ class Builtins:
         status = 0 if found else 1
         held = list(self.stdin_taint)  # what the here-string holds unresolved, the variables read hold too
         if not names and 'a' not in opts:
-            self.assign('REPLY', ''.join(c for c, _ in chars), taint=held)
+            self.assign('REPLY', ''.join(c for c, _ in chars), taint=held, defaults=list(self.stdin_defaults))
             return status
         white = {c for c in ifs if c in ' \t\n'}
         delims = set(ifs)
@@ -263,10 +263,11 @@ class Builtins:
             while end > n and not chars[end - 1][1] and chars[end - 1][0] in white:
                 end -= 1
             fields.append(''.join(c for c, _ in chars[n:end]))
+        given = list(self.stdin_defaults)  # ... and the defaults it holds
         if 'a' in opts:
-            self.assign(opts['a'], dict(enumerate(fields)), taint=held)
+            self.assign(opts['a'], dict(enumerate(fields)), taint=held, defaults=given)
         for idx, nm in enumerate(names):
-            self.assign(nm, fields[idx] if idx < len(fields) else '', taint=held)
+            self.assign(nm, fields[idx] if idx < len(fields) else '', taint=held, defaults=given)
         return status
 
     def cd(self, target: str | None, push: bool = False) -> int:

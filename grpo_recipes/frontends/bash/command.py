@@ -32,3 +32,6 @@ class Command:
     """The ``for`` iterations this command runs in, e.g. ``for LR in ... (line 3): LR=1e-6`` (a sweep)."""
     cwd: str | None = None
     """The directory the command runs in (``cd`` followed lexically), for readers resolving relative paths."""
+    defaults: list[str] = field(default_factory=list)
+    """Variables set nowhere here whose empty default (``${DATASETS:-}``) the script took before this command: values
+    the user's environment gives, empty here."""

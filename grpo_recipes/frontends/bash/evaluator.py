@@ -134,8 +134,11 @@ class Evaluator(Builtins, Comments):
         self.commands: list[Command] = []
         self.unresolved: list[str] = []
         self.defaults: list[str] = []
-        """Script arguments (``$2``) whose default an expansion used while the arguments are not known."""
+        """Script arguments (``$2``) and variables set nowhere here whose default an expansion used."""
+        self.empty_defaults: list[str] = []
+        """Of those variables, the ones whose default is empty (``${DATASETS:-}``), since the script started."""
         self.stdin_taint: list[str] = []
+        self.stdin_defaults: list[str] = []
         """What the command's here-string holds unresolved (``read ... <<< "$3"``: the variables read carry it)."""
         self.by_default = False
         """The last test was decided from such a default, or from a file missing here: the user may pass the
@@ -286,9 +289,9 @@ class Evaluator(Builtins, Comments):
             defaulted, self.by_default = self.by_default, False
             # `[ -z "$1" ] && { echo usage; exit 1; }`: undecided, or decided from a default the user may replace
             runs = left is None or (defaulted and (left == 0) == (op == '&&'))
-            status = self._exits([right], src) if runs else None
-            if status is not None:
-                self._passes_check(src.line_of(right), status)
+            leaves = self._leaves([right], src) if runs else None
+            if leaves is not None:
+                self._passes_check(src.line_of(right), leaves)
                 left = 1 if op == '&&' else 0
             elif op == '&&':
                 if left is None or left == 0:
@@ -339,9 +342,10 @@ class Evaluator(Builtins, Comments):
                 ]
             elif r.type == 'herestring_redirect':
                 word = [c for c in r.named_children]
-                outer, self.unresolved = self.unresolved, []
+                outer, self.unresolved, defaults = self.unresolved, [], len(self.defaults)
                 stdin = (self.exp.single(src.text(word[0].start_byte, word[-1].end_byte)) + '\n') if word else ''
                 self.stdin_taint, self.unresolved = self.unresolved, outer  # what the here-string holds unresolved
+                self.stdin_defaults = self.defaults[defaults:]
         status = 0
         if body is not None:
             if body.type == 'command':
@@ -386,22 +390,38 @@ class Evaluator(Builtins, Comments):
     def _probe(self, stmts, src: Src) -> tuple[int | None, bool]:
         """Run an undecided branch on a copy of the shell and forget it: (the status with which it ends the script,
         ``exit N`` with N > 0, else None; whether it runs a command the caller looks for, ``prefer``)."""
+        status, wanted, _ = self._probe_all(stmts, src)
+        return status, wanted
+
+    def _probe_all(self, stmts, src: Src) -> tuple[int | None, bool, str | None]:
+        """``_probe``, and how the branch ends what runs it: ``exit N`` / ``return`` (None: it goes on)."""
         state, made, unresolved = self.state, len(self.commands), list(self.unresolved)
         assumed = list(self.assume_stack)
         self.state = state.copy()
-        status = None
+        status, ends = None, None
         try:
             self.seq(stmts, src)
         except _Return:
-            pass
+            ends = 'return'
         except _Exit as e:
             status = e.status if isinstance(e.status, int) and e.status > 0 else None
+            ends = f'exit {e.status if e.status is not None else ""}'.strip()
         finally:
             wanted = self.prefer is not None and any(self.prefer(c.argv) for c in self.commands[made:])
             self.state = state
             del self.commands[made:]
             self.unresolved, self.assume_stack = unresolved, assumed
-        return status, wanted
+        return status, wanted, ends
+
+    def _leaves(self, stmts, src: Src) -> str | None:
+        """How a branch decided from what the user gives (an argument or variable not known here, its default, a
+        file missing here) leaves without the launch: ``exit N`` (a usage check), or ``return``/``exit 0`` before any
+        training launch (``[ -z "$MODEL" ] && return 0``); None when it goes on or runs the launch. What the user
+        runs is the launch past it, so such a branch is assumed not taken."""
+        status, wanted, ends = self._probe_all(stmts, src)
+        if status is not None:
+            return f'exit {status}'
+        return ends if ends and not wanted else None
 
     def _exits(self, stmts, src: Src) -> int | None:
         """The status with which an undecided branch would end the script (``exit N``, N > 0); None when it does not
@@ -409,10 +429,12 @@ class Evaluator(Builtins, Comments):
         branch: what the user runs is the launch past it."""
         return self._probe(stmts, src)[0]
 
-    def _passes_check(self, line: int, status: int) -> None:
+    def _passes_check(self, line: int, leaves) -> None:
+        how = f'exit {leaves}' if isinstance(leaves, int) else leaves
+        what = 'the function' if how == 'return' else 'the script'
         note = (
-            f"line {line}: a check the reader cannot decide (the script's arguments, environment or files) ends the "
-            f'script with exit {status}; assumed it passes'
+            f"line {line}: a check the reader cannot decide (the script's arguments, environment or files) ends "
+            f'{what} with {how}; assumed it passes'
         )
         if note not in self.notes:
             self.notes.append(note)
@@ -455,20 +477,20 @@ class Evaluator(Builtins, Comments):
                 # decided from a script argument's default: a usage exit is assumed not taken, and an `else` that
                 # is one leaves this branch as the one run
                 taken, other = (stmts, None) if st == 0 else (None, stmts)
-                status = self._exits(taken, src) if taken is not None else None
-                if status is not None:
-                    self._passes_check(line, status)
+                leaves = self._leaves(taken, src) if taken is not None else None
+                if leaves is not None:
+                    self._passes_check(line, leaves)
                     continue
                 rest = clauses[k + 1] if k + 1 < len(clauses) else None
                 if other is not None and rest is not None and rest[0] is None:
-                    status = self._exits(rest[1], src)
-                    if status is not None and self._exits(other, src) is None:
-                        self._passes_check(rest[2], status)
+                    leaves = self._leaves(rest[1], src)
+                    if leaves is not None and self._leaves(other, src) is None:
+                        self._passes_check(rest[2], leaves)
                         return self.seq(other, src)
             if st is None:
-                status = self._exits(stmts, src)
-                if status is not None:
-                    self._passes_check(line, status)
+                leaves = self._leaves(stmts, src)
+                if leaves is not None:
+                    self._passes_check(line, leaves)
                     continue
                 return self._branch(
                     stmts, src, f'assumed branch at line {line} (its condition could not be decided from known values)'
@@ -764,11 +786,11 @@ class Evaluator(Builtins, Comments):
             for r in node.children:  # tree-sitter-bash keeps `cmd <<< "$S"` inside the command node
                 if r.type == 'herestring_redirect' and stdin is None:
                     word = list(r.named_children)
-                    self.unresolved = []
+                    self.unresolved, defaults = [], len(self.defaults)
                     stdin = (self.exp.single(src.text(word[0].start_byte, word[-1].end_byte)) + '\n') if word else ''
-                    self.stdin_taint = list(self.unresolved)
+                    self.stdin_taint, self.stdin_defaults = list(self.unresolved), self.defaults[defaults:]
         if stdin is None:
-            self.stdin_taint = []
+            self.stdin_taint, self.stdin_defaults = [], []
         nodes += list(extra)
         groups = _groups(nodes)
         self.unresolved, self.defaults = [], []
@@ -940,6 +962,7 @@ class Evaluator(Builtins, Comments):
                 assumed=self.notes + self.assume_stack,
                 loops=list(self.loop_stack),
                 cwd=self.state.cwd,
+                defaults=[d for d in dict.fromkeys(self.empty_defaults) if d in self.defaults],
             )
         )
 
@@ -950,8 +973,11 @@ class Evaluator(Builtins, Comments):
             raise self.too_long(f'{self.limits.depth} nested function calls')
         st = self.state
         old_pos, old_taint = st.positional, {k: v for k, v in st.taint.items() if k.startswith('@')}
+        old_defaults = st.defaulted.pop('@', None)
         st.positional = list(args)
         self._positional_taint(st, self.unresolved)
+        if self.defaults:  # `run "${MODEL:-}"`: the arguments hold defaults of what the user gives (State.defaulted)
+            st.defaulted['@'] = list(dict.fromkeys(self.defaults))
         st.frames.append({})
         old_src = self.src
         self.src = src
@@ -967,6 +993,9 @@ class Evaluator(Builtins, Comments):
             for key in [k for k in st.taint if k.startswith('@')]:
                 del st.taint[key]
             st.taint.update(old_taint)
+            st.defaulted.pop('@', None)
+            if old_defaults:
+                st.defaulted['@'] = old_defaults
             st.pop_frame()
 
     @staticmethod

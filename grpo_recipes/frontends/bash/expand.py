@@ -405,6 +405,8 @@ class Expander:
             # what the positional parameters carry unresolved: $K its own (Evaluator._positional_taint), else all
             own = f'@{name}' if name.isdigit() else '@'
             self.ev.note_unresolved(st.taint.get(own, st.taint.get('@', [])))
+            if st.defaulted.get('@'):  # a function's arguments given from defaults (Evaluator.call)
+                self.ev.note_defaults(st.defaulted['@'])
         if name.isdigit():
             k = int(name)
             if k == 0:
@@ -540,6 +542,12 @@ class Expander:
                     if op.lstrip(':') in ('-', '=') and not join(self._word(arg, True)):
                         raise NotKnown([f'${name}']) from None
                     self.ev.note_defaults([f'${name}'])
+                elif name not in self.st.known_unset:
+                    # a variable set nowhere here (the user's environment gives it): the default is the value, and
+                    # a test of it does not lead away from the launch (Evaluator._leaves)
+                    self.ev.note_defaults([f'${name}'])
+                    if op.lstrip(':') in ('-', '=') and not join(self._word(arg, True)):
+                        self.ev.empty_defaults.append(f'${name}')  # `${DATASETS:-}`: empty unless the user sets it
             if isinstance(v, list):
                 is_null = (not v) or (len(v) == 1 and v[0] == '')
                 is_unset = not v

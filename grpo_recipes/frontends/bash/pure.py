@@ -48,12 +48,15 @@ def python_c(code: str, visible: str | None, machine: Machine | None) -> str:
 
     Impure for any other program, or where the answer is not known here."""
     flat = re.sub(r'\s+', '', code.replace('\n', ';')).rstrip(';')
-    if flat == 'importtorch;print(torch.cuda.device_count())':
+    count = re.fullmatch(r'importtorch;print\(torch\.cuda\.device_count\(\)(or(\d+))?\)', flat)
+    if count:  # `... or 1`: Python's `or` gives the fallback for a count of 0
         if visible is not None:
-            return f'{len([d for d in visible.split(",") if d.strip()])}\n'
-        if machine is not None and machine.gpus:
-            return f'{machine.gpus}\n'
-        raise Impure('python')
+            n = len([d for d in visible.split(',') if d.strip()])
+        elif machine is not None and machine.gpus:
+            n = machine.gpus
+        else:
+            raise Impure('python')
+        return f'{n or (int(count.group(2)) if count.group(2) else 0)}\n'
     m = re.fullmatch(r'import([A-Za-z_][\w.]*);print\(\1\.(__file__|__path__\[0\])\)', flat)
     if not m:
         raise Impure('python')

@@ -38,7 +38,17 @@ def read_config(launch, packages: dict):
         hint = ''
         if re.search(r"'<[^'>]*>'", str(e)):
             hint = ' (a <...> placeholder left from an example script: put the real value there)'
+        hint += _defaults_hint(launch)
         raise InvalidLaunch(f'{launch.config_file}: swift rlhf rejects the arguments: {e}{hint}') from None
+
+
+def _defaults_hint(launch) -> str:
+    """Where the launch took defaults of variables set nowhere here (frontends._from_script's note): they may be
+    why an argument is empty."""
+    from .. import DEFAULTS_TAKEN
+
+    said = next((n for n in launch.notes if DEFAULTS_TAKEN in n), None)
+    return f' ({said.split(": ", 1)[1]})' if said else ''
 
 
 def post_read(cfg, launch, packages: dict):
