@@ -394,3 +394,29 @@ def bash_runs_env(tmp_path: Path, text: str, env: dict) -> list[str]:
     subprocess.run([BASH, str(script)], cwd=tmp_path, env={'PATH': str(bin_dir), 'RECORD_LOG': str(log), **env},
                    capture_output=True, timeout=30)  # fmt: skip
     return [line for line in log.read_text().splitlines() if line]
+
+
+ASSOC = """#!/bin/bash
+declare -A TP
+TP["qwen"]=1
+TP[mixtral]=2
+declare -A DS=([qwen]=zero2 [mixtral]="zero3")
+KEY=${1:-qwen}
+exec > >(cat) 2>&1
+model_of() { case "$1" in qwen) echo Qwen/Qwen2.5-7B-Instruct ;; mixtral) echo mistralai/Mixtral-8x7B-v0.1 ;; esac; }
+MODEL=$(model_of "$KEY")
+swift rlhf --rlhf_type grpo --model $MODEL --vllm_tensor_parallel_size ${TP[$KEY]} --deepspeed ${DS[$KEY]} --n ${#TP[@]}
+"""
+
+
+@pytest.mark.parametrize('args', [['qwen'], ['mixtral']])
+def test_associative_arrays_and_exec_redirections_read_as_bash_runs_them(tmp_path, args):
+    """`declare -A` arrays (keys are words), `exec > >(tee log)` (redirections only: the script goes on), a function's
+    output captured once."""
+    assert guard_runs(ASSOC, args) == bash_runs(tmp_path, ASSOC, args)
+    assert len(guard_runs(ASSOC, args)) == 1
+
+
+def test_without_the_argument_the_default_key_is_read_once():
+    (line,) = guard_runs(ASSOC, None)
+    assert '--model Qwen/Qwen2.5-7B-Instruct --vllm_tensor_parallel_size 1 --deepspeed zero2 --n 2' in line

@@ -34,6 +34,11 @@ class Builtins:
                         continue
                     if 'f' in flags or 'p' in flags:
                         continue
+                    if 'A' in flags and not self.commented:  # declare -A M: an associative array, empty
+                        self.state.assoc.add(f)
+                        if not isinstance(self.state.vars.get(f), dict):
+                            self.state.assign(f, {}, self.line)
+                        continue
                     if kind == 'local' or ('g' not in flags and kind in ('declare', 'typeset') and self.state.frames):
                         self.state.declare_local(f)
                         if f not in self.state.vars:
@@ -45,6 +50,8 @@ class Builtins:
                         self.state.touched.add(f)
                         self.state.set_line[f] = self.line
                 continue
+            if 'A' in flags and not self.commented and (m := _ASSIGN.match(raw)):
+                self.state.assoc.add(m.group(1))  # declare -A M=(...): keys of its literal are words
             name, value, index, append, taint, defaults = self._assignment(g, src)
             if self.commented:
                 continue

@@ -397,6 +397,7 @@ class Evaluator(Builtins, Comments):
         """``_probe``, and how the branch ends what runs it: ``exit N`` / ``return`` (None: it goes on)."""
         state, made, unresolved = self.state, len(self.commands), list(self.unresolved)
         assumed = list(self.assume_stack)
+        printed = [(c, len(c.out), c.unknown) for c in self.captures]  # inside `$(...)`: what it prints is forgotten
         self.state = state.copy()
         status, ends = None, None
         try:
@@ -411,6 +412,9 @@ class Evaluator(Builtins, Comments):
             self.state = state
             del self.commands[made:]
             self.unresolved, self.assume_stack = unresolved, assumed
+            for cap, n, unknown in printed:
+                del cap.out[n:]
+                cap.unknown = unknown
         return status, wanted, ends
 
     def _leaves(self, stmts, src: Src) -> str | None:
@@ -752,9 +756,13 @@ class Evaluator(Builtins, Comments):
         if value_node is not None and value_node.type == 'array' and value_node.end_byte == group[-1].end_byte:
             elems = [c for c in value_node.named_children if c.type != 'comment']
             arr, k = {}, 0
+            assoc = name in self.state.assoc
             for g in _groups(elems):
                 text = _raw(src, g)
                 mm = re.match(r'^\[([^\]]*)\]=(.*)$', text, re.S)
+                if mm and assoc:  # `declare -A M=([qwen]=zero3 ...)`: keys are words
+                    arr[self.exp.single(mm.group(1))] = self.exp.single(mm.group(2))
+                    continue
                 if mm:
                     k = self.exp.arith_value(mm.group(1))
                     arr[k] = self.exp.single(mm.group(2))
@@ -766,7 +774,10 @@ class Evaluator(Builtins, Comments):
             value = arr
         else:
             value = self.exp.single(raw[m.end() :], assignment=True)
-        index = self.exp.arith_value(sub[1:-1]) if sub else None
+        if sub and name in self.state.assoc:
+            index = self.exp.single(sub[1:-1])  # M[$KEY]=v: the key is a word
+        else:
+            index = self.exp.arith_value(sub[1:-1]) if sub else None
         return name, value, index, op == '+=', self.unresolved[before:], list(dict.fromkeys(self.defaults[defaults:]))
 
     def simple(self, node, src: Src, extra=(), stdin: str | None = None) -> int | None:
@@ -868,6 +879,8 @@ class Evaluator(Builtins, Comments):
             if head == 'command' and rest[1:2] and rest[1] in ('-v', '-V'):
                 return env, rest, is_exec
             if head == 'exec':
+                if len(rest) == 1:  # `exec > >(tee log) 2>&1`: redirections only, the shell goes on (bash(1))
+                    return env, [], False
                 is_exec = True
             inner = strip_wrapper(rest)
             if inner is not None:

@@ -447,12 +447,20 @@ class Expander:
         if isinstance(v, dict):
             return self._index(v, index, name)
         if index is not None and index not in ('@', '*'):
+            if name in st.assoc:
+                return v if self.single(index) == '0' else None
             return v if self._subscript(index) == 0 else None
         if index in ('@', '*'):
             return [v]
         return v
 
     def _index(self, arr: dict, index: str | None, name: str):
+        if name in self.st.assoc:  # `${M[$KEY]}`: the key is a word (bash(1), Arrays)
+            if index is None:
+                return arr.get('0')
+            if index in ('@', '*'):
+                return list(arr.values())
+            return arr.get(self.single(index))
         if index is None:
             return arr.get(0)
         if index in ('@', '*'):

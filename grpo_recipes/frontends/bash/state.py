@@ -34,6 +34,8 @@ class State:
     defaulted: dict[str, list[str]] = field(default_factory=dict)
     """name -> the script arguments whose default its value holds (``OUT=${2:-}`` with the arguments not given): the
     value is used as written, but a test of it is not decided from it (what the user passes is not known)."""
+    assoc: set[str] = field(default_factory=set)
+    """Associative arrays (``declare -A M``): subscripts are words, not arithmetic."""
     args_unknown: bool = False
     """The script's own arguments were not given: ``$1`` at its top level is not resolved (``$#`` is 0, ``$@``
     empty: a caller appends the arguments it has to the launch itself)."""
@@ -43,7 +45,7 @@ class State:
         new.vars = {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.vars.items()}
         new.exported, new.touched, new.known_unset = set(self.exported), set(self.touched), set(self.known_unset)
         new.taint, new.set_line, new.funcs = dict(self.taint), dict(self.set_line), dict(self.funcs)
-        new.refs, new.defaulted = dict(self.refs), dict(self.defaulted)
+        new.refs, new.defaulted, new.assoc = dict(self.refs), dict(self.defaulted), set(self.assoc)
         new.positional, new.frames, new.sources = (
             list(self.positional),
             [dict(f) for f in self.frames],
