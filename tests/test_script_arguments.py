@@ -420,3 +420,14 @@ def test_associative_arrays_and_exec_redirections_read_as_bash_runs_them(tmp_pat
 def test_without_the_argument_the_default_key_is_read_once():
     (line,) = guard_runs(ASSOC, None)
     assert '--model Qwen/Qwen2.5-7B-Instruct --vllm_tensor_parallel_size 1 --deepspeed zero2 --n 2' in line
+
+
+def test_a_command_run_in_an_apptainer_image_is_read_with_its_env():
+    text = (
+        'COMMON="--nv --bind /data:/data --cleanenv"\n'
+        'apptainer exec $COMMON --env CUDA_VISIBLE_DEVICES=1,2,WANDB_MODE=offline img.sif accelerate launch '
+        '--num_processes 2 train_grpo.py\n'
+    )
+    cmd = read_script(text, {}, 'run.sh')[-1]
+    assert cmd.argv == ['accelerate', 'launch', '--num_processes', '2', 'train_grpo.py']
+    assert cmd.env['CUDA_VISIBLE_DEVICES'] == '1,2' and cmd.env['WANDB_MODE'] == 'offline'

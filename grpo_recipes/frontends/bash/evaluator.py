@@ -33,7 +33,7 @@ from .expand import Expander, NotKnown, assemble, glob_regex, join
 from .state import State
 from .syntax import Src, parse
 from .syntax import raw as _raw
-from .wrappers import SHELLS, shell_c, strip_wrapper
+from .wrappers import SHELLS, container_exec, shell_c, strip_wrapper
 
 _ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?=)', re.S)
 _ENV_ASSIGN = re.compile(r'^([A-Za-z_][A-Za-z0-9_]*)=(.*)$', re.S)
@@ -878,6 +878,10 @@ class Evaluator(Builtins, Comments):
                 continue
             if head == 'command' and rest[1:2] and rest[1] in ('-v', '-V'):
                 return env, rest, is_exec
+            if (inside := container_exec(rest)) is not None:  # apptainer exec IMAGE CMD: CMD, with its --env
+                env.update(inside[0])
+                rest = inside[1]
+                continue
             if head == 'exec':
                 if len(rest) == 1:  # `exec > >(tee log) 2>&1`: redirections only, the shell goes on (bash(1))
                     return env, [], False

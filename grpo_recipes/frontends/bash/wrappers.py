@@ -102,3 +102,39 @@ def shell_c(words: list[str]) -> str | None:
         if 'c' in w.lstrip('-') and not w.startswith('--') and i + 1 < len(words):
             return words[i + 1]
     return None
+
+
+# Containers that run a command in an image: `apptainer exec [OPTIONS] IMAGE CMD ...` (also `run`; Singularity, its
+# former name, the same), with the options each takes a value for (apptainer exec --help, Apptainer 1.3). `--env
+# A=1,B=2` sets the command's environment inside the container.
+_APPTAINER_VALUES = {
+    '--add-caps', '--app', '--apply-cgroups', '--bind', '-B', '--blkio-weight', '--blkio-weight-device',
+    '--cpu-shares', '--cpus', '--cpuset-cpus', '--cpuset-mems', '--dns', '--drop-caps', '--env', '--env-file',
+    '--home', '-H', '--hostname', '--memory', '--memory-reservation', '--memory-swap', '--mount', '--network',
+    '--network-args', '--overlay', '-o', '--pids-limit', '--pwd', '--scratch', '-S', '--security', '--workdir', '-W',
+    '--passphrase', '--pem-path', '--sif-fuse', '--fusemount', '--config',
+}  # fmt: skip
+CONTAINERS = {'apptainer': _APPTAINER_VALUES, 'singularity': _APPTAINER_VALUES}
+
+
+def container_exec(words: list[str]) -> tuple[dict[str, str], list[str]] | None:
+    """``apptainer exec [OPTIONS] IMAGE CMD ...`` -> (the ``--env`` variables, CMD ...); None for anything else."""
+    head = words[0].rsplit('/', 1)[-1] if words else ''
+    if head not in CONTAINERS or words[1:2] not in (['exec'], ['run']):
+        return None
+    takes, env, i = CONTAINERS[head], {}, 2
+    while i < len(words) and words[i].startswith('-'):
+        opt, eq, value = words[i].partition('=')
+        if opt in takes and not eq:
+            value, i = (words[i + 1] if i + 1 < len(words) else ''), i + 1
+        if opt == '--env':  # A=1,B=2; a piece without `=` belongs to the value before (CUDA_VISIBLE_DEVICES=1,2)
+            last = None
+            for pair in value.split(','):
+                name, eq2, v = pair.partition('=')
+                if eq2 and name.isidentifier():
+                    env[name], last = v, name
+                elif last is not None:
+                    env[last] += ',' + pair
+        i += 1
+    rest = words[i + 1 :]  # words[i] is the image
+    return (env, rest) if rest else None
