@@ -215,7 +215,10 @@ def assert_same(script: Path, cwd: Path, standins: Path, environ: dict | None = 
 
 def _corpus() -> list[Path]:
     paths = sorted(SWIFT_EXAMPLES.glob('*.sh')) if SWIFT_EXAMPLES.is_dir() else []
-    return paths + sorted((ROOT / 'tests' / 'data' / 'wild').rglob('*.sh'))
+    # tests/data/wild/reading/: scripts driven by their environment, which bash here (none given) stops before the
+    # launch; test_wild_reading.py reads them with it
+    wild = ROOT / 'tests' / 'data' / 'wild'
+    return paths + sorted(p for p in wild.rglob('*.sh') if 'reading' not in p.relative_to(wild).parts)
 
 
 def _wild_cwd(script: Path) -> Path | None:

@@ -431,3 +431,26 @@ def test_a_command_run_in_an_apptainer_image_is_read_with_its_env():
     cmd = read_script(text, {}, 'run.sh')[-1]
     assert cmd.argv == ['accelerate', 'launch', '--num_processes', '2', 'train_grpo.py']
     assert cmd.env['CUDA_VISIBLE_DEVICES'] == '1,2' and cmd.env['WANDB_MODE'] == 'offline'
+
+
+def test_a_config_the_script_writes_itself_is_read_as_written(tmp_path):
+    """`cat > cfg.yaml <<EOF ... EOF` then `swift rlhf cfg.yaml`: the config is the script's here-document (nothing is
+    written to disk); an accelerate config written the same way gives the process count."""
+    text = (
+        'CFG=gen/grpo.yaml\nmkdir -p gen\n'
+        'cat > $CFG <<EOF\nrlhf_type: grpo\nmodel: Qwen/Qwen2.5-7B-Instruct\nper_device_train_batch_size: 4\nEOF\n'
+        'cat >> $CFG <<EOF\nnum_generations: 8\nEOF\n'
+        'NPROC_PER_NODE=2 swift rlhf $CFG\n'
+    )
+    from grpo_recipes.frontends import read_launch
+
+    launch = read_launch([str(_write(tmp_path, 'run.sh', text))], environ={})
+    assert launch.argv[launch.argv.index('--model') + 1] == 'Qwen/Qwen2.5-7B-Instruct'
+    assert launch.argv[launch.argv.index('--num_generations') + 1] == '8'  # the appended part too
+    assert not (tmp_path / 'gen').exists()
+    acc = (
+        'cat > acc.yaml <<EOF\ndistributed_type: MULTI_GPU\nnum_processes: 3\nEOF\n'
+        'CUDA_VISIBLE_DEVICES=0,1,2 accelerate launch --config_file acc.yaml train_grpo.py --model_name_or_path x\n'
+    )
+    launch = read_launch([str(_write(tmp_path, 'acc.sh', acc))], environ={})
+    assert launch.trl.accelerate['num_processes'] == 3

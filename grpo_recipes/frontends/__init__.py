@@ -305,8 +305,11 @@ def _from_script(
     from .trl.accelerate_cmd import NoScript
 
     lost_continuation(cmd.argv, f'{p}:{cmd.line}')  # `\` + CR: bash ends the command at that line
+    from .written import written
+
     try:
-        launch = _train_launch(framework, cmd.argv, env, f'{p}:{cmd.line}')
+        with written(cmd.files):  # a config the script wrote itself (`cat > cfg.yaml <<EOF`) reads as written
+            launch = _train_launch(framework, cmd.argv, env, f'{p}:{cmd.line}')
     except NoScript as e:
         following = next((c for c in cmds if c.line > cmd.line and not c.commented), None)
         raise GuardError(e.with_next(' '.join(following.argv) if following else None)) from None

@@ -35,3 +35,6 @@ class Command:
     defaults: list[str] = field(default_factory=list)
     """Variables set nowhere here whose empty default (``${DATASETS:-}``) the script took before this command: values
     the user's environment gives, empty here."""
+    files: dict[str, str] = field(default_factory=dict)
+    """Files the script wrote from its own here-documents before this command (``cat > cfg.yaml <<EOF``): absolute
+    path -> text (frontends/written.py)."""

@@ -137,6 +137,8 @@ class Evaluator(Builtins, Comments):
         """Script arguments (``$2``) and variables set nowhere here whose default an expansion used."""
         self.empty_defaults: list[str] = []
         """Of those variables, the ones whose default is empty (``${DATASETS:-}``), since the script started."""
+        self.written: dict[str, str] = {}
+        """Files the script wrote from here-documents (Command.files)."""
         self.stdin_taint: list[str] = []
         self.stdin_defaults: list[str] = []
         """What the command's here-string holds unresolved (``read ... <<< "$3"``: the variables read carry it)."""
@@ -330,11 +332,14 @@ class Evaluator(Builtins, Comments):
 
     def redirected(self, node, src: Src) -> int | None:
         body = node.child_by_field_name('body')
-        extra, stdin, after = [], None, []
+        extra, stdin, after, out = [], None, [], None
         for r in node.children:
             if r.type == 'file_redirect':
                 dests = [c for c in r.named_children if c.type != 'file_descriptor']
                 extra += dests[1:]  # `cmd > log arg`: arg is the command's
+                op = next((c.type for c in r.children if not c.is_named), '')
+                if op in ('>', '>>', '>|') and dests and not any(c.type == 'file_descriptor' for c in r.children):
+                    out = (op, dests[0])
             elif r.type == 'heredoc_redirect':
                 stdin = self._heredoc(r, src)
                 after += [
@@ -347,6 +352,8 @@ class Evaluator(Builtins, Comments):
                 self.stdin_taint, self.unresolved = self.unresolved, outer  # what the here-string holds unresolved
                 self.stdin_defaults = self.defaults[defaults:]
         status = 0
+        if out is not None and stdin is not None and body is not None and body.type == 'command':
+            self._write_heredoc(body, out, stdin, src)  # `cat > cfg.yaml <<EOF`: the file's text is known
         if body is not None:
             if body.type == 'command':
                 # tree-sitter-bash leaves out a lone `-` word just before `<<` (`python - <<'PY'`): bash passes it
@@ -359,6 +366,20 @@ class Evaluator(Builtins, Comments):
         for a in after:
             status = self.stmt(a, src)
         return status
+
+    def _write_heredoc(self, body, out, text: str, src: Src) -> None:
+        """``cat > FILE <<EOF`` / ``cat >> FILE`` / ``tee FILE``: record FILE's text (frontends/written.py)."""
+        words = [c for c in body.children if c.type not in REDIRECTS and c.type != 'comment']
+        head = src.text(words[0].start_byte, words[0].end_byte) if words else ''
+        if head not in ('cat', 'tee') or len(words) > (1 if head == 'cat' else 2) or self.unresolved:
+            return
+        before = len(self.unresolved)
+        path = self.exp.single(_raw(src, [out[1]]))
+        if len(self.unresolved) > before or not path or self.state.cwd is None and not path.startswith('/'):
+            del self.unresolved[before:]
+            return
+        path = os.path.normpath(os.path.join(self.state.cwd or '/', path))
+        self.written[path] = (self.written.get(path, '') if out[0] == '>>' else '') + text
 
     def _heredoc(self, r, src: Src) -> str | None:
         start = next((c for c in r.children if c.type == 'heredoc_start'), None)
@@ -980,6 +1001,7 @@ class Evaluator(Builtins, Comments):
                 loops=list(self.loop_stack),
                 cwd=self.state.cwd,
                 defaults=[d for d in dict.fromkeys(self.empty_defaults) if d in self.defaults],
+                files=dict(self.written),
             )
         )
 

@@ -63,13 +63,16 @@ def launch_from_mapping(
 
 def read_config_file(path: str | os.PathLike) -> Any:
     """Load a YAML or JSON config the way ms-swift does, with one-line errors."""
+    from ..written import text_of
+
     p = Path(path)
-    if not p.exists():
+    text = text_of(p)  # a config the launch script writes itself before its launch (`cat > cfg.yaml <<EOF`)
+    if text is None and not p.exists():
         raise GuardError(f'{p}: no such file; pass the path of a swift rlhf YAML/JSON config')
-    if p.is_dir():
+    if text is None and p.is_dir():
         raise GuardError(f'{p}: is a directory; pass the path of a swift rlhf YAML/JSON config')
     try:
-        text = p.read_text(encoding='utf-8')
+        text = p.read_text(encoding='utf-8') if text is None else text
     except UnicodeDecodeError as e:
         raise GuardError(f'{p}: not valid UTF-8 at byte {e.start}; save the file as UTF-8') from None
     except OSError as e:

@@ -31,9 +31,11 @@ def _read_yaml(path: Path, what: str) -> dict:
     import yaml
 
     from ...bounded_load import safe_load_yaml
+    from ..written import text_of
 
     try:
-        data = safe_load_yaml(path.read_text(encoding='utf-8')) or {}  # bounded: alias bombs, deep nesting
+        text = text_of(path)  # an accelerate config the launch script writes itself (`cat > acc.yaml <<EOF`)
+        data = safe_load_yaml(path.read_text(encoding='utf-8') if text is None else text) or {}  # bounded
     except FileNotFoundError:
         from ..shell_expand import unresolved
 
