@@ -454,3 +454,16 @@ def test_a_config_the_script_writes_itself_is_read_as_written(tmp_path):
     )
     launch = read_launch([str(_write(tmp_path, 'acc.sh', acc))], environ={})
     assert launch.trl.accelerate['num_processes'] == 3
+
+
+def test_a_command_run_in_a_docker_container_sees_its_gpus_and_env():
+    """`docker run --gpus '"device=2,3"' -e K=V IMAGE CMD`: CMD sees two GPUs, numbered 0 and 1 inside (NVIDIA
+    Container Toolkit), and K."""
+    text = (
+        'docker run --rm -it --gpus \'"device=2,3"\' --shm-size 64g -e NPROC_PER_NODE=2 -v $PWD:/w -w /w img:latest '
+        'swift rlhf --rlhf_type grpo\n'
+    )
+    cmd = read_script(text, {}, 'run.sh')[-1]
+    assert cmd.argv == ['swift', 'rlhf', '--rlhf_type', 'grpo']
+    assert cmd.env['CUDA_VISIBLE_DEVICES'] == '0,1' and cmd.env['NPROC_PER_NODE'] == '2'
+    assert 'CUDA_VISIBLE_DEVICES' not in read_script(text.replace('\'"device=2,3"\'', 'all'), {}, 'run.sh')[-1].env

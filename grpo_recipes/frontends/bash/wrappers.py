@@ -117,9 +117,57 @@ _APPTAINER_VALUES = {
 CONTAINERS = {'apptainer': _APPTAINER_VALUES, 'singularity': _APPTAINER_VALUES}
 
 
+# `docker run|exec [OPTIONS] IMAGE|CONTAINER CMD ...` (also podman), with the options that take a value (docker run
+# --help, Docker 27); `-e/--env K=V` sets the command's environment; `--gpus all|N|"device=0,1"` decides the GPUs the
+# container sees, renumbered from 0 (NVIDIA Container Toolkit): N or a device list of N ids is CUDA_VISIBLE_DEVICES
+# 0..N-1 inside.
+_DOCKER_VALUES = {
+    '-a', '--attach', '--add-host', '--annotation', '--blkio-weight', '--blkio-weight-device', '--cap-add',
+    '--cap-drop', '--cgroup-parent', '--cgroupns', '--cidfile', '--cpu-period', '--cpu-quota', '--cpu-rt-period',
+    '--cpu-rt-runtime', '-c', '--cpu-shares', '--cpus', '--cpuset-cpus', '--cpuset-mems', '--detach-keys', '--device',
+    '--device-cgroup-rule', '--device-read-bps', '--device-read-iops', '--device-write-bps', '--device-write-iops',
+    '--dns', '--dns-option', '--dns-search', '--domainname', '--entrypoint', '-e', '--env', '--env-file', '--expose',
+    '--gpus', '--group-add', '--health-cmd', '--health-interval', '--health-retries', '--health-start-interval',
+    '--health-start-period', '--health-timeout', '-h', '--hostname', '--ip', '--ip6', '--ipc', '--isolation',
+    '--kernel-memory', '-l', '--label', '--label-file', '--link', '--link-local-ip', '--log-driver', '--log-opt',
+    '--mac-address', '-m', '--memory', '--memory-reservation', '--memory-swap', '--memory-swappiness', '--mount',
+    '--name', '--network', '--network-alias', '--oom-score-adj', '--pid', '--pids-limit', '--platform', '-p',
+    '--publish', '--pull', '--restart', '--runtime', '--security-opt', '--shm-size', '--stop-signal', '--stop-timeout',
+    '--storage-opt', '--sysctl', '--tmpfs', '--ulimit', '-u', '--user', '--userns', '--uts', '-v', '--volume',
+    '--volume-driver', '--volumes-from', '-w', '--workdir',
+}  # fmt: skip
+
+
+def _docker(words: list[str]) -> tuple[dict[str, str], list[str]] | None:
+    env: dict[str, str] = {}
+    i = 2
+    while i < len(words) and words[i].startswith('-') and words[i] != '-':
+        opt, eq, value = words[i].partition('=')
+        if opt in _DOCKER_VALUES and not eq:
+            value, i = (words[i + 1] if i + 1 < len(words) else ''), i + 1
+        elif not eq and opt[:2] not in ('--',) and len(opt) > 2 and f'-{opt[-1]}' in _DOCKER_VALUES:
+            value, i = (words[i + 1] if i + 1 < len(words) else ''), i + 1  # -it..e VALUE: grouped flags
+        if opt in ('-e', '--env'):
+            name, eq2, v = value.partition('=')
+            if eq2 and name.isidentifier():
+                env[name] = v
+        elif opt == '--gpus':
+            spec = value.strip('"\'')
+            ids = spec[len('device=') :].split(',') if spec.startswith('device=') else None
+            n = len(ids) if ids else int(spec) if spec.isdigit() else None
+            if n:
+                env['CUDA_VISIBLE_DEVICES'] = ','.join(str(k) for k in range(n))  # renumbered inside
+        i += 1
+    rest = words[i + 1 :]  # words[i] is the image (run) or the container (exec)
+    return (env, rest) if rest else None
+
+
 def container_exec(words: list[str]) -> tuple[dict[str, str], list[str]] | None:
-    """``apptainer exec [OPTIONS] IMAGE CMD ...`` -> (the ``--env`` variables, CMD ...); None for anything else."""
+    """``apptainer exec [OPTIONS] IMAGE CMD ...`` / ``docker run [OPTIONS] IMAGE CMD ...`` -> (the variables the
+    container gives CMD, CMD ...); None for anything else."""
     head = words[0].rsplit('/', 1)[-1] if words else ''
+    if head in ('docker', 'podman') and words[1:2] in (['run'], ['exec']):
+        return _docker(words)
     if head not in CONTAINERS or words[1:2] not in (['exec'], ['run']):
         return None
     takes, env, i = CONTAINERS[head], {}, 2
