@@ -467,3 +467,14 @@ def test_a_command_run_in_a_docker_container_sees_its_gpus_and_env():
     assert cmd.argv == ['swift', 'rlhf', '--rlhf_type', 'grpo']
     assert cmd.env['CUDA_VISIBLE_DEVICES'] == '0,1' and cmd.env['NPROC_PER_NODE'] == '2'
     assert 'CUDA_VISIBLE_DEVICES' not in read_script(text.replace('\'"device=2,3"\'', 'all'), {}, 'run.sh')[-1].env
+
+
+def test_nested_branches_on_defaults_are_not_probed_again_and_again():
+    """Twenty nested `if [ "${V:-a}" = a ]` around the launch read within the reader's step bound: a branch with no
+    `exit`/`return` (nor a function that has one) cannot leave, so it is not probed."""
+    text = (
+        ''.join(f'if [ "${{V{i}:-a}}" = "a" ]; then\n' for i in range(20))
+        + 'swift rlhf --rlhf_type grpo\n'
+        + 'fi\n' * 20
+    )
+    assert [c.argv[:2] for c in read_script(text, {}, 'run.sh')] == [['swift', 'rlhf']]

@@ -443,10 +443,22 @@ class Evaluator(Builtins, Comments):
         file missing here) leaves without the launch: ``exit N`` (a usage check), or ``return``/``exit 0`` before any
         training launch (``[ -z "$MODEL" ] && return 0``); None when it goes on or runs the launch. What the user
         runs is the launch past it, so such a branch is assumed not taken."""
+        if not self._may_leave(stmts, src):
+            return None  # no `exit`/`return` in it nor in a function it may call: it cannot leave (no probe)
         status, wanted, ends = self._probe_all(stmts, src)
         if status is not None:
             return f'exit {status}'
         return ends if ends and not wanted else None
+
+    _LEAVES = re.compile(r'\b(exit|return)\b')
+
+    def _may_leave(self, stmts, src: Src) -> bool:
+        """Whether a branch's text, or a function defined so far, holds ``exit``/``return`` (or an ``eval``/``source``
+        that could): the cheap test before probing a branch, so nested branches are not probed again and again."""
+        text = ''.join(src.text(n.start_byte, n.end_byte) for n in stmts)
+        if self._LEAVES.search(text) or re.search(r'\b(eval|source|\.)\s', text):
+            return True
+        return any(self._LEAVES.search(fsrc.text(b.start_byte, b.end_byte)) for b, fsrc in self.state.funcs.values())
 
     def _exits(self, stmts, src: Src) -> int | None:
         """The status with which an undecided branch would end the script (``exit N``, N > 0); None when it does not
