@@ -478,3 +478,13 @@ def test_nested_branches_on_defaults_are_not_probed_again_and_again():
         + 'fi\n' * 20
     )
     assert [c.argv[:2] for c in read_script(text, {}, 'run.sh')] == [['swift', 'rlhf']]
+
+
+def test_a_usage_exit_after_a_redirected_echo_is_seen():
+    """`echo "..." >&2` then `exit 1` in a branch: the exit is found however the branch's commands are written."""
+    text = (
+        'CFG="${CONFIG:-}"\nif [[ ! -f "${CFG}" ]]; then\n  echo "[ERROR] no config: ${CFG}" >&2\n  exit 1\nfi\n'
+        'swift rlhf $CFG\n'
+    )
+    cmds = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    assert len(cmds) == 1 and any('exit 1' in a and 'assumed it passes' in a for a in cmds[0].assumed)

@@ -455,7 +455,7 @@ class Evaluator(Builtins, Comments):
     def _may_leave(self, stmts, src: Src) -> bool:
         """Whether a branch's text, or a function defined so far, holds ``exit``/``return`` (or an ``eval``/``source``
         that could): the cheap test before probing a branch, so nested branches are not probed again and again."""
-        text = ''.join(src.text(n.start_byte, n.end_byte) for n in stmts)
+        text = '\n'.join(src.text(n.start_byte, n.end_byte) for n in stmts)
         if self._LEAVES.search(text) or re.search(r'\b(eval|source|\.)\s', text):
             return True
         return any(self._LEAVES.search(fsrc.text(b.start_byte, b.end_byte)) for b, fsrc in self.state.funcs.values())
