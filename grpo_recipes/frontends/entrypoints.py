@@ -106,16 +106,34 @@ def lookup_script(path: str, rest: list[str]) -> tuple[Entry, int] | None:
     return None
 
 
+def script_imports(path: str) -> tuple[set[str], set[str]] | None:
+    """(the top-level packages a Python file imports, every name it imports or uses), read with ``ast``; None when
+    the file is not here to read (or not Python)."""
+    import ast
+
+    try:
+        with open(path, encoding='utf-8') as f:
+            tree = ast.parse(f.read())
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+    packages, names = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            packages.update(a.name.split('.')[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            packages.add((node.module or '').split('.')[0])
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+    return packages, names
+
+
 def _runs_swift_rlhf(path: str, rest: list[str]) -> bool:
     if os.path.isfile(path):
-        try:
-            with open(path, encoding='utf-8') as f:
-                text = f.read(200_000)
-        except (OSError, UnicodeDecodeError):
-            return False
-        return re.search(r'^\s*(from\s+swift[\w.]*\s+import|import\s+swift)', text, re.M) is not None and (
-            'rlhf_main' in text
-        )
+        got = script_imports(path)
+        return got is not None and 'swift' in got[0] and 'rlhf_main' in got[1]
     return any(a == '--rlhf_type' or a.startswith('--rlhf_type=') for a in rest)
 
 

@@ -551,24 +551,10 @@ def peel(argv: list[str], env: Mapping[str, str], source: str = 'command line') 
 
 def _imports_trl(path: str) -> bool | None:
     """Whether a training script imports TRL (None: the file is not here to read)."""
-    import ast
+    from .entrypoints import script_imports
 
-    try:
-        with open(path, encoding='utf-8') as f:
-            tree = ast.parse(f.read())
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
-        return None
-    for node in ast.walk(tree):
-        names = (
-            [a.name for a in node.names]
-            if isinstance(node, ast.Import)
-            else [node.module or '']
-            if isinstance(node, ast.ImportFrom)
-            else []
-        )
-        if any(n.split('.')[0] == 'trl' for n in names):
-            return True
-    return False
+    got = script_imports(path)
+    return None if got is None else 'trl' in got[0]
 
 
 LAUNCHER_HEADS = ('srun', 'torchrun', 'deepspeed')

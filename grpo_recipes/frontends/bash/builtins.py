@@ -150,10 +150,10 @@ class Builtins:
                 return 1
             st.positional = st.positional[n:]
             # each argument's own unresolved names (Evaluator._positional_taint) move with it
-            own = {int(k[1:]): v for k, v in st.taint.items() if k[:1] == '@' and k[1:].isdigit()}
-            for k in own:
-                del st.taint[f'@{k}']
-            st.taint.update({f'@{k - n}': v for k, v in own.items() if k > n})
+            held = st.arg_taint()
+            st.set_arg_taint(
+                {k if k == '@' else f'@{int(k[1:]) - n}': v for k, v in held.items() if k == '@' or int(k[1:]) > n}
+            )
             return 0
         if name == 'unset':
             fn = '-f' in args

@@ -140,8 +140,9 @@ class Evaluator(Builtins, Comments):
         self.written: dict[str, str] = {}
         """Files the script wrote from here-documents (Command.files)."""
         self.stdin_taint: list[str] = []
-        self.stdin_defaults: list[str] = []
         """What the command's here-string holds unresolved (``read ... <<< "$3"``: the variables read carry it)."""
+        self.stdin_defaults: list[str] = []
+        """... and the defaults it took (State.defaulted)."""
         self.by_default = False
         """The last test was decided from such a default, or from a file missing here: the user may pass the
         argument, the launch's machine may have the file, so a branch it leads to that ends the script with an error
@@ -346,11 +347,7 @@ class Evaluator(Builtins, Comments):
                     c for c in r.named_children if c.type in ('pipeline', 'command', 'list', 'redirected_statement')
                 ]
             elif r.type == 'herestring_redirect':
-                word = [c for c in r.named_children]
-                outer, self.unresolved, defaults = self.unresolved, [], len(self.defaults)
-                stdin = (self.exp.single(src.text(word[0].start_byte, word[-1].end_byte)) + '\n') if word else ''
-                self.stdin_taint, self.unresolved = self.unresolved, outer  # what the here-string holds unresolved
-                self.stdin_defaults = self.defaults[defaults:]
+                stdin = self._herestring(r, src)
         status = 0
         if out is not None and stdin is not None and body is not None and body.type == 'command':
             self._write_heredoc(body, out, stdin, src)  # `cat > cfg.yaml <<EOF`: the file's text is known
@@ -367,16 +364,24 @@ class Evaluator(Builtins, Comments):
             status = self.stmt(a, src)
         return status
 
+    def _herestring(self, r, src: Src) -> str:
+        """``cmd <<< WORD``: WORD expanded, and a newline. What it holds unresolved, and the defaults it took, go to
+        ``stdin_taint``/``stdin_defaults``: the variables ``read`` sets from it carry them."""
+        word = list(r.named_children)
+        outer, self.unresolved, defaults = self.unresolved, [], len(self.defaults)
+        text = (self.exp.single(src.text(word[0].start_byte, word[-1].end_byte)) + '\n') if word else ''
+        self.stdin_taint, self.unresolved = self.unresolved, outer
+        self.stdin_defaults = self.defaults[defaults:]
+        return text
+
     def _write_heredoc(self, body, out, text: str, src: Src) -> None:
-        """``cat > FILE <<EOF`` / ``cat >> FILE`` / ``tee FILE``: record FILE's text (frontends/written.py)."""
+        """``cat > FILE <<EOF`` / ``cat >> FILE <<EOF``: record FILE's text (frontends/written.py)."""
         words = [c for c in body.children if c.type not in REDIRECTS and c.type != 'comment']
-        head = src.text(words[0].start_byte, words[0].end_byte) if words else ''
-        if head not in ('cat', 'tee') or len(words) > (1 if head == 'cat' else 2) or self.unresolved:
+        if len(words) != 1 or src.text(words[0].start_byte, words[0].end_byte) != 'cat' or self.unresolved:
             return
-        before = len(self.unresolved)
         path = self.exp.single(_raw(src, [out[1]]))
-        if len(self.unresolved) > before or not path or self.state.cwd is None and not path.startswith('/'):
-            del self.unresolved[before:]
+        if self.unresolved or not path or self.state.cwd is None and not path.startswith('/'):
+            self.unresolved = []  # a name not known here: the file is not recorded, and nothing else is marked
             return
         path = os.path.normpath(os.path.join(self.state.cwd or '/', path))
         self.written[path] = (self.written.get(path, '') if out[0] == '>>' else '') + text
@@ -829,10 +834,7 @@ class Evaluator(Builtins, Comments):
             nodes = [c for c in node.children if c.type not in REDIRECTS and c.type != 'comment']
             for r in node.children:  # tree-sitter-bash keeps `cmd <<< "$S"` inside the command node
                 if r.type == 'herestring_redirect' and stdin is None:
-                    word = list(r.named_children)
-                    self.unresolved, defaults = [], len(self.defaults)
-                    stdin = (self.exp.single(src.text(word[0].start_byte, word[-1].end_byte)) + '\n') if word else ''
-                    self.stdin_taint, self.stdin_defaults = list(self.unresolved), self.defaults[defaults:]
+                    stdin = self._herestring(r, src)
         if stdin is None:
             self.stdin_taint, self.stdin_defaults = [], []
         nodes += list(extra)
@@ -1023,7 +1025,7 @@ class Evaluator(Builtins, Comments):
         if self.depth > self.limits.depth:
             raise self.too_long(f'{self.limits.depth} nested function calls')
         st = self.state
-        old_pos, old_taint = st.positional, {k: v for k, v in st.taint.items() if k.startswith('@')}
+        old_pos, old_taint = st.positional, st.arg_taint()
         old_defaults = st.defaulted.pop('@', None)
         st.positional = list(args)
         self._positional_taint(st, self.unresolved)
@@ -1041,9 +1043,7 @@ class Evaluator(Builtins, Comments):
             self.depth -= 1
             # the frame belongs to the state that called (a subshell in the body has its own copy)
             st.positional = old_pos
-            for key in [k for k in st.taint if k.startswith('@')]:
-                del st.taint[key]
-            st.taint.update(old_taint)
+            st.set_arg_taint(old_taint)
             st.defaulted.pop('@', None)
             if old_defaults:
                 st.defaulted['@'] = old_defaults
@@ -1054,14 +1054,12 @@ class Evaluator(Builtins, Comments):
         """What the positional parameters carry unresolved: ``@`` all of it (``$@``, ``$*``, ``$#``), and ``@K`` what
         ``$K`` carries: the unresolved names written in that argument, and any that appear in none (kept as written
         elsewhere, they may have reached any), so a known argument beside an unknown one stays known."""
-        for key in [k for k in st.taint if k.startswith('@')]:
-            del st.taint[key]
         if not names:
+            st.set_arg_taint({})
             return
-        st.taint['@'] = list(names)
         nowhere = [n for n in names if not any(n in a for a in st.positional)]
-        for k, a in enumerate(st.positional, 1):
-            st.taint[f'@{k}'] = [n for n in names if n in a] + nowhere
+        held = {f'@{k}': [n for n in names if n in a] + nowhere for k, a in enumerate(st.positional, 1)}
+        st.set_arg_taint({'@': list(names), **held})
 
     def script_file(self, argv: list[str], strict: bool = True) -> tuple[str, str] | None:
         """``bash [-x] [-o opt] FILE ARGS`` / ``sh FILE``: (FILE as written, its text) where FILE is here; None

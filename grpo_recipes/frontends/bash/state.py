@@ -32,8 +32,9 @@ class State:
     refs: dict[str, str] = field(default_factory=dict)
     """Namerefs (``local -n R=NAME`` / ``declare -n``): R -> NAME; reading or assigning R is NAME's."""
     defaulted: dict[str, list[str]] = field(default_factory=dict)
-    """name -> the script arguments whose default its value holds (``OUT=${2:-}`` with the arguments not given): the
-    value is used as written, but a test of it is not decided from it (what the user passes is not known)."""
+    """name -> the script arguments and the variables set nowhere here whose default its value holds (``OUT=${2:-x}``
+    with the arguments not given); ``@``: those a function's arguments hold. The value is used as written; a test of
+    it is decided from it, but not into a branch that leaves before the launch (Evaluator._leaves)."""
     assoc: set[str] = field(default_factory=set)
     """Associative arrays (``declare -A M``): subscripts are words, not arithmetic."""
     args_unknown: bool = False
@@ -52,6 +53,15 @@ class State:
             list(self.sources),
         )
         return new
+
+    def arg_taint(self) -> dict[str, list[str]]:
+        """What the positional parameters hold unresolved: ``@`` (all of them) and ``@K`` (``$K``'s own)."""
+        return {k: v for k, v in self.taint.items() if k.startswith('@')}
+
+    def set_arg_taint(self, held: dict[str, list[str]]) -> None:
+        for key in [k for k in self.taint if k.startswith('@')]:
+            del self.taint[key]
+        self.taint.update(held)
 
     def resolve(self, name: str) -> str:
         """The variable a name stands for, through namerefs (bash stops a circular chain; so does this)."""

@@ -138,51 +138,47 @@ _DOCKER_VALUES = {
 }  # fmt: skip
 
 
-def _docker(words: list[str]) -> tuple[dict[str, str], list[str]] | None:
-    env: dict[str, str] = {}
-    i = 2
+def _options(words: list[str], takes: set[str], grouped: bool) -> tuple[list[tuple[str, str]], int]:
+    """A container command's options from ``words[2]`` on: ((option, value) pairs, the index of the image). ``grouped``:
+    short flags run together, the last one taking a value (docker's ``-ite VALUE``)."""
+    found, i = [], 2
     while i < len(words) and words[i].startswith('-') and words[i] != '-':
         opt, eq, value = words[i].partition('=')
-        if opt in _DOCKER_VALUES and not eq:
+        grouped_value = grouped and not opt.startswith('--') and len(opt) > 2 and f'-{opt[-1]}' in takes
+        if not eq and (opt in takes or grouped_value):
             value, i = (words[i + 1] if i + 1 < len(words) else ''), i + 1
-        elif not eq and opt[:2] not in ('--',) and len(opt) > 2 and f'-{opt[-1]}' in _DOCKER_VALUES:
-            value, i = (words[i + 1] if i + 1 < len(words) else ''), i + 1  # -it..e VALUE: grouped flags
-        if opt in ('-e', '--env'):
-            name, eq2, v = value.partition('=')
-            if eq2 and name.isidentifier():
-                env[name] = v
-        elif opt == '--gpus':
-            spec = value.strip('"\'')
-            ids = spec[len('device=') :].split(',') if spec.startswith('device=') else None
-            n = len(ids) if ids else int(spec) if spec.isdigit() else None
-            if n:
-                env['CUDA_VISIBLE_DEVICES'] = ','.join(str(k) for k in range(n))  # renumbered inside
+        found.append((opt, value))
         i += 1
-    rest = words[i + 1 :]  # words[i] is the image (run) or the container (exec)
-    return (env, rest) if rest else None
+    return found, i
 
 
 def container_exec(words: list[str]) -> tuple[dict[str, str], list[str]] | None:
     """``apptainer exec [OPTIONS] IMAGE CMD ...`` / ``docker run [OPTIONS] IMAGE CMD ...`` -> (the variables the
     container gives CMD, CMD ...); None for anything else."""
     head = words[0].rsplit('/', 1)[-1] if words else ''
-    if head in ('docker', 'podman') and words[1:2] in (['run'], ['exec']):
-        return _docker(words)
-    if head not in CONTAINERS or words[1:2] not in (['exec'], ['run']):
+    docker = head in ('docker', 'podman') and words[1:2] in (['run'], ['exec'])
+    if not docker and (head not in CONTAINERS or words[1:2] not in (['exec'], ['run'])):
         return None
-    takes, env, i = CONTAINERS[head], {}, 2
-    while i < len(words) and words[i].startswith('-'):
-        opt, eq, value = words[i].partition('=')
-        if opt in takes and not eq:
-            value, i = (words[i + 1] if i + 1 < len(words) else ''), i + 1
-        if opt == '--env':  # A=1,B=2; a piece without `=` belongs to the value before (CUDA_VISIBLE_DEVICES=1,2)
+    found, image = _options(words, _DOCKER_VALUES if docker else CONTAINERS[head], grouped=docker)
+    env: dict[str, str] = {}
+    for opt, value in found:
+        if docker and opt in ('-e', '--env'):
+            name, eq, v = value.partition('=')
+            if eq and name.isidentifier():
+                env[name] = v
+        elif docker and opt == '--gpus':
+            spec = value.strip('"\'')
+            ids = spec[len('device=') :].split(',') if spec.startswith('device=') else None
+            n = len(ids) if ids else int(spec) if spec.isdigit() else None
+            if n:
+                env['CUDA_VISIBLE_DEVICES'] = ','.join(str(k) for k in range(n))  # renumbered inside
+        elif not docker and opt == '--env':  # A=1,B=2; a piece without `=` belongs to the value before (1,2)
             last = None
             for pair in value.split(','):
-                name, eq2, v = pair.partition('=')
-                if eq2 and name.isidentifier():
+                name, eq, v = pair.partition('=')
+                if eq and name.isidentifier():
                     env[name], last = v, name
                 elif last is not None:
                     env[last] += ',' + pair
-        i += 1
-    rest = words[i + 1 :]  # words[i] is the image
+    rest = words[image + 1 :]  # words[image] is the image (run) or the container (exec)
     return (env, rest) if rest else None
