@@ -68,6 +68,18 @@ DENSE = [
 ]
 
 
+# the flags with which DENSE fits with the data's 512-token prompts (test_the_example_shape_is_clean)
+CLEAN = ('--tensor_model_parallel_size', '2', '--sequence_parallel', 'true', '--micro_batch_size', '2')
+# the same launch with nothing bounding the prompts (no max_length, no vllm_max_model_len), as ms-swift's
+# examples/megatron/grpo/real.sh leaves them: planned at the model context
+UNBOUNDED = [
+    a
+    for i, a in enumerate(DENSE)
+    if a not in ('--max_length', '--vllm_max_model_len')
+    and DENSE[i - 1] not in ('--max_length', '--vllm_max_model_len')
+]
+
+
 def launch(*extra, env=None, base=DENSE, release=None):
     return mg.read([*base, *extra], env=ENV8 if env is None else env, release=release)
 
@@ -348,6 +360,7 @@ CASES = {
         '--vllm_tensor_parallel_size', '8', model={**LLAMA_SHAPE, 'num_attention_heads': 28, 'hidden_size': 3584}
     ),
     'megatron.memory': lambda: run(base=[QWEN32 if a == QWEN7 else a for a in DENSE]),
+    'megatron.oom-if-long-prompts': lambda: run(*CLEAN, base=UNBOUNDED),
     'megatron.vllm-startup-memory': lambda: run(
         '--offload_model', 'false', '--offload_optimizer', 'false', '--vllm_gpu_memory_utilization', '0.8'
     ),
@@ -971,3 +984,25 @@ def test_uneven_pipeline_stages_megatron_core_refuses_when_it_builds_the_model()
         for f in run('--pipeline_model_parallel_size', '2', first, '13', model=LLAMA_SHAPE)[0]
         if f.rule == 'megatron.uneven-pp'
     ] == []
+
+
+def test_an_oom_only_long_prompts_reach_is_a_warning_with_the_length_that_fits():
+    # nothing bounds the prompts: the OOM at the model context needs prompts that long (as the ZeRO verdict's
+    # memory.oom-if-long-prompts), and the length the warning names is where the model itself stops fitting
+    findings, _, mem = run(*CLEAN, base=UNBOUNDED)
+    assert mem['prompt_tokens'] == 32768 - 2048 and 'megatron.memory' not in {f.rule for f in findings}
+    (f,) = [f for f in findings if f.rule == 'megatron.oom-if-long-prompts']
+    assert f.severity == 'warning'
+    longest = int(f.fix.split()[1])
+    assert not [p for p in run(*CLEAN, base=UNBOUNDED, prompt_len=longest)[2]['problems'] if p['check'] == 'oom']
+    assert [p for p in run(*CLEAN, base=UNBOUNDED, prompt_len=longest + 1)[2]['problems'] if p['check'] == 'oom']
+    # a launch that allows prompts that long (max_length) is refused, as before
+    assert 'megatron.memory' in {x.rule for x in run(*CLEAN, '--max_length', '30720', base=UNBOUNDED)[0]}
+
+
+def test_an_oom_short_prompts_also_reach_stays_an_error():
+    # DENSE as written (TP 1, micro-batch 4): its weight sync runs out of memory whatever the prompts
+    findings, _, mem = run(base=UNBOUNDED)
+    assert 'weight_sync' in {p['phase'] for p in mem['problems'] if p['check'] == 'oom'}
+    errors = [f.message for f in findings if f.rule == 'megatron.memory']
+    assert any(m.startswith('weight_sync') for m in errors)

@@ -26,8 +26,8 @@ ARGS = st.one_of(
     st.tuples(st.just('grep'), st.lists(st.sampled_from(['-v', '-i', '-F', '-E']), max_size=2, unique=True),
               st.sampled_from(['model', '^model', 'path:$', 'Qwen', '"', 'MODEL', '^lr:', 'a.b', 'x+'])).map(
         lambda t: [t[0], *t[1], t[2]]),
-    st.tuples(st.just('awk'), st.sampled_from([[], ['-F', ':'], ['-F', '"'], ['-F=']]),
-              st.sampled_from(['{print $1}', '{print $2}', '{ print $NF }', '{print $0}'])).map(
+    st.tuples(st.just('awk'), st.sampled_from([[], ['-F', ':'], ['-F', '"'], ['-F='], ['-F,']]),
+              st.sampled_from(['{print $1}', '{print $2}', '{ print $NF }', '{print $0}', '{print NF}'])).map(
         lambda t: [t[0], *t[1], t[2]]),
     st.tuples(st.just('cut'), st.sampled_from([['-d', '"'], ['-d:'], ['-d', ' ']]),
               st.sampled_from([['-f', '2'], ['-f2'], ['-f1']])).map(lambda t: [t[0], *t[1], *t[2]]),

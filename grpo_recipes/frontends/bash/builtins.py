@@ -317,8 +317,13 @@ class Builtins:
         )
         found = next((p for p in candidates if os.path.isfile(p)), None)
         if found is None:
-            self._assume_note(f'did not read {path} (sourced at line {self.line}): no such file here')
-            return 1
+            # the file is the launch machine's (a cluster's env script, /usr/local/Ascend/.../set_env.sh): bash there
+            # reads it, so `source FILE || exit 1` goes on; what it would set stays unknown (and is named where used)
+            self._assume_note(
+                f'did not read {path} (sourced at line {self.line}): no such file here; taken to load on the '
+                "launch's machine"
+            )
+            return 0
         if self.source_depth >= self.limits.source_depth:
             raise self.too_long(f'{self.limits.source_depth} nested `source`s')
         try:

@@ -8,8 +8,8 @@ GPU list (``-L``/``--list-gpus``) and its ``--query-gpu=count,index,name`` in CS
 plans for (:class:`Machine`: ``--gpus``/``--gpu-type``, or a batch script's ``--gres=gpu:N``): nvidia-smi lists the
 node's GPUs, whatever CUDA_VISIBLE_DEVICES says. The lookups scripts make in their own config files are computed the
 way those tools compute them, for the forms with a single meaning (:func:`text_tool`): ``grep`` of a plain pattern
-(``-v -i -m N -F -E``) in a file here or in what is piped in, ``awk '{print $N}'`` (``-F C``), ``cut -d C -f N`` and
-``xargs`` with no command (the words on one line).
+(``-v -i -m N -F -E``) in a file here or in what is piped in, ``awk '{print $N}'`` and ``'{print NF}'``
+(``-F C``), ``cut -d C -f N`` and ``xargs`` with no command (the words on one line).
 Anything else is not pure: its output is not known (:data:`NOT_PURE`)."""
 
 from __future__ import annotations
@@ -245,13 +245,18 @@ def text_tool(name: str, args: list[str], stdin: str | None, cwd: str | None) ->
             sep, args = args[0][2:], args[1:]
         if not args:
             raise Impure(name)
-        m = re.fullmatch(r'\s*\{\s*print\s+\$(\d+|NF)\s*;?\s*\}\s*', args[0])
+        # `{print $N}`, `{print $NF}` (a field) or `{print NF}` (the field count: `awk -F, '{print NF}' <<< "$GPUS"`)
+        m = re.fullmatch(r'\s*\{\s*print\s+(\$(?:\d+|NF)|NF)\s*;?\s*\}\s*', args[0])
         if not m or (sep is not None and (len(sep) != 1 or sep in '\\ ')) or len(args) > 2:
             raise Impure(name)
         out = []
         for line in _inputs(args[1:], stdin, cwd, name).splitlines():
-            fields = [f for f in re.split(r'[ \t]+', line) if f] if sep is None else line.split(sep)  # awk's blanks
-            k = len(fields) if m.group(1) == 'NF' else int(m.group(1))
+            # awk's blanks; an empty record has no field (NF 0) whatever the separator
+            fields = [f for f in re.split(r'[ \t]+', line) if f] if sep is None else line.split(sep) if line else []
+            if m.group(1) == 'NF':
+                out.append(f'{len(fields)}\n')
+                continue
+            k = len(fields) if m.group(1) == '$NF' else int(m.group(1)[1:])
             out.append((line if k == 0 else (fields[k - 1] if 0 < k <= len(fields) else '')) + '\n')
         return ''.join(out), 0
     if name == 'cut':

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ...errors import GuardError
-from ...findings import ERROR, INFO, SEVERITY_ORDER, Finding
+from ...findings import ERROR, INFO, SEVERITY_ORDER, WARNING, Finding
 from ...versions import version_tuple
 from . import memory as _memory
 from . import rules as _rules
@@ -112,7 +112,11 @@ def check(
             _allocator(launch),
             launch.release,
         )
+        short = _long_prompts_only(launch, cfg, plan, cap, vllm_version, prompt_len, mem)
         for p in mem['problems']:
+            if short is not None and p['check'] == 'oom' and p['phase'] in short[0]:
+                findings.append(_long_prompts_finding(p, short[1]))
+                continue
             rid = {
                 'vllm-startup': 'megatron.vllm-startup-memory',
                 'vllm-no-kv': 'megatron.vllm-no-kv',
@@ -137,6 +141,44 @@ def check(
             )
     findings.sort(key=lambda f: SEVERITY_ORDER[f.severity])
     return findings, plan, mem
+
+
+def _long_prompts_only(launch, cfg, plan, cap, vllm_version, prompt_len, mem) -> tuple[set, int] | None:
+    """(the phases whose OOM happens only with long prompts, the longest prompt with which they fit), when nothing
+    in the launch bounds the prompts (no max_length, no vllm_max_model_len, no --data-stats): planned at the model
+    context, those OOMs need prompts that long, as the ZeRO verdict's memory.oom-if-long-prompts. A phase that runs
+    out of memory even with one-token prompts stays an error. None when no OOM is of that kind."""
+    a = launch.args
+    if prompt_len or a.get('max_length') or a.get('vllm_max_model_len'):
+        return None
+    if not any(p['check'] == 'oom' for p in mem['problems']):
+        return None
+    from ...memory.arch import Arch
+    from ...memory.search import largest_that_fits
+
+    arch = Arch.from_config(cfg)
+
+    def oom_phases(n: int) -> set:
+        m = _memory.estimate(a, arch, plan, cap[1], cap[0], vllm_version, n, _allocator(launch), launch.release)
+        return {p['phase'] for p in m['problems'] if p['check'] == 'oom'}
+
+    long_only = {p['phase'] for p in mem['problems'] if p['check'] == 'oom'} - oom_phases(1)
+    if not long_only:
+        return None
+    return long_only, largest_that_fits(lambda n: not (oom_phases(n) & long_only), mem['prompt_tokens'])
+
+
+def _long_prompts_finding(problem: dict, longest: int) -> Finding:
+    return _rules._f(
+        WARNING,
+        'megatron.oom-if-long-prompts',
+        ['max_length'],
+        f'{problem["message"]} with prompts of the model context, which nothing in the launch rules out (no '
+        f'max_length); it fits with prompts of up to {longest:,} tokens',
+        f'--max_length {longest} (with --truncation_strategy delete after `grpo-data filter`), or --data-stats to '
+        "plan with the data's real lengths",
+        'swift/megatron/trainers/rollout_mixin.py',
+    )
 
 
 def _allocator(launch: MegatronLaunch) -> str:

@@ -228,13 +228,17 @@ def check_report(
                 'prompts planned at their bound (max_length - max_completion_length, or the model '
                 "context); --data-stats gives the data's longest"
             )
+    memory = [as_gpu_memory(mem)] if mem else []
+    if any(f.rule == 'megatron.oom-if-long-prompts' for f in findings):
+        for m in memory:
+            m.verdict = 'OOM if long'  # the table's word for an OOM only long prompts reach (memory.inputs)
     rep = MegatronReport(
         launch=launch,
         hardware=hw,
         findings=findings,
         plan=plan,
         phases=mem,
-        memory=[as_gpu_memory(mem)] if mem else [],
+        memory=memory,
         assumptions=assumptions,
         memory_unchecked=why,
         packages=packages,

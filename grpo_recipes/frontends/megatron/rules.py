@@ -1162,6 +1162,7 @@ declare(
     'grpo_recipes.frontends.megatron.check',
     (
         'megatron.memory',
+        'megatron.oom-if-long-prompts',
         'megatron.vllm-startup-memory',
         'megatron.vllm-no-kv',
         'megatron.model-unavailable',
