@@ -244,6 +244,19 @@ def test_a_check_on_a_file_not_here_that_would_exit_is_assumed_to_pass(tmp_path)
     assert [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']] == []  # decided: it exits
 
 
+def test_a_file_sourced_from_the_launch_machine_is_taken_to_load_there(tmp_path):
+    """`source /usr/local/Ascend/nnal/atb/set_env.sh || exit 1` (ms-swift's examples/ascend/grpo/*.sh): bash here
+    would fail on the missing file and exit; on the launch's machine it loads, so the launch after it is read (noted).
+    A file that is here is read as bash reads it."""
+    text = 'source /nonexistent/set_env.sh || exit 1\nNPROC_PER_NODE=2 swift rlhf --rlhf_type grpo\n'
+    (cmd,) = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    assert any('did not read /nonexistent/set_env.sh' in a and "launch's machine" in a for a in cmd.assumed)
+    env = tmp_path / 'env.sh'
+    env.write_text('exit 3\n')
+    text = f'source {env} || exit 1\nswift rlhf --rlhf_type grpo\n'
+    assert [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']] == []
+
+
 def test_what_a_here_string_holds_unresolved_the_variables_read_hold():
     text = (
         'IFS=, read -ra GPUS <<< "$3"\n'
