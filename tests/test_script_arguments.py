@@ -209,6 +209,52 @@ def test_a_script_srun_runs_is_read_with_its_own_arguments(tmp_path):
     assert first.env['SLURM_NNODES'] == '1'  # the job step's own --nodes=1
 
 
+SRUN_C = """#!/bin/bash
+#SBATCH --gres=gpu:8
+MODEL=${1:-Qwen/Qwen2.5-1.5B-Instruct}
+CMD=" \\
+    train_grpo.py --model_name_or_path $MODEL \\
+    --per_device_train_batch_size 4 \\
+    "
+LAUNCHER="ACCELERATE_LOG_LEVEL=info accelerate launch --num_processes 7 --machine_rank \\$SLURM_PROCID"
+srun --wait=60 --kill-on-bad-exit=1 --jobid 7 bash -c "$LAUNCHER $CMD" 2>&1
+"""
+# srun on a machine without Slurm: its options dropped, the job step run here (only the argv is compared)
+# (srun gives the task its rank: SLURM_PROCID 0 for the first)
+SRUN_STUB = (
+    '#!/bin/bash\nwhile [ $# -gt 0 ]; do case "$1" in --jobid) shift 2;; -*) shift;; *) break;; esac; done\n'
+    'SLURM_PROCID=0 exec "$@"\n'
+)
+
+
+@pytest.mark.parametrize('args', [['Qwen/Qwen3-4B'], []])
+def test_a_string_srun_runs_with_bash_c_reads_as_bash_runs_it(tmp_path, args):
+    """early open-r1's slurm/train.slurm: `srun $SRUN_ARGS --jobid $SLURM_JOB_ID bash -c "$LAUNCHER $CMD"`: the string
+    is read in a new shell with the job step's variables, as bash runs it on the node."""
+    from grpo_recipes.frontends.launchers import job_step
+
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    (bin_dir / 'srun').write_text(SRUN_STUB)
+    (bin_dir / 'srun').chmod(stat.S_IRWXU)
+    (bin_dir / 'bash').symlink_to(BASH)
+    real = bash_runs(tmp_path, SRUN_C, args)
+    read = read_script(SRUN_C, {}, str(tmp_path / 'run.slurm'), args=args, launcher=job_step)
+    got = [' '.join(c.argv) for c in read if c.argv[:1] == ['accelerate']]
+    assert got == real and len(real) == 1
+    (cmd,) = [c for c in read if c.argv[:1] == ['accelerate']]
+    assert cmd.env['SLURM_PROCID'] == '0' and cmd.env['ACCELERATE_LOG_LEVEL'] == 'info'
+
+
+def test_a_script_argument_in_a_bash_c_string_stays_the_script_argument():
+    """`ACCELERATOR=$3` ... `bash -c "accelerate launch --config_file $ACCELERATOR.yaml ..."` with the script's
+    arguments not given: the string held the script's $3, not the new shell's (which has none)."""
+    text = 'ACC=$3\nL="accelerate launch --config_file recipes/$ACC.yaml"\nbash -c "$L train_grpo.py"\n'
+    (cmd,) = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['accelerate']]
+    assert cmd.argv[3] == 'recipes/$3.yaml'
+    assert read_script(text, {}, 'run.sh', args=['a', 'b', 'zero3'])[-1].argv[3] == 'recipes/zero3.yaml'
+
+
 def test_a_batch_script_is_checked_by_any_script_name(tmp_path):
     """A Slurm batch script named .slurm (or .sbatch, or no suffix with a shell's #! line) is read as a script."""
     (tmp_path / 'train.sh').write_text(

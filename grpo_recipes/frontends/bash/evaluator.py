@@ -950,6 +950,12 @@ class Evaluator(Builtins, Comments):
         elif (
             self.launcher is not None
             and (step := self.launcher(rest)) is not None
+            and (text := shell_c(step[1])) is not None
+        ):  # `srun --jobid $SLURM_JOB_ID bash -c "$LAUNCHER $CMD"`: the string, with the job step's variables
+            status = self.child_shell(text, step[1], {**env, **step[0]}, src)
+        elif (
+            self.launcher is not None
+            and (step := self.launcher(rest)) is not None
             and (script := self.script_file(step[1], strict=False)) is not None
         ):
             path, text = script  # `srun --nodes=1 bash train.sh ARGS`: the script, with the job step's variables
@@ -1096,6 +1102,10 @@ class Evaluator(Builtins, Comments):
         rest = argv[k + 1 :]
         child = State(cwd=parent.cwd, arg0=rest[0] if rest else argv[0], positional=rest[1:], sources=[])
         self._positional_taint(child, self.unresolved if rest[1:] else [])
+        if name is None and not rest[1:] and any(re.match(r'\$\{?[1-9@*#]', n) for n in self.unresolved):
+            # `bash -c "$LAUNCHER $CMD"` whose text still holds the script's own `$3` (not given here): the string
+            # bash -c reads had it expanded by then, so it stays the script's argument, not the new shell's
+            child.args_unknown = True
         for n in parent.exported:
             v = parent.scalar(n)
             if v is not None:
