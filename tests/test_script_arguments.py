@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from grpo_recipes.frontends.bash.pure import Machine, nvidia_smi
 from grpo_recipes.frontends.shell import read_script
@@ -547,3 +549,39 @@ def test_a_usage_exit_after_a_redirected_echo_is_seen():
     )
     cmds = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
     assert len(cmds) == 1 and any('exit 1' in a and 'assumed it passes' in a for a in cmds[0].assumed)
+
+
+GETOPTS = (
+    'while getopts "{spec}" opt; do swift "$opt" "${{OPTARG-unset}}" "$OPTIND"; done\n'
+    'swift end "$OPTIND" "$@"\n'
+    'f() {{ local OPTIND=1; while getopts "{spec}" o "$@"; do swift f "$o" "${{OPTARG-unset}}"; done; }}\n'
+    'f "$@"\n'
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    spec=st.sampled_from(['m:d:vg:', ':m:d:vg:', 'ab', ':a:', 'm:']),
+    args=st.lists(
+        st.sampled_from(['-m', 'Qwen', '-vd', 'x.jsonl', '-gfoo', '-z', '--', '-', 'pos', '-ab', '-a', '--long']),
+        max_size=6,
+    ),
+)  # fmt: skip
+def test_getopts_reads_the_options_as_bash_does(tmp_path, spec, args):
+    """`while getopts "m:d:..." opt; do case $opt in ...`: option parsing in launch scripts (clusters, missing
+    arguments, `--`, silent mode, a function's own arguments), compared with real bash."""
+    text = GETOPTS.format(spec=spec)
+    assert guard_runs(text, args) == bash_runs(tmp_path, text, args)
+
+
+def test_options_not_given_leave_the_defaults():
+    """Without the script's arguments, getopts takes none: the values set before the loop are planned (noted)."""
+    text = (
+        'MODEL=Qwen/Qwen2.5-7B-Instruct\nwhile getopts "m:" o; do case $o in m) MODEL=$OPTARG;; esac; done\n'
+        'swift rlhf --rlhf_type grpo --model "$MODEL"\n'
+    )
+    (cmd,) = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    assert cmd.argv[-1] == 'Qwen/Qwen2.5-7B-Instruct' and any('getopts' in a for a in cmd.assumed)
+    assert guard_runs(text, ['-m', 'Qwen/Qwen3-8B'])[-1].endswith('--model Qwen/Qwen3-8B')

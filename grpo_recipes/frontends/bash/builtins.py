@@ -123,8 +123,8 @@ class Builtins:
         if name in ('source', '.'):
             return self.source_file(args, src)
         if name == 'eval':
-            if self.unresolved:
-                return None
+            # a word still unresolved holds its text as written (`$(ls -td ckpt-*)`): the eval'd text expands it
+            # again, to the same unknown, so what it runs is read with that word unresolved
             text = ' '.join(args)
             return self.run_text(text, src.name, line=self.line) if text.strip() else 0
         if name == 'exit':
@@ -181,7 +181,9 @@ class Builtins:
                 except NotKnown:
                     status = None
             return status
-        if name in ('read', 'mapfile', 'readarray', 'getopts'):
+        if name == 'getopts':
+            return self.getopts(args)
+        if name in ('read', 'mapfile', 'readarray'):
             for a in args:
                 if _ASSIGN.match(a + '=') and not a.startswith('-'):
                     self.assign(a, f'${a}', taint=[f'{name} {a}'])
@@ -298,6 +300,72 @@ class Builtins:
         st.cwd = new
         st.vars['PWD'] = new
         return 0
+
+    def getopts(self, args: list[str]) -> int | None:
+        """bash's ``getopts OPTSTRING NAME [ARG...]`` (bash manual, "Bourne Shell Builtins"; builtins/getopts.def): the
+        next option of ARG or the positional parameters from ``OPTIND``, NAME set to it and ``OPTARG`` to its
+        argument; ``-abc`` clusters and ``-ovalue`` attached arguments; ``--`` and the first non-option end the
+        options (status 1, NAME ``?``); an unknown option or a missing argument set NAME to ``?`` (with a leading
+        ``:``, silent: ``?`` or ``:`` and OPTARG the option letter). The script's own options when they are not given
+        here (``$#`` unknown) are taken as none, so the defaults the script sets are the values (noted)."""
+        st = self.state
+        if len(args) < 2 or self.unresolved:
+            return None if self.unresolved else 2
+        spec, var = args[0], args[1]
+        if args[2:]:
+            params = args[2:]
+        elif st.args_unknown and not st.frames:
+            self._assume_note(
+                "the script's options (getopts) are not given here: none taken, so the values it sets before them "
+                'are planned; pass them with grpo-guard check -- bash SCRIPT ARGS'
+            )
+            self.assign(var, '?')
+            return 1
+        else:
+            params = list(st.positional)
+        silent, letters = spec.startswith(':'), spec[1:] if spec.startswith(':') else spec
+        try:
+            optind = int(st.scalar('OPTIND') or '1')
+        except ValueError:
+            optind = 1
+        held = str(st.scalar('__GETOPTS_AT__') or '')
+        pos = int(held.split(':')[1]) if held.split(':')[0] == str(optind) and ':' in held else 1
+        st.unset('OPTARG')
+
+        def done(status: int, idx: int, p: int, name: str) -> int:
+            self.assign('OPTIND', str(idx))
+            self.assign('__GETOPTS_AT__', f'{idx}:{p}')
+            self.assign(var, name)
+            return status
+
+        if pos == 1:
+            if optind > len(params) or optind < 1:
+                return done(1, optind, 1, '?')
+            word = params[optind - 1]
+            if word == '--':
+                return done(1, optind + 1, 1, '?')
+            if not word.startswith('-') or word == '-':
+                return done(1, optind, 1, '?')
+        word = params[optind - 1]
+        c, pos = word[pos], pos + 1
+        end = pos >= len(word)
+        k = letters.find(c) if c != ':' else -1
+        if k < 0:
+            if silent:
+                self.assign('OPTARG', c)
+            return done(0, optind + 1 if end else optind, 1 if end else pos, '?')
+        if letters[k + 1 : k + 2] != ':':
+            return done(0, optind + 1 if end else optind, 1 if end else pos, c)
+        if not end:
+            self.assign('OPTARG', word[pos:])
+            return done(0, optind + 1, 1, c)
+        if optind < len(params):
+            self.assign('OPTARG', params[optind])
+            return done(0, optind + 2, 1, c)
+        if silent:
+            self.assign('OPTARG', c)
+            return done(0, optind + 1, 1, ':')
+        return done(0, optind + 1, 1, '?')
 
     def source_file(self, args: list[str], src: Src) -> int | None:
         if not args or self.unresolved:

@@ -944,7 +944,7 @@ class Evaluator(Builtins, Comments):
             status = self.builtin(name, rest, src)
         elif (text := shell_c(rest)) is not None:
             status = self.child_shell(text, rest, env, src)
-        elif (script := self.script_file(rest)) is not None:
+        elif (script := self.script_file(rest, strict=False)) is not None:
             path, text = script  # `bash tools/train/x.sh ARGS`: the script runs in a new shell, as `bash -c` does
             status = self.child_shell(text, [text, *rest[rest.index(path) :]], env, src, name=path)
         elif (

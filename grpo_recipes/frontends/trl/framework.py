@@ -27,12 +27,41 @@ def read_config(launch, packages: dict):
         check_placeholders(launch.argv, str(launch.config_file))
         if stood:
             read_launch = replace(read_launch, argv=launch.argv, notes=[*read_launch.notes, *stood])
+        cfg, read_launch = _served_by_the_server_beside(cfg, read_launch)
         return cfg, remaining, read_launch
     except (TypeError, ValueError) as e:  # a $VAR left where TRL's field is a number
         why = unresolved_message(launch.argv, str(launch.config_file), str(e))
         if why is None:
             raise
         raise GuardError(why) from None
+
+
+def _script_unread(script: str | None) -> bool:
+    """The training script is not here to read (a ``.py`` file missing, or a ``-m`` module of the project), so what
+    it sets in code is not known. TRL's own entry points (``trl grpo``, ``-m trl...``) are known."""
+    import os
+
+    if not script or script == 'trl grpo' or script.startswith('-m trl'):
+        return False
+    return not (script.endswith('.py') and os.path.isfile(script))
+
+
+def _served_by_the_server_beside(cfg, launch):
+    """A ``trl vllm-serve`` beside a trainer whose script is not here and whose arguments say nothing of vLLM: the
+    script sets ``use_vllm`` and ``vllm_mode="server"`` in code (TRL's client only ever talks to such a server), so
+    the launch is planned in server mode, on the server's model when the arguments name none; said in a note."""
+    r = launch.rollout
+    said = any(w.lstrip('-').split('=')[0] in ('use_vllm', 'vllm_mode') for w in launch.argv if w.startswith('--'))
+    if r is None or r.framework != 'trl' or cfg.use_vllm or said or not _script_unread(launch.trl.script):
+        return cfg, launch
+    cfg = replace(cfg, use_vllm=True, vllm_mode='server', model=cfg.model or r.model)
+    note = (
+        f'{launch.trl.script} is not here and its arguments do not set use_vllm: with `trl vllm-serve` '
+        f'({r.source}) beside it, planned as the script using that server (use_vllm, vllm_mode server'
+        + (f", the server's model {r.model}" if r.model and cfg.model == r.model else '')
+        + ')'
+    )
+    return cfg, replace(launch, notes=[*launch.notes, note])
 
 
 def post_read(cfg, launch, packages: dict):
