@@ -61,6 +61,15 @@ def test_literal_keywords_become_trl_flags():
     assert any(u.startswith('learning_rate (line') for u in s.unread)  # computed at run time: named, not guessed
 
 
+def test_a_model_moved_to_its_device_is_the_model_loaded():
+    # `from_pretrained(...).to(device)` (and .cuda(), .half()) hands back the model it loaded
+    for tail in ('.to(device)', '.cuda()', '.to("cuda").eval()'):
+        text = SCRIPT.replace('torch_dtype=torch.bfloat16)', 'torch_dtype=torch.bfloat16)' + tail, 1)
+        assert tail in text
+        f = flags_of(read_script_settings(text))
+        assert f['model_name_or_path'] == 'Qwen/Qwen2.5-7B-Instruct' and f['dtype'] == 'bfloat16', tail
+
+
 def test_a_script_that_parses_its_flags_gives_no_settings():
     # TRL's own examples/scripts/grpo.py builds its config with TrlParser: the flags are on the command line
     text = (

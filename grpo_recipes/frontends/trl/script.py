@@ -92,10 +92,22 @@ def _value(node: ast.expr, names: dict[str, ast.expr], depth: int = 0, bound: di
         return _UNREAD
 
 
+# methods that hand back the model they are called on, moved or cast (``from_pretrained(...).to(device)``)
+SAME_MODEL = ('to', 'cuda', 'half', 'bfloat16', 'float', 'train', 'eval', 'requires_grad_')
+
+
 def _call(node: ast.expr | None, names: dict[str, ast.expr], depth: int = 0) -> ast.Call | None:
-    """The call a keyword's value is, directly or through a module-level name."""
+    """The call a keyword's value is, directly or through a module-level name, seen through ``.to(device)`` and
+    the other methods that return the same model (``SAME_MODEL``)."""
     if isinstance(node, ast.Name) and node.id in names and depth < 5:
         return _call(names[node.id], names, depth + 1)
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in SAME_MODEL
+        and isinstance(node.func.value, ast.Call)
+    ):
+        node = node.func.value
     return node if isinstance(node, ast.Call) else None
 
 
