@@ -114,6 +114,17 @@ def builtin_config(fname: str) -> dict[str, Any]:
     return json.loads(resources.files('grpo_recipes').joinpath('model_configs', fname).read_text(encoding='utf-8'))
 
 
+def bundled_config(hub_id: str) -> tuple[dict[str, Any], str] | None:
+    """(the bundled config.json of exactly this hub id, its built-in name), or None: no fine-tune or other
+    organisation's upload is taken for it (a published case names its model; memory/cases.py)."""
+    key = hub_id.strip().rstrip('/').lower()
+    known = list(BUILTIN_MODELS.items()) + [(h, f'{CATALOGUE}#{h}') for h in catalogue()]
+    for h, fname in known:
+        if h.lower() == key:
+            return builtin_config(fname), fname
+    return None
+
+
 def load_model_config(model: str | None, hub: Hub | None = None) -> dict[str, Any]:
     local, builtin = resolve_model_dir(model, hub)
     if local is not None:

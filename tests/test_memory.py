@@ -607,6 +607,28 @@ def test_scorer_reads_per_gpu_lists_negative_kv_and_auto_dtype():
     assert any('bfloat16' in n for n in rows[lora['id']]['read_as'])
 
 
+def test_a_case_without_model_config_takes_the_bundled_config_of_that_exact_model():
+    """A published case that names a model the guard bundles but gives no config.json fields is scored with the
+    bundled config (as `check` plans that hub id); a fine-tune of it is not taken for it."""
+    import copy
+
+    from grpo_recipes.memory.cases import load_cases
+    from grpo_recipes.memory.scoring import score
+    from grpo_recipes.models import load_model_config
+
+    cases = {c['id']: c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')}
+    case = copy.deepcopy(cases['sft-msswift-ex-qwen25-7b-lora-1gpu'])
+    case['model'], case['model_config'] = 'Qwen/Qwen2.5-7B-Instruct', None
+    other = {**copy.deepcopy(case), 'id': 'a-fine-tune', 'model': 'someone/Qwen2.5-7B-Instruct-ft'}
+    rows = {r['id']: r for r in score([case, other])['per_case']}
+    assert 'cannot_predict' not in rows[case['id']]
+    assert any('bundled' in n for n in rows[case['id']]['read_as'])
+    assert rows['a-fine-tune']['cannot_predict'] == 'model_config'
+    with_config = {**copy.deepcopy(case), 'id': 'given', 'model_config': load_model_config('Qwen/Qwen2.5-7B-Instruct')}
+    again = {r['id']: r for r in score([with_config])['per_case']}['given']
+    assert again['predicted'] == rows[case['id']]['predicted']
+
+
 def test_trl_case_is_read_by_the_trl_front_end_with_trl_defaults():
     """A TRL case: unstated settings are TRL's defaults (full fine-tuning in float32, no vLLM), stated ones its
     flags (use_peft from a LoRA tuner, ZeRO stage from deepspeed)."""

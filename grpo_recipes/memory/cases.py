@@ -74,7 +74,8 @@ def normalise(case: dict) -> tuple[dict, list[str]]:
       smallest (vLLM sizes the cache by its smallest worker), the weights the largest;
     - a negative KV figure is vLLM's failing start-up log ("No available memory for the cache blocks"): the
       start-up failed, and there is no KV size to compare;
-    - ``torch_dtype`` ``auto`` is the checkpoint's dtype (model_config), ``bf16``/``fp16``/``fp32`` their names."""
+    - ``torch_dtype`` ``auto`` is the checkpoint's dtype (model_config), ``bf16``/``fp16``/``fp32`` their names;
+    - no ``model_config`` for a model the guard bundles (``models.bundled_config``, that exact hub id): its config."""
     case = json.loads(json.dumps(case))
     notes: list[str] = []
     out = case.get('outcome')
@@ -96,6 +97,13 @@ def normalise(case: dict) -> tuple[dict, list[str]]:
                 out.pop(key)
                 out['startup_failed'] = True
                 notes.append(f'outcome.{key} {v} < 0: vLLM had no memory for the KV cache (a failed start-up)')
+    if not case.get('model_config') and isinstance(case.get('model'), str):
+        from ..models import bundled_config
+
+        got = bundled_config(case['model'])
+        if got is not None:  # the case names a model the guard bundles: its config.json, as `check` would take it
+            case['model_config'] = got[0]
+            notes.append(f'model_config: the bundled {got[1]} (the case gives none)')
     cfg = case.get('config')
     mc = case.get('model_config') if isinstance(case.get('model_config'), dict) else {}
     if isinstance(cfg, dict) and case.get('kind') == 'vllm_startup':  # vLLM's CLI spellings: --max-model-len, --dtype
