@@ -585,3 +585,15 @@ def test_options_not_given_leave_the_defaults():
     (cmd,) = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
     assert cmd.argv[-1] == 'Qwen/Qwen2.5-7B-Instruct' and any('getopts' in a for a in cmd.assumed)
     assert guard_runs(text, ['-m', 'Qwen/Qwen3-8B'])[-1].endswith('--model Qwen/Qwen3-8B')
+
+
+def test_an_escaped_quote_the_grammar_trips_on_reads_as_bash_runs_it(tmp_path):
+    """tree-sitter-bash loses its place on `\\"` followed by `)` inside a `${V:-...}` default in double quotes (a
+    prompt written into a script, thinganhado/ms-swift 04_stage3_grpo2_curriculum.sh); bash reads it, and so does
+    the guard, giving the same words."""
+    text = (
+        'PROMPT="${PROMPT:-Answer as (T1=..., En1=\\"...\\"); (T2=..., En2=\\"...\\") - T: one of {speech, non-speech\\}}"\n'
+        'swift rlhf --rlhf_type grpo --system "$PROMPT" --beta "${BETA:-0.04}"  # a \\"comment\\"\n'
+    )
+    got = guard_runs(text, [])
+    assert got == bash_runs(tmp_path, text, []) and len(got) == 1 and 'En1="..."); (T2' in got[0]

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from .arith import Arith, ArithError, Unresolved, wrap
 from .state import State
-from .syntax import CR_MARK
+from .syntax import DQ_MARK, unmark
 
 
 class Host(Protocol):
@@ -263,7 +263,7 @@ class Expander:
 
         def flush():
             if lit:
-                s = ''.join(lit).replace(CR_MARK, '\r')
+                s = unmark(''.join(lit))
                 out.append((s, lit_split and not nosplit, False))
                 lit.clear()
 
@@ -275,13 +275,13 @@ class Expander:
                     i += 2
                     continue
                 if i + 1 < n:
-                    out.append((text[i + 1].replace(CR_MARK, '\r'), False, True))
+                    out.append((unmark(text[i + 1]), False, True))
                 i += 2
             elif c == "'":
                 flush()
                 j = text.find("'", i + 1)
                 j = n if j < 0 else j
-                out.append((text[i + 1 : j].replace(CR_MARK, '\r'), False, True))
+                out.append((unmark(text[i + 1 : j]), False, True))
                 i = j + 1
             elif c == '"':
                 flush()
@@ -320,7 +320,7 @@ class Expander:
             if c == '"' and not heredoc:
                 i += 1
                 break
-            if c == '\\' and i + 1 < n and text[i + 1] in ('$`"\\\n' if not heredoc else '$`\\\n'):
+            if c == '\\' and i + 1 < n and text[i + 1] in ('$`"\\\n' + DQ_MARK if not heredoc else '$`\\\n'):
                 if text[i + 1] != '\n':
                     buf.append(text[i + 1])
                 i += 2
@@ -343,7 +343,7 @@ class Expander:
                 i += 1
         if buf:
             out.append((''.join(buf), False, True))
-        out = [(p[0].replace(CR_MARK, '\r'), False, True) if p is not BREAK else BREAK for p in out]
+        out = [(unmark(p[0]), False, True) if p is not BREAK else BREAK for p in out]
         if not out and not saw_at:
             out.append(('', False, True))
         return out, i

@@ -20,6 +20,17 @@ from tree_sitter import Language, Node, Parser
 from ...errors import GuardError
 
 CR_MARK = '\ue000'
+# `\"` inside a double-quoted word, handed to the grammar as `\` + DQ_MARK when the text does not parse otherwise:
+# tree-sitter-bash loses its place on `"${V:-... En=\"...\"); (...)}"` (a prompt default), which bash reads
+# (`bash -n`); the expander reads `\` + DQ_MARK as the escaped quote it stands for (:func:`unmark`)
+DQ_MARK = '\ue001'
+
+
+def unmark(s: str) -> str:
+    """A word's text as bash has it: the marks this module hands the grammar turned back."""
+    return s.replace(CR_MARK, '\r').replace(DQ_MARK, '"') if ('\ue000' in s or '\ue001' in s) else s
+
+
 _LANGUAGE = Language(tree_sitter_bash.language())
 _PLACEHOLDER = re.compile(r'<([A-Za-z_][A-Za-z0-9_\-]*)>(?=[\s;|&)]|$)')
 
@@ -76,6 +87,33 @@ def mark_placeholders(text: str) -> str:
     return ''.join(out)
 
 
+def mark_escaped_quotes(text: str) -> str:
+    """Each ``\\"`` inside double quotes (not in single quotes or comments) -> ``\\`` + :data:`DQ_MARK`."""
+    out, i, n, quote = [], 0, len(text), None
+    while i < n:
+        c = text[i]
+        if quote == "'":
+            quote = None if c == "'" else quote
+        elif c == '\\':
+            nxt = text[i + 1 : i + 2]
+            out.append('\\' + (DQ_MARK if quote == '"' and nxt == '"' else nxt))
+            i += 2
+            continue
+        elif quote == '"':
+            quote = None if c == '"' else quote
+        elif c == '#' and (i == 0 or text[i - 1] in ' \t\n;'):
+            j = text.find('\n', i)
+            j = n if j < 0 else j
+            out.append(text[i:j])
+            i = j
+            continue
+        elif c in '\'"':
+            quote = c
+        out.append(c)
+        i += 1
+    return ''.join(out)
+
+
 def parse(text: str, name: str, line: int | None = None, first_line: int = 1) -> tuple[Node, Src]:
     """Text -> (root node, Src). A syntax error raises GuardError naming the line (as bash refuses to run it)."""
     text = text.replace('\r', CR_MARK)
@@ -86,6 +124,11 @@ def parse(text: str, name: str, line: int | None = None, first_line: int = 1) ->
     src = Src(mark_placeholders(text).encode('utf-8'), name, line, first_line)
     tree = Parser(_LANGUAGE).parse(src.data)
     root = tree.root_node
+    if root.has_error and '\\"' in text:
+        marked = Src(mark_placeholders(mark_escaped_quotes(text)).encode('utf-8'), name, line, first_line)
+        again = Parser(_LANGUAGE).parse(marked.data).root_node
+        if not again.has_error:
+            return again, marked
     if root.has_error:
         bad = _first_error(root)
         where = src.line_of(bad) if bad is not None else (line or first_line)
