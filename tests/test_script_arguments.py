@@ -592,7 +592,8 @@ def test_an_escaped_quote_the_grammar_trips_on_reads_as_bash_runs_it(tmp_path):
     prompt written into a script, thinganhado/ms-swift 04_stage3_grpo2_curriculum.sh); bash reads it, and so does
     the guard, giving the same words."""
     text = (
-        'PROMPT="${PROMPT:-Answer as (T1=..., En1=\\"...\\"); (T2=..., En2=\\"...\\") - T: one of {speech, non-speech\\}}"\n'
+        'PROMPT="${PROMPT:-Answer as (T1=..., En1=\\"...\\"); (T2=..., En2=\\"...\\")'
+        ' - T: one of {speech, non-speech\\}}"\n'
         'swift rlhf --rlhf_type grpo --system "$PROMPT" --beta "${BETA:-0.04}"  # a \\"comment\\"\n'
     )
     got = guard_runs(text, [])
