@@ -598,3 +598,40 @@ def test_an_escaped_quote_the_grammar_trips_on_reads_as_bash_runs_it(tmp_path):
     )
     got = guard_runs(text, [])
     assert got == bash_runs(tmp_path, text, []) and len(got) == 1 and 'En1="..."); (T2' in got[0]
+
+
+def test_an_unquoted_value_splits_around_what_it_holds_unresolved():
+    """`SRUN_ARGS="--wait=60 --nodelist=$(...)"` then `srun $SRUN_ARGS ...`: the known words split as bash splits
+    them; the unresolved text as written stays within one word (its output is not known here)."""
+    text = (
+        'NODES=$(my-hosts --all | paste -sd,)\n'
+        'ARGS=" --wait=60  --nodelist=$NODES --kill-on-bad-exit=1 "\n'
+        'swift rlhf $ARGS --rlhf_type grpo\n'
+    )
+    (cmd,) = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    assert cmd.argv == [
+        'swift',
+        'rlhf',
+        '--wait=60',
+        '--nodelist=$(my-hosts --all | paste -sd,)',
+        '--kill-on-bad-exit=1',
+        '--rlhf_type',
+        'grpo',
+    ]
+
+
+@pytest.mark.parametrize(
+    ('directives', 'nodes'),
+    [
+        (['--ntasks-per-node=1', '--gres=gpu:8'], '1'),
+        (['--ntasks=16', '--ntasks-per-node=8'], '2'),
+        (['--nodes=3'], '3'),
+        (['--ntasks=16'], None),
+    ],
+)
+def test_a_batch_script_without_nodes_gets_the_nodes_sbatch_gives(directives, nodes):
+    """sbatch(1) -N: without --nodes, enough nodes for the tasks asked for (one when no --ntasks)."""
+    from grpo_recipes.frontends.launchers import batch_env, sbatch_directives
+
+    text = '#!/bin/bash\n' + ''.join(f'#SBATCH {d}\n' for d in directives) + 'echo hi\n'
+    assert batch_env(sbatch_directives(text)).get('SLURM_NNODES') == nodes

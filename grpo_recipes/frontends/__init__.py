@@ -235,11 +235,11 @@ def _from_script(
         raise GuardError(f'{p}: no such file; pass a launcher script, a config file, or a command after --') from None
     except (OSError, UnicodeDecodeError) as e:
         raise GuardError(f'{p}: cannot read ({e})') from None
-    from .launchers import sbatch_directives, slurm_env
+    from .launchers import batch_env, sbatch_directives
 
     directives = sbatch_directives(text)  # a Slurm batch script: the variables sbatch gives its commands
     if directives:
-        environ = {**slurm_env(directives), **environ}
+        environ = {**batch_env(directives), **environ}
     from .bash.pure import Machine
 
     machine = machine or Machine()

@@ -421,6 +421,24 @@ def slurm_env(opts: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+def batch_env(directives: Mapping[str, str]) -> dict[str, str]:
+    """The variables sbatch gives a batch script for its ``#SBATCH`` directives (``slurm_env``), with the job's node
+    count when no ``--nodes`` is given: sbatch(1) -N, "the default behavior is to allocate enough nodes to satisfy the
+    requested resources": one node for the tasks of one, ntasks / ntasks-per-node rounded up when both are given;
+    left unknown when only --ntasks is (the packing depends on the nodes' CPUs)."""
+    out = slurm_env(directives)
+    if 'SLURM_NNODES' not in out:
+        tasks, per = directives.get('ntasks'), directives.get('ntasks-per-node')
+        n = None
+        if not tasks:
+            n = 1
+        elif tasks.isdigit() and per and per.isdigit() and int(per) > 0:
+            n = -(-int(tasks) // int(per))
+        if n is not None:
+            out.update(SLURM_NNODES=str(n), SLURM_JOB_NUM_NODES=str(n))
+    return out
+
+
 def _int(value: Any, what: str, source: str) -> int:
     try:
         return int(value)

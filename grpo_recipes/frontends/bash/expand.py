@@ -479,10 +479,35 @@ class Expander:
         star = index == '*' or name == '*'
         held = self.st.taint.get(f'@{name}', self.st.taint.get('@')) if name.isdigit() else self.st.taint.get(name)
         if split and isinstance(v, str) and held:
-            # a value holding text that was not resolved (``A=$(scontrol show hostnames ...)``): what bash would
-            # split is the command's output, not the text as written, so the written text stays one word
-            split = False
+            return self._split_known(v, held)
         return self._value_parts(v, quoted, split, whole, star)
+
+    @staticmethod
+    def _split_known(v: str, held: list[str]) -> list:
+        """An unquoted value holding text that was not resolved (``A=$(scontrol show hostnames ...)``,
+        ``SRUN_ARGS="--nodes=2 --nodelist=$(...)"``): what bash would split inside the unresolved text is the command's
+        output, not the text as written, so each unresolved text as written stays within one word; the known text
+        around it splits at white space as bash splits it. When an unresolved text with white space is not in the
+        value as written, the value stays one word."""
+        spans = sorted({t for t in held if t and any(c in t for c in ' \t\n')}, key=len, reverse=True)
+        if any(t not in v for t in spans):
+            return [(v, False, False)]
+        marks = {}
+        for k, t in enumerate(spans):
+            mark = f'\ue010{k}\ue011'
+            marks[mark] = t
+            v = v.replace(t, mark)
+        out: list = []
+        for piece in re.split(r'([ \t\n]+)', v):
+            if not piece:
+                continue
+            if piece[0] in ' \t\n':
+                out.append(BREAK)
+                continue
+            for mark, t in marks.items():
+                piece = piece.replace(mark, t)
+            out.append((piece, False, False))
+        return out
 
     def _value_parts(self, v, quoted: bool, split: bool, whole: bool = False, star: bool = False) -> list:
         if v is None:
@@ -567,7 +592,8 @@ class Expander:
             if kind == '+':
                 return [] if use else self._word(arg, quoted)
             if not use:
-                split = split and not self.st.taint.get(name)  # unresolved text stays one word (see _param)
+                if split and isinstance(v, str) and self.st.taint.get(name):
+                    return self._split_known(v, self.st.taint[name])  # unresolved text within one word (_param)
                 return self._value_parts(v, quoted, split, isinstance(v, list), index == '*')
             if kind == '?':
                 raise NotKnown([written])
@@ -585,7 +611,8 @@ class Expander:
             self._unset_plain(name, written)
             return []
         if not op:
-            split = split and not self.st.taint.get(name)  # unresolved text stays one word (see _param)
+            if split and isinstance(v, str) and self.st.taint.get(name):
+                return self._split_known(v, self.st.taint[name])  # unresolved text within one word (_param)
             return self._value_parts(v, quoted, split, isinstance(v, list), index == '*')
         items = v if isinstance(v, list) else [v]
         if op != ':' and sum(len(s) for s in items) > _PATTERN_MAX:
