@@ -635,3 +635,16 @@ def test_a_batch_script_without_nodes_gets_the_nodes_sbatch_gives(directives, no
 
     text = '#!/bin/bash\n' + ''.join(f'#SBATCH {d}\n' for d in directives) + 'echo hi\n'
     assert batch_env(sbatch_directives(text)).get('SLURM_NNODES') == nodes
+
+
+def test_a_script_srun_runs_in_a_container_is_read_with_its_arguments(tmp_path):
+    """`srun -N1 singularity exec --nv --env A=1 IMAGE bash train.sh ARGS`: the script in the image, with the job
+    step's variables, the image's --env and its own arguments."""
+    from grpo_recipes.frontends.launchers import job_step
+
+    (tmp_path / 'train.sh').write_text('accelerate launch --num_machines $1 --num_processes $2 train_grpo.py\n')
+    job = '#!/bin/bash\n#SBATCH --nodes=2\nsrun -N1 singularity exec --nv --env A=1 img.sif bash train.sh 1 4\n'
+    read = read_script(job, {}, str(tmp_path / 'run.slurm'), cwd=str(tmp_path), launcher=job_step)
+    (cmd,) = [c for c in read if c.argv[:1] == ['accelerate']]
+    assert cmd.argv[2:6] == ['--num_machines', '1', '--num_processes', '4']
+    assert (cmd.env['A'], cmd.env['SLURM_NNODES']) == ('1', '1')

@@ -947,20 +947,8 @@ class Evaluator(Builtins, Comments):
         elif (script := self.script_file(rest, strict=False)) is not None:
             path, text = script  # `bash tools/train/x.sh ARGS`: the script runs in a new shell, as `bash -c` does
             status = self.child_shell(text, [text, *rest[rest.index(path) :]], env, src, name=path)
-        elif (
-            self.launcher is not None
-            and (step := self.launcher(rest)) is not None
-            and (text := shell_c(step[1])) is not None
-        ):  # `srun --jobid $SLURM_JOB_ID bash -c "$LAUNCHER $CMD"`: the string, with the job step's variables
-            status = self.child_shell(text, step[1], {**env, **step[0]}, src)
-        elif (
-            self.launcher is not None
-            and (step := self.launcher(rest)) is not None
-            and (script := self.script_file(step[1], strict=False)) is not None
-        ):
-            path, text = script  # `srun --nodes=1 bash train.sh ARGS`: the script, with the job step's variables
-            cmd = step[1]
-            status = self.child_shell(text, [text, *cmd[cmd.index(path) :]], {**env, **step[0]}, src, name=path)
+        elif self.launcher is not None and (ran := self._job_step(rest, env, src)) is not None:
+            status = ran[0]
         elif self.captures:
             status = self.in_capture(rest, env, stdin)
         else:
@@ -969,6 +957,23 @@ class Evaluator(Builtins, Comments):
         if is_exec:
             raise _Exit(status)
         return status
+
+    def _job_step(self, argv: list[str], env: dict, src: Src) -> tuple[int | None] | None:
+        """A job launcher's step (``launcher``: srun) that runs a shell here: ``srun --nodes=1 bash train.sh ARGS``
+        (the script), ``srun --jobid $SLURM_JOB_ID bash -c "$LAUNCHER $CMD"`` (the string), also inside a container
+        (``srun -N1 singularity exec --nv IMAGE bash x.sh``), read with the job step's variables: (its status,); None
+        when the step runs no shell (``srun accelerate launch ...`` is the command itself)."""
+        step = self.launcher(argv)
+        if step is None:
+            return None
+        inside, cmd, _ = self._unwrap(step[1])
+        env = {**env, **step[0], **inside}
+        if (text := shell_c(cmd)) is not None:
+            return (self.child_shell(text, cmd, env, src),)
+        if (script := self.script_file(cmd, strict=False)) is not None:
+            path, text = script
+            return (self.child_shell(text, [text, *cmd[cmd.index(path) :]], env, src, name=path),)
+        return None
 
     def in_capture(self, argv: list[str], env: dict, stdin: str | None) -> int | None:
         cap = self.captures[-1]
