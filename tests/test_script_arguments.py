@@ -648,3 +648,26 @@ def test_a_script_srun_runs_in_a_container_is_read_with_its_arguments(tmp_path):
     (cmd,) = [c for c in read if c.argv[:1] == ['accelerate']]
     assert cmd.argv[2:6] == ['--num_machines', '1', '--num_processes', '4']
     assert (cmd.env['A'], cmd.env['SLURM_NNODES']) == ('1', '1')
+
+
+def test_a_program_looked_up_with_command_v_reads_as_bash_runs_it(tmp_path):
+    """`SWIFT_BIN="$(command -v swift || true)"; [[ -z $SWIFT_BIN ]] && exit 1; "$SWIFT_BIN" rlhf ...`: the program is
+    on the launch machine's PATH, and its name runs it as the path would."""
+    text = (
+        'SWIFT_BIN="$(command -v swift || true)"\n'
+        'if [[ -z "${SWIFT_BIN}" ]]; then echo "no swift" >&2; exit 1; fi\n'
+        'W=$(which swift)\n'
+        '"${SWIFT_BIN}" rlhf --rlhf_type grpo --beta 0.0\n'
+        '"$W" rlhf --rlhf_type grpo\n'
+    )
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    (bin_dir / 'which').symlink_to(shutil.which('which'))
+    assert (
+        guard_runs(text, [])
+        == bash_runs(tmp_path, text, [])
+        == [
+            'swift rlhf --rlhf_type grpo --beta 0.0',
+            'swift rlhf --rlhf_type grpo',
+        ]
+    )

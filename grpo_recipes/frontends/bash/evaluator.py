@@ -940,6 +940,8 @@ class Evaluator(Builtins, Comments):
             status = self.call(name, rest[1:])
         elif name == 'read' and stdin is not None and (got := self.read_stdin(rest[1:], stdin, env)) is not None:
             status = got  # `read -r -a A <<< "$S"`: the here-string or here-document is known
+        elif name == 'command' and rest[1:2] == ['-v'] and self.captures:
+            status = self.in_capture(rest, env, stdin)  # `$(command -v swift)`: pure.run prints the name
         elif name in QUIET or (name == 'command' and rest[1:2] in (['-v'], ['-V'])):
             status = self.builtin(name, rest, src)
         elif (text := shell_c(rest)) is not None:

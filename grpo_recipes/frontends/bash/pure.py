@@ -1,5 +1,6 @@
 """Commands whose output a command substitution may use, computed here without running them: bash's ``echo``,
 ``printf`` (``%s %d %i %u %x %X %o %c %f %e %g %b %q %%``, widths, the format reused for leftover arguments), ``pwd``,
+``command -v``/``which`` (the program's name: it is taken to be installed, and found on PATH as the name would be),
 and coreutils' ``expr`` (integer arithmetic, comparisons, ``length``), ``dirname``, ``basename`` (``-s``, ``-a``),
 ``realpath`` (lexically: ``..`` folded against the cwd, links not followed), ``seq`` (integers), ``nproc`` (the
 visible GPU count when CUDA_VISIBLE_DEVICES is known), ``cat`` of nothing or of a here-doc, ``true``/``false``/``:``,
@@ -141,6 +142,11 @@ def run(
         return cwd + '\n', 0
     if name in ('true', ':'):
         return '', 0
+    if (name == 'which' or (name == 'command' and args[:1] == ['-v'])) and args and not args[-1].startswith('-'):
+        # `SWIFT_BIN=$(command -v swift)`: the program is taken to be installed on the launch's machine (as `command`
+        # itself is, builtins.py); its name stands for the path, which the shell would find on PATH the same way
+        progs = args[1:] if name == 'command' else args
+        return ''.join(p + '\n' for p in progs), 0
     if name == 'false':
         return '', 1
     if name == 'expr':
