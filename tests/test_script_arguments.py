@@ -671,3 +671,15 @@ def test_a_program_looked_up_with_command_v_reads_as_bash_runs_it(tmp_path):
             'swift rlhf --rlhf_type grpo',
         ]
     )
+
+
+def test_a_wrapper_that_runs_the_script_it_is_given_says_so(tmp_path):
+    """`INNER=${1:?...}; bash "$INNER" "$@"` (a multi-node wrapper): the launch is in the script it is given."""
+    wrapper = _write(tmp_path, 'launch.sh', 'INNER="${1:?inner script required}"; shift || true\nbash "$INNER" "$@"\n')
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--gpus', '1', '--gpu-type', 'A100-80G', str(wrapper))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert 'launch.sh:2: no launch command here; it runs another script' in proc.stderr and '-- bash ' in proc.stderr
+    inner = _write(tmp_path, 'grpo.sh', 'swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct "$@"\n')
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', '--gpus', '1', '--gpu-type', 'A100-80G', '--',
+                   'bash', str(wrapper), str(inner), '--beta', '0.0')  # fmt: skip
+    assert json.loads(proc.stdout)['config']['beta'] == 0.0

@@ -277,6 +277,14 @@ def _from_script(
                 f'arguments; check it as you run it: grpo-guard check -- bash {path} ARGS'
             )
         if rollout is None:
+            inner = next((c for c in cmds if _runs_an_unknown_script(c)), None)
+            if inner is not None:  # `bash "${INNER}" "$@"` with INNER=$1: the launch is in the script it is given
+                script = next(w for w in inner.argv[1:] if not w.startswith('-'))
+                raise GuardError(
+                    f'{p}:{inner.line}: no launch command here; it runs another script, {script}, which is not '
+                    f'resolved here: check that script, or this one as you run it: grpo-guard check -- bash {path} '
+                    f'ARGS'
+                )
             raise GuardError(
                 f'{p}: no `swift rlhf`, `swift rollout`, `accelerate launch`, `trl` or `python` command '
                 f'found; paste the command after -- instead'
@@ -387,6 +395,17 @@ def is_script(name: str) -> bool:
     except OSError:
         return False
     return first.startswith(b'#!') and re.search(rb'\b(ba|z|k|da)?sh\b', first) is not None
+
+
+def _runs_an_unknown_script(c) -> bool:
+    """A command of a script that runs another script whose name is not resolved here (``bash "$INNER" "$@"``,
+    ``sh $1``): the launch may be in it."""
+    from .bash.evaluator import SHELLS
+
+    if c.commented or not c.argv or c.argv[0].rsplit('/', 1)[-1] not in SHELLS:
+        return False
+    words = [w for w in c.argv[1:] if not w.startswith('-')]
+    return bool(words) and words[0] != '-c' and any(u in words[0] for u in c.unresolved)
 
 
 def _script_call(args: list[str]) -> tuple[dict, str, list[str]] | None:
