@@ -143,3 +143,22 @@ def test_a_placeholder_on_a_command_line_or_in_yaml_is_one_token():
     key = placeholder_named('vllm_max_model_length: <your longest prompt> + 2048')
     assert key == 'vllm_max_model_length: N  # N = <your longest prompt> + 2048'
     assert placeholder_named('--vllm_mode colocate') == '--vllm_mode colocate'
+
+
+def test_a_script_using_trl_through_its_own_package_is_a_trl_script(tmp_path):
+    """`src/pkg/train.py` importing `pkg.training.trainer`, whose class subclasses TRL's GRPOTrainer (EHR-R1): the
+    script uses TRL. Found as Python finds the package (the script's directory or an ancestor, or relative)."""
+    from grpo_recipes.frontends.entrypoints import imports_trl
+
+    pkg = tmp_path / 'src' / 'pkg'
+    (pkg / 'training').mkdir(parents=True)
+    (pkg / '__init__.py').write_text('')
+    (pkg / 'training' / '__init__.py').write_text('')
+    (pkg / 'training' / 'trainer.py').write_text('from trl import GRPOTrainer\nclass T(GRPOTrainer):\n    pass\n')
+    (pkg / 'train.py').write_text('import argparse\nfrom pkg.training.trainer import T\n')
+    assert imports_trl(str(pkg / 'train.py')) is True
+    (pkg / 'relative.py').write_text('from .training import trainer\n')
+    assert imports_trl(str(pkg / 'relative.py')) is True
+    (pkg / 'other.py').write_text('import torch\nfrom pkg.training import __init__\n')
+    assert imports_trl(str(pkg / 'other.py')) is False
+    assert imports_trl(str(pkg / 'missing.py')) is None

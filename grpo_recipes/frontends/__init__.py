@@ -321,6 +321,14 @@ def _from_script(
     except NoScript as e:
         following = next((c for c in cmds if c.line > cmd.line and not c.commented), None)
         raise GuardError(e.with_next(' '.join(following.argv) if following else None)) from None
+    except GuardError as e:  # a value left unresolved: where the script takes arguments, the way to give them
+        taken = _script_arguments(cmds) if args is None else []
+        if not taken or '-- bash ' in str(e):
+            raise
+        raise GuardError(
+            f'{e}; the script takes arguments ({", ".join(taken)}): check it as you run it: '
+            f'grpo-guard check -- bash {path} ARGS'
+        ) from None
     launch.notes += crlf_note(text, str(p))
     if directives and 'SLURM_GPUS_ON_NODE' in environ and hasattr(launch, 'node_gpus'):
         launch.node_gpus = int(environ['SLURM_GPUS_ON_NODE'])  # #SBATCH --gres=gpu:N: the node's GPUs

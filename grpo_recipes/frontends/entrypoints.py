@@ -130,6 +130,76 @@ def script_imports(path: str) -> tuple[set[str], set[str]] | None:
     return packages, names
 
 
+def imports_trl(path: str, depth: int = 2, limit: int = 24) -> bool | None:
+    """Whether a training script uses TRL: it imports ``trl``, or a module of its own project does (``from
+    ehr_r1.training.grpo_trainer import MyGRPOTrainer``, a GRPOTrainer subclass kept beside the script), followed
+    ``depth`` imports deep and at most ``limit`` files. A project module is found as Python would find it from the
+    script's directory or an ancestor of it (up to three levels: ``src/pkg/train.py`` importing ``pkg.x``), or
+    relative to the importing file (``from .x import y``). None when the script is not here to read."""
+    import ast
+
+    seen: set[str] = set()
+
+    def modules(file: str) -> list[str] | None:
+        try:
+            with open(file, encoding='utf-8') as f:
+                tree = ast.parse(f.read())
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            return None
+        out = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                out += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                # the module, and each imported name that may be a submodule of it (`from .training import trainer`)
+                mods = [node.module or ''] + [f'{node.module}.{a.name}' if node.module else a.name for a in node.names]
+                if node.level:
+                    base = os.path.dirname(file)
+                    for _ in range(node.level - 1):
+                        base = os.path.dirname(base)
+                    out += ['.' + os.path.abspath(base) + ':' + m for m in mods if m]
+                elif node.module:
+                    out += mods
+        return out
+
+    def find(module: str, roots: list[str]) -> str | None:
+        if module.startswith('.'):
+            base, _, name = module[1:].partition(':')
+            roots, module = [base], name
+        rel = module.replace('.', os.sep)
+        for root in roots:
+            for cand in (os.path.join(root, rel + '.py'), os.path.join(root, rel, '__init__.py')):
+                if module and os.path.isfile(cand):
+                    return cand
+        return None
+
+    here = os.path.dirname(os.path.abspath(path))
+    roots = [here]
+    for _ in range(3):
+        up = os.path.dirname(roots[-1])
+        if up == roots[-1]:
+            break
+        roots.append(up)
+    frontier, first = [os.path.abspath(path)], True
+    for _ in range(depth + 1):
+        nxt = []
+        for file in frontier:
+            if file in seen or len(seen) >= limit:
+                continue
+            seen.add(file)
+            mods = modules(file)
+            if mods is None:
+                if first:
+                    return None
+                continue
+            if any(m.split('.')[0] == 'trl' for m in mods if not m.startswith('.')):
+                return True
+            nxt += [f for m in mods if (f := find(m, roots)) is not None]
+            first = False
+        frontier = nxt
+    return False
+
+
 def _runs_swift_rlhf(path: str, rest: list[str]) -> bool:
     if os.path.isfile(path):
         got = script_imports(path)

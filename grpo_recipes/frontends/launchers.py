@@ -568,11 +568,11 @@ def peel(argv: list[str], env: Mapping[str, str], source: str = 'command line') 
 
 
 def _imports_trl(path: str) -> bool | None:
-    """Whether a training script imports TRL (None: the file is not here to read)."""
-    from .entrypoints import script_imports
+    """Whether a training script uses TRL, itself or through a module of its project (None: the file is not here to
+    read; entrypoints.imports_trl)."""
+    from .entrypoints import imports_trl
 
-    got = script_imports(path)
-    return None if got is None else 'trl' in got[0]
+    return imports_trl(path)
 
 
 LAUNCHER_HEADS = ('srun', 'torchrun', 'deepspeed')
