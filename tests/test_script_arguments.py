@@ -683,3 +683,23 @@ def test_a_wrapper_that_runs_the_script_it_is_given_says_so(tmp_path):
     proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', '--gpus', '1', '--gpu-type', 'A100-80G', '--',
                    'bash', str(wrapper), str(inner), '--beta', '0.0')  # fmt: skip
     assert json.loads(proc.stdout)['config']['beta'] == 0.0
+
+
+GLOBS = """for f in data/*.jsonl; do swift "$f"; done
+swift rlhf --dataset data/*.jsonl "data/*.jsonl" data/none*.x data/t?ain.jsonl 'data/*'
+A=(data/[tv]*)
+swift "${A[@]}" data/.h* data/*
+P="data/*.jsonl"
+swift $P "$P"
+"""
+
+
+def test_pathname_expansion_reads_as_bash_runs_it(tmp_path):
+    """`--dataset data/*.jsonl`, `for f in data/*.jsonl`: the files here that match, sorted, dot files only where the
+    pattern says so, quoted text literal, no match kept as written."""
+    (tmp_path / 'data').mkdir()
+    for name in ('train.jsonl', 'val.jsonl', '.hidden', 'b.txt'):
+        (tmp_path / 'data' / name).write_text('')
+    got = [' '.join(c.argv) for c in read_script(GLOBS, {}, 'run.sh', cwd=str(tmp_path)) if c.argv[0] == 'swift']
+    assert got == bash_runs(tmp_path, GLOBS, []) and len(got) == 5
+    assert got[2].startswith('swift rlhf --dataset data/train.jsonl data/val.jsonl data/*.jsonl data/none*.x')

@@ -233,8 +233,30 @@ class Expander:
 
     # -- entry points ------------------------------------------------------------------------------------------
     def fields(self, raw: str) -> list[str]:
-        """A word as a command's argument: split, quotes removed (a word may give several fields, or none)."""
-        return assemble(self.parts(raw, tilde=True))
+        """A word as a command's argument: split, pathname-expanded where files here match (:meth:`pathnames`),
+        quotes removed (a word may give several fields, or none)."""
+        return self.pathnames(assemble_patterns(self.parts(raw, tilde=True)))
+
+    def pathnames(self, fields: list[tuple[str, str | None]]) -> list[str]:
+        """bash's pathname expansion (bash(1), "Pathname Expansion"): a field whose unquoted text holds ``*``, ``?``
+        or ``[`` is replaced by the names here that match it, sorted (the C locale's order; names starting with
+        ``.`` only where the pattern says so), and kept as written when none does (no ``nullglob``). The files are
+        this machine's: a data directory that is only on the launch's machine keeps the pattern, as bash here would."""
+        import glob
+        import os
+
+        out: list[str] = []
+        base = self.st.cwd or os.getcwd()
+        for field, pattern in fields:
+            if pattern is None:
+                out.append(field)
+                continue
+            try:
+                got = glob.glob(pattern) if pattern.startswith('/') else glob.glob(pattern, root_dir=base)
+            except (OSError, ValueError, re.error):
+                got = []
+            out += sorted(got) if got else [field]
+        return out
 
     def single(self, raw: str, assignment: bool = False) -> str:
         """A word that is not split: an assignment's value, a ``case`` word, a ``[[`` operand."""
@@ -855,13 +877,28 @@ def ansi_c(text: str, i: int) -> tuple[str, int]:
 
 def assemble(parts: list) -> list[str]:
     """Parts -> fields: splittable text splits at IFS white space; quoted text (even empty) makes a field."""
-    fields: list[str] = []
-    cur, has = [], False
+    return [field for field, _ in assemble_patterns(parts)]
+
+
+_GLOB = re.compile(r'[*?\[]')
+
+
+def assemble_patterns(parts: list) -> list[tuple[str, str | None]]:
+    """``assemble``, each field with its pathname pattern: its unquoted text as it is (``*``, ``?`` and ``[`` active),
+    its quoted text escaped; None when no unquoted text holds a pattern character."""
+    import glob
+
+    out: list[tuple[str, str | None]] = []
+    cur, pat, has, active = [], [], False, False
+
+    def end():
+        out.append((''.join(cur), ''.join(pat) if active else None))
+
     for p in parts:
         if p is BREAK:
             if cur or has:
-                fields.append(''.join(cur))
-            cur, has = [], False
+                end()
+            cur, pat, has, active = [], [], False, False
             continue
         text, split, quoted = p
         if quoted == 'at':
@@ -872,16 +909,23 @@ def assemble(parts: list) -> list[str]:
                     continue
                 if piece[0] in ' \t\n':
                     if cur or has:
-                        fields.append(''.join(cur))
-                    cur, has = [], False
+                        end()
+                    cur, pat, has, active = [], [], False, False
                 else:
                     cur.append(piece)
+                    pat.append(piece)
+                    active = active or bool(_GLOB.search(piece))
         else:
             cur.append(text)
+            if quoted:
+                pat.append(glob.escape(text))
+            else:
+                pat.append(text)
+                active = active or bool(_GLOB.search(text))
             has = has or bool(quoted) or bool(text)
     if cur or has:
-        fields.append(''.join(cur))
-    return fields
+        end()
+    return out
 
 
 def join(parts: list) -> str:
