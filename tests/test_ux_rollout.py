@@ -207,3 +207,17 @@ def test_no_fix_names_the_project_launchers_variables():
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs and pat.search(n.value)
         ]
     assert not found, found
+
+
+def test_a_port_mismatch_with_a_server_quoted_in_a_comment_is_a_warning(tmp_path, capsys):
+    """ms-swift's examples/train/grpo/plugin/openenv/run_grpo_sudoku_server.sh documents its server in a comment
+    without --port while the trainer connects to 8001: said, as a warning (the comment is documentation)."""
+    script = tmp_path / 'run.sh'
+    script.write_text(
+        '# start the server first:\n'
+        '#   CUDA_VISIBLE_DEVICES=2 swift rollout --model Qwen/Qwen2.5-7B-Instruct\n'
+        + ' '.join(TRAIN[1:])
+        + ' --vllm_server_port 8001\n'
+    )
+    rc, out = _check([str(script)], capsys)
+    assert 'WARNING rollout.port' in out and 'quoted in a comment' in out, out

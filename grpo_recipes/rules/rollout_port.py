@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
-from ..findings import ERROR, Finding, declare
+from ..findings import ERROR, WARNING, Finding, declare
 
 DEFAULT_PORT = 8000
 """``swift rollout`` and ``trl vllm-serve`` both default to it (see the module docstring)."""
@@ -74,13 +74,17 @@ def port_findings(cfg, rollout) -> list[Finding]:
         f'{arg}: {port}' if arg == 'vllm_server_port' else f'vllm_server_base_url with port {port}'
     ) + f', or start the server with --port {ports[0]}'
     src = rollout.fw.server_port_source
+    # a server quoted in a comment (ms-swift's examples document their servers that way) is documentation the user
+    # may not follow to the letter: the mismatch is said, as a warning (as its rejected arguments are)
+    commented = str(rollout.source).endswith('(comment)')
     return [
         Finding(
-            ERROR,
+            WARNING if commented else ERROR,
             'rollout.port',
             [arg],
             f'the trainer connects to port {",".join(map(str, ports))} ({arg}), but {srv} ({rollout.source}) '
-            f'listens on port {port} ({said}): the trainer waits for a server that is not there and stops',
+            f'listens on port {port} ({said}): the trainer waits for a server that is not there and stops'
+            + (' (the server is quoted in a comment: started as written there)' if commented else ''),
             fix,
             src,
         )
