@@ -703,3 +703,26 @@ def test_pathname_expansion_reads_as_bash_runs_it(tmp_path):
     got = [' '.join(c.argv) for c in read_script(GLOBS, {}, 'run.sh', cwd=str(tmp_path)) if c.argv[0] == 'swift']
     assert got == bash_runs(tmp_path, GLOBS, []) and len(got) == 5
     assert got[2].startswith('swift rlhf --dataset data/train.jsonl data/val.jsonl data/*.jsonl data/none*.x')
+
+
+OPTIONAL_OVERRIDE = """MODEL_ID="${MODEL_ID:-Qwen/Qwen2.5-7B-Instruct}"
+if [[ $# -ge 1 && -n "${1:-}" ]]; then
+  MODEL_ID="$1"
+fi
+if [ -n "$2" ]; then swift rlhf --rlhf_type grpo --model "$MODEL_ID" --beta "$2"; fi
+swift rlhf --rlhf_type grpo --model "$MODEL_ID"
+"""
+
+
+@pytest.mark.parametrize('args', [[], ['Qwen/Qwen3-8B'], ['Qwen/Qwen3-8B', '0.1']])
+def test_an_optional_argument_override_reads_as_bash_runs_it(tmp_path, args):
+    """`if [[ $# -ge 1 ]]; then MODEL_ID=$1; fi` with the arguments given is bash's reading."""
+    assert guard_runs(OPTIONAL_OVERRIDE, args) == bash_runs(tmp_path, OPTIONAL_OVERRIDE, args)
+
+
+def test_without_the_arguments_an_optional_override_is_not_taken():
+    """Without the script's arguments, the override is taken as not given (the default is planned, noted); a branch
+    on them that runs the launch is still read."""
+    cmds = [c for c in read_script(OPTIONAL_OVERRIDE, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    assert [c.argv[-2:] for c in cmds] == [['--beta', '$2'], ['--model', 'Qwen/Qwen2.5-7B-Instruct']]
+    assert any("a test of the script's own arguments" in a for a in cmds[-1].assumed)

@@ -404,6 +404,15 @@ class Evaluator(Builtins, Comments):
     def _assume(self, what: str) -> None:
         self.assume_stack.append(what)
 
+    def _on_arguments_only(self, conds, src: Src) -> bool:
+        """The condition reads the script's own arguments (``$#``, ``$1``, ``${1:-}``, ``$@``) and nothing else that
+        could be unknown, at the script's top level with its arguments not given."""
+        if not self.state.args_unknown or self.state.frames or not conds:
+            return False
+        text = src.text(conds[0].start_byte, conds[-1].end_byte)
+        refs = re.findall(r'\$(?:\{[#!]?)?([A-Za-z_][A-Za-z0-9_]*|[0-9#@*?])', text)
+        return bool(refs) and all(r in '#@*' or r.isdigit() for r in refs) and '$(' not in text and '`' not in text
+
     def _branch(self, stmts, src: Src, assumed: str | None) -> int | None:
         if assumed:
             self._assume(assumed)
@@ -534,6 +543,16 @@ class Evaluator(Builtins, Comments):
                 if leaves is not None:
                     self._passes_check(line, leaves)
                     continue
+                if k == len(clauses) - 1 and self._on_arguments_only(conds, src) and not self._probe(stmts, src)[1]:
+                    # `if [[ $# -ge 1 ]]; then MODEL_ID=$1; fi`, the script's arguments not given: the optional
+                    # override is taken as not given, so the values set before it are planned (as getopts and
+                    # ${1:-default} read them); a branch that runs the launch is still read
+                    self._assume_note(
+                        f"line {line}: a test of the script's own arguments, which are not given here: its branch is "
+                        'taken as not run, so the values set before it are planned (grpo-guard check -- bash SCRIPT '
+                        'ARGS reads it with them)'
+                    )
+                    return 0
                 return self._branch(
                     stmts, src, f'assumed branch at line {line} (its condition could not be decided from known values)'
                 )
