@@ -726,3 +726,19 @@ def test_without_the_arguments_an_optional_override_is_not_taken():
     cmds = [c for c in read_script(OPTIONAL_OVERRIDE, {}, 'run.sh') if c.argv[:1] == ['swift']]
     assert [c.argv[-2:] for c in cmds] == [['--beta', '$2'], ['--model', 'Qwen/Qwen2.5-7B-Instruct']]
     assert any("a test of the script's own arguments" in a for a in cmds[-1].assumed)
+
+
+def test_a_function_calling_itself_on_unknown_values_is_not_followed_forever():
+    """`kill_tree() { for child in $(ps -o pid= --ppid "$1"); do kill_tree "$child"; done; }` (seea-r1): the loop's
+    values are the unknown output of `ps`, each call's argument holds it, and the recursion stops being followed."""
+    text = (
+        'kill_tree() {\n'
+        '    local pid=$1\n'
+        '    for child in $(ps -o pid= --ppid "$pid"); do kill_tree "$child"; done\n'
+        '    kill -9 "$pid" 2>/dev/null\n'
+        '}\n'
+        'kill_tree 123\n'
+        'swift rlhf --rlhf_type grpo\n'
+    )
+    (cmd,) = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    assert any('kill_tree calls itself on values not known here' in a for a in cmd.assumed)

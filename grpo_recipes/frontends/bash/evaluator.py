@@ -117,6 +117,10 @@ class Limits:
     seconds: float = 5.0
 
 
+# How deep a function that calls itself on values not known here is followed (Evaluator.call).
+RECURSION = 3
+
+
 class Evaluator(Builtins, Comments):
     def __init__(
         self, environ, source: str, cwd: str | None, limits: Limits | None = None, machine: pure.Machine | None = None
@@ -125,6 +129,7 @@ class Evaluator(Builtins, Comments):
         self.machine = machine
         self.prefer = None  # argv -> bool: the commands an undecided `case` should lead to (evaluate_script)
         self.launcher = None  # argv -> (env, argv) | None: a job launcher that runs a command (srun; evaluate_script)
+        self.calls: dict[str, int] = {}  # function name -> how many of its calls are running (recursion)
         self.source = source
         env = {k: v for k, v in (environ or {}).items() if isinstance(v, str)}
         self.state = State(vars=dict(env), exported=set(env), arg0=source, cwd=cwd, sources=[source])
@@ -656,10 +661,14 @@ class Evaluator(Builtins, Comments):
         body = node.child_by_field_name('body')
         var = src.text(var_node.start_byte, var_node.end_byte)
         values_nodes = node.children_by_field_name('value')
+        taints: list[list[str]] = []  # what each value holds unresolved (`for c in $(ps --ppid $pid)`)
         if any(c.type == 'in' for c in node.children):
             values = []
             for g in _groups(values_nodes):
-                values += self.exp.fields(_raw(src, g))
+                before = len(self.unresolved)
+                got = self.exp.fields(_raw(src, g))
+                values += got
+                taints += [list(self.unresolved[before:])] * len(got)
         else:
             values = list(self.state.positional)
         if len(values) > self.limits.loop:
@@ -667,7 +676,7 @@ class Evaluator(Builtins, Comments):
         line = src.line_of(node)
         for k, v in enumerate(values):
             self.tick()
-            self.assign(var, v)
+            self.assign(var, v, taint=(taints[k] if k < len(taints) else None) or None)
             self.loop_stack.append(f'{var}={v} (for loop at line {line}, {k + 1} of {len(values)})')
             try:
                 if not self._loop_body(body, src):
@@ -1053,6 +1062,21 @@ class Evaluator(Builtins, Comments):
 
     def call(self, name: str, args: list[str]) -> int | None:
         body, src = self.state.funcs[name]
+        active = self.calls.get(name, 0)
+        if active >= RECURSION and self.unresolved:
+            # `kill_tree() { for child in $(ps --ppid "$1"); do kill_tree "$child"; done; }`: a function that calls
+            # itself on values not known here would not end here; what it does further is not known (noted)
+            self._assume_note(
+                f'line {self.line}: {name} calls itself on values not known here; not followed past {RECURSION} levels'
+            )
+            return None
+        self.calls[name] = active + 1
+        try:
+            return self._call(name, body, src, args)
+        finally:
+            self.calls[name] = active
+
+    def _call(self, name: str, body, src: Src, args: list[str]) -> int | None:
         self.depth += 1
         if self.depth > self.limits.depth:
             raise self.too_long(f'{self.limits.depth} nested function calls')
