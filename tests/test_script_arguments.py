@@ -742,3 +742,19 @@ def test_a_function_calling_itself_on_unknown_values_is_not_followed_forever():
     )
     (cmd,) = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
     assert any('kill_tree calls itself on values not known here' in a for a in cmd.assumed)
+
+
+def test_a_wait_for_a_file_and_a_cd_into_the_launch_machines_project_are_taken_as_done():
+    """`cd /scratch/.../project || exit 1` and `until [ -f "$ENDPOINT" ]; do sleep 15; ...; exit 1; done` (a Slurm job
+    waiting for a judge job's file, penelope): the launch machine has the directory and the file comes; both noted.
+    A loop on a file that is here is read as bash runs it."""
+    text = (
+        'cd /nonexistent/project || { echo "no project"; exit 1; }\n'
+        'W=0\n'
+        'until [ -f /nonexistent/project/endpoint.txt ]; do sleep 15; W=$((W + 15)); '
+        'if [ $W -ge 60 ]; then exit 1; fi; done\n'
+        'swift rlhf --rlhf_type grpo\n'
+    )
+    (cmd,) = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    assert any('did not cd to /nonexistent/project' in a for a in cmd.assumed)
+    assert any('the loop waits for a file that is not here' in a for a in cmd.assumed)

@@ -289,7 +289,15 @@ class Builtins:
         if new.startswith('//'):
             new = new[1:]
         if not os.path.isdir(new):
-            return 1
+            if os.path.exists(new):
+                return 1
+            # the launch machine's directory (`cd /scratch/.../project || exit 1`): bash there goes in; here the paths
+            # after it are read from where the guard runs (the user's checkout of the project, as a rule), noted
+            self._assume_note(
+                f'did not cd to {target} (line {self.line}): no such directory here; the paths after it are read '
+                'from the directory the check runs in'
+            )
+            return 0
         if push:
             stack = st.vars.get('__DIRSTACK__')
             stack = dict(stack) if isinstance(stack, dict) else {}

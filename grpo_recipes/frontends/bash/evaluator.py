@@ -130,6 +130,7 @@ class Evaluator(Builtins, Comments):
         self.prefer = None  # argv -> bool: the commands an undecided `case` should lead to (evaluate_script)
         self.launcher = None  # argv -> (env, argv) | None: a job launcher that runs a command (srun; evaluate_script)
         self.calls: dict[str, int] = {}  # function name -> how many of its calls are running (recursion)
+        self.by_absent = False  # the last test was decided from a file missing here (while_)
         self.source = source
         env = {k: v for k, v in (environ or {}).items() if isinstance(v, str)}
         self.state = State(vars=dict(env), exported=set(env), arg0=source, cwd=cwd, sources=[source])
@@ -728,7 +729,15 @@ class Evaluator(Builtins, Comments):
             k += 1
             if k > self.limits.loop:
                 raise self.too_long(f'{self.limits.loop} loop iterations')
+            self.by_absent = False
             st = self.seq(cond, src)
+            if st is not None and self.by_absent and (st == 0) != until:
+                # `until [ -f "$ENDPOINT_FILE" ]; do sleep 15; ...; exit 1; done`: a wait for a file another job
+                # writes, which is not here; on the launch's machine it comes, and the loop ends (noted)
+                self._assume_note(
+                    f'line {line}: the loop waits for a file that is not here; taken as there, so the loop ends'
+                )
+                return 0
             if st is None:
                 self._assume(
                     f'assumed one pass of the loop at line {line} (its condition could not be decided '
@@ -800,6 +809,7 @@ class Evaluator(Builtins, Comments):
             return None
         if absent:
             self.by_default = True  # decided from a file missing here: the launch's machine may have it
+            self.by_absent = True
         return status
 
     # -- simple commands ----------------------------------------------------------------------------------------
