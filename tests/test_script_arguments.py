@@ -758,3 +758,30 @@ def test_a_wait_for_a_file_and_a_cd_into_the_launch_machines_project_are_taken_a
     (cmd,) = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
     assert any('did not cd to /nonexistent/project' in a for a in cmd.assumed)
     assert any('the loop waits for a file that is not here' in a for a in cmd.assumed)
+
+
+SBATCH_WRAP = """MODEL=${MODEL:-Qwen/Qwen2.5-7B-Instruct}
+sbatch --cpus-per-task=48 --gpus=3 -p h100 -o logs/%j.log -J grpo \\
+  --wrap="export ALLOC='expandable_segments:True' \\
+NPROC_PER_NODE=3; \\
+swift rlhf --rlhf_type grpo --model $MODEL --beta 0.04"
+"""
+# sbatch on a machine without Slurm: the job's command run at once in sh (only the argv is compared)
+SBATCH_STUB = '#!/bin/bash\nfor a in "$@"; do case "$a" in --wrap=*) exec sh -c "${a#--wrap=}";; esac; done\n'
+
+
+def test_a_job_sbatch_wraps_reads_as_sh_runs_it(tmp_path):
+    """`sbatch --gpus=3 ... --wrap="...; swift rlhf ..."` (VTS): the job's command, run by sh, with the job's
+    variables: its GPUs on the node."""
+    from grpo_recipes.frontends.launchers import job_step
+
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    (bin_dir / 'sbatch').write_text(SBATCH_STUB)
+    (bin_dir / 'sbatch').chmod(stat.S_IRWXU)
+    (bin_dir / 'sh').symlink_to(shutil.which('sh'))
+    real = bash_runs(tmp_path, SBATCH_WRAP, [])
+    read = read_script(SBATCH_WRAP, {}, str(tmp_path / 'run.sh'), launcher=job_step)
+    (cmd,) = [c for c in read if c.argv[:1] == ['swift']]
+    assert [' '.join(cmd.argv)] == real
+    assert (cmd.env['NPROC_PER_NODE'], cmd.env['SLURM_GPUS_ON_NODE']) == ('3', '3')

@@ -330,8 +330,10 @@ def _from_script(
             f'grpo-guard check -- bash {path} ARGS'
         ) from None
     launch.notes += crlf_note(text, str(p))
-    if directives and 'SLURM_GPUS_ON_NODE' in environ and hasattr(launch, 'node_gpus'):
-        launch.node_gpus = int(environ['SLURM_GPUS_ON_NODE'])  # #SBATCH --gres=gpu:N: the node's GPUs
+    on_node = cmd.env.get('SLURM_GPUS_ON_NODE') or (environ.get('SLURM_GPUS_ON_NODE') if directives else None)
+    if str(on_node or '').isdigit() and hasattr(launch, 'node_gpus'):
+        # #SBATCH --gres=gpu:N, or the job step's own (`sbatch --gpus=3 --wrap=...`): the node's GPUs
+        launch.node_gpus = int(on_node)
     sweep = [c for c in cmds if not c.commented and (kind_of(c.argv) or ('', ''))[1] == 'train' and c.loops]
     launch.notes += notes(cmd, f'{p}:{cmd.line}', len(sweep))
     if cmd.defaults:  # `${DATASETS:-}` with DATASETS set nowhere here: empty here, the user's environment gives it

@@ -353,9 +353,16 @@ def slurm_options(args: list[str]) -> tuple[dict[str, str], list[str]]:
 
 def job_step(argv: list[str]) -> tuple[dict[str, str], list[str]] | None:
     """``srun [OPTIONS] CMD ...``: (the variables Slurm gives the job step for those options, CMD ...), so that a
-    script srun runs (``srun --nodes=1 bash train.sh ARGS``) is read as bash runs it there; None for any other
-    command (shell.read_script's ``launcher``)."""
-    if not argv or argv[0].rsplit('/', 1)[-1] != 'srun':
+    script srun runs (``srun --nodes=1 bash train.sh ARGS``) is read as bash runs it there; ``sbatch [OPTIONS]
+    --wrap="CMD"``: the job sbatch submits, which runs CMD in ``sh`` (sbatch(1) --wrap), with the batch job's
+    variables; None for any other command (shell.read_script's ``launcher``)."""
+    if not argv:
+        return None
+    head = argv[0].rsplit('/', 1)[-1]
+    if head == 'sbatch':
+        opts, _ = slurm_options(argv[1:])
+        return (batch_env(opts), ['sh', '-c', opts['wrap']]) if opts.get('wrap') else None
+    if head != 'srun':
         return None
     opts, cmd = slurm_options(argv[1:])
     return (slurm_env(opts), cmd) if cmd else None
@@ -416,6 +423,8 @@ def slurm_env(opts: Mapping[str, str]) -> dict[str, str]:
     if opts.get('gpus-per-node'):
         out['SLURM_GPUS_PER_NODE'] = opts['gpus-per-node']
     g = _per_node_gpus(opts.get('gpus-per-node')) or _gres_gpus(opts.get('gres'))
+    if not g and opts.get('gpus') and (nodes or '1') == '1':  # --gpus=[type:]N for the job, on its one node
+        g = _per_node_gpus(opts['gpus'])
     if g:
         out['SLURM_GPUS_ON_NODE'] = str(g)
     return out
