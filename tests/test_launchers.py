@@ -179,6 +179,32 @@ def test_the_torchrun_command_swift_rlhf_builds_is_read_as_ms_swift(monkeypatch)
     assert launch.framework == 'swift' and launch.argv == ARGS and _world(launch) == 4
 
 
+@pytest.mark.parametrize('entry', [['/usr/local/bin/swift', 'rlhf'], ['-m', 'swift.cli.main', 'rlhf']])
+def test_the_swift_command_under_torchrun_runs_one_rlhf_per_rank(monkeypatch, entry):
+    """``torchrun --nproc_per_node 2 $(which swift) rlhf ARGS`` (grpo_bt_rm's train_grpo.sh): each rank runs ms-swift's
+    own ``cli_main``, which with NPROC_PER_NODE unset runs ``python .../rlhf.py ARGS`` in that rank (captured here,
+    nothing runs), so the world is torchrun's; read so."""
+    from swift.cli import main as swift_main
+
+    seen = {}
+
+    def run(args):
+        seen['args'] = args
+        return subprocess.CompletedProcess(args, 0)
+
+    monkeypatch.setattr(swift_main.subprocess, 'run', run)
+    monkeypatch.delenv('NPROC_PER_NODE', raising=False)
+    monkeypatch.setenv('RANK', '1')
+    monkeypatch.setenv('WORLD_SIZE', '2')
+    monkeypatch.setattr(sys, 'argv', ['swift', 'rlhf', *ARGS])
+    swift_main.cli_main()
+    assert seen['args'][1].endswith('swift/cli/rlhf.py') and seen['args'][2:] == ARGS  # one process per rank
+    launch = read_launch(
+        ['--', 'torchrun', '--nproc_per_node', '2', *entry, *ARGS], environ={'CUDA_VISIBLE_DEVICES': '0,1'}
+    )
+    assert launch.framework == 'swift' and launch.argv == ARGS and _world(launch) == 2
+
+
 def test_torchrun_args_in_a_variable_before_the_entry(tmp_path):
     """``torchrun $DISTRIBUTED_ARGS ${CODE_PATH}/swift/cli/rlhf.py`` (multi-node, ms-swift issue #6509's shape):
     torchrun's own multi-node options, split from the variable as bash splits it."""

@@ -86,7 +86,11 @@ def load_swift_entry(argv: list[str], env: Mapping[str, str], source: str) -> La
 
     procs = [x for x in p.layers if x.kind != 'srun']
     srun = next((x for x in p.layers if x.kind == 'srun'), None)
-    if found.how == 'cli':  # `python -m swift.cli.main rlhf`, `srun swift rlhf`: swift rlhf itself, its variables
+    # `torchrun --nproc_per_node 2 $(which swift) rlhf` / `-m swift.cli.main rlhf`: each rank's swift/cli/main.py
+    # runs `python rlhf.py` itself when NPROC_PER_NODE is unset (get_torchrun_args is None), and that child joins the
+    # launcher's process group (RANK, WORLD_SIZE inherited): the launcher's layout, as for the entry file
+    spawned = any(x.kind in ('torchrun', 'deepspeed', 'accelerate') for x in procs) and 'NPROC_PER_NODE' not in env
+    if found.how == 'cli' and not spawned:  # `python -m swift.cli.main rlhf`, `srun swift rlhf`: swift rlhf itself
         launch = load_swift(args, env)
         launch.command = list(argv)
         return launch
