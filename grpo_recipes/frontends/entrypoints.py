@@ -94,9 +94,9 @@ def lookup_module(module: str, rest: list[str]) -> tuple[Entry, int] | None:
 def lookup_script(path: str, rest: list[str]) -> tuple[Entry, int] | None:
     """A script path (any prefix, ``$DIR/`` expanded or not) -> (entry, subcommand words), or None. A console
     script run as a Python file (``torchrun ... /usr/bin/swift rlhf``) is its command's router (``swift.cli.main``).
-    A project's own copy of ms-swift's rlhf entry (``deepspeed scripts/rlhf_ds.py --rlhf_type grpo ...``) counts as that entry: a file
-    here that calls ms-swift's ``rlhf_main``, or a file not here given ``--rlhf_type`` (an argument only ms-swift's
-    RLHF arguments have)."""
+    A project's own copy of ms-swift's rlhf entry (``deepspeed scripts/rlhf_ds.py --rlhf_type grpo ...``) counts
+    as that entry: a file here that calls ms-swift's ``rlhf_main``, or a file not here given ``--rlhf_type`` (an
+    argument only ms-swift's RLHF arguments have)."""
     p = re.sub(r'/+', '/', path.replace('\\', '/'))
     name = os.path.basename(p)
     if name in ROUTERS.values() and rest:  # `torchrun ... $(which swift) rlhf ...`: the console script, run by Python
