@@ -785,3 +785,19 @@ def test_a_job_sbatch_wraps_reads_as_sh_runs_it(tmp_path):
     (cmd,) = [c for c in read if c.argv[:1] == ['swift']]
     assert [' '.join(cmd.argv)] == real
     assert (cmd.env['NPROC_PER_NODE'], cmd.env['SLURM_GPUS_ON_NODE']) == ('3', '3')
+
+
+BRACES = """X=pre
+swift a{1..3}b {x,y{1,2}} {01..03} {a..e..2} '{1,2}' "{1,2}" ${X}{1,2} {5..1} {1..10..3} {,a} {a} x{}y
+swift {a,b}{c,d} {a,"b c"} {-2..2} "$(echo {1,2})" {1..3..0} --kw {"a":1,"b":2} {1..x} \\{1,2}
+for i in {1..3}; do swift loop $i; done
+A=(m{1,2} n)
+swift "${A[@]}"
+B={1,2}
+swift "$B"
+"""
+
+
+def test_brace_expansion_reads_as_bash_runs_it(tmp_path):
+    """`for i in {1..5}` (REA-RL), `data_{a,b}.jsonl`: brace expansion before every other expansion, as bash."""
+    assert guard_runs(BRACES, []) == bash_runs(tmp_path, BRACES, []) and len(bash_runs(tmp_path, BRACES, [])) == 7

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 from ...errors import GuardError
-from . import conditions, pure
+from . import braces, conditions, pure
 from .builtins import Builtins
 from .command import Command
 from .comments import Comments, _above, _comment_lines
@@ -642,6 +642,11 @@ class Evaluator(Builtins, Comments):
             + (', the branch with the launch)' if probes[pick][1] else ')'),
         )
 
+    def words(self, raw: str) -> list[str]:
+        """A command's word, a ``for`` list's or an array element's: brace expansion first (``braces``), then the
+        expansions, splitting and pathname expansion of each (``expand.Expander.fields``)."""
+        return [f for w in braces.expand(raw) for f in self.exp.fields(w)]
+
     def _loop_body(self, body, src: Src) -> bool:
         """Runs one iteration; False when the loop is left (break)."""
         try:
@@ -667,7 +672,7 @@ class Evaluator(Builtins, Comments):
             values = []
             for g in _groups(values_nodes):
                 before = len(self.unresolved)
-                got = self.exp.fields(_raw(src, g))
+                got = self.words(_raw(src, g))
                 values += got
                 taints += [list(self.unresolved[before:])] * len(got)
         else:
@@ -844,7 +849,7 @@ class Evaluator(Builtins, Comments):
                     arr[k] = self.exp.single(mm.group(2))
                     k += 1
                     continue
-                for f in self.exp.fields(text):
+                for f in self.words(text):
                     arr[k] = f
                     k += 1
             value = arr
@@ -896,7 +901,7 @@ class Evaluator(Builtins, Comments):
             return self.declare(head_raw, words[1:], src)
         argv: list[str] = []
         for g in words:
-            argv += self.exp.fields(_raw(src, g))
+            argv += self.words(_raw(src, g))
             if sum(len(a) for a in argv) > self.limits.word:
                 raise self.too_long(f'{self.limits.word} characters of a command')
         argv += trailing
