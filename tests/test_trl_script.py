@@ -162,3 +162,24 @@ def test_a_script_using_trl_through_its_own_package_is_a_trl_script(tmp_path):
     (pkg / 'other.py').write_text('import torch\nfrom pkg.training import __init__\n')
     assert imports_trl(str(pkg / 'other.py')) is False
     assert imports_trl(str(pkg / 'missing.py')) is None
+
+
+def test_a_project_copy_of_trls_vllm_server_is_not_the_trainer(tmp_path, monkeypatch):
+    """REA-RL's scripts/vllm.sh starts `python src/rea_rl/vllm_server.py` (a copy of trl's vllm_serve.py: TrlParser,
+    is_uvicorn_available) before `accelerate launch src/rea_rl/grpo.py`: the server is not read as the trainer."""
+    from grpo_recipes.frontends import read_launch
+    from grpo_recipes.frontends.entrypoints import serves_http
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'vllm_server.py').write_text(
+        'from trl import TrlParser\nfrom trl.import_utils import is_fastapi_available, is_uvicorn_available\n'
+    )
+    (tmp_path / 'grpo.py').write_text('from trl import GRPOTrainer, TrlParser\n')
+    (tmp_path / 'run.sh').write_text(
+        'CUDA_VISIBLE_DEVICES=2 nohup python -u vllm_server.py --model m --port 8000 > log 2>&1 &\n'
+        'CUDA_VISIBLE_DEVICES=0,1 accelerate launch --num_processes 2 grpo.py --model_name_or_path '
+        'Qwen/Qwen2.5-7B-Instruct\n'
+    )
+    assert serves_http('vllm_server.py') and not serves_http('grpo.py') and not serves_http('missing.py')
+    launch = read_launch(['run.sh'], environ={})
+    assert launch.trl.script == 'grpo.py'

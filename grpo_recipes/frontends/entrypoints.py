@@ -204,6 +204,23 @@ def imports_trl(path: str, depth: int = 2, limit: int = 24) -> bool | None:
     return False
 
 
+# Packages (or TRL's checks for them) a script imports to serve HTTP: a server, not a trainer.
+SERVER_PACKAGES = ('uvicorn', 'fastapi', 'flask', 'aiohttp')
+SERVER_CHECKS = ('is_uvicorn_available', 'is_fastapi_available')
+
+
+def serves_http(path: str) -> bool:
+    """A Python file here that serves HTTP (it imports uvicorn/fastapi/flask/aiohttp, or TRL's checks for them, as a
+    copy of ``trl/scripts/vllm_serve.py`` does) and names no trainer (no name ending in ``Trainer``): a rollout or
+    judge server beside the launch, not a training script. False when the file is not here."""
+    got = script_imports(path)
+    if got is None:
+        return False
+    packages, names = got
+    serves = bool(set(packages) & set(SERVER_PACKAGES)) or bool(set(names) & set(SERVER_CHECKS))
+    return serves and not any(n.endswith('Trainer') for n in names)
+
+
 def _runs_swift_rlhf(path: str, rest: list[str]) -> bool:
     if os.path.isfile(path):
         got = script_imports(path)

@@ -636,6 +636,10 @@ def classify(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str
         return found[0].framework, found[0].role
     if t[0] == '-c':  # python -c '...': not a launch
         return None
+    from .entrypoints import serves_http
+
+    if serves_http(t[0]):
+        return None  # a project's own vLLM/HTTP server (a copy of trl's vllm_serve.py, a judge): not a trainer
     return ('unread', 'train') if _imports_trl(t[0]) is False else ('trl', 'train')
 
 
