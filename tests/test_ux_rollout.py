@@ -221,3 +221,23 @@ def test_a_port_mismatch_with_a_server_quoted_in_a_comment_is_a_warning(tmp_path
     )
     rc, out = _check([str(script)], capsys)
     assert 'WARNING rollout.port' in out and 'quoted in a comment' in out, out
+
+
+def test_the_trainer_talks_to_the_last_server_started_before_it(tmp_path, capsys, monkeypatch):
+    """arl's sweep restarts `trl vllm-serve` on a new port (PORT=$((BASE_PORT + i))) before each run: the trainer is
+    paired with the server started last before it, not the first one."""
+    from grpo_recipes.frontends import read_launch
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'sweep.sh').write_text(
+        'start() { PORT=$((8880 + $1)); CUDA_VISIBLE_DEVICES=2 trl vllm-serve --model Qwen/Qwen2.5-7B-Instruct '
+        '--port $PORT & }\n'
+        'start 0\nstart 1\n'
+        'CUDA_VISIBLE_DEVICES=0,1 accelerate launch --num_processes 2 train.py --model_name_or_path '
+        'Qwen/Qwen2.5-7B-Instruct --use_vllm --vllm_mode server --vllm_server_port $PORT\n'
+    )
+    (tmp_path / 'train.py').write_text('from trl import GRPOConfig, GRPOTrainer, TrlParser\nTrlParser((GRPOConfig,))\n')
+    launch = read_launch(['sweep.sh'], environ={})
+    assert launch.rollout.argv[-2:] == ['--port', '8881']
+    rc, out = _check(['sweep.sh'], capsys)
+    assert 'rollout.port' not in out, out

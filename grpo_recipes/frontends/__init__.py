@@ -258,9 +258,13 @@ def _from_script(
     train = next(((c, k) for c, k in read if not _guessed(c.argv)), read[0] if read else None) or (
         trainers[0] if trainers else None
     )
-    roll = next((c for c, k in kinds if k and k[1] == 'rollout' and not c.commented), None) or next(
-        (c for c, k in kinds if k and k[1] == 'rollout'), None
-    )
+    # the server the trainer talks to: the last one started before it (a script that restarts its server on a new
+    # port before each run, arl's sweep), else the first one run, else one quoted in a comment
+    servers = [c for c, k in kinds if k and k[1] == 'rollout']
+    live = [c for c in servers if not c.commented]
+    order = {id(c): i for i, c in enumerate(cmds)}
+    before = [c for c in live if train is not None and order[id(c)] < order[id(train[0])]]
+    roll = (before[-1] if before else None) or (live[0] if live else None) or (servers[0] if servers else None)
     rollout = None
     if roll is not None:
         where = f'{p}:{roll.line}' + (' (comment)' if roll.commented else '')
