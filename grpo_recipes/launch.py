@@ -88,6 +88,8 @@ class TrlSpecifics:
     """The note on the settings a script writes in code (``GRPOConfig(...)``)."""
     script_flags: list[str] | None = None
     """Those settings as flags, read before the command line's."""
+    script_lines: dict[str, int] | None = None
+    """Flag name -> the line of the script where it sets that keyword (``GRPOConfig(max_prompt_length=...)``)."""
     trl_config: str | None = None
     """TrlParser's ``--config`` YAML."""
     trl_config_keys: list[str] | None = None

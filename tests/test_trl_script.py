@@ -183,3 +183,30 @@ def test_a_project_copy_of_trls_vllm_server_is_not_the_trainer(tmp_path, monkeyp
     assert serves_http('vllm_server.py') and not serves_http('grpo.py') and not serves_http('missing.py')
     launch = read_launch(['run.sh'], environ={})
     assert launch.trl.script == 'grpo.py'
+
+
+def test_a_keyword_trl_no_longer_has_written_in_code_points_at_its_line(tmp_path, monkeypatch, capsys):
+    """`GRPOConfig(..., max_prompt_length=512)` in the script (text-simplification's train_grpo.py) on TRL 0.29: the
+    dataclass refuses it; the finding names the line and quotes what the real GRPOConfig raises."""
+    import json
+
+    from trl import GRPOConfig
+
+    from grpo_recipes.cli.guard import main
+
+    try:
+        GRPOConfig(output_dir=str(tmp_path / 'o'), max_prompt_length=512)
+        real = None
+    except TypeError as e:
+        real = str(e)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / 'train.py').write_text(
+        'from trl import GRPOConfig, GRPOTrainer\n'
+        'args = GRPOConfig(output_dir="o", per_device_train_batch_size=4,\n'
+        '                  max_prompt_length=512)\n'
+        'GRPOTrainer(model="Qwen/Qwen2.5-7B-Instruct", args=args, reward_funcs=[])\n'
+    )
+    main(['check', '--json', '--gpus', '1', '--gpu-type', 'A100-80G', '--', 'accelerate', 'launch', 'train.py'])
+    out = json.loads(capsys.readouterr().out)
+    (f,) = [f for f in out['findings'] if f['rule'] == 'args.unknown']
+    assert real is not None and real in f['message'] and 'train.py:3' in f['message']

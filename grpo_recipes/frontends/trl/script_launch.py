@@ -126,6 +126,7 @@ def read_script(script: str, script_args: list[str], info: dict[str, Any]) -> li
             )
         info['script_settings'] = note
         info['script_flags'] = flags
+        info['script_lines'] = dict(settings.lines)
         return flags + trl_words
     return trl_words
 

@@ -111,6 +111,22 @@ def argument_findings(launch, remaining: list[str], trl_version: str | None) -> 
         msg, fatal = describe_unknown(flag, classes, trl_version)
         if not msg:
             continue
+        line = (info.script_lines or {}).get(key)
+        if fatal and line is not None and flag not in (info.script_args or []):
+            # a keyword the script writes itself (`GRPOConfig(max_prompt_length=512)`): the dataclass refuses it
+            out.append(
+                Finding(
+                    ERROR,
+                    'args.unknown',
+                    [key],
+                    f'{info.script}:{line} sets {key}= in code: {msg}. GRPOConfig(...) stops with '
+                    f'"GRPOConfig.__init__() got an unexpected keyword argument \'{key}\'"',
+                    f'remove {key}=... at {info.script}:{line}, or check with the TRL the script was written for '
+                    f'(--trl-version)',
+                    'trl/trainer/grpo_config.py (GRPOConfig, a dataclass)',
+                )
+            )
+            continue
         out.append(
             Finding(
                 ERROR if fatal else WARNING,
