@@ -801,3 +801,29 @@ swift "$B"
 def test_brace_expansion_reads_as_bash_runs_it(tmp_path):
     """`for i in {1..5}` (REA-RL), `data_{a,b}.jsonl`: brace expansion before every other expansion, as bash."""
     assert guard_runs(BRACES, []) == bash_runs(tmp_path, BRACES, []) and len(bash_runs(tmp_path, BRACES, [])) == 7
+
+
+IDIOMS = """set -a
+source ./vars.env
+set +a
+export $(grep -v '^#' .env | xargs)
+export "QUOTED=a b"
+N=4
+GPUS=$(seq -s, 0 $((N-1)))
+NP=$(echo $GPUS | tr ',' '\\n' | wc -l)
+IFS=',' read -ra ARR <<< "$GPUS"
+swift a $GPUS $NP ${#ARR[@]} $FOO $BAR "$QUOTED" $(( 16 / N ))
+"""
+
+
+def test_environment_files_and_gpu_lists_read_as_bash_runs_them(tmp_path):
+    """`export $(grep -v '^#' .env | xargs)` (EHR-R1), `set -a; source vars.env`, `seq -s,`, `read -ra` of a GPU
+    list: as bash runs them."""
+    (tmp_path / 'vars.env').write_text('FOO=foo1\n')
+    (tmp_path / '.env').write_text('# a comment\nBAR=bar1\n')
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    for tool in ('grep', 'xargs', 'echo', 'seq', 'tr', 'wc'):  # xargs runs echo
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    got = [' '.join(c.argv) for c in read_script(IDIOMS, {}, 'run.sh', cwd=str(tmp_path)) if c.argv[0] == 'swift']
+    assert got == bash_runs(tmp_path, IDIOMS, []) == ['swift a 0,1,2,3 4 4 foo1 bar1 a b 4']

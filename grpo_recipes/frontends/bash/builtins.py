@@ -34,6 +34,14 @@ class Builtins:
                         continue
                     if 'f' in flags or 'p' in flags:
                         continue
+                    held = re.match(r'([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z', f, re.S)
+                    if held and not self.commented:
+                        # `export $(grep -v '^#' .env | xargs)`: a field NAME=VALUE an expansion made is an
+                        # assignment (bash's declaration builtins take their words after expansion)
+                        self.assign(held.group(1), held.group(2), taint=list(self.unresolved) or None)
+                        if 'x' in flags:
+                            self.state.exported.add(held.group(1))
+                        continue
                     if 'A' in flags and not self.commented:  # declare -A M: an associative array, empty
                         self.state.assoc.add(f)
                         if not isinstance(self.state.vars.get(f), dict):
