@@ -827,3 +827,21 @@ def test_environment_files_and_gpu_lists_read_as_bash_runs_them(tmp_path):
         (bin_dir / tool).symlink_to(shutil.which(tool))
     got = [' '.join(c.argv) for c in read_script(IDIOMS, {}, 'run.sh', cwd=str(tmp_path)) if c.argv[0] == 'swift']
     assert got == bash_runs(tmp_path, IDIOMS, []) == ['swift a 0,1,2,3 4 4 foo1 bar1 a b 4']
+
+
+def test_an_argument_list_built_from_data_that_is_not_here_says_so(tmp_path):
+    """`for f in "$DATA"/*.jsonl; do ... VAL+=("$f") ...; done` with the data only on the launch's machine: the glob
+    stays as written (as bash here would keep it), VAL stays empty, and ms-swift's refusal of `--val_dataset` with
+    nothing after it says where the arguments come from."""
+    script = _write(
+        tmp_path,
+        'train.sh',
+        'TRAIN=(); VAL=()\n'
+        'for f in /nonexistent/data/*.jsonl; do case "$f" in *val*) VAL+=("$f");; *) TRAIN+=("$f");; esac; done\n'
+        'NPROC_PER_NODE=1 swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct --dataset "${TRAIN[@]}" '
+        '--val_dataset "${VAL[@]}"\n',
+    )
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--gpus', '1', '--gpu-type', 'A100-80G', str(script))
+    assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1
+    assert 'expected at least one argument' in proc.stderr and 'files that are not here' in proc.stderr
+    assert '/nonexistent/data/*.jsonl: matches no file here' in proc.stderr

@@ -36,6 +36,8 @@ class Host(Protocol):
 
     def note_unresolved(self, names: list[str]) -> None: ...
 
+    def _assume_note(self, text: str) -> None: ...
+
 
 BREAK = None  # a field boundary that "$@" makes
 _NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
@@ -255,6 +257,11 @@ class Expander:
                 got = glob.glob(pattern) if pattern.startswith('/') else glob.glob(pattern, root_dir=base)
             except (OSError, ValueError, re.error):
                 got = []
+            if not got:
+                where = os.path.dirname(pattern[: _GLOB.search(pattern).start()]) or '.'
+                if not os.path.isdir(where if where.startswith('/') else os.path.join(base, where)):
+                    # the launch machine's data (`for f in "$DATA"/*.jsonl`): kept as written, as bash here would
+                    self.ev._assume_note(f'{field}: matches no file here ({where} is not here); kept as written')
             out += sorted(got) if got else [field]
         return out
 

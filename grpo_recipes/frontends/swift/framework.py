@@ -39,6 +39,11 @@ def read_config(launch, packages: dict):
         if re.search(r"'<[^'>]*>'", str(e)):
             hint = ' (a <...> placeholder left from an example script: put the real value there)'
         hint += _defaults_hint(launch)
+        glob = next((n for n in launch.notes if 'matches no file here' in n), None)
+        if glob and 'expected at least one argument' in str(e):  # an array built from files that are not here
+            hint += (
+                f'; the script builds arguments from files that are not here ({glob}): run the guard where the data is'
+            )
         raise InvalidLaunch(f'{launch.config_file}: swift rlhf rejects the arguments: {e}{hint}') from None
 
 
