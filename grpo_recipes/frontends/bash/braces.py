@@ -38,26 +38,32 @@ def _expand(word: str, out: list[str]) -> None:
 
 def _first(word: str) -> tuple[int, int, list[str]] | None:
     """(start, end, alternatives) of the first brace expression of the word, None when it has none."""
-    i, n = 0, len(word)
+    for i, c in _plain(word, 0):
+        if c != '{':
+            continue
+        found = _pair(word, i)
+        if found is None:
+            continue
+        close, commas = found
+        if commas:
+            bounds = [i + 1, *[p + 1 for p in commas]]
+            return i, close, [word[b:e] for b, e in zip(bounds, [*commas, close])]
+        seq = _sequence(word[i + 1 : close])
+        if seq is not None:
+            return i, close, seq
+    return None
+
+
+def _plain(word: str, i: int):
+    """(index, character) of the word from ``i`` on, outside quotes, backquotes and ``$(...)``/``${...}``."""
+    n = len(word)
     while i < n:
         c = word[i]
         if c in '\\\'"`' or (c == '$' and word[i + 1 : i + 2] in ('(', '{')):
             i = _skip(word, i)
             continue
-        if c == '{':
-            found = _pair(word, i)
-            if found is not None:
-                close, commas = found
-                inner = word[i + 1 : close]
-                if commas:
-                    bounds = [i + 1, *[p + 1 for p in commas]]
-                    ends = [*commas, close]
-                    return i, close, [word[b:e] for b, e in zip(bounds, ends)]
-                seq = _sequence(inner)
-                if seq is not None:
-                    return i, close, seq
+        yield i, c
         i += 1
-    return None
 
 
 def _skip(word: str, i: int) -> int:
@@ -107,12 +113,8 @@ def _skip(word: str, i: int) -> int:
 
 def _pair(word: str, i: int) -> tuple[int, list[int]] | None:
     """(the index of the ``}`` that closes the ``{`` at ``i``, the commas at its own level), None if unclosed."""
-    depth, j, n, commas = 1, i + 1, len(word), []
-    while j < n:
-        c = word[j]
-        if c in '\\\'"`' or (c == '$' and word[j + 1 : j + 2] in ('(', '{')):
-            j = _skip(word, j)
-            continue
+    depth, commas = 1, []
+    for j, c in _plain(word, i + 1):
         if c == '{':
             depth += 1
         elif c == '}':
@@ -121,7 +123,6 @@ def _pair(word: str, i: int) -> tuple[int, list[int]] | None:
                 return j, commas
         elif c == ',' and depth == 1:
             commas.append(j)
-        j += 1
     return None
 
 
