@@ -3,13 +3,15 @@
     syntax.py     tree-sitter-bash (MIT): the script's grammar -> a syntax tree; CRLF and ``<PLACEHOLDER>`` handling
     command.py    Command: one simple command bash would run, its argv, environment and what could not be resolved
     state.py      the shell's variables (scalars, arrays, exported, locals), functions, positional parameters, cwd
+    braces.py     brace expansion (``{a,b}``, ``{1..5}``), the first of a word's expansions
     expand.py     a word -> its fields: quoting, parameter expansion (bash(1) "Parameter Expansion"), arithmetic,
-                  command substitution, word splitting at IFS whitespace; every expansion is done once
+                  command substitution, word splitting at IFS whitespace, pathname expansion against the files
+                  here; every expansion is done once
     arith.py      ``$((...))`` with bash's integer semantics
     pure.py       the commands whose output a command substitution may use (echo, printf, expr, dirname, ...)
     conditions.py ``[ ... ]``, ``test``, ``[[ ... ]]`` decided from known values (or not decided)
     evaluator.py  walks the tree: lists, pipelines, if/case/for/while, functions, bash -c, wrappers, $(...)
-    builtins.py   export/declare/local/readonly, unset, cd, source, eval, set --, shift, exit/return, test
+    builtins.py   export/declare/local/readonly, unset, cd, source, eval, set --, shift, exit/return, test, getopts
     comments.py   ``# swift rollout ...`` blocks read as commented commands; ``Command.above``
     control.py    exit/return/break/continue; what a command substitution collects
 

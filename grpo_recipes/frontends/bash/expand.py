@@ -2,8 +2,9 @@
 expansion (``$V ${V} ${V:-d} ${V-d} ${V:=d} ${V=d} ${V:+a} ${V+a} ${V:?m} ${#V} ${V#p} ${V##p} ${V%p} ${V%%p}
 ${V/a/b} ${V//a/b} ${V/#a/b} ${V/%a/b} ${V:off:len} ${V^^} ${V,,} ${!V}``, arrays ``${A[i]} ${A[@]} "${A[@]}"
 ${#A[@]} ${!A[@]}``, ``$@ $* $# $0 $1``), ``$((...))``, ``$(...)`` and backquotes, then word splitting of unquoted
-expansions at IFS white space, then quote removal. Pathname expansion is not done: a glob word stays as written,
-which is what bash does when nothing matches.
+expansions at IFS white space, then pathname expansion of a command's words against the files here
+(:meth:`Expander.pathnames`; a glob that matches nothing stays as written, as bash leaves it), then quote removal.
+Brace expansion comes before all of these (``braces.py``).
 
 What cannot be known stays in the word as written (``$RANK``, ``${NNODES}``, ``$(nvidia-smi ...)``) and is named in
 the evaluator's ``unresolved`` list, so a caller can say it was not resolved.
