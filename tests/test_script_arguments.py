@@ -845,3 +845,19 @@ def test_an_argument_list_built_from_data_that_is_not_here_says_so(tmp_path):
     assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1
     assert 'expected at least one argument' in proc.stderr and 'files that are not here' in proc.stderr
     assert '/nonexistent/data/*.jsonl: matches no file here' in proc.stderr
+
+
+def test_a_process_count_computed_from_a_variable_names_it(tmp_path):
+    """`--num_processes $(( 4 * $COUNT_NODE - 4 ))` with COUNT_NODE from a parent script: the message names COUNT_NODE
+    for --env, and with it given the launch reads."""
+    script = _write(
+        tmp_path,
+        'sub.sh',
+        'accelerate launch --num_processes $(( 4 * $COUNT_NODE - 4 )) --num_machines $(( $COUNT_NODE - 1 )) '
+        'train_grpo.py --model_name_or_path Qwen/Qwen2.5-7B-Instruct\n',
+    )
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--gpus', '4', '--gpu-type', 'A100-80G', str(script))
+    assert proc.returncode == 2 and '--env COUNT_NODE=VALUE' in proc.stderr
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', '--gpus', '4', '--gpu-type', 'A100-80G',
+                   '--env', 'COUNT_NODE=2', str(script))  # fmt: skip
+    assert json.loads(proc.stdout)['plan']['world_size'] == 4

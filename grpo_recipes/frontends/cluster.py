@@ -57,6 +57,15 @@ def _how(refs: list[str]) -> str:
             f'{", ".join(refs)} {"is" if len(refs) == 1 else "are"} not resolved here ({where}); give {its}: '
             f'grpo-guard check {give} ...'
         )
+    # `$(( 4 * $COUNT_NODE - 4 ))`: the variables an arithmetic expansion reads, named for --env
+    inner = [m.group(1) for r in refs if r.startswith('$((') for m in _REF.finditer(r[3:])]
+    if inner and not [r for r in refs if r.startswith('$(') and not r.startswith('$((')]:
+        give = ' '.join(f'--env {n}=VALUE' for n in dict.fromkeys(inner))
+        names = ', '.join(dict.fromkeys(inner))
+        return (
+            f'{", ".join(refs)} {"is" if len(refs) == 1 else "are"} not resolved here ({names} set neither earlier '
+            f'in the script nor in this environment); give the values it uses: grpo-guard check {give} ...'
+        )
     return (
         f'{", ".join(refs)} is not resolved here (only running it gives the value); write the number, or give '
         f'the values it uses with --env NAME=VALUE'
