@@ -861,3 +861,24 @@ def test_a_process_count_computed_from_a_variable_names_it(tmp_path):
     proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', '--gpus', '4', '--gpu-type', 'A100-80G',
                    '--env', 'COUNT_NODE=2', str(script))  # fmt: skip
     assert json.loads(proc.stdout)['plan']['world_size'] == 4
+
+
+@pytest.mark.parametrize(
+    'launch',
+    [
+        'accelerate launch --num_processes 8 --num_machines 2 --machine_rank $SLURM_PROCID '
+        '--main_process_port $MASTER_PORT train_grpo.py --seed_port $MASTER_PORT',
+        'torchrun --nnodes 2 --nproc_per_node 4 --node_rank $NODE_RANK --master_port $MASTER_PORT train_grpo.py '
+        '--seed_port $MASTER_PORT',
+    ],
+)
+def test_a_rank_or_port_left_to_the_parent_script_does_not_stop_the_launcher(tmp_path, launch):
+    """A sub-script run without the script that sets them (`--machine_rank $SLURM_PROCID`): the rank and the port
+    decide nothing planned; the launcher's parser takes them as 0, the note says they were not resolved, and the
+    training script's own words stay as written."""
+    from grpo_recipes.frontends import read_launch
+
+    (tmp_path / 'train_grpo.py').write_text('from trl import GRPOTrainer, TrlParser\n')
+    (tmp_path / 'sub.sh').write_text(launch + '\n')
+    launch_ = read_launch([str(tmp_path / 'sub.sh')], environ={})
+    assert launch_.trl.script_args[-2:] == ['--seed_port', '$MASTER_PORT']

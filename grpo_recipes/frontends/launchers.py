@@ -103,6 +103,30 @@ class _ParseError(Exception):
     pass
 
 
+# Launcher options whose integer value decides nothing planned (which node this is, the rendezvous port, restarts):
+# a value left unresolved there (`--machine_rank $SLURM_PROCID` in a sub-script run without its parent) is read as 0
+# so the launcher's parser takes the words; the reader's note names what was not resolved. The process counts
+# (--num_processes, --nproc_per_node, --nnodes, ...) are never stood in for (cluster.check_layout asks for them).
+NEUTRAL_LAUNCHER_INTS = frozenset(
+    {'machine_rank', 'main_process_port', 'node_rank', 'master_port', 'max_restarts', 'monitor_interval'}
+)
+
+
+def _neutral(args: list[str]) -> list[str]:
+    """``args`` with each unresolved value of a NEUTRAL_LAUNCHER_INTS option read as 0 (as many words as before)."""
+    out = list(args)
+    for i, w in enumerate(out):
+        name, eq, value = w.partition('=')
+        key = name.lstrip('-').replace('-', '_')
+        if not w.startswith('--') or key not in NEUTRAL_LAUNCHER_INTS:
+            continue
+        if eq and '$' in value:
+            out[i] = f'{name}=0'
+        elif not eq and i + 1 < len(out) and '$' in out[i + 1]:
+            out[i + 1] = '0'
+    return out
+
+
 def _raise(message: str):
     raise _ParseError(message)
 
@@ -155,7 +179,7 @@ def parse_torchrun(
         'torch.distributed.launch' if module == 'torch.distributed.launch' else 'torchrun', what, source, env
     )
     try:
-        ns = parser.parse_args(args)
+        ns = parser.parse_args(_neutral(args))
     except _ParseError as e:
         raise _parse_failed(what, str(e), args, source) from None
     opts = vars(ns)
@@ -171,7 +195,7 @@ def parse_torchrun(
         for o in a.option_strings
         if f'PET_{o.lstrip("-").replace("-", "_").upper()}' in env
     }
-    target = [ns.training_script, *ns.training_script_args]
+    target = list(args[n:])  # as written: the stand-ins (_neutral) are for the launcher's own options only
     form = 'command' if ns.no_python else 'module' if ns.module else 'script'
     return opts, given, target, form
 
@@ -181,7 +205,7 @@ def parse_deepspeed(args: list[str], source: str) -> tuple[dict[str, Any], set[s
     DeepSpeed's own ``runner.parse_args``."""
     parser = _rebuilt('deepspeed', 'deepspeed', source)
     try:
-        ns = parser.parse_args(args)
+        ns = parser.parse_args(_neutral(args))
     except _ParseError as e:
         raise _parse_failed('deepspeed', str(e), args, source) from None
     opts = vars(ns)
@@ -195,7 +219,7 @@ def parse_deepspeed(args: list[str], source: str) -> tuple[dict[str, Any], set[s
         if any(w == short or w.startswith(short + '=') for w in args[:n]):
             given.add(name)
     form = 'command' if ns.no_python else 'module' if ns.module else 'script'
-    return opts, given, [ns.user_script, *ns.user_args], form
+    return opts, given, list(args[n:]), form  # as written (the stand-ins are for deepspeed's own options)
 
 
 # ---- Slurm ----------------------------------------------------------------------------------------------------
@@ -824,11 +848,11 @@ def accelerate_options(args: list[str], source: str = 'accelerate launch') -> tu
     (options, [])."""
     parser = _rebuilt('accelerate launch', 'accelerate launch', source)
     try:
-        ns = parser.parse_args(args)
+        ns = parser.parse_args(_neutral(args))
     except _ParseError as e:
         if 'training_script' in str(e) and 'required' in str(e):  # accelerate_cmd.require_script says it
             try:  # the options' values all the same (`trl grpo` hands accelerate its options without a script)
-                return _given(parser, args, parser.parse_args([*args, '--', 'script']), len(args)), []
+                return _given(parser, args, parser.parse_args([*_neutral(args), '--', 'script']), len(args)), []
             except _ParseError:
                 return {}, []
         raise _parse_failed('accelerate launch', str(e), args, source) from None
