@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from .expand import find_close
+
 LIMIT = 4096  # the most words one word expands to here (bash has no limit; a launch script never needs more)
 _SEQ = re.compile(r'(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?|([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?')
 
@@ -91,24 +93,17 @@ def _skip(word: str, i: int) -> int:
             else:
                 j += 1
         return j + 1
-    # `$(...)`, `$((...))`, `${...}`: to the matching close, quotes inside skipped
-    opener = word[i + 1]
-    closer = ')' if opener == '(' else '}'
-    depth, j = 1, i + 2
-    while j < n and depth:
-        d = word[j]
-        if d in '\\\'"`':
-            j = _skip(word, j)
-            continue
-        if d == '$' and word[j + 1 : j + 2] in ('(', '{'):
-            j = _skip(word, j)
-            continue
-        if d == opener:
-            depth += 1
-        elif d == closer:
-            depth -= 1
-        j += 1
-    return j
+    # `$((...))`, `$(...)`, `${...}`: to the matching close, as the expander finds it (quotes and nesting inside)
+    try:
+        if word.startswith('$((', i):
+            end = find_close(word, i + 3, '$((')
+            if word.startswith('))', end):
+                return end + 2
+        if word.startswith('$(', i):
+            return find_close(word, i + 2, '$(') + 1
+        return find_close(word, i + 2, '${') + 1
+    except ValueError:  # left open: the rest of the word
+        return n
 
 
 def _pair(word: str, i: int) -> tuple[int, list[int]] | None:
