@@ -12,6 +12,8 @@ the evaluator's ``unresolved`` list, so a caller can say it was not resolved.
 
 from __future__ import annotations
 
+import glob
+import os
 import re
 from typing import Protocol
 
@@ -245,9 +247,6 @@ class Expander:
         or ``[`` is replaced by the names here that match it, sorted (the C locale's order; names starting with
         ``.`` only where the pattern says so), and kept as written when none does (no ``nullglob``). The files are
         this machine's: a data directory that is only on the launch's machine keeps the pattern, as bash here would."""
-        import glob
-        import os
-
         out: list[str] = []
         base = self.st.cwd or os.getcwd()
         for field, pattern in fields:
@@ -894,8 +893,6 @@ _GLOB = re.compile(r'[*?\[]')
 def assemble_patterns(parts: list) -> list[tuple[str, str | None]]:
     """``assemble``, each field with its pathname pattern: its unquoted text as it is (``*``, ``?`` and ``[`` active),
     its quoted text escaped; None when no unquoted text holds a pattern character."""
-    import glob
-
     out: list[tuple[str, str | None]] = []
     cur, pat, has, active = [], [], False, False
 
