@@ -18,6 +18,7 @@ The launchers that run one of these (or any script) are in ``frontends/launchers
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from typing import NamedTuple
@@ -110,15 +111,34 @@ def lookup_script(path: str, rest: list[str]) -> tuple[Entry, int] | None:
     return None
 
 
+def _tree(path: str):
+    """A Python file's ``ast`` tree (None: not here, or not Python), parsed once per version of the file: a script
+    is classified for every command that runs it (launchers.classify), and its project's modules with it."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return _parsed(os.path.abspath(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(path: str, mtime_ns: int, size: int):
+    import ast
+
+    try:
+        with open(path, encoding='utf-8') as f:
+            return ast.parse(f.read())
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+
+
 def script_imports(path: str) -> tuple[set[str], set[str]] | None:
     """(the top-level packages a Python file imports, every name it imports or uses), read with ``ast``; None when
     the file is not here to read (or not Python)."""
     import ast
 
-    try:
-        with open(path, encoding='utf-8') as f:
-            tree = ast.parse(f.read())
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+    tree = _tree(path)
+    if tree is None:
         return None
     packages, names = set(), set()
     for node in ast.walk(tree):
@@ -145,10 +165,8 @@ def imports_trl(path: str, depth: int = 2, limit: int = 24) -> bool | None:
     seen: set[str] = set()
 
     def modules(file: str) -> list[str] | None:
-        try:
-            with open(file, encoding='utf-8') as f:
-                tree = ast.parse(f.read())
-        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        tree = _tree(file)
+        if tree is None:
             return None
         out = []
         for node in ast.walk(tree):

@@ -600,14 +600,6 @@ def peel(argv: list[str], env: Mapping[str, str], source: str = 'command line') 
 # ---- what a command is, and its processes ----------------------------------------------------------------------
 
 
-def _imports_trl(path: str) -> bool | None:
-    """Whether a training script uses TRL, itself or through a module of its project (None: the file is not here to
-    read; entrypoints.imports_trl)."""
-    from .entrypoints import imports_trl
-
-    return imports_trl(path)
-
-
 LAUNCHER_HEADS = ('srun', 'torchrun', 'deepspeed')
 # Packages whose `python -m` starts a server or a tool, never a GRPO trainer: vLLM's and SGLang's OpenAI servers
 # (a reward or judge model beside the launch), LMDeploy, uvicorn/gunicorn, the standard library's and hubs' tools.
@@ -621,7 +613,7 @@ def classify(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str
     """(framework, role) of a command: the entry it runs looked up in ``entrypoints``, through its launchers.
     framework ``unread``: a training command no reader here reads (a script that does not use TRL, ms-swift's
     other entry points); ``launcher``: a launcher whose own parser refuses the command (reading it says why)."""
-    from .entrypoints import lookup_command, lookup_module, lookup_script, module_file
+    from .entrypoints import imports_trl, lookup_command, lookup_module, lookup_script, module_file, serves_http
 
     if not argv:
         return None
@@ -650,7 +642,7 @@ def classify(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str
             return 'unread', 'train'
         if len(t) > 1 and t[1].split('.')[0] in NOT_TRAINERS:
             return None  # a server or tool beside the launch (a judge model's vLLM server), not a trainer
-        if len(t) > 1 and _imports_trl(module_file(t[1])) is False:
+        if len(t) > 1 and imports_trl(module_file(t[1])) is False:
             return 'unread', 'train'  # the module's file is here (run from its repository) and does not use TRL
         return 'trl', 'train'
     if not t:  # `python` alone, `accelerate launch` with no script (its reader says so)
@@ -660,11 +652,9 @@ def classify(argv: list[str], env: Mapping[str, str] | None = None) -> tuple[str
         return found[0].framework, found[0].role
     if t[0] == '-c':  # python -c '...': not a launch
         return None
-    from .entrypoints import serves_http
-
     if serves_http(t[0]):
         return None  # a project's own vLLM/HTTP server (a copy of trl's vllm_serve.py, a judge): not a trainer
-    return ('unread', 'train') if _imports_trl(t[0]) is False else ('trl', 'train')
+    return ('unread', 'train') if imports_trl(t[0]) is False else ('trl', 'train')
 
 
 def unresolved_head(argv: list[str], source: str) -> GuardError:
