@@ -30,9 +30,14 @@ def catalogue() -> dict[str, dict]:
     return json.loads(text)['models']
 
 
+def _known() -> list[tuple[str, str]]:
+    """(hub id, built-in name) of every config the guard bundles: the files, then the catalogue's entries."""
+    return list(BUILTIN_MODELS.items()) + [(hub_id, f'{CATALOGUE}#{hub_id}') for hub_id in catalogue()]
+
+
 def _builtin_for(model: str) -> str | None:
     base = model.rstrip('/').split('/')[-1].lower()
-    known = list(BUILTIN_MODELS.items()) + [(hub_id, f'{CATALOGUE}#{hub_id}') for hub_id in catalogue()]
+    known = _known()
     for hub_id, fname in known:
         if model == hub_id:
             return fname
@@ -118,8 +123,7 @@ def bundled_config(hub_id: str) -> tuple[dict[str, Any], str] | None:
     """(the bundled config.json of exactly this hub id, its built-in name), or None: no fine-tune or other
     organisation's upload is taken for it (a published case names its model; memory/cases.py)."""
     key = hub_id.strip().rstrip('/').lower()
-    known = list(BUILTIN_MODELS.items()) + [(h, f'{CATALOGUE}#{h}') for h in catalogue()]
-    for h, fname in known:
+    for h, fname in _known():
         if h.lower() == key:
             return builtin_config(fname), fname
     return None
