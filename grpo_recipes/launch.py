@@ -239,6 +239,9 @@ class Rollout:
     remote: str | None = None
     """Why the server is taken to run on another machine than the trainer (the script's comment above it,
     e.g. ``# run in another node``); None: nothing says so. Its GPU ids then name that machine's GPUs."""
+    commented: bool = False
+    """The command is quoted in a comment of the script (ms-swift's examples document their servers that way): what
+    it would refuse at start-up, or a port the trainer does not use, is a warning (the user may start it otherwise)."""
 
     @property
     def fw(self) -> Framework:

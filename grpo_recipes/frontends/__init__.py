@@ -97,9 +97,9 @@ def read_rollout_command(cmd: Command, environ: Mapping[str, str], source: str) 
         raise unresolved_head(cmd.argv, source)
     env = {**{k: v for k, v in environ.items() if k == 'CUDA_VISIBLE_DEVICES'}, **cmd.env}
     argv = _rollout_argv(cmd.argv, kind[0])
-    if kind[0] == 'swift':
-        return read_rollout(argv, env, source)
-    return read_vllm_serve(argv, env, source)
+    rollout = read_rollout(argv, env, source) if kind[0] == 'swift' else read_vllm_serve(argv, env, source)
+    rollout.commented = cmd.commented  # quoted in a comment of the script: documentation (Rollout.commented)
+    return rollout
 
 
 def _rollout_argv(argv: list[str], framework: str) -> list[str]:
@@ -222,6 +222,18 @@ def _script_arguments(cmds) -> list[str]:
     return [f'${n}' for n in sorted(found)]
 
 
+def _with_arguments(e: GuardError, cmds, args: list[str] | None, path: str) -> GuardError:
+    """A refusal of a script read without its own arguments, with the way to give them where it takes some (the
+    error as it is otherwise)."""
+    taken = _script_arguments(cmds) if args is None else []
+    if not taken or '-- bash ' in str(e):
+        return e
+    return GuardError(
+        f'{e}; the script takes arguments ({", ".join(taken)}): check it as you run it: '
+        f'grpo-guard check -- bash {path} ARGS'
+    )
+
+
 def _from_script(
     path: str, environ: Mapping[str, str], args: list[str] | None = None, machine=None
 ) -> tuple[Launch | None, Rollout | None]:
@@ -305,13 +317,7 @@ def _from_script(
     try:
         check_layout(cmd, f'{p}:{cmd.line}')  # NPROC_PER_NODE=$SLURM_GPUS_ON_NODE: exit 2, give it with --env
     except GuardError as e:
-        taken = _script_arguments(cmds) if args is None else []
-        if not taken:
-            raise
-        raise GuardError(
-            f'{e}; the script takes arguments ({", ".join(taken)}): check it as you run it: '
-            f'grpo-guard check -- bash {path} ARGS'
-        ) from None
+        raise _with_arguments(e, cmds, args, path) from None
     env = {**environ, **cmd.env}
     from .crlf import crlf_note, lost_continuation
     from .trl.accelerate_cmd import NoScript
@@ -326,13 +332,7 @@ def _from_script(
         following = next((c for c in cmds if c.line > cmd.line and not c.commented), None)
         raise GuardError(e.with_next(' '.join(following.argv) if following else None)) from None
     except GuardError as e:  # a value left unresolved: where the script takes arguments, the way to give them
-        taken = _script_arguments(cmds) if args is None else []
-        if not taken or '-- bash ' in str(e):
-            raise
-        raise GuardError(
-            f'{e}; the script takes arguments ({", ".join(taken)}): check it as you run it: '
-            f'grpo-guard check -- bash {path} ARGS'
-        ) from None
+        raise _with_arguments(e, cmds, args, path) from None
     launch.notes += crlf_note(text, str(p))
     on_node = cmd.env.get('SLURM_GPUS_ON_NODE') or (environ.get('SLURM_GPUS_ON_NODE') if directives else None)
     if str(on_node or '').isdigit() and hasattr(launch, 'node_gpus'):

@@ -112,6 +112,6 @@ def rollout_server_arguments(ctx: Context) -> list[Finding]:
     # one only quoted in a comment (ms-swift's examples document the server that way) stays a warning
     return [
         f
-        for f in rollout_findings(r, ctx.hw, ctx.model, as_error=not r.source.endswith('(comment)'))
+        for f in rollout_findings(r, ctx.hw, ctx.model, as_error=not r.commented)
         if f.rule not in ('rollout.gpu-count', 'rollout.gpu-missing')
     ] + port_findings(ctx.cfg, r)

@@ -76,7 +76,7 @@ def port_findings(cfg, rollout) -> list[Finding]:
     src = rollout.fw.server_port_source
     # a server quoted in a comment (ms-swift's examples document their servers that way) is documentation the user
     # may not follow to the letter: the mismatch is said, as a warning (as its rejected arguments are)
-    commented = str(rollout.source).endswith('(comment)')
+    commented = rollout.commented
     return [
         Finding(
             WARNING if commented else ERROR,
