@@ -17,7 +17,7 @@ from grpo_recipes.check import check_launch
 from grpo_recipes.frontends import read_launch
 from grpo_recipes.hardware import Hardware
 from grpo_recipes.memory.arch import Arch
-from grpo_recipes.memory.vllm_startup import compressed_tensors_bytes_per_weight
+from grpo_recipes.memory.vllm_startup import PRESET_WEIGHTS, compressed_tensors_bytes_per_weight
 from grpo_recipes.models import builtin_config
 
 QWEN25_7B = builtin_config('Qwen2.5-7B-Instruct.json')
@@ -152,6 +152,21 @@ def test_compressed_tensors_bytes_per_weight(weights, per_weight):
 def test_compressed_tensors_without_bits_is_planned_at_16():
     assert compressed_tensors_bytes_per_weight({'quant_method': 'compressed-tensors'}, 3584) is None
     assert compressed_tensors_bytes_per_weight(ct(num_bits=16, type='float'), 3584) is None
+
+
+def test_preset_schemes_are_compressed_tensors_own():
+    """A quantization_config naming an llm-compressor preset (``scheme``) is planned as that preset's weights:
+    differential against the installed compressed-tensors' PRESET_SCHEMES."""
+    from compressed_tensors.quantization.quant_scheme import PRESET_SCHEMES
+
+    keys = ('num_bits', 'type', 'strategy', 'group_size', 'symmetric', 'block_structure')
+    for name, weights in PRESET_WEIGHTS.items():
+        real = PRESET_SCHEMES[name]['weights'].model_dump(mode='json')
+        assert {k: real.get(k) for k in keys} == {k: weights.get(k, {'symmetric': True}.get(k)) for k in keys}, name
+        assert compressed_tensors_bytes_per_weight(
+            {'quant_method': 'compressed-tensors', 'scheme': f'{name.lower()} (as a summary names it)'}, 3584
+        ) == compressed_tensors_bytes_per_weight(ct(**real), 3584)
+    assert compressed_tensors_bytes_per_weight({'quant_method': 'compressed-tensors', 'scheme': 'custom'}, 3584) is None
 
 
 def test_every_module_is_named_once():

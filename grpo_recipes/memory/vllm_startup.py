@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -389,6 +390,39 @@ def _group_elements(weights: dict, in_features: int) -> int:
     return in_features
 
 
+# llm-compressor's preset schemes (compressed_tensors/quantization/quant_scheme.py PRESET_SCHEMES, compressed-tensors
+# 0.20.0): the weights' QuantizationArgs each name stands for. A quantization_config that names its preset (``scheme``,
+# as a model card or a summary of a config does) instead of listing its config_groups is planned as that preset;
+# tests/test_quantized_checkpoints.py holds this table to the installed package.
+PRESET_WEIGHTS = {
+    **{
+        f'W{b}A{a}': {'num_bits': b, 'type': 'int', 'strategy': 'group', 'group_size': 128}
+        for b in (2, 3, 4, 5, 6, 7, 8)
+        for a in (4, 8, 16)
+        if b <= a
+    },
+    'W4A16_ASYM': {'num_bits': 4, 'type': 'int', 'strategy': 'group', 'group_size': 128, 'symmetric': False},
+    'W4AFP8': {'num_bits': 4, 'type': 'int', 'strategy': 'group', 'group_size': 128},
+    'W8A8': {'num_bits': 8, 'type': 'int', 'strategy': 'channel'},
+    'INT8': {'num_bits': 8, 'type': 'int', 'strategy': 'channel'},
+    'FP8': {'num_bits': 8, 'type': 'float', 'strategy': 'tensor'},
+    'FP8_DYNAMIC': {'num_bits': 8, 'type': 'float', 'strategy': 'channel'},
+    'FP8_BLOCK': {'num_bits': 8, 'type': 'float', 'strategy': 'block', 'block_structure': [128, 128]},
+    'NVFP4A16': {'num_bits': 4, 'type': 'float', 'strategy': 'tensor_group', 'group_size': 16},
+    'NVFP4': {'num_bits': 4, 'type': 'float', 'strategy': 'tensor_group', 'group_size': 16},
+    'MXFP4A16': {'num_bits': 4, 'type': 'float', 'strategy': 'group', 'group_size': 32},
+    'MXFP4': {'num_bits': 4, 'type': 'float', 'strategy': 'group', 'group_size': 32},
+}
+
+
+def _preset_groups(quant: dict) -> dict:
+    """config_groups for a quantization_config that names an llm-compressor preset (``scheme: 'W4A16'``, also
+    ``'W4A16 (...)'``) instead of listing them; {} when it names none."""
+    m = re.match(r'\s*([A-Za-z0-9_]+)', str(quant.get('scheme') or ''))
+    weights = PRESET_WEIGHTS.get(m.group(1).upper()) if m else None
+    return {'preset': {'targets': ['Linear'], 'weights': weights}} if weights else {}
+
+
 def compressed_tensors_bytes_per_weight(quant: dict, in_features: int) -> float | None:
     """Bytes per linear weight of a compressed-tensors checkpoint (``quantization_config.quant_method
     'compressed-tensors'``, llm-compressor's format) as vLLM creates its parameters (vLLM 0.17.1
@@ -401,8 +435,13 @@ def compressed_tensors_bytes_per_weight(quant: dict, in_features: int) -> float 
     - 4-bit floats (``W4A4Nvfp4``/``W4A16Nvfp4``: uint8 pairs and an fp8 scale per 16; ``W4A16Mxfp4``: a uint8 scale
       per 32).
 
-    None when no group states ``num_bits`` (then the caller plans 16 bits)."""
-    groups = [g for g in (quant.get('config_groups') or {}).values() if isinstance(g, dict) and g.get('weights')]
+    A config without ``config_groups`` that names a preset (``scheme``) is planned as that preset
+    (``PRESET_WEIGHTS``). None when no group states ``num_bits`` (then the caller plans 16 bits)."""
+    groups = [
+        g
+        for g in (quant.get('config_groups') or _preset_groups(quant)).values()
+        if isinstance(g, dict) and g.get('weights')
+    ]
     if not groups:
         return None
     group = next((g for g in groups if 'Linear' in (g.get('targets') or [])), groups[0])
