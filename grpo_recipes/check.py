@@ -88,6 +88,9 @@ class CheckReport:
     """What the verdict took as given (prompt lengths planned, rollout settings guessed, ...), one line each."""
     memory_unchecked: str | None = None
     """Why per-GPU memory was not predicted (no config.json, unknown card), None when it was."""
+    stop: str | None = None
+    """Why the launch as written stops before training on this machine, although it was read and planned: a
+    ``--model`` path that is not here (model_source.MissingLocalPath). The report is printed, then this line; exit 2."""
     speed: object = None
     """Predicted seconds per optimizer step by phase (speed.model.SpeedEstimate); None when not predicted."""
     speed_unchecked: str | None = None
@@ -111,7 +114,10 @@ class CheckReport:
         return f'memory not checked: {self.memory_unchecked}' if self.memory_unchecked else None
 
     def exit_code(self, allow_unchecked: bool = False) -> int:
-        """0 accepted; 1 errors, or something not checked (unless ``allow_unchecked``)."""
+        """0 accepted; 1 errors, or something not checked (unless ``allow_unchecked``); 2 a launch that cannot start
+        here (``stop``)."""
+        if self.stop:
+            return 2
         if not self.ok:
             return 1
         return 1 if self.unchecked and not allow_unchecked else 0
@@ -132,6 +138,7 @@ class CheckReport:
             'ok': self.ok,
             'memory_unchecked': self.memory_unchecked,
             'unchecked': self.unchecked,
+            'stop': self.stop,
             'assumptions': self.assumptions,
             'counts': self.counts(),
             'findings': [f.to_dict() for f in self.findings],
@@ -201,7 +208,8 @@ def with_rollout(cfg: GRPOConfig, launch: Launch) -> tuple[GRPOConfig, list[str]
 def model_config_for(model: str | None, given: dict | None, hub=None) -> tuple[dict | None, str | None]:
     """(config.json, None), or (None, why memory cannot be checked): the one lookup a trainer check and a
     rollout-server check share. ``hub`` (model_fetch.hub_of): where the launch downloads its model, asked for
-    config.json alone when no copy is here."""
+    config.json alone when no copy is here. A ``--model`` path missing here raises model_source.MissingLocalPath
+    (``planned_without_model`` turns it into the report's ``stop``)."""
     if given is not None:
         return given, None
     from .model_fetch import FetchError
@@ -228,6 +236,21 @@ def model_config_for(model: str | None, given: dict | None, hub=None) -> tuple[d
                 '--model-config DIR',
             )
         return None, f'no config.json for {model}: pass --model-config DIR or a local model dir'
+
+
+def planned_without_model(
+    model: str | None, given: dict | None, hub=None
+) -> tuple[dict | None, str | None, str | None]:
+    """``model_config_for`` for a check that goes on without the model: (config.json, why memory is not checked,
+    why the launch stops here). A ``--model`` path missing on this machine is never matched to a bundled config by
+    its name; the launch is still read and planned (processes, GPUs, batches), its memory is not, and the check
+    ends with that one line (exit 2)."""
+    from .model_source import MissingLocalPath
+
+    try:
+        return (*model_config_for(model, given, hub), None)
+    except MissingLocalPath as e:
+        return None, f'--model {model} is not on this machine, so neither is its config.json', str(e)
 
 
 def with_rollout_gpus(hw: Hardware, rollout) -> Hardware:
@@ -321,7 +344,7 @@ def check_launch(
 
     given_config = model_config is not None
     hub = hub_of(launch.fw, launch.argv, launch.file_env)
-    model_config, unchecked = model_config_for(cfg.model, model_config, hub)
+    model_config, unchecked, stop = planned_without_model(cfg.model, model_config, hub)
     assumptions += [config_source(cfg.model, given_config, hub)] if model_config is not None else []
     base = Path(launch.config_file).parent if launch.config_file and os.path.isfile(launch.config_file) else None
     ctx = Context(
@@ -358,6 +381,7 @@ def check_launch(
         packages=packages,
         assumptions=assumptions,
         memory_unchecked=unchecked,
+        stop=stop,
     )
     if memory and unchecked is None:  # the memory model gives a value; the report takes it
         report.take_memory(
@@ -412,7 +436,7 @@ def check_rollout(
 
     given_config = model_config is not None
     hub = hub_of(launch.fw, launch.argv, launch.file_env)
-    model_config, unchecked = model_config_for(r.model, model_config, hub)
+    model_config, unchecked, stop = planned_without_model(r.model, model_config, hub)
     report = CheckReport(
         launch=launch,
         cfg=cfg,
@@ -421,6 +445,7 @@ def check_rollout(
         findings=rollout_findings(r, hw, model_config, as_error=True),
         packages=installed_packages() if packages is None else packages,
         memory_unchecked=unchecked,
+        stop=stop,
     )
     report.assumptions += [config_source(r.model, given_config, hub)] if model_config is not None else []
     if unchecked is None:

@@ -47,6 +47,12 @@ def _builtin_for(model: str) -> str | None:
     return None
 
 
+def named_like(model: str) -> str | None:
+    """The bundled hub id whose name is ``model``'s last path part (a local copy's usual dir name), or None."""
+    base = model.rstrip('/').split('/')[-1].lower()
+    return next((hub_id for hub_id, _ in _known() if base == hub_id.split('/')[-1].lower()), None)
+
+
 def builtin_stem(name: str) -> str:
     """The model's dir name for a built-in copy (what ms-swift matches model_type and template on)."""
     return name.split('#', 1)[1].split('/')[-1] if '#' in name else Path(name).stem

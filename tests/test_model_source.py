@@ -54,10 +54,57 @@ def test_ms_swift_itself_stops_on_a_missing_absolute_model_path():
     ],
 )
 def test_missing_local_model_is_an_error_not_the_bundled_config(model):
+    """The launch is still read and planned (its processes and batches), its memory is not: no bundled config is
+    taken for a dir by its name; the check ends with one line naming the path (exit 2)."""
     assert looks_local(model)
-    with pytest.raises(MissingLocalPath) as e:
-        check_launch(swift(model), HW, packages=PKGS)
-    assert e.value.exit_code == 2 and model in str(e.value) and '\n' not in str(e.value)
+    r = check_launch(swift(model), HW, packages=PKGS)
+    assert r.exit_code() == 2 and r.exit_code(allow_unchecked=True) == 2
+    assert model in r.stop and '\n' not in r.stop and r.stop.startswith(MissingLocalPath.__name__) is False
+    assert not r.memory and r.memory_unchecked and r.plan.world_size == 1
+    # the dir is named like a bundled model: the line says how to plan it as that model, never does so itself
+    assert '--model-config Qwen/Qwen2.5-7B-Instruct' in r.stop
+
+
+def test_missing_local_model_cli_prints_the_plan_then_one_line(tmp_path):
+    p = run_cli(
+        'grpo_recipes.cli.guard',
+        'check',
+        '--gpus',
+        '2',
+        '--gpu-type',
+        'A100-80G',
+        '--',
+        'swift',
+        'rlhf',
+        '--rlhf_type',
+        'grpo',
+        '--model',
+        '/nonexistent/my-sft-run/checkpoint-100',
+        '--reward_funcs',
+        'format',
+        '--dataset',
+        'AI-MO/NuminaMath-TIR',
+        '--per_device_train_batch_size',
+        '4',
+        cwd=tmp_path,
+    )
+    assert p.returncode == 2, p.stderr
+    assert 'Launch plan' in p.stdout and 'micro-batch     4 completions/process' in p.stdout
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('error: --model /nonexistent/my-sft-run/checkpoint-100')
+    assert 'no such directory' in lines[0] and '--model-config' in lines[0]
+
+
+def test_model_config_given_as_a_hub_id_plans_the_copy(tmp_path):
+    """--model-config ORG/NAME: the config of the model the missing dir is a copy of (here the bundled one, offline)."""
+    args = ['grpo_recipes.cli.guard', 'check', '--gpus', '2', '--gpu-type', 'A100-80G', '--json', '--model-config']
+    launch = ['--', 'swift', 'rlhf', '--rlhf_type', 'grpo', '--model', '/nonexistent/Qwen2.5-7B-Instruct']
+    launch += ['--reward_funcs', 'format', '--dataset', 'AI-MO/NuminaMath-TIR', '--per_device_train_batch_size', '8']
+    p = run_cli(*args, 'Qwen/Qwen2.5-7B-Instruct', *launch, cwd=tmp_path, env={'HF_HUB_OFFLINE': '1'})
+    out = json.loads(p.stdout)
+    assert out['stop'] is None and out['memory_unchecked'] is None and out['memory'], p.stderr
+    p = run_cli(*args, 'nobody/no-such-model-xyz', *launch, cwd=tmp_path, env={'HF_HUB_OFFLINE': '1'})
+    assert p.returncode == 2 and 'nobody/no-such-model-xyz' in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
 
 def test_the_config_json_used_is_named(tmp_path):

@@ -15,7 +15,7 @@ from ..hardware import detect
 from ..launch import Launch
 from ..realparse import validate
 from ..versions import version_tuple
-from .common import environ_with, launch_args, model_config_arg, print_json
+from .common import environ_with, fail, launch_args, model_config_arg, print_json
 from .render import print_report
 
 
@@ -165,6 +165,8 @@ def _checked(opts, extra: list[str]):
         from .bars import write_plot  # matplotlib is imported only here
 
         write_plot(report, opts.plot)
+    if report.stop:  # read and planned, but it cannot start here as written: the one line, last
+        fail(report.stop, 2)
     if getattr(opts, 'write_fix', None):
         from ..write_fix import write_fix
 
@@ -178,7 +180,7 @@ def run_check(opts, extra: list[str]) -> int:
 
 def run_run(opts, extra: list[str]) -> int:
     report = _checked(opts, extra)
-    if report.exit_code(opts.allow_unchecked) and not opts.force:
+    if report.exit_code(opts.allow_unchecked) and (not opts.force or report.stop):
         from .verdict import not_launching
 
         print(not_launching(report), file=sys.stderr)

@@ -89,9 +89,21 @@ def environ_with(pairs: list[str] | None) -> dict[str, str]:
 
 
 def model_config_arg(path: str | None) -> dict | None:
+    """``--model-config``: a dir holding config.json, the file itself, or a hub id (``org/name``, no such path here):
+    its bundled or cached config.json, else that file alone from the Hugging Face hub."""
     if not path:
         return None
     p = Path(path)
+    from ..model_source import looks_local
+
+    if not p.exists() and path.count('/') == 1 and not looks_local(path):
+        import os
+
+        from ..model_fetch import Hub
+        from ..models import load_model_config
+
+        hub = Hub('hf', None, os.environ.get('HF_TOKEN'), '--model-config names a hub id')
+        return load_model_config(path, hub)
     f = p / 'config.json' if p.is_dir() else p
     try:
         return json.loads(f.read_text(encoding='utf-8'))

@@ -100,7 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
         "the analytic memory model's figure for the same quantity.",
     )
     t.add_argument('config', nargs='?', help='swift rlhf YAML/JSON config or launcher .sh (or `-- swift rlhf ...`)')
-    t.add_argument('--model-config', metavar='DIR', help="a dir holding the model's config.json (or the file)")
+    t.add_argument(
+        '--model-config',
+        metavar='DIR',
+        help="a dir holding the model's config.json (or the file), or a hub id (org/name)",
+    )
     t.add_argument('--gpus', type=int, metavar='N', help='physical GPUs per node (for the plan)')
     t.add_argument('--json', action='store_true', help='print one JSON object (traced_peak_gib, model_peak_gib, ...)')
     t.add_argument('--force', action='store_true', help='trace a launch even when grpo-guard check finds errors in it')
@@ -240,8 +244,8 @@ def _hardware_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         '--model-config',
         metavar='DIR',
-        help="a dir holding the model's config.json (or the file) "
-        'when the model is neither local nor in the HF/ModelScope cache',
+        help="a dir holding the model's config.json (or the file), or the hub id (org/name) of the model the "
+        "launch's model dir is a copy of, when the model is neither local nor in the HF/ModelScope cache",
     )
     p.add_argument(
         '--allow-unchecked',

@@ -258,6 +258,8 @@ def _plan_memory_speed(report: CheckReport, out: Console) -> None:
 def verdict_line(report: CheckReport, allow_unchecked: bool = False) -> str:
     """The console's last line for the verdict ``verdict.verdict`` decides."""
     decided = verdict(report)
+    if report.stop:
+        return f'[bold red]REFUSED[/]: it cannot start on this machine as written (below); {escape(report.unchecked)}'
     if decided == 'REFUSED':
         return '[bold red]REFUSED[/]: fix the errors above'
     warn = report.counts()['warning']

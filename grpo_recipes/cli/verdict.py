@@ -11,7 +11,7 @@ from __future__ import annotations
 
 def verdict(report) -> str:
     """'REFUSED', 'UNCHECKED' or 'OK' (what the console's last line says)."""
-    if not report.ok:
+    if not report.ok or report.stop:
         return 'REFUSED'
     return 'UNCHECKED' if report.unchecked else 'OK'
 
@@ -30,6 +30,8 @@ def report_json(report, allow_unchecked: bool = False) -> dict:
 def not_launching(report) -> str:
     """Why `run` does not launch, with the one way out that applies (errors: fix or --force; UNCHECKED only:
     give what memory needs, or accept it)."""
+    if report.stop:
+        return f'grpo-guard: not launching ({report.stop})'
     if not report.ok:
         return 'grpo-guard: not launching (errors above); fix them or pass --force'
     if report.launch.unread_trainer:

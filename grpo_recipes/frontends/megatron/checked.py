@@ -29,6 +29,8 @@ class MegatronReport:
     speed: object = None
     """speed.py's SpeedEstimate (docs/throughput.md), None with speed_unchecked saying why."""
     speed_unchecked: str | None = None
+    stop: str | None = None
+    """A ``--model`` path missing on this machine (CheckReport.stop): planned without memory, then this line; exit 2."""
 
     @property
     def ok(self) -> bool:
@@ -43,6 +45,8 @@ class MegatronReport:
         return f'memory not checked: {self.memory_unchecked}' if self.memory_unchecked else None
 
     def exit_code(self, allow_unchecked: bool = False) -> int:
+        if self.stop:
+            return 2
         if not self.ok:
             return 1
         return 1 if self.unchecked and not allow_unchecked else 0
@@ -165,6 +169,7 @@ class MegatronReport:
             'ok': self.ok,
             'memory_unchecked': self.memory_unchecked,
             'unchecked': self.unchecked,
+            'stop': self.stop,
             'assumptions': self.assumptions,
             'counts': self.counts(),
             'findings': [f.to_dict() for f in self.findings],
@@ -244,6 +249,13 @@ def check_report(
         packages=packages,
         fixes=fixes,
     )
+    if model_config is None:  # a --model path missing here: planned without memory, then the one line (exit 2)
+        from ...model_source import MissingLocalPath, require_local_model
+
+        try:
+            require_local_model(str(launch.args.get('model') or ''))
+        except MissingLocalPath as e:
+            rep.stop = str(e)
     if getattr(launch, 'rollout', None) is not None:
         _with_rollout_server(rep, hw, packages)
     if launch.args.get('rlhf_type') == 'grpo':
