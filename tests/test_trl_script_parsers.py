@@ -656,3 +656,91 @@ def test_a_trl_field_the_scripts_classes_lack_is_refused(tmp_path, monkeypatch):
     # a name an older TRL had keeps its own explanation on a script with its own classes
     report, rules = check(tmp_path, monkeypatch, *_open_r1(tmp_path), '--vllm_device', 'auto')
     assert 'trl vllm-serve' in rules['args.unknown'].message
+
+
+# --- the script's own dataclass fields, and a YAML it loads into a dict --------------------------------------------
+# The shape of a tutorial script (boss-chanon/tutorial_grpo_on_lanta train.py): HfArgumentParser((ScriptArguments,
+# GRPOConfig)) and GRPOTrainer(model=script_args.model_name); the value is what transformers' own HfArgumentParser
+# makes of the command line (differential: the real parser on the same dataclass).
+OWN_FIELDS = """from dataclasses import dataclass, field
+from transformers import HfArgumentParser
+from trl import GRPOConfig, GRPOTrainer
+
+
+@dataclass
+class ScriptArguments:
+    model_name: str = field(default="Qwen/Qwen2.5-1.5B-Instruct")
+    use_lora: bool = False
+
+
+def main():
+    parser = HfArgumentParser((ScriptArguments, GRPOConfig))
+    script_args, training_args = parser.parse_args_into_dataclasses()
+    trainer = GRPOTrainer(model=script_args.model_name, reward_funcs=[], args=training_args)
+    trainer.train()
+
+
+main()
+"""
+
+
+@pytest.mark.parametrize('words', [[], ['--model_name', M], [f'--model_name={M}', '--use_lora', 'True']])
+def test_own_dataclass_field_is_the_model(tmp_path, monkeypatch, words):
+    from dataclasses import dataclass, field
+
+    from transformers import HfArgumentParser
+
+    @dataclass
+    class ScriptArguments:
+        model_name: str = field(default='Qwen/Qwen2.5-1.5B-Instruct')
+        use_lora: bool = False
+
+    real = HfArgumentParser(ScriptArguments).parse_args_into_dataclasses(args=words)[0].model_name
+    (tmp_path / 'train.py').write_text(OWN_FIELDS)
+    base = ['--output_dir', 'o', '--per_device_train_batch_size', '8', '--num_generations', '8']
+    report, _ = check(tmp_path, monkeypatch, 'accelerate', 'launch', '--num_processes', '8', 'train.py', *base, *words)
+    assert report.cfg.model == real
+
+
+# The shape of a project script that loads its own YAML (nirmalpratheep/Alignment_and_Reasoning_RL train_trl.py):
+# config = load_config("config/grpo_config.yaml"); GRPOConfig(max_completion_length=config['grpo']['max_tokens'])
+YAML_DICT = """import yaml
+import torch
+from transformers import AutoModelForCausalLM
+from trl import GRPOConfig, GRPOTrainer
+
+
+def load_config(config_path: str = "config/grpo_config.yaml") -> dict:
+    with open(config_path, 'r') as f:
+        return yaml.safe_load(f)
+
+
+def main():
+    config = load_config({arg})
+    model_name = config['model']['name']
+    model = AutoModelForCausalLM.from_pretrained(model_name, torch_dtype=torch.bfloat16)
+    args = GRPOConfig(output_dir="o", per_device_train_batch_size=config['training']['batch_size'],
+                      num_generations=config['grpo'].get('group_size', 8),
+                      max_completion_length=config['grpo']['max_tokens'])
+    GRPOTrainer(model=model, reward_funcs=[], args=args).train()
+
+
+main()
+"""
+
+
+@pytest.mark.parametrize('arg', ['"config/grpo_config.yaml"', ''])
+def test_yaml_the_script_loads_into_a_dict(tmp_path, monkeypatch, arg):
+    import yaml
+
+    text = 'model:\n  name: Qwen/Qwen2.5-7B-Instruct\ntraining:\n  batch_size: 4\ngrpo:\n  max_tokens: 1536\n'
+    (tmp_path / 'config').mkdir()
+    (tmp_path / 'config' / 'grpo_config.yaml').write_text(text)
+    (tmp_path / 'train.py').write_text(YAML_DICT.format(arg=arg))
+    config = yaml.safe_load(text)  # what the script's own expressions evaluate to
+    report, _ = check(tmp_path, monkeypatch, 'accelerate', 'launch', '--num_processes', '2', 'train.py')
+    cfg = report.cfg
+    assert cfg.model == config['model']['name']
+    assert cfg.per_device_train_batch_size == config['training']['batch_size']
+    assert cfg.num_generations == config['grpo'].get('group_size', 8)
+    assert cfg.max_completion_length == config['grpo']['max_tokens']

@@ -71,9 +71,49 @@ def _constants(tree: ast.Module) -> dict[str, ast.expr]:
     return out
 
 
+def _once_assigned(tree: ast.Module) -> dict[str, ast.expr]:
+    """``name = value`` bound exactly once anywhere in the script (a ``main()``'s ``model_name = cfg['model']``): one
+    binding, so the value a later use sees whatever the scope."""
+    seen: dict[str, list[ast.expr]] = {}
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        for t in ast.walk(node) if isinstance(node, (ast.For, ast.With, ast.AugAssign, ast.AnnAssign)) else []:
+            if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store):
+                seen.setdefault(t.id, []).append(t)  # loop, with and augmented targets: not one value
+        for t in targets:
+            if isinstance(t, ast.Name):
+                seen.setdefault(t.id, []).append(node.value if len(targets) == 1 else t)
+            else:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        seen.setdefault(n.id, []).append(n)
+    return {k: v[0] for k, v in seen.items() if len(v) == 1 and not isinstance(v[0], ast.Name)}
+
+
 def _value(node: ast.expr, names: dict[str, ast.expr], depth: int = 0, bound: dict | None = None):
     """A literal, or a name bound to one; ``torch.bfloat16`` -> 'bfloat16'; ``args.lr`` where ``args`` is the script's
-    parsed argparse namespace -> its value (``bound``: ``'args.lr'`` -> value); else _UNREAD."""
+    parsed argparse namespace or one of its parser's own dataclasses -> its value (``bound``: ``'args.lr'`` ->
+    value); ``cfg['grpo']['max_tokens']`` and ``cfg['model'].get('name', d)`` where ``cfg`` is a YAML file the
+    script loads (``bound``: ``'cfg'`` -> the mapping); else _UNREAD."""
+    if depth > 8:
+        return _UNREAD
+    if bound and isinstance(node, ast.Name) and node.id in bound:
+        return bound[node.id]
+    if isinstance(node, ast.Subscript):
+        base, key = _value(node.value, names, depth + 1, bound), _value(node.slice, names, depth + 1, bound)
+        if isinstance(base, (dict, list)) and isinstance(key, (str, int)):
+            try:
+                return base[key]
+            except (KeyError, IndexError, TypeError):
+                return _UNREAD
+        return _UNREAD
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == 'get' and node.args:
+        base, key = _value(node.func.value, names, depth + 1, bound), _value(node.args[0], names, depth + 1, bound)
+        if isinstance(base, dict) and isinstance(key, str):
+            if key in base:
+                return base[key]
+            return _value(node.args[1], names, depth + 1, bound) if len(node.args) > 1 else None
+        return _UNREAD
     if (
         bound
         and isinstance(node, ast.Attribute)
@@ -192,7 +232,7 @@ def read_script_settings(text: str, bound: dict | None = None) -> ScriptSettings
         tree = ast.parse(text)
     except SyntaxError:
         return out
-    names = _constants(tree)
+    names = {**_once_assigned(tree), **_constants(tree)}
 
     def take(call: ast.Call, keys: dict[str, str] | None = None, skip: tuple[str, ...] = (), of: str = '') -> None:
         for kw in call.keywords:

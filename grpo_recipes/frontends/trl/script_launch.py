@@ -68,6 +68,14 @@ def read_script(script: str, script_args: list[str], info: dict[str, Any]) -> li
         # whole command line (sys.argv), argparse's own options included
         trl_words = (list(ap.rest) if ap.rest_passed else list(script_args)) if (ap.known and trl_parser) else []
         parse['argparse']['rest_passed'] = ap.rest_passed
+    if text_ok:  # its own dataclasses' fields and the YAML files it loads itself, for settings written from them
+        from .script_parsers import dataclass_bindings, yaml_bindings
+
+        bound = {
+            **yaml_bindings(text, script),
+            **(dataclass_bindings(text, script, script_args) if trl_parser else {}),
+            **bound,
+        }
     settings = read_script_settings(text, bound)
     _adapter_config(settings)
     if 'argparse' in parse and not trl_parser:  # fixes go where the script takes its settings (script_cli.py)

@@ -487,3 +487,179 @@ def has_trl_parser(text: str) -> bool:
     except SyntaxError:
         return False
     return any(isinstance(n, ast.Call) and _name(n.func) in PARSERS for n in ast.walk(tree))
+
+
+# --- values the script reads from its own dataclasses and YAML files ------------------------------------------------
+
+
+def _cli_values(script_args: list[str]) -> dict[str, str | bool]:
+    """``--name value`` / ``--name=value`` / a bare ``--flag`` (True) of the command line, the last one winning."""
+    out: dict[str, str | bool] = {}
+    for i, w in enumerate(script_args):
+        if not w.startswith('--') or w == '--':
+            continue
+        name, eq, value = w[2:].partition('=')
+        if eq:
+            out[name] = value
+        elif i + 1 < len(script_args) and not script_args[i + 1].startswith('--'):
+            out[name] = script_args[i + 1]
+        else:
+            out[name] = True
+    return out
+
+
+def _typed(text, annotation: str):
+    """A command-line word as HfArgumentParser types it for the field's annotation (bool: transformers' string_to_bool
+    words; int/float; else the text)."""
+    if not isinstance(text, str):
+        return text
+    if 'bool' in annotation:
+        low = text.lower()
+        return (
+            True if low in ('true', 'yes', 't', 'y', '1') else False if low in ('false', 'no', 'f', 'n', '0') else text
+        )
+    for kind in ('int', 'float'):
+        if kind in annotation:
+            try:
+                return int(text) if kind == 'int' else float(text)
+            except ValueError:
+                return text
+    return text
+
+
+def _field_defaults(node: ast.ClassDef, mod: Module, depth: int = 0) -> dict[str, tuple[object, str]]:
+    """field -> (default, annotation) of a dataclass defined in the script (and its bases defined there): a literal
+    default, or ``field(default=literal)``; None where there is none readable."""
+    out: dict[str, tuple[object, str]] = {}
+    for base in node.bases:
+        b = mod.classes.get(_name(base) or '')
+        if b is not None and depth < _MAX_DEPTH:
+            out.update(_field_defaults(b, mod, depth + 1))
+    for item in node.body:
+        if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)):
+            continue
+        v = item.value
+        if isinstance(v, ast.Call) and _name(v.func) == 'field':
+            v = next((k.value for k in v.keywords if k.arg == 'default'), None)
+        try:
+            default = ast.literal_eval(v) if v is not None else None
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            default = None
+        out[item.target.id] = (default, ast.unparse(item.annotation))
+    return out
+
+
+def dataclass_bindings(text: str, script: str | None, script_args: list[str]) -> dict[str, object]:
+    """``'script_args.model_name'`` -> its value, for the script's own dataclasses that its HfArgumentParser/TrlParser
+    fills (``script_args, training_args = parser.parse_args_into_dataclasses()``): the command line's word, else the
+    TrlParser ``--config`` file's key, else the field's default (transformers/hf_argparser.py: one flag per field)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return {}
+    mod = Module.of(tree, Path(script).resolve() if script else None)
+    cli = _cli_values(script_args)
+    path = config_file_of(script_args)
+    data: dict = {}
+    if path and path.endswith(('.yaml', '.yml')):
+        try:
+            import yaml
+
+            loaded = yaml.safe_load(Path(path).read_text(encoding='utf-8'))
+            data = loaded if isinstance(loaded, dict) else {}
+        except (OSError, UnicodeDecodeError, ValueError, ImportError):
+            data = {}
+        except Exception:  # noqa: BLE001 - yaml.YAMLError: the reader of the config reports it
+            data = {}
+    classes: list[str] = []
+    parser_vars: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _name(node.value.func) in PARSERS:
+            parser_vars |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+            arg = node.value.args[0] if node.value.args else None
+            items = arg.elts if isinstance(arg, (ast.Tuple, ast.List)) else [arg] if arg is not None else []
+            classes = [_name(i) or '' for i in items]
+    out: dict[str, object] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+            continue
+        f = node.value.func
+        if not (isinstance(f, ast.Attribute) and f.attr in PARSE_METHODS and _name(f.value) in parser_vars):
+            continue
+        target = node.targets[0]
+        names = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+        for var, cls in zip(names, classes):
+            if not isinstance(var, ast.Name) or cls not in mod.classes:
+                continue  # TRL's own classes: their flags are read as TRL's
+            for fname, (default, annotation) in _field_defaults(mod.classes[cls], mod).items():
+                value = cli.get(fname, data.get(fname, default))
+                out[f'{var.id}.{fname}'] = _typed(value, annotation)
+    return out
+
+
+def _yaml_path(call: ast.Call, tree: ast.Module, funcs: dict[str, ast.FunctionDef]) -> str | None:
+    """The file a ``yaml.safe_load(open("f"))``, ``load_config("f")`` (a function of the script that returns
+    ``yaml.safe_load`` of its argument) or ``load_config()`` (its default) reads."""
+    name = _name(call.func)
+    if name in LOADERS and call.args:
+        arg = call.args[0]
+        if isinstance(arg, ast.Call) and _name(arg.func) == 'open' and arg.args:
+            arg = arg.args[0]
+        elif isinstance(arg, ast.Name):  # with open("f") as fh: yaml.safe_load(fh)
+            for w in ast.walk(tree):
+                if isinstance(w, ast.With):
+                    for item in w.items:
+                        v = item.optional_vars
+                        c = item.context_expr
+                        if isinstance(v, ast.Name) and v.id == arg.id and isinstance(c, ast.Call) and c.args:
+                            arg = c.args[0]
+        return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
+    fn = funcs.get(name or '')
+    if fn is None or not fn.args.args:
+        return None
+    returns_yaml = any(
+        isinstance(n, ast.Return) and isinstance(n.value, ast.Call) and _name(n.value.func) in LOADERS
+        for n in ast.walk(fn)
+    )
+    if not returns_yaml:
+        return None
+    if call.args:
+        a = call.args[0]
+    else:
+        defaults = fn.args.defaults
+        a = defaults[-len(fn.args.args)] if len(defaults) == len(fn.args.args) else None
+    return a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else None
+
+
+def yaml_bindings(text: str, script: str | None) -> dict[str, object]:
+    """``'cfg'`` -> the mapping of a YAML file the script loads into ``cfg`` itself (a constant path, read from the
+    working directory the launch runs in, else beside the script or above it)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return {}
+    import yaml
+
+    funcs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    out: dict[str, object] = {}
+    here = Path(script).resolve().parent if script else None
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        if not isinstance(node.value, ast.Call):
+            continue
+        path = _yaml_path(node.value, tree, funcs)
+        if not path or not path.endswith(('.yaml', '.yml')):
+            continue
+        cands = [Path(path)] + (
+            [d / path for d in [here, *here.parents][:3]] if here and not os.path.isabs(path) else []
+        )
+        for cand in cands:
+            try:
+                data = yaml.safe_load(cand.read_text(encoding='utf-8'))
+            except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError):
+                continue
+            if isinstance(data, dict):
+                out[node.targets[0].id] = data
+            break
+    return out
