@@ -89,6 +89,7 @@ COREUTILS = (
     'sed',
     'awk',
     'readlink',
+    'find',
 )
 """Real programs linked into the stand-in directory (they compute values or touch the scratch directory only)."""
 ENV_KEYS = (
@@ -371,6 +372,33 @@ def test_expr_substitution_is_computed(tmp_path, standins):
     cmds = read_script(text.replace('nproc_per_node=4\n', ''), {}, str(script), cwd=str(tmp_path))
     assert cmds[-1].argv[-1] == '$(expr 16 / $nproc_per_node)'
     assert cmds[-1].unresolved == ['$(expr 16 / $nproc_per_node)']
+
+
+@pytest.mark.parametrize(
+    'expr',
+    [
+        'find cfgs -mindepth 1 -maxdepth 1 -type f -name "*.yaml"',
+        'find cfgs -name "*.yaml"',
+        'find cfgs/ -type d',
+        "find cfgs -maxdepth 2 -iname 'A*'",
+        'find cfgs sub2 -type f',
+    ],
+)
+def test_find_over_files_here_reads_as_bash_runs_it(tmp_path, standins, expr):
+    """`for c in $(find ...)` over a config dir: the same launches (find's order is the directory's; the guard lists
+    in name order, so they are compared as a set)."""
+    for f in ('cfgs/a.yaml', 'cfgs/B.yaml', 'cfgs/notes.txt', 'cfgs/sub/c.yaml', 'cfgs/sub/deep/d.yaml', 'sub2/x.json'):
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text('k: 1\n')
+    (tmp_path / 'cfgs' / 'dir.yaml').mkdir()
+    text = f'for c in $({expr}); do\n  accelerate launch train.py --config "$c"\ndone\n'
+    script = _write(tmp_path, text)
+    want = bash_records(script, tmp_path, standins, {})
+    got = guard_records(text, script, tmp_path, {})
+    assert want and sorted(got) == sorted(want)
+    # a dir that is not here: the output is not known, and said so
+    missing = guard_records(text.replace('cfgs', 'elsewhere'), script, tmp_path, {})
+    assert missing and all(g[0] == 'unresolved' for g in missing)
 
 
 def test_cluster_variables_are_not_resolved_and_named(tmp_path):

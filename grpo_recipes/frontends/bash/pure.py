@@ -4,7 +4,8 @@
 and coreutils' ``expr`` (integer arithmetic, comparisons, ``length``), ``dirname``, ``basename`` (``-s``, ``-a``),
 ``realpath`` (lexically: ``..`` folded against the cwd, links not followed), ``seq`` (integers), ``nproc`` (the
 visible GPU count when CUDA_VISIBLE_DEVICES is known), ``cat`` of nothing or of a here-doc, ``true``/``false``/``:``,
-and in a pipeline ``wc -l/-w/-c``, ``tr``, ``head``/``tail -n N`` of what the command before wrote. ``nvidia-smi``'s
+``find`` over the files here (:func:`find`), and in a pipeline ``wc -l/-w/-c``, ``tr``, ``head``/``tail -n N`` of
+what the command before wrote. ``nvidia-smi``'s
 GPU list (``-L``/``--list-gpus``) and its ``--query-gpu=count,index,name`` in CSV answer for the machine the check
 plans for (:class:`Machine`: ``--gpus``/``--gpu-type``, or a batch script's ``--gres=gpu:N``): nvidia-smi lists the
 node's GPUs, whatever CUDA_VISIBLE_DEVICES says. The lookups scripts make in their own config files are computed the
@@ -173,7 +174,60 @@ def run(
         return _filter(name, args, stdin), 0
     if name in ('grep', 'awk', 'cut', 'xargs'):
         return text_tool(name, args, stdin, cwd)
+    if name == 'find':
+        return find(args, cwd), 0
     raise Impure(name)
+
+
+def find(args: list[str], cwd: str | None) -> str:
+    """GNU find's paths for ``find DIR... [-mindepth N] [-maxdepth N] [-type f|d] [-name|-iname PATTERN]`` over the
+    files here (a script's ``CONFIGS=($(find "$DIR" -maxdepth 1 -name "*.yaml"))``), in name order: find's own order
+    is the directory's, which the file system decides. Impure for any other primary, or a dir not here."""
+    import fnmatch
+
+    roots: list[str] = []
+    i = 0
+    while i < len(args) and not args[i].startswith('-'):
+        roots.append(args[i])
+        i += 1
+    mindepth, maxdepth, kind, pattern, fold = 0, None, None, None, False
+    while i < len(args):
+        opt, val = args[i], args[i + 1] if i + 1 < len(args) else None
+        if val is None:
+            raise Impure('find')
+        if opt in ('-mindepth', '-maxdepth') and val.isdigit():
+            mindepth, maxdepth = (int(val), maxdepth) if opt == '-mindepth' else (mindepth, int(val))
+        elif opt == '-type' and val in ('f', 'd'):
+            kind = val
+        elif opt in ('-name', '-iname') and pattern is None:
+            pattern, fold = val, opt == '-iname'
+        else:
+            raise Impure('find')
+        i += 2
+    out: list[str] = []
+    for root in roots or ['.']:
+        base = root if root.startswith('/') else posixpath.join(cwd or '', root)
+        if (cwd is None and not root.startswith('/')) or not os.path.isdir(base):
+            raise Impure('find')
+        found = []
+        for dirpath, dirnames, filenames in os.walk(base):
+            depth = 0 if dirpath == base else os.path.relpath(dirpath, base).count(os.sep) + 1
+            if maxdepth is not None and depth >= maxdepth:
+                dirnames[:] = []
+            entries = [(dirpath, True, depth)] if depth == 0 else []
+            entries += [(os.path.join(dirpath, d), True, depth + 1) for d in dirnames]
+            entries += [(os.path.join(dirpath, f), False, depth + 1) for f in filenames]
+            for path, is_dir, d in entries:
+                if d < mindepth or (maxdepth is not None and d > maxdepth) or (kind == 'f') == is_dir and kind:
+                    continue
+                leaf = os.path.basename(path) if d else os.path.basename(root.rstrip('/')) or root
+                if pattern is not None and not fnmatch.fnmatchcase(
+                    leaf.lower() if fold else leaf, pattern.lower() if fold else pattern
+                ):
+                    continue
+                found.append(root if d == 0 else posixpath.join(root, os.path.relpath(path, base)))
+        out += sorted(set(found))
+    return ''.join(p + '\n' for p in out)
 
 
 # A grep pattern whose meaning is the same in grep's basic and extended syntax and in Python's: letters, digits,
