@@ -28,6 +28,22 @@ CATALOGUE: dict[str, tuple[float, str]] = {
     'RTX3090': (23.58, 'cal: ms-swift README case (3090)'),
     'RTX4090': (23.64, 'cal: vLLM #13061 (4090)'),
     'A6000': (47.54, 'torch OOM message "47.54 GiB total capacity", google-research/semivl#18 (RTX A6000 48GB)'),
+    'V100-32G': (
+        31.74,
+        'torch OOM messages "GPU 0 has a total capacity of 31.74 GiB" on a "Tesla V100-SXM2-32GB" (a public '
+        'KernelBench evaluation log)',
+    ),
+    'V100-16G': (
+        15.78,
+        "torch's _CudaDeviceProperties(name='Tesla V100-SXM2-16GB', ..., total_memory=16160MB) (MiB: 15.78 GiB), "
+        "YOLOv5's profile() output as quoted in its public docs",
+    ),
+    'T4': (
+        14.74,
+        'huggingface/trl examples/notebooks/grpo_trl_lora_qlora.ipynb: "GPU = Tesla T4. Max memory = 14.741 GB" '
+        '(torch total_memory / 1024**3)',
+    ),
+    'L4': (22.03, 'torch OOM message "GPU 0 has a total capacity of 22.03 GiB" on a single NVIDIA L4 (24 GB)'),
 }
 
 
@@ -52,12 +68,17 @@ NOMINAL_GB = {
     'RTX3090': 24,
     'RTX4090': 24,
     'A6000': 48,
+    'V100-32G': 32,
+    'V100-16G': 16,
+    'T4': 16,
+    'L4': 24,
 }
 
 
 # Streaming multiprocessors of each catalogue card (NVIDIA's architecture whitepapers and datasheets: A100 and A800
-# 108, H100/H800/H200 SXM 132, H20 78, L40S 142, A10 72, RTX 3090 82, RTX 4090 128, RTX A6000 84). vLLM's Triton
-# top-k/top-p kernel runs one program per SM and keeps a vocabulary row for each (memory.vllm_profile_peak).
+# 108, H100/H800/H200 SXM 132, H20 78, L40S 142, A10 72, RTX 3090 82, RTX 4090 128, RTX A6000 84, V100 80, T4 40,
+# L4 58). vLLM's Triton top-k/top-p kernel runs one program per SM and keeps a vocabulary row for each
+# (memory.vllm_profile_peak).
 SMS = {
     'A100-40G': 108,
     'A100-80G': 108,
@@ -72,6 +93,10 @@ SMS = {
     'RTX3090': 82,
     'RTX4090': 128,
     'A6000': 84,
+    'V100-32G': 80,
+    'V100-16G': 80,
+    'T4': 40,
+    'L4': 58,
 }
 
 
@@ -94,7 +119,7 @@ def candidates(name: str | None) -> list[tuple[str, float]]:
     if not name:
         return []
     key = _norm(name)
-    family = re.search(r'(A100|A800|H100|H800|H200|H20|L40S?|A6000|A10|3090|4090)', key)
+    family = re.search(r'(A100|A800|H100|H800|H200|H20|L40S?|A6000|A10|3090|4090|V100|T4|L4)', key)
     size = re.search(r'(\d{2,3})\s*G', key)
     if family:
         fam = 'L40S' if family.group(1) == 'L40' else family.group(1)

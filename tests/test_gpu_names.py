@@ -30,6 +30,10 @@ from grpo_recipes.gpu_names import check_hardware_flags, lookup, resolve
         ('NVIDIA GeForce RTX 3090', 'RTX3090'),
         ('4090', 'RTX4090'),
         ('RTX3090', 'RTX3090'),
+        ('Tesla V100-SXM2-32GB', 'V100-32G'),
+        ('Tesla V100-PCIE-16GB', 'V100-16G'),
+        ('Tesla T4', 'T4'),
+        ('NVIDIA L4', 'L4'),
     ],
 )
 def test_names_resolve_to_one_card(name, card):
@@ -45,7 +49,8 @@ def test_names_resolve_to_one_card(name, card):
         'NVIDIA GeForce RTX 4090 D',
         'NVIDIA GeForce RTX 3090 Ti',
         'A100-96G',
-        'V100',
+        'V100S',
+        'NVIDIA L40',
     ],
 )
 def test_other_cards_are_not_matched_by_a_part_of_their_name(name):
@@ -54,7 +59,10 @@ def test_other_cards_are_not_matched_by_a_part_of_their_name(name):
         resolve(name)
 
 
-@pytest.mark.parametrize('name,cards', [('A100', ['A100-40G', 'A100-80G']), ('NVIDIA A800', ['A800-40G', 'A800-80G'])])
+@pytest.mark.parametrize(
+    'name,cards',
+    [('A100', ['A100-40G', 'A100-80G']), ('NVIDIA A800', ['A800-40G', 'A800-80G']), ('V100', ['V100-32G', 'V100-16G'])],
+)
 def test_a_name_with_two_sizes_is_ambiguous(name, cards):
     assert lookup(name) is None
     with pytest.raises(GuardError) as e:

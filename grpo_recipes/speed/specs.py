@@ -67,6 +67,19 @@ SPECS: dict[str, GPUSpec] = {
         32,
         'NVIDIA RTX A6000 data sheet: BF16 tensor 154.8 TFLOPS dense (309.7 sparse), 768 GB/s; PCIe Gen4 x16',
     ),
+    # Volta and Turing have no bf16 tensor cores: their 16-bit figure is fp16's (a bf16 launch fails before it runs)
+    'V100-32G': GPUSpec(
+        125, 900, 150, 'NVIDIA V100 data sheet (SXM2): 125 TFLOPS fp16 tensor, 900 GB/s, NVLink 300 GB/s'
+    ),
+    'V100-16G': GPUSpec(
+        125, 900, 150, 'NVIDIA V100 data sheet (SXM2): 125 TFLOPS fp16 tensor, 900 GB/s, NVLink 300 GB/s'
+    ),
+    'T4': GPUSpec(
+        65, 320, 16, 'NVIDIA T4 data sheet: 65 TFLOPS fp16 tensor (mixed precision), 320 GB/s, PCIe Gen3 x16'
+    ),
+    'L4': GPUSpec(
+        121, 300, 32, 'NVIDIA L4 data sheet: BF16 242 TFLOPS with sparsity (121 dense), 300 GB/s, PCIe Gen4 x16'
+    ),
 }
 
 
