@@ -285,7 +285,16 @@ def rollout_remote(cfg: GRPOConfig, launch: Launch) -> str | None:
 declare(f'{__name__}.check_launch', ('data.missing-local',))
 
 
-def check_launch(
+def check_launch(launch: Launch, hw: Hardware, **kwargs) -> CheckReport:
+    """The check of one launch (``_check_launch``), in the directory the launch runs in where its script changes to
+    one (``Launch.workdir``): its relative model, data and config paths are that directory's."""
+    from .launch import in_dir
+
+    with in_dir(getattr(launch, 'workdir', None)):
+        return _check_launch(launch, hw, **kwargs)
+
+
+def _check_launch(
     launch: Launch,
     hw: Hardware,
     packages: dict | None = None,

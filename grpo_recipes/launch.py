@@ -20,6 +20,8 @@ to its front end and returns one :class:`Launch`. Rules and the memory model see
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -170,6 +172,9 @@ class Launch:
     node_gpus: int | None = None
     """GPUs per node the scheduler allocates (``#SBATCH --gres=gpu:N`` / ``--gpus-per-node``): the hardware's GPU
     count when neither ``--gpus`` nor nvidia-smi gives one."""
+    workdir: str | None = None
+    """The directory a launch script ``cd``s to before its launch, where it is here: the launch's relative paths
+    (configs, scripts, the model and data) are read from there (``in_dir``). None: the guard's own directory."""
 
     @property
     def fw(self) -> Framework:
@@ -267,3 +272,17 @@ class Rollout:
         d = asdict(self)
         d['gpus'] = self.gpus
         return d
+
+
+@contextmanager
+def in_dir(path: str | None):
+    """Within: the working directory is ``path`` (a launch's ``workdir``), as it is for the launch; None: unchanged."""
+    if not path or os.path.realpath(path) == os.path.realpath(os.getcwd()):
+        yield
+        return
+    before = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)

@@ -323,10 +323,13 @@ def _from_script(
     from .trl.accelerate_cmd import NoScript
 
     lost_continuation(cmd.argv, f'{p}:{cmd.line}')  # `\` + CR: bash ends the command at that line
+    from ..launch import in_dir
     from .written import written
 
+    # `cd src` before the launch: its relative paths are read from there, where that directory is here
+    workdir = cmd.cwd if cmd.cwd and os.path.isdir(cmd.cwd) and not _same_dir(cmd.cwd, os.getcwd()) else None
     try:
-        with written(cmd.files):  # a config the script wrote itself (`cat > cfg.yaml <<EOF`) reads as written
+        with written(cmd.files), in_dir(workdir):  # a config the script wrote itself reads as written
             launch = _train_launch(framework, cmd.argv, env, f'{p}:{cmd.line}')
     except NoScript as e:
         following = next((c for c in cmds if c.line > cmd.line and not c.commented), None)
@@ -334,6 +337,9 @@ def _from_script(
     except GuardError as e:  # a value left unresolved: where the script takes arguments, the way to give them
         raise _with_arguments(e, cmds, args, path) from None
     launch.notes += crlf_note(text, str(p))
+    if workdir:
+        launch.workdir = os.path.abspath(workdir)
+        launch.notes.append(f'{p}:{cmd.line}: read from {launch.workdir}, where the script changes directory first')
     on_node = cmd.env.get('SLURM_GPUS_ON_NODE') or (environ.get('SLURM_GPUS_ON_NODE') if directives else None)
     if str(on_node or '').isdigit() and hasattr(launch, 'node_gpus'):
         # #SBATCH --gres=gpu:N, or the job step's own (`sbatch --gpus=3 --wrap=...`): the node's GPUs
@@ -356,6 +362,10 @@ def _from_script(
         f'{p}:{cmd.line}',
     )
     return launch, rollout
+
+
+def _same_dir(a: str, b: str) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _rollout_launch(roll: Rollout | None, unread: str | None = None) -> Launch:
