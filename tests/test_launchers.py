@@ -601,3 +601,18 @@ def test_a_slurm_batch_scripts_gpus_are_the_nodes_gpus(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out['hardware']['gpus'] == 8 and out['hardware']['source'] == 'sbatch'
     assert out['plan']['world_size'] == 16, (rc, out['plan'])
+
+
+def test_a_slurm_jobs_gpus_are_its_visible_devices(tmp_path):
+    """Slurm's GPU gres sets CUDA_VISIBLE_DEVICES for the job (slurm.schedmd.com/gres.html): a batch script that
+    counts its GPUs from it (grpo-llm-unlearning's run-grpo.sh: ``IFS=',' read -ra G <<< "${CUDA_VISIBLE_DEVICES:-0}"``)
+    starts one process per allocated GPU, not the one its fallback gives."""
+    sh = tmp_path / 'run.sh'
+    sh.write_text(
+        '#!/bin/bash\n#SBATCH --gres=gpu:2\n'
+        'IFS="," read -ra VISIBLE <<< "${CUDA_VISIBLE_DEVICES:-0}"\nNUM_GPUS="${NUM_GPUS:-${#VISIBLE[@]}}"\n'
+        'accelerate launch --num_processes "$NUM_GPUS" train.py --model_name_or_path Qwen/Qwen2.5-7B-Instruct\n'
+    )
+    launch = read_launch([str(sh)], environ={})
+    assert launch.command[:4] == ['accelerate', 'launch', '--num_processes', '2']
+    assert launch.trl.accelerate['num_processes'] == 2

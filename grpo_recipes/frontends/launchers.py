@@ -434,7 +434,8 @@ def _per_node_gpus(spec: str | None) -> int | None:
 def slurm_env(opts: Mapping[str, str]) -> dict[str, str]:
     """The variables a Slurm job step's command sees for these options (sbatch(1)/srun(1) OUTPUT ENVIRONMENT
     VARIABLES), on its first node and first task: SLURM_NNODES/SLURM_JOB_NUM_NODES, SLURM_NTASKS,
-    SLURM_NTASKS_PER_NODE, SLURM_GPUS_ON_NODE, SLURM_GPUS_PER_NODE, SLURM_NODEID/SLURM_PROCID/SLURM_LOCALID 0."""
+    SLURM_NTASKS_PER_NODE, SLURM_GPUS_ON_NODE, SLURM_GPUS_PER_NODE, SLURM_NODEID/SLURM_PROCID/SLURM_LOCALID 0, and
+    CUDA_VISIBLE_DEVICES for the GPUs a node gets."""
     out = {'SLURM_NODEID': '0', 'SLURM_PROCID': '0', 'SLURM_LOCALID': '0'}
     nodes = opts.get('nodes')
     if nodes:
@@ -451,6 +452,9 @@ def slurm_env(opts: Mapping[str, str]) -> dict[str, str]:
         g = _per_node_gpus(opts['gpus'])
     if g:
         out['SLURM_GPUS_ON_NODE'] = str(g)
+        # Slurm's GPU gres sets CUDA_VISIBLE_DEVICES for the job's GPUs (slurm.schedmd.com/gres.html, "GPU
+        # Management"), numbered from 0 where cgroups constrain the devices, as most clusters do
+        out['CUDA_VISIBLE_DEVICES'] = ','.join(str(i) for i in range(int(g)))
     return out
 
 
