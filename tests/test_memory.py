@@ -549,7 +549,7 @@ def test_engine_kwargs_reach_the_vllm_accounting():
     [
         ('A100 (memory size not stated)', {'A100-40G', 'A100-80G'}),
         ('A100 80GB', {'A100-80G'}),
-        ('24GB GPUs (model not stated)', {'A10', 'RTX3090', 'RTX4090'}),
+        ('24GB GPUs (model not stated)', {'A10', 'RTX3090', 'RTX4090', 'L4'}),
         ('NVIDIA A800-SXM4-40GB', {'A800-40G'}),
         ("'90G' GPUs per title (model not stated)", set()),
         ('not stated', set()),
