@@ -104,6 +104,9 @@ class Framework:
     keys, which render_fixes turns into flags for a command line)."""
     model_hub: str | None
     """Why the model always comes from the Hugging Face hub (TRL); None: the launch's flags decide (ms-swift)."""
+    vllm_dtype_source: str | None
+    """Where the framework hands vLLM the model's own dtype explicitly (ms-swift: ``dtype=`` the model's torch_dtype,
+    so a bfloat16 model is bfloat16 in vLLM on any card); None: vLLM's ``auto``, which vLLM resolves itself."""
     runnable: bool
     """``grpo-guard run`` can start it (``swift rlhf``)."""
     swift_release: bool

@@ -100,6 +100,30 @@ SMS = {
 }
 
 
+# CUDA compute capability of each catalogue card (NVIDIA's "CUDA GPUs" table, developer.nvidia.com/cuda-gpus):
+# bf16 kernels need 8.0 (vLLM refuses bfloat16 below it at engine start: vllm/v1/worker/gpu_worker.py
+# ``_check_if_gpu_supports_dtype``).
+COMPUTE_CAPABILITY = {
+    'A100-40G': (8, 0),
+    'A100-80G': (8, 0),
+    'A800-40G': (8, 0),
+    'A800-80G': (8, 0),
+    'H100-80G': (9, 0),
+    'H800-80G': (9, 0),
+    'H20': (9, 0),
+    'H200': (9, 0),
+    'L40S': (8, 9),
+    'A10': (8, 6),
+    'RTX3090': (8, 6),
+    'RTX4090': (8, 9),
+    'A6000': (8, 6),
+    'V100-32G': (7, 0),
+    'V100-16G': (7, 0),
+    'T4': (7, 5),
+    'L4': (8, 9),
+}
+
+
 def sm_count(name: str | None) -> int | None:
     """The SM count of the catalogue card ``name`` names (one card only), else None."""
     cards = candidates(name)

@@ -363,3 +363,24 @@ def test_opd_rl_with_a_teacher_takes_one_generation():
     alone = check_launch(read_launch(base + ['--reward_funcs', 'accuracy'], environ={}), hw)
     assert 'batch.num-generations' not in {f.rule for f in with_teacher.findings}
     assert 'batch.num-generations' in {f.rule for f in alone.findings}
+
+
+@pytest.mark.parametrize(
+    'card, over, fires',
+    [
+        ('V100-32G', {}, True),  # the bundled Qwen2.5-7B config is bfloat16: ms-swift hands vLLM bfloat16
+        ('T4', {}, True),
+        ('V100-16G', {'torch_dtype': 'float16'}, False),  # the fix
+        ('A100-80G', {}, False),
+        ('L4', {}, False),  # Ada, 8.9
+        ('V100-32G', {'use_vllm': False}, False),  # training alone runs there (torch emulates bfloat16)
+    ],
+)
+def test_vllm_refuses_bfloat16_below_ampere(card, over, fires):
+    """vllm/v1/worker/gpu_worker.py _check_if_gpu_supports_dtype: "Bfloat16 is only supported on GPUs with compute
+    capability of at least 8.0", at engine start; ms-swift passes the model's torch_dtype as vLLM's dtype."""
+    _, report = make(over, hw=Hardware(gpus=8, gpu_type=card, source='flags'))
+    assert ('vllm.bf16-card' in rules_of(report)) is fires
+    if fires:
+        f = next(f for f in report.findings if f.rule == 'vllm.bf16-card')
+        assert 'torch_dtype: float16' in f.fix and '7.' in f.message

@@ -39,6 +39,7 @@ RULES: list[Rule] = [
     vllm.ds3_gather,
     vllm.expandable_segments_with_sleep,
     vllm.qlora_server,
+    vllm.bf16_needs_ampere,
     rewards.ref_model_with_lora,
     rewards.reward_rules,
     packages.package_rules,

@@ -391,3 +391,33 @@ def qlora_server(ctx: Context) -> list[Finding]:
             )
         ]
     return []
+
+
+@rule('vllm.bf16-card')
+def bf16_needs_ampere(ctx: Context) -> list[Finding]:
+    """vLLM refuses bfloat16 on a card below compute capability 8.0 (V100 7.0, T4 7.5) when its engine starts
+    ("Bfloat16 is only supported on GPUs with compute capability of at least 8.0", vllm/v1/worker/gpu_worker.py
+    ``_check_if_gpu_supports_dtype``), and a framework that hands vLLM the model's own dtype gives it bfloat16 for a
+    bfloat16 model (``Framework.vllm_dtype_source``). Training itself runs there (torch emulates bfloat16)."""
+    from ..gpus import COMPUTE_CAPABILITY
+
+    cfg, fw = ctx.cfg, ctx.launch.fw
+    if not cfg.use_vllm or cfg.rollout_mode != 'colocate' or not fw.vllm_dtype_source:
+        return []
+    card = ctx.hw.capacity()[0]
+    cc = COMPUTE_CAPABILITY.get(card or '')
+    dtype = str(cfg.torch_dtype or (ctx.model or {}).get('torch_dtype') or (ctx.model or {}).get('dtype') or '')
+    if cc is None or cc >= (8, 0) or dtype.replace('torch.', '') not in ('bfloat16', 'bf16'):
+        return []
+    where = 'the model is bfloat16' if not cfg.torch_dtype else 'torch_dtype is bfloat16'
+    return [
+        Finding(
+            ERROR,
+            'vllm.bf16-card',
+            ['torch_dtype'],
+            f'vLLM stops when its engine starts: "Bfloat16 is only supported on GPUs with compute capability of at '
+            f'least 8.0" ({card} is {cc[0]}.{cc[1]}); {where}, and it is the dtype handed to vLLM',
+            'torch_dtype: float16',
+            f'vllm/v1/worker/gpu_worker.py::_check_if_gpu_supports_dtype; {fw.vllm_dtype_source}',
+        )
+    ]

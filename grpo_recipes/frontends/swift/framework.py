@@ -138,6 +138,10 @@ SWIFT = Framework(
     missing_knobs=(),
     fix_arguments=None,
     model_hub=None,
+    vllm_dtype_source=(
+        'swift/rlhf_trainers/rollout_mixin.py (torch_dtype=model.model_info.torch_dtype), '
+        'swift/infer_engine/vllm_engine.py (dtype=dtype_mapping[model_info.torch_dtype])'
+    ),
     runnable=True,
     swift_release=True,
     shows_resolved=False,

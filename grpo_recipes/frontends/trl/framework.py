@@ -115,6 +115,7 @@ TRL = Framework(
     missing_knobs=SWIFT_ONLY,
     fix_arguments=f'{WORDING}:fix_arguments',
     model_hub='TRL loads the model with transformers from the Hugging Face hub',
+    vllm_dtype_source=None,
     runnable=False,
     swift_release=False,
     shows_resolved=True,
