@@ -744,3 +744,19 @@ def test_yaml_the_script_loads_into_a_dict(tmp_path, monkeypatch, arg):
     assert cfg.per_device_train_batch_size == config['training']['batch_size']
     assert cfg.num_generations == config['grpo'].get('group_size', 8)
     assert cfg.max_completion_length == config['grpo']['max_tokens']
+
+
+def test_yaml_loaded_from_a_with_block_among_others(tmp_path, monkeypatch):
+    """``with open("cfg.yaml") as f: config = yaml.safe_load(f)`` beside other ``with`` blocks (proofrl's main.py
+    shape): the file that handle opened, and nothing else is taken for it."""
+    (tmp_path / 'cfg.yaml').write_text('train:\n  completion: 640\n')
+    (tmp_path / 'train.py').write_text(
+        'import yaml\nfrom trl import GRPOConfig, GRPOTrainer\n\n'
+        'with open("log.txt") as g:\n    pass\n'
+        'with open("cfg.yaml") as f:\n    config = yaml.safe_load(f)\n'
+        'with open("other.txt") as f2:\n    pass\n'
+        'args = GRPOConfig(output_dir="o", max_completion_length=config["train"]["completion"])\n'
+        'GRPOTrainer(model="Qwen/Qwen2.5-7B-Instruct", reward_funcs=[], args=args).train()\n'
+    )
+    report, _ = check(tmp_path, monkeypatch, 'accelerate', 'launch', '--num_processes', '1', 'train.py')
+    assert report.cfg.max_completion_length == 640

@@ -606,13 +606,12 @@ def _yaml_path(call: ast.Call, tree: ast.Module, funcs: dict[str, ast.FunctionDe
         if isinstance(arg, ast.Call) and _name(arg.func) == 'open' and arg.args:
             arg = arg.args[0]
         elif isinstance(arg, ast.Name):  # with open("f") as fh: yaml.safe_load(fh)
+            handle = arg.id
             for w in ast.walk(tree):
-                if isinstance(w, ast.With):
-                    for item in w.items:
-                        v = item.optional_vars
-                        c = item.context_expr
-                        if isinstance(v, ast.Name) and v.id == arg.id and isinstance(c, ast.Call) and c.args:
-                            arg = c.args[0]
+                for item in w.items if isinstance(w, ast.With) else []:
+                    v, c = item.optional_vars, item.context_expr
+                    if isinstance(v, ast.Name) and v.id == handle and isinstance(c, ast.Call) and c.args:
+                        arg = c.args[0]
         return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
     fn = funcs.get(name or '')
     if fn is None or not fn.args.args:
