@@ -114,6 +114,39 @@ def mark_escaped_quotes(text: str) -> str:
     return ''.join(out)
 
 
+# A backtick substitution holding only a comment, a "comment" inside a continued command (`# step 2` \): bash
+# expands it to nothing; tree-sitter-bash cannot parse it
+_BACKTICK_COMMENT = re.compile(r'`#[^`\n]*`')
+_ARITH_SAFE = re.compile(r'[\w\s$+\-*/%()<>=!&|^~?:,]*')
+
+
+def drop_backtick_comments(text: str) -> str:
+    """Each `` `# ...` `` (its expansion is empty) removed."""
+    return _BACKTICK_COMMENT.sub('', text)
+
+
+def compact_arithmetic(text: str) -> str:
+    """The blanks inside each ``$(( ... ))`` of arithmetic only (names, numbers, operators, parentheses) removed:
+    bash ignores them, and tree-sitter-bash loses its place on ``${N:-$(( A * B / (C * D) ))}``."""
+    out, i = [], 0
+    while True:
+        j = text.find('$((', i)
+        if j < 0:
+            out.append(text[i:])
+            return ''.join(out)
+        depth, k = 2, j + 3
+        while k < len(text) and depth:
+            depth += {'(': 1, ')': -1}.get(text[k], 0)
+            k += 1
+        inner = text[j + 3 : k - 2]
+        if depth == 0 and text[k - 2 : k] == '))' and _ARITH_SAFE.fullmatch(inner) and '\n' not in inner:
+            out.append(text[i:j] + '$((' + re.sub(r'[ \t]+', '', inner) + '))')
+        else:
+            out.append(text[i : j + 3])
+            k = j + 3
+        i = k
+
+
 def parse(text: str, name: str, line: int | None = None, first_line: int = 1) -> tuple[Node, Src]:
     """Text -> (root node, Src). A syntax error raises GuardError naming the line (as bash refuses to run it)."""
     text = text.replace('\r', CR_MARK)
@@ -124,11 +157,13 @@ def parse(text: str, name: str, line: int | None = None, first_line: int = 1) ->
     src = Src(mark_placeholders(text).encode('utf-8'), name, line, first_line)
     tree = Parser(_LANGUAGE).parse(src.data)
     root = tree.root_node
-    if root.has_error and '\\"' in text:
-        marked = Src(mark_placeholders(mark_escaped_quotes(text)).encode('utf-8'), name, line, first_line)
-        again = Parser(_LANGUAGE).parse(marked.data).root_node
-        if not again.has_error:
-            return again, marked
+    if root.has_error:  # forms bash reads and the grammar does not: the same text with each made plain
+        for prepare in (mark_escaped_quotes, drop_backtick_comments, compact_arithmetic):
+            text = prepare(text)
+            marked = Src(mark_placeholders(text).encode('utf-8'), name, line, first_line)
+            again = Parser(_LANGUAGE).parse(marked.data).root_node
+            if not again.has_error:
+                return again, marked
     if root.has_error:
         bad = _first_error(root)
         where = src.line_of(bad) if bad is not None else (line or first_line)
