@@ -760,3 +760,55 @@ def test_yaml_loaded_from_a_with_block_among_others(tmp_path, monkeypatch):
     )
     report, _ = check(tmp_path, monkeypatch, 'accelerate', 'launch', '--num_processes', '1', 'train.py')
     assert report.cfg.max_completion_length == 640
+
+
+# The shape of a script that takes its settings from the environment (Broyojo/humor-r1 train_grpo_qwen3vl.py):
+# POLICY = os.environ.get("POLICY_MODEL_NAME", "..."); GRPOConfig(per_device_train_batch_size=int(os.environ.get(...)))
+ENV_SCRIPT = """import os
+from trl import GRPOConfig, GRPOTrainer
+
+POLICY = os.environ.get("POLICY_MODEL_NAME", "Qwen/Qwen2.5-1.5B-Instruct")
+USE_VLLM = os.environ.get("USE_VLLM", "1") == "1"
+args = GRPOConfig(
+    output_dir="o",
+    per_device_train_batch_size=int(os.environ.get("PER_DEVICE_BATCH", "2")),
+    num_generations=int(os.getenv("NUM_GENERATIONS", "4")),
+    max_completion_length=int(os.environ["MAX_COMPLETION_LENGTH"]),
+    use_vllm=USE_VLLM,
+    vllm_mode="colocate",
+)
+GRPOTrainer(model=POLICY, reward_funcs=[], args=args).train()
+"""
+
+
+@pytest.mark.parametrize(
+    'environ',
+    [
+        {'MAX_COMPLETION_LENGTH': '700'},
+        {'MAX_COMPLETION_LENGTH': '900', 'PER_DEVICE_BATCH': '8', 'USE_VLLM': '0', 'POLICY_MODEL_NAME': M},
+    ],
+)
+def test_settings_read_from_the_environment(tmp_path, monkeypatch, environ):
+    """The values are what Python computes from the same environment: the script's expressions run here on it."""
+    import ast
+
+    (tmp_path / 'train.py').write_text(ENV_SCRIPT)
+    monkeypatch.chdir(tmp_path)
+    report = check_launch(
+        read_launch(['accelerate', 'launch', '--num_processes', '1', 'train.py'], environ=environ),
+        H100x8,
+        packages={'trl': '0.29.1', 'math-verify': '0.9.0', 'deepspeed': '0.19.8'},
+    )
+    tree = ast.parse(ENV_SCRIPT)  # the script's own expressions, evaluated by Python with os.environ = environ
+    call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, 'id', '') == 'GRPOConfig')
+    monkeypatch.setattr('os.environ', dict(environ))
+    import os
+
+    scope = {'os': os, 'USE_VLLM': os.environ.get('USE_VLLM', '1') == '1'}
+    real = {k.arg: eval(compile(ast.Expression(k.value), 'train.py', 'eval'), scope) for k in call.keywords}
+    cfg = report.cfg
+    assert cfg.per_device_train_batch_size == real['per_device_train_batch_size']
+    assert cfg.num_generations == real['num_generations']
+    assert cfg.max_completion_length == real['max_completion_length']
+    assert cfg.use_vllm == real['use_vllm']
+    assert cfg.model == environ.get('POLICY_MODEL_NAME', 'Qwen/Qwen2.5-1.5B-Instruct')

@@ -134,7 +134,7 @@ def load_trl(argv: list[str], env: Mapping[str, str], source: str) -> Launch:
         # the script read as Python runs it: the settings it writes, then the words TRL's parser gets
         from .script_launch import read_script
 
-        script_args = read_script(script, script_args, info)
+        script_args = read_script(script, script_args, info, env)
     config_file = None
     if '--config' in script_args:  # TrlParser: a YAML whose keys are defaults, command line wins
         i = script_args.index('--config')

@@ -90,6 +90,46 @@ def _once_assigned(tree: ast.Module) -> dict[str, ast.expr]:
     return {k: v[0] for k, v in seen.items() if len(v) == 1 and not isinstance(v[0], ast.Name)}
 
 
+ENVIRON = '\x00environ'
+"""The key of ``bound`` holding the environment the training process starts with (the launch's, with what its
+script exports): ``os.environ.get("LR", "2e-4")`` reads it."""
+CASTS = {'int': int, 'float': float, 'str': str, 'bool': bool}
+
+
+def _is_environ(node: ast.expr) -> bool:
+    """``os.environ`` or a bare ``environ`` (``from os import environ``)."""
+    return (isinstance(node, ast.Attribute) and node.attr == 'environ' and _name(node.value) == 'os') or (
+        isinstance(node, ast.Name) and node.id == 'environ'
+    )
+
+
+def _environ_value(node: ast.expr, names: dict, depth: int, bound: dict | None):
+    """``os.environ.get(K, D)``, ``os.getenv(K, D)``, ``os.environ[K]`` -> the variable's value in the training
+    process's environment, else the default (None without one, as Python gives); _UNREAD when not such a read, or
+    when the variable is not known and there is no default."""
+    env = (bound or {}).get(ENVIRON)
+    if env is None:
+        return _UNREAD
+    if isinstance(node, ast.Subscript) and _is_environ(node.value):
+        key = _value(node.slice, names, depth + 1, bound)
+        return env.get(key, _UNREAD) if isinstance(key, str) else _UNREAD
+    if not (isinstance(node, ast.Call) and node.args):
+        return _UNREAD
+    f = node.func
+    is_get = isinstance(f, ast.Attribute) and f.attr == 'get' and _is_environ(f.value)
+    is_getenv = (isinstance(f, ast.Attribute) and f.attr == 'getenv' and _name(f.value) == 'os') or (
+        isinstance(f, ast.Name) and f.id == 'getenv'
+    )
+    if not (is_get or is_getenv):
+        return _UNREAD
+    key = _value(node.args[0], names, depth + 1, bound)
+    if not isinstance(key, str):
+        return _UNREAD
+    if key in env:
+        return env[key]
+    return _value(node.args[1], names, depth + 1, bound) if len(node.args) > 1 else None
+
+
 def _value(node: ast.expr, names: dict[str, ast.expr], depth: int = 0, bound: dict | None = None):
     """A literal, or a name bound to one; ``torch.bfloat16`` -> 'bfloat16'; ``args.lr`` where ``args`` is the script's
     parsed argparse namespace or one of its parser's own dataclasses -> its value (``bound``: ``'args.lr'`` ->
@@ -99,6 +139,21 @@ def _value(node: ast.expr, names: dict[str, ast.expr], depth: int = 0, bound: di
         return _UNREAD
     if bound and isinstance(node, ast.Name) and node.id in bound:
         return bound[node.id]
+    if bound and ENVIRON in bound and isinstance(node, (ast.Call, ast.Subscript)):
+        v = _environ_value(node, names, depth, bound)
+        if v is not _UNREAD:
+            return v
+    if isinstance(node, ast.Call) and _name(node.func) in CASTS and isinstance(node.func, ast.Name) and node.args:
+        v = _value(node.args[0], names, depth + 1, bound)  # int(os.environ.get("N", "4"))
+        try:
+            return _UNREAD if v is _UNREAD or v is None else CASTS[node.func.id](v)
+        except (TypeError, ValueError):
+            return _UNREAD
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+        a, b = _value(node.left, names, depth + 1, bound), _value(node.comparators[0], names, depth + 1, bound)
+        if a is _UNREAD or b is _UNREAD:
+            return _UNREAD
+        return (a == b) if isinstance(node.ops[0], ast.Eq) else (a != b)
     if isinstance(node, ast.Subscript):
         base, key = _value(node.value, names, depth + 1, bound), _value(node.slice, names, depth + 1, bound)
         if isinstance(base, (dict, list)) and isinstance(key, (str, int)):

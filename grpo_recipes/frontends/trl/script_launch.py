@@ -32,9 +32,12 @@ def yaml_flags(data: dict, skip: tuple[str, ...] = ()) -> list[str]:
     return out
 
 
-def read_script(script: str, script_args: list[str], info: dict[str, Any]) -> list[str]:
+def read_script(
+    script: str, script_args: list[str], info: dict[str, Any], environ: dict[str, str] | None = None
+) -> list[str]:
     """The words TRL's parser reads for this script (the settings it writes first), with what was found recorded in
-    ``info`` (the launch's TrlSpecifics fields)."""
+    ``info`` (the launch's TrlSpecifics fields). ``environ``: the environment the training process starts with,
+    for the settings the script reads from it (``os.environ.get("LR", "2e-4")``)."""
     from .accelerate import _read_yaml
     from .script import read_script_settings
     from .script_cli import parses_command_line
@@ -69,9 +72,11 @@ def read_script(script: str, script_args: list[str], info: dict[str, Any]) -> li
         trl_words = (list(ap.rest) if ap.rest_passed else list(script_args)) if (ap.known and trl_parser) else []
         parse['argparse']['rest_passed'] = ap.rest_passed
     if text_ok:  # its own dataclasses' fields and the YAML files it loads itself, for settings written from them
+        from .script import ENVIRON
         from .script_parsers import dataclass_bindings, yaml_bindings
 
         bound = {
+            **({ENVIRON: dict(environ)} if environ is not None else {}),
             **yaml_bindings(text, script),
             **(dataclass_bindings(text, script, script_args) if trl_parser else {}),
             **bound,
