@@ -266,7 +266,8 @@ CONSTRUCTS = {
     # MedicalGPT's run_grpo.sh: a "comment" as an empty backtick substitution inside a continued command
     'backtick-comment': 'swift rlhf --lora_r 16 \\\n    `# memory settings` \\\n    --per_device_train_batch_size 4\n',
     # FINAR-VL's start_gspo.sh: parentheses in arithmetic inside a default
-    'arith-in-default': 'N=2; P=8\nexport R="${R:-$(( 64 * 3 / (N * P) ))}"\nswift rlhf --r $R --q ${Q:-$(( P * (N + 1) ))}\n',
+    'arith-in-default': 'N=2; P=8\nexport R="${R:-$(( 64 * 3 / (N * P) ))}"\n'
+    'swift rlhf --r $R --q ${Q:-$(( P * (N + 1) ))}\n',
     'while-counter': 'i=0\nwhile [ $i -lt 3 ]; do\n  swift rlhf --i $i\n  i=$((i + 1))\ndone\n',
     'until': 'n=3\nuntil [ "$n" -eq 0 ]; do n=$((n - 1)); python train.py --n $n; done\n',
     'c-style-for': 'for ((k = 0; k < 3; k++)); do torchrun --nproc_per_node $((k + 1)) t.py; done\n',
