@@ -65,36 +65,6 @@ def test_missing_local_model_is_an_error_not_the_bundled_config(model):
     assert '--model-config Qwen/Qwen2.5-7B-Instruct' in r.stop
 
 
-def test_missing_local_model_cli_prints_the_plan_then_one_line(tmp_path):
-    p = run_cli(
-        'grpo_recipes.cli.guard',
-        'check',
-        '--gpus',
-        '2',
-        '--gpu-type',
-        'A100-80G',
-        '--',
-        'swift',
-        'rlhf',
-        '--rlhf_type',
-        'grpo',
-        '--model',
-        '/nonexistent/my-sft-run/checkpoint-100',
-        '--reward_funcs',
-        'format',
-        '--dataset',
-        'AI-MO/NuminaMath-TIR',
-        '--per_device_train_batch_size',
-        '4',
-        cwd=tmp_path,
-    )
-    assert p.returncode == 2, p.stderr
-    assert 'Launch plan' in p.stdout and 'micro-batch     4 completions/process' in p.stdout
-    lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith('error: --model /nonexistent/my-sft-run/checkpoint-100')
-    assert 'no such directory' in lines[0] and '--model-config' in lines[0]
-
-
 def test_model_config_given_as_a_hub_id_plans_the_copy(tmp_path):
     """--model-config ORG/NAME: the config of the model the missing dir is a copy of (here the bundled one, offline)."""
     args = ['grpo_recipes.cli.guard', 'check', '--gpus', '2', '--gpu-type', 'A100-80G', '--json', '--model-config']
@@ -147,24 +117,14 @@ def test_ms_swift_reads_those_datasets_as_local_paths():
     assert DatasetSyntax.parse('missing.jsonl#100').dataset == 'missing.jsonl'
 
 
-def test_cli_missing_model_is_one_line_exit_2():
-    p = run_cli(
-        'grpo_recipes.cli.guard',
-        'check',
-        '--gpus',
-        '1',
-        '--gpu-type',
-        'A100-80G',
-        '--',
-        'swift',
-        'rlhf',
-        '--rlhf_type',
-        'grpo',
-        '--model',
-        '/nonexistent/Qwen2.5-7B-Instruct',
-        '--reward_funcs',
-        'format',
-        '--dataset',
-        'AI-MO/NuminaMath-TIR',
-    )
-    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and 'Traceback' not in p.stderr
+def test_cli_missing_model_is_one_line_exit_2(tmp_path):
+    """The launch is still read and shown (stdout), then the one line (stderr), exit 2."""
+    model = '/nonexistent/my-sft-run/checkpoint-100'
+    launch = f'swift rlhf --rlhf_type grpo --model {model} --reward_funcs format --dataset AI-MO/NuminaMath-TIR'
+    argv = f'grpo_recipes.cli.guard check --gpus 2 --gpu-type A100-80G -- {launch} --per_device_train_batch_size 4'
+    p = run_cli(*argv.split(), cwd=tmp_path)
+    assert p.returncode == 2 and 'Traceback' not in p.stderr, p.stderr
+    assert 'Launch plan' in p.stdout and 'micro-batch     4 completions/process' in p.stdout
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f'error: --model {model}: no such directory')
+    assert '--model-config' in lines[0]
