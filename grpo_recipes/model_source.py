@@ -49,15 +49,11 @@ def require_local_model(model: str) -> None:
     p = Path(model).expanduser()
     if p.exists():
         return
-    from .models import named_like  # models reads model_source: imported when needed
-
-    like = named_like(model)
-    hint = f'; its name is that of {like}: --model-config {like} plans it as that model' if like else ''
     raise MissingLocalPath(
         f'--model {model}: no such directory ({p.absolute()}); a path can only be local, and ms-swift stops on it '
         f'("path: \'{model}\' not found", swift/utils/hub_utils.py), TRL and transformers alike. Pass the model '
         f'dir that exists here, or --model-config DIR (or the hub id it is a copy of) to plan a launch meant for '
-        f'another machine{hint}'
+        f'another machine'
     )
 
 

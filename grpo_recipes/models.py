@@ -12,7 +12,7 @@ from typing import Any
 
 from .errors import GuardError
 from .model_fetch import FetchError, Hub, fetch_config, fetched_from
-from .model_source import looks_local, require_local_model
+from .model_source import MissingLocalPath, looks_local, require_local_model
 
 # Hub id → file in model_configs/ (the file name is the id's last part): whole config.json copies.
 BUILTIN_MODELS = {
@@ -51,6 +51,19 @@ def named_like(model: str) -> str | None:
     """The bundled hub id whose name is ``model``'s last path part (a local copy's usual dir name), or None."""
     base = model.rstrip('/').split('/')[-1].lower()
     return next((hub_id for hub_id, _ in _known() if base == hub_id.split('/')[-1].lower()), None)
+
+
+def require_here(model: str) -> None:
+    """model_source.require_local_model, whose one line also names the bundled model a missing dir is named like."""
+    try:
+        require_local_model(model)
+    except MissingLocalPath as e:
+        like = named_like(model)
+        if like is None:
+            raise
+        raise MissingLocalPath(
+            f'{e}; its name is that of {like}: --model-config {like} plans it as that model'
+        ) from None
 
 
 def builtin_stem(name: str) -> str:
@@ -93,7 +106,7 @@ def resolve_model_dir(model: str | None, hub: Hub | None = None) -> tuple[Path |
     ``--model_revision`` fetches it before taking a bundled copy (which is the hub's main branch)."""
     if not model:
         raise GuardError('--model is not set; add `model: Qwen/Qwen2.5-7B-Instruct` (or a local dir) to the config')
-    require_local_model(model)  # a local path that is not there: an error, never a bundled config by its name
+    require_here(model)  # a local path that is not there: an error, never a bundled config by its name
     p = Path(model).expanduser()
     if (p / 'config.json').is_file():
         return p, None

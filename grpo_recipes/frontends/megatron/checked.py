@@ -250,10 +250,11 @@ def check_report(
         fixes=fixes,
     )
     if model_config is None:  # a --model path missing here: planned without memory, then the one line (exit 2)
-        from ...model_source import MissingLocalPath, require_local_model
+        from ...model_source import MissingLocalPath
+        from ...models import require_here
 
         try:
-            require_local_model(str(launch.args.get('model') or ''))
+            require_here(str(launch.args.get('model') or ''))
         except MissingLocalPath as e:
             rep.stop = str(e)
     if getattr(launch, 'rollout', None) is not None:
