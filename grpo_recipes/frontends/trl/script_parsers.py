@@ -562,15 +562,8 @@ def dataclass_bindings(text: str, script: str | None, script_args: list[str]) ->
     path = config_file_of(script_args)
     data: dict = {}
     if path and path.endswith(('.yaml', '.yml')):
-        try:
-            import yaml
-
-            loaded = yaml.safe_load(Path(path).read_text(encoding='utf-8'))
-            data = loaded if isinstance(loaded, dict) else {}
-        except (OSError, UnicodeDecodeError, ValueError, ImportError):
-            data = {}
-        except Exception:  # noqa: BLE001 - yaml.YAMLError: the reader of the config reports it
-            data = {}
+        loaded = _read_yaml_mapping(Path(path))  # unreadable: the reader of the config reports it
+        data = loaded if loaded is not None else {}
     classes: list[str] = []
     parser_vars: set[str] = set()
     for node in ast.walk(tree):
@@ -630,6 +623,20 @@ def _yaml_path(call: ast.Call, tree: ast.Module, funcs: dict[str, ast.FunctionDe
     return a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else None
 
 
+def _read_yaml_mapping(path: Path) -> dict | None:
+    """A YAML file's top-level mapping, loaded with the guard's bounds (bounded_load: no alias bombs, no deep
+    nesting); None when it is not here or not such a mapping."""
+    import yaml
+
+    from ...bounded_load import safe_load_yaml
+
+    try:
+        data = safe_load_yaml(path.read_text(encoding='utf-8'))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError, yaml.YAMLError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def yaml_bindings(text: str, script: str | None) -> dict[str, object]:
     """``'cfg'`` -> the mapping of a YAML file the script loads into ``cfg`` itself (a constant path, read from the
     working directory the launch runs in, else beside the script or above it)."""
@@ -637,8 +644,6 @@ def yaml_bindings(text: str, script: str | None) -> dict[str, object]:
         tree = ast.parse(text)
     except SyntaxError:
         return {}
-    import yaml
-
     funcs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
     out: dict[str, object] = {}
     here = Path(script).resolve().parent if script else None
@@ -653,12 +658,7 @@ def yaml_bindings(text: str, script: str | None) -> dict[str, object]:
         cands = [Path(path)] + (
             [d / path for d in [here, *here.parents][:3]] if here and not os.path.isabs(path) else []
         )
-        for cand in cands:
-            try:
-                data = yaml.safe_load(cand.read_text(encoding='utf-8'))
-            except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError):
-                continue
-            if isinstance(data, dict):
-                out[node.targets[0].id] = data
-            break
+        data = next((d for d in map(_read_yaml_mapping, cands) if d is not None), None)
+        if data is not None:
+            out[node.targets[0].id] = data
     return out
