@@ -254,14 +254,35 @@ def planned_without_model(
 
 
 def with_rollout_gpus(hw: Hardware, rollout) -> Hardware:
-    """The rollout server's CUDA_VISIBLE_DEVICES as its GPUs, unless --rollout-gpus said otherwise."""
-    if hw.rollout_gpus is None and rollout is not None and rollout.gpus is not None:
+    """The rollout server's CUDA_VISIBLE_DEVICES as its GPUs, unless --rollout-gpus said otherwise, or a job launcher
+    (``srun --gres=gpu:1 ... trl vllm-serve``) places the server: its ids are then the job step's own, numbered from 0
+    on whatever GPUs the scheduler gives it, not the trainer's."""
+    if hw.rollout_gpus is None and rollout is not None and rollout.gpus is not None and not rollout.launcher:
         return replace(hw, rollout_gpus=tuple(rollout.gpus))
     return hw
 
 
 # Addresses of the machine the trainer runs on; any other vllm_server_host is taken as another machine.
 LOCAL_HOSTS = ('127.0.0.1', 'localhost', '0.0.0.0', '::1', '')
+
+
+def first_gpus_of_the_node(hw: Hardware, rollout, remote: str | None) -> tuple[Hardware, str | None]:
+    """A rollout server started on this node with no CUDA_VISIBLE_DEVICES (``trl vllm-serve --tensor_parallel_size 4
+    &``): vLLM takes the first TP x DP GPUs it sees, the node's 0 to TP x DP - 1 (TRL's vllm_serve and ms-swift's
+    rollout give DP rank r the TP GPUs after r x TP). Not for a server another machine, a job launcher (``srun``) or
+    a comment places."""
+    if hw.rollout_gpus is not None or rollout is None or rollout.gpus is not None or not hw.gpus:
+        return hw, None
+    if remote or rollout.commented or rollout.launcher or 'CUDA_VISIBLE_DEVICES' in rollout.env:
+        return hw, None
+    n = rollout.gpus_needed
+    if n > hw.gpus:
+        return hw, None
+    ids = tuple(range(n))
+    return replace(hw, rollout_gpus=ids), (
+        f'the rollout server ({rollout.source}) sets no CUDA_VISIBLE_DEVICES: vLLM takes the first {n} GPU(s) of '
+        f'the node (TP {rollout.tensor_parallel_size} x DP {rollout.data_parallel_size}): {",".join(map(str, ids))}'
+    )
 
 
 def rollout_remote(cfg: GRPOConfig, launch: Launch) -> str | None:
@@ -343,6 +364,8 @@ def _check_launch(
             f"the rollout server runs on another machine ({remote}): its GPUs are that machine's, "
             f'not checked against the training GPUs, and planned on the same card type'
         )
+    hw, placed = first_gpus_of_the_node(hw, launch.rollout, remote)
+    assumptions += [placed] if placed else []
     if launch.trl.vllm_device_gpu is not None and hw.rollout_gpus is None:
         g = launch.trl.vllm_device_gpu  # TRL 0.14-0.15's / ms-swift < 3.6's in-trainer vLLM GPU(s)
         hw = replace(hw, rollout_gpus=tuple(g) if isinstance(g, (list, tuple)) else (g,))

@@ -244,6 +244,9 @@ class Rollout:
     remote: str | None = None
     """Why the server is taken to run on another machine than the trainer (the script's comment above it,
     e.g. ``# run in another node``); None: nothing says so. Its GPU ids then name that machine's GPUs."""
+    launcher: str | None = None
+    """A job launcher the server is started through (``srun``): the scheduler places it, so which GPUs of which
+    node it takes is not known here."""
     commented: bool = False
     """The command is quoted in a comment of the script (ms-swift's examples document their servers that way): what
     it would refuse at start-up, or a port the trainer does not use, is a warning (the user may start it otherwise)."""

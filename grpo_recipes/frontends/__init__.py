@@ -99,7 +99,16 @@ def read_rollout_command(cmd: Command, environ: Mapping[str, str], source: str) 
     argv = _rollout_argv(cmd.argv, kind[0])
     rollout = read_rollout(argv, env, source) if kind[0] == 'swift' else read_vllm_serve(argv, env, source)
     rollout.commented = cmd.commented  # quoted in a comment of the script: documentation (Rollout.commented)
+    first = os.path.basename(cmd.argv[0]) if cmd.argv else ''
+    if first in JOB_LAUNCHERS:  # `srun --nodes=1 trl vllm-serve ...`: the scheduler places it
+        rollout.launcher = first
+    elif 'SLURM_STEP_ID' in cmd.env:  # read inside a job step (`srun ... bash -c "... trl vllm-serve ..."`)
+        rollout.launcher = 'srun'
     return rollout
+
+
+JOB_LAUNCHERS = ('srun', 'salloc', 'ssh', 'pdsh', 'mpirun', 'mpiexec')
+"""Programs that start a command on a node they choose: a server started through one is not placed here."""
 
 
 def _rollout_argv(argv: list[str], framework: str) -> list[str]:
@@ -262,7 +271,8 @@ def _from_script(
     from .launchers import job_step
 
     cmds = read_script(text, environ, source=str(p), args=args, machine=machine, launcher=job_step)
-    kinds = [(c, kind_of(c.argv)) for c in cmds]
+    # `python -m trl.scripts.vllm_serve --help | grep -q -- --group-port`: a question to the program, not a launch
+    kinds = [(c, None if _asks_help(c.argv) else kind_of(c.argv)) for c in cmds]
     trainers = [(c, k) for c, k in kinds if k and k[1] == 'train' and not c.commented]
     # the first trainer a reader reads, a guessed one (`python prep.py` not here, taken for a TRL script) only when
     # nothing surer runs; else the first one none does (the verdict is then never OK)
@@ -362,6 +372,11 @@ def _from_script(
         f'{p}:{cmd.line}',
     )
     return launch, rollout
+
+
+def _asks_help(argv: list[str]) -> bool:
+    """A command that only prints its help or version (``--help``, ``-h``, ``--version``): argparse exits there."""
+    return any(w in ('--help', '-h', '--version') for w in argv[1:])
 
 
 def _same_dir(a: str, b: str) -> bool:

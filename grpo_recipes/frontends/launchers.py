@@ -389,7 +389,8 @@ def job_step(argv: list[str]) -> tuple[dict[str, str], list[str]] | None:
     if head != 'srun':
         return None
     opts, cmd = slurm_options(argv[1:])
-    return (slurm_env(opts), cmd) if cmd else None
+    # srun(1) OUTPUT ENVIRONMENT VARIABLES: SLURM_STEP_ID marks a job step (its GPUs are the step's own)
+    return ({**slurm_env(opts), 'SLURM_STEP_ID': '0'}, cmd) if cmd else None
 
 
 def sbatch_directives(text: str) -> dict[str, str]:

@@ -112,7 +112,7 @@ def _environ_value(node: ast.expr, names: dict, depth: int, bound: dict | None):
         return _UNREAD
     if isinstance(node, ast.Subscript) and _is_environ(node.value):
         key = _value(node.slice, names, depth + 1, bound)
-        return env.get(key, _UNREAD) if isinstance(key, str) else _UNREAD
+        return _known(env.get(key, _UNREAD)) if isinstance(key, str) else _UNREAD
     if not (isinstance(node, ast.Call) and node.args):
         return _UNREAD
     f = node.func
@@ -126,8 +126,14 @@ def _environ_value(node: ast.expr, names: dict, depth: int, bound: dict | None):
     if not isinstance(key, str):
         return _UNREAD
     if key in env:
-        return env[key]
+        return _known(env[key])
     return _value(node.args[1], names, depth + 1, bound) if len(node.args) > 1 else None
+
+
+def _known(value):
+    """An environment value the script reader could not resolve (``$(scontrol ...)``, ``${NODES[-1]}``) is not known
+    here: _UNREAD, never its text."""
+    return _UNREAD if isinstance(value, str) and '$' in value else value
 
 
 def _value(node: ast.expr, names: dict[str, ast.expr], depth: int = 0, bound: dict | None = None):
