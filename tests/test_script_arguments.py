@@ -142,6 +142,31 @@ def test_a_dispatcher_without_its_argument_is_read_down_the_branch_with_the_laun
     assert any('line 6' in a and 'the branch with the launch' in a for a in cmds[0].assumed)
 
 
+# the shape of jailbreak_research's paper_ahr_grpo/train.sh: a `case` on the experiment sets the rewards, one branch
+# ends the script early with `exit 0` ("no training needed"), and the launch comes after the case
+EXPERIMENT = """#!/bin/bash
+EXP=$1
+case $EXP in
+    baseline) echo "no training needed"; exit 0 ;;
+    asr) REWARDS=asr_reward ;;
+    hybrid) REWARDS=hybrid_reward ;;
+    *) echo "unknown experiment"; exit 1 ;;
+esac
+swift rlhf --rlhf_type grpo --reward_funcs $REWARDS
+"""
+
+
+@pytest.mark.parametrize('args', [['baseline'], ['asr'], ['hybrid'], ['other']])
+def test_an_experiment_case_with_its_argument_reads_as_bash_runs_it(tmp_path, args):
+    assert guard_runs(EXPERIMENT, args) == bash_runs(tmp_path, EXPERIMENT, args)
+
+
+def test_an_experiment_case_without_its_argument_goes_on_to_the_launch():
+    """Undecided: the first branch that goes on past the case (not `exit 0`, not the usage `exit 1`) is read."""
+    cmds = [c for c in read_script(EXPERIMENT, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    assert [c.argv[-1] for c in cmds] == ['asr_reward']
+
+
 def test_nvidia_smi_answers_for_the_machine_checked():
     """nvidia-smi --help-query-gpu: "count: The number of NVIDIA GPUs in the system" (printed on each GPU's row);
     `-L` lists one line per GPU. Without a known machine its output stays unknown."""

@@ -619,8 +619,10 @@ class Evaluator(Builtins, Comments):
     def _undecided_case(self, items, src: Src) -> int | None:
         """A ``case`` on a value not known here (a script's ``case "$1" in rollout) ...;; train) ...;; esac``): bash
         runs one branch, picked by what the user passes. Read the first branch that runs a command the caller looks
-        for (``prefer``: a training launch), else the first that does not end the script with an error, else the
-        first; the choice is recorded with every command it gives."""
+        for (``prefer``: a training launch), else the first that goes on past the ``case`` (no ``exit``, not even
+        ``exit 0``: a ``baseline) echo "no training needed"; exit 0`` branch leaves before the launch after it), else
+        the first that does not end the script with an error, else the first; the choice is recorded with every
+        command it gives."""
         bodies = []
         for item in items:
             body, seen_paren = [], False
@@ -630,10 +632,12 @@ class Evaluator(Builtins, Comments):
                 elif seen_paren and c.type not in (';;', ';&', ';;&'):
                     body.append(c)
             bodies.append((item, body))
-        probes = [self._probe(body, src) for _, body in bodies]
-        pick = next((i for i, (_, wanted) in enumerate(probes) if wanted), None)
+        probes = [self._probe_all(body, src) for _, body in bodies]
+        pick = next((i for i, (_, wanted, _) in enumerate(probes) if wanted), None)
         if pick is None:
-            pick = next((i for i, (status, _) in enumerate(probes) if status is None), 0)
+            pick = next((i for i, (_, _, ends) in enumerate(probes) if ends is None), None)
+        if pick is None:
+            pick = next((i for i, (status, _, _) in enumerate(probes) if status is None), 0)
         item, body = bodies[pick]
         return self._branch(
             body,
