@@ -616,3 +616,15 @@ def test_a_slurm_jobs_gpus_are_its_visible_devices(tmp_path):
     launch = read_launch([str(sh)], environ={})
     assert launch.command[:4] == ['accelerate', 'launch', '--num_processes', '2']
     assert launch.trl.accelerate['num_processes'] == 2
+
+
+def test_a_python_program_on_stdin_is_not_the_trainer(tmp_path):
+    """`python - <<'PY' ... PY` (a preflight check before the launch, Tri-modal-Evolution-Agent's Megatron script) is
+    a guess at best: the launch after it is read."""
+    sh = tmp_path / 'run.sh'
+    sh.write_text(
+        "#!/bin/bash\npython - <<'PY'\nimport torch; print(torch.cuda.device_count())\nPY\n"
+        'NPROC_PER_NODE=2 CUDA_VISIBLE_DEVICES=0,1 swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct\n'
+    )
+    launch = read_launch([str(sh)], environ={})
+    assert launch.framework == 'swift' and launch.env['NPROC_PER_NODE'] == '2'

@@ -211,7 +211,8 @@ DEFAULTS_TAKEN = 'empty values taken for'
 
 def _guessed(argv: list[str]) -> bool:
     """A command read as a trainer only by guess: ``python FILE.py``/``python -m M`` (no launcher) whose file is not
-    here and is no entry point the guard knows (launchers.classify takes such a script for TRL's)."""
+    here and is no entry point the guard knows (launchers.classify takes such a script for TRL's), and ``python -``
+    (a program on stdin, a here-document)."""
     from .bash.wrappers import strip_wrapper
     from .entrypoints import lookup_module, lookup_script
     from .launchers import is_python
@@ -221,6 +222,8 @@ def _guessed(argv: list[str]) -> bool:
         return False
     if argv[1:2] == ['-m'] and len(argv) > 2:
         return lookup_module(argv[2], argv[3:]) is None
+    if '-' in argv[1:2] or len(argv) == 1:  # `python - <<'PY'`: a program on stdin (a preflight check, as a rule)
+        return True
     target = next((a for a in argv[1:] if not a.startswith('-')), None)
     return bool(target) and lookup_script(target, []) is None and not os.path.isfile(target)
 
