@@ -628,3 +628,18 @@ def test_a_python_program_on_stdin_is_not_the_trainer(tmp_path):
     )
     launch = read_launch([str(sh)], environ={})
     assert launch.framework == 'swift' and launch.env['NPROC_PER_NODE'] == '2'
+
+
+def test_a_wrapper_defined_where_it_is_not_read_runs_its_launch(tmp_path):
+    """`run_py swift rlhf ...` with run_py a function of a file the script sources from another machine (k_bds's
+    Slurm scripts): the launch it wraps is read, and a note says so. A program that is here is not unwrapped."""
+    sh = tmp_path / 'run.sh'
+    sh.write_text(
+        '#!/bin/bash\nsource /nonexistent/common.sh\n'
+        'NPROC_PER_NODE=2 CUDA_VISIBLE_DEVICES=0,1 run_py swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct\n'
+    )
+    launch = read_launch([str(sh)], environ={})
+    assert launch.framework == 'swift' and launch.env['NPROC_PER_NODE'] == '2'
+    assert any('run_py is defined nowhere here' in n for n in launch.notes)
+    sh.write_text('#!/bin/bash\nenv swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct\n')
+    assert not any('defined nowhere' in n for n in read_launch([str(sh)], environ={}).notes)

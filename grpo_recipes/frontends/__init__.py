@@ -274,6 +274,7 @@ def _from_script(
     from .launchers import job_step
 
     cmds = read_script(text, environ, source=str(p), args=args, machine=machine, launcher=job_step)
+    wrapped = [_unwrap_unknown(c) for c in cmds]  # `run_py swift rlhf ...`: a wrapper defined where it is not read
     # `python -m trl.scripts.vllm_serve --help | grep -q -- --group-port`: a question to the program, not a launch
     kinds = [(c, None if _asks_help(c.argv) else kind_of(c.argv)) for c in cmds]
     trainers = [(c, k) for c, k in kinds if k and k[1] == 'train' and not c.commented]
@@ -350,6 +351,7 @@ def _from_script(
     except GuardError as e:  # a value left unresolved: where the script takes arguments, the way to give them
         raise _with_arguments(e, cmds, args, path) from None
     launch.notes += crlf_note(text, str(p))
+    launch.notes += [f'{p}:{cmd.line}: {w}' for c, w in zip(cmds, wrapped) if w and c is cmd]
     if workdir:
         launch.workdir = os.path.abspath(workdir)
         launch.notes.append(f'{p}:{cmd.line}: read from {launch.workdir}, where the script changes directory first')
@@ -375,6 +377,24 @@ def _from_script(
         f'{p}:{cmd.line}',
     )
     return launch, rollout
+
+
+def _unwrap_unknown(cmd: Command) -> str | None:
+    """``run_py swift rlhf ...`` where ``run_py`` is defined nowhere the reader could see (a function of a file the
+    script sources from another machine) and is no program here, its arguments a launch: the launch it wraps is read
+    (``cmd.argv`` without the wrapper), and the note returned says so; None when the command is not such a one."""
+    import shutil
+
+    argv = cmd.argv
+    if len(argv) < 2 or not re.fullmatch(r'[A-Za-z_][\w-]*', argv[0]) or kind_of(argv) is not None:
+        return None
+    if shutil.which(argv[0]) or kind_of(argv[1:]) is None:
+        return None
+    name, cmd.argv = argv[0], argv[1:]
+    return (
+        f"{name} is defined nowhere here (a function of a file sourced on the launch's machine?): the command it "
+        'runs is read'
+    )
 
 
 def _asks_help(argv: list[str]) -> bool:
