@@ -636,7 +636,8 @@ def test_a_wrapper_defined_where_it_is_not_read_runs_its_launch(tmp_path):
     sh = tmp_path / 'run.sh'
     sh.write_text(
         '#!/bin/bash\nsource /nonexistent/common.sh\n'
-        'NPROC_PER_NODE=2 CUDA_VISIBLE_DEVICES=0,1 run_py swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct\n'
+        'NPROC_PER_NODE=2 CUDA_VISIBLE_DEVICES=0,1 run_py swift rlhf --rlhf_type grpo '
+        '--model Qwen/Qwen2.5-7B-Instruct\n'
     )
     launch = read_launch([str(sh)], environ={})
     assert launch.framework == 'swift' and launch.env['NPROC_PER_NODE'] == '2'
