@@ -95,6 +95,11 @@ class GRPOConfig:
     """Fraction of each GPU's *total* memory vLLM reserves (weights + activations + KV cache)."""
     vllm_tensor_parallel_size: int = 1
     vllm_data_parallel_size: int = 1
+    vllm_enable_expert_parallel: bool = False
+    """vLLM's ``enable_expert_parallel``: a MoE's routed experts are spread over the engine's TP x DP ranks, each
+    holding experts / (TP x DP) of them whole, instead of a 1/TP slice of every expert (vLLM
+    ``FusedMoEParallelConfig.make``: ``ep_size = tp_size * dp_size`` when expert parallelism is on); the rest of the
+    model stays split by TP alone."""
     vllm_max_model_len: int | None = None
     """vLLM context length; None takes the model's full context (32768 or 131072)."""
     vllm_max_num_seqs: int | None = None

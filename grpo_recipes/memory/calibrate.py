@@ -41,6 +41,8 @@ VLLM_RENAMES = {
     'max_model_len': 'vllm_max_model_len',
     'max_num_seqs': 'vllm_max_num_seqs',
     'enforce_eager': 'vllm_enforce_eager',
+    'data_parallel_size': 'vllm_data_parallel_size',
+    'enable_expert_parallel': 'vllm_enable_expert_parallel',
 }
 # vLLM engine arguments ms-swift has no flag for; they travel in vllm_engine_kwargs (with or without vllm_)
 ENGINE_KEYS = (
@@ -281,7 +283,7 @@ def _vllm_weights_only(case: dict, arch: Arch) -> dict:
         raise CannotPredict('gpu_total_gib')
     cfg, _ = _config(case, {'use_vllm': True, 'vllm_mode': 'colocate', 'rlhf_type': 'grpo'}, renames=VLLM_RENAMES)
     arch = replace(arch, dtype=str(c['torch_dtype'])) if c.get('torch_dtype') else arch
-    w = vllm_startup.vllm_weight_bytes(cfg, arch, _engine_keys(c)) / max(1, cfg.vllm_tensor_parallel_size)
+    w = vllm_startup.per_rank_weight_bytes(cfg, arch, _engine_keys(c))
     return {'weights_gib': round(w / GiB, 3), 'card': 'not known: weights only'}
 
 

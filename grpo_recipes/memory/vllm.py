@@ -197,7 +197,8 @@ def vllm_terms(cfg: GRPOConfig, inp: Inputs, plan: Plan | None = None) -> dict[s
     requested = cfg.vllm_gpu_memory_utilization * cap
     offline = inp.vllm_entry == 'offline'
     opts = vllm_engine_options(cfg)
-    weights = vs.vllm_weight_bytes(cfg, a, opts) / tp  # as vLLM loads them: --quantization, bnb, GPTQ/AWQ/FP8
+    # as vLLM loads them (--quantization, bnb, GPTQ/AWQ/FP8), per rank: split by TP, the experts by TP x DP under EP
+    weights = vs.per_rank_weight_bytes(cfg, a, opts)
     tb = _positive_int(opts.get('max_num_batched_tokens'))
     # V1 became the default engine in vLLM 0.8.0; 0.8-0.9 fall back to V0 on pre-Ampere cards, fp8 KV, fp32
     # (vllm_engine)

@@ -482,6 +482,32 @@ def packed_bytes_per_weight(a: Arch) -> float | None:
     return None
 
 
+def routed_expert_bytes(cfg, a: Arch, engine: dict) -> float:
+    """Bytes of a MoE's routed experts among ``vllm_weight_bytes`` (all ranks together): MXFP4 experts as vLLM packs
+    them, else the routed experts' share of the linear weights at the bytes per weight the checkpoint loads with
+    (the 16-bit embeddings, norms and routers left out); 0 for a dense model."""
+    if not a.experts:
+        return 0.0
+    if a.quant_method() == 'mxfp4':
+        return mxfp4_expert_bytes(a, 1)
+    routed = a.layers * a.experts * 3 * a.hidden * a.moe_intermediate
+    small = (a.small_params() + a.embedding_params() + a.hidden) * 2
+    per_weight = max(0.0, vllm_weight_bytes(cfg, a, engine) - small) / max(1, a.linear_params())
+    return routed * per_weight
+
+
+def per_rank_weight_bytes(cfg, a: Arch, engine: dict) -> float:
+    """Bytes of the weights one vLLM rank holds: everything split by TP, except, with expert parallelism on
+    (``vllm_enable_expert_parallel``), the routed experts, spread over TP x DP ranks."""
+    tp = max(1, cfg.vllm_tensor_parallel_size)
+    total = vllm_weight_bytes(cfg, a, engine)
+    ep = tp * max(1, cfg.vllm_data_parallel_size) if cfg.vllm_enable_expert_parallel and a.experts else tp
+    if ep == tp:
+        return total / tp
+    experts = routed_expert_bytes(cfg, a, engine)
+    return (total - experts) / tp + experts / ep
+
+
 def vllm_weight_bytes(cfg, a: Arch, engine: dict) -> float:
     """Bytes of the weights vLLM loads (all ranks together)."""
     q = vllm_quantization(cfg, a, engine)
