@@ -277,10 +277,19 @@ class Rollout:
         return d
 
 
+def other_dir(path: str | None) -> str | None:
+    """``path`` made absolute when it is a directory here other than the working one (where a launch script ``cd``s
+    to), else None."""
+    if not path or not os.path.isdir(path) or os.path.realpath(path) == os.path.realpath(os.getcwd()):
+        return None
+    return os.path.abspath(path)
+
+
 @contextmanager
 def in_dir(path: str | None):
-    """Within: the working directory is ``path`` (a launch's ``workdir``), as it is for the launch; None: unchanged."""
-    if not path or os.path.realpath(path) == os.path.realpath(os.getcwd()):
+    """Within: the working directory is ``path`` (a launch's ``workdir``), as it is for the launch; None, or the
+    working directory itself: unchanged."""
+    if other_dir(path) is None:
         yield
         return
     before = os.getcwd()

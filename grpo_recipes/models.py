@@ -36,15 +36,12 @@ def _known() -> list[tuple[str, str]]:
 
 
 def _builtin_for(model: str) -> str | None:
-    base = model.rstrip('/').split('/')[-1].lower()
-    known = _known()
-    for hub_id, fname in known:
-        if model == hub_id:
-            return fname
-    for hub_id, fname in known:
-        if base == hub_id.split('/')[-1].lower():
-            return fname
-    return None
+    """The built-in name for ``model``: that exact hub id, else the bundled model it is named like."""
+    known: dict[str, str] = {}
+    for hub_id, fname in _known():
+        known.setdefault(hub_id, fname)
+    like = model if model in known else named_like(model)
+    return known[like] if like else None
 
 
 def named_like(model: str) -> str | None:

@@ -603,17 +603,23 @@ def test_a_slurm_batch_scripts_gpus_are_the_nodes_gpus(tmp_path, capsys):
     assert out['plan']['world_size'] == 16, (rc, out['plan'])
 
 
+def _script(tmp_path, text: str):
+    """The launch of a script ``text`` written to run.sh, read as the guard reads it."""
+    sh = tmp_path / 'run.sh'
+    sh.write_text(text)
+    return read_launch([str(sh)], environ={})
+
+
 def test_a_slurm_jobs_gpus_are_its_visible_devices(tmp_path):
     """Slurm's GPU gres sets CUDA_VISIBLE_DEVICES for the job (slurm.schedmd.com/gres.html): a batch script that
     counts its GPUs from it (grpo-llm-unlearning's run-grpo.sh: ``IFS=',' read -ra G <<< "${CUDA_VISIBLE_DEVICES:-0}"``)
     starts one process per allocated GPU, not the one its fallback gives."""
-    sh = tmp_path / 'run.sh'
-    sh.write_text(
+    launch = _script(
+        tmp_path,
         '#!/bin/bash\n#SBATCH --gres=gpu:2\n'
         'IFS="," read -ra VISIBLE <<< "${CUDA_VISIBLE_DEVICES:-0}"\nNUM_GPUS="${NUM_GPUS:-${#VISIBLE[@]}}"\n'
-        'accelerate launch --num_processes "$NUM_GPUS" train.py --model_name_or_path Qwen/Qwen2.5-7B-Instruct\n'
+        'accelerate launch --num_processes "$NUM_GPUS" train.py --model_name_or_path Qwen/Qwen2.5-7B-Instruct\n',
     )
-    launch = read_launch([str(sh)], environ={})
     assert launch.command[:4] == ['accelerate', 'launch', '--num_processes', '2']
     assert launch.trl.accelerate['num_processes'] == 2
 
@@ -621,26 +627,24 @@ def test_a_slurm_jobs_gpus_are_its_visible_devices(tmp_path):
 def test_a_python_program_on_stdin_is_not_the_trainer(tmp_path):
     """`python - <<'PY' ... PY` (a preflight check before the launch, Tri-modal-Evolution-Agent's Megatron script) is
     a guess at best: the launch after it is read."""
-    sh = tmp_path / 'run.sh'
-    sh.write_text(
+    launch = _script(
+        tmp_path,
         "#!/bin/bash\npython - <<'PY'\nimport torch; print(torch.cuda.device_count())\nPY\n"
-        'NPROC_PER_NODE=2 CUDA_VISIBLE_DEVICES=0,1 swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct\n'
+        'NPROC_PER_NODE=2 CUDA_VISIBLE_DEVICES=0,1 swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct\n',
     )
-    launch = read_launch([str(sh)], environ={})
     assert launch.framework == 'swift' and launch.env['NPROC_PER_NODE'] == '2'
 
 
 def test_a_wrapper_defined_where_it_is_not_read_runs_its_launch(tmp_path):
     """`run_py swift rlhf ...` with run_py a function of a file the script sources from another machine (k_bds's
     Slurm scripts): the launch it wraps is read, and a note says so. A program that is here is not unwrapped."""
-    sh = tmp_path / 'run.sh'
-    sh.write_text(
+    launch = _script(
+        tmp_path,
         '#!/bin/bash\nsource /nonexistent/common.sh\n'
         'NPROC_PER_NODE=2 CUDA_VISIBLE_DEVICES=0,1 run_py swift rlhf --rlhf_type grpo '
-        '--model Qwen/Qwen2.5-7B-Instruct\n'
+        '--model Qwen/Qwen2.5-7B-Instruct\n',
     )
-    launch = read_launch([str(sh)], environ={})
     assert launch.framework == 'swift' and launch.env['NPROC_PER_NODE'] == '2'
     assert any('run_py is defined nowhere here' in n for n in launch.notes)
-    sh.write_text('#!/bin/bash\nenv swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct\n')
-    assert not any('defined nowhere' in n for n in read_launch([str(sh)], environ={}).notes)
+    env_launch = _script(tmp_path, '#!/bin/bash\nenv swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct\n')
+    assert not any('defined nowhere' in n for n in env_launch.notes)

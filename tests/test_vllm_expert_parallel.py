@@ -27,7 +27,7 @@ def test_the_flag_is_ms_swifts_own():
 def test_routed_experts_are_counted_from_the_config():
     a = Arch.from_config(MOE)
     routed = MOE['num_hidden_layers'] * MOE['num_experts'] * 3 * MOE['hidden_size'] * MOE['moe_intermediate_size']
-    assert routed_expert_bytes(cfg(), a, {}) == pytest.approx(routed * 2, rel=1e-6)  # bf16
+    assert routed_expert_bytes(a, vllm_weight_bytes(cfg(), a, {})) == pytest.approx(routed * 2, rel=1e-6)  # bf16
 
 
 @pytest.mark.parametrize('tp, dp', [(1, 4), (2, 4), (4, 2)])
@@ -35,7 +35,7 @@ def test_experts_spread_over_tp_times_dp(tp, dp):
     a = Arch.from_config(MOE)
     flags = ['--vllm_tensor_parallel_size', str(tp), '--vllm_data_parallel_size', str(dp)]
     total = vllm_weight_bytes(cfg(*flags), a, {})
-    experts = routed_expert_bytes(cfg(*flags), a, {})
+    experts = routed_expert_bytes(a, total)
     assert per_rank_weight_bytes(cfg(*flags), a, {}) == pytest.approx(total / tp)  # EP off: every rank a 1/TP slice
     on = per_rank_weight_bytes(cfg(*flags, '--vllm_enable_expert_parallel', 'true'), a, {})
     assert on == pytest.approx((total - experts) / tp + experts / (tp * dp))

@@ -274,7 +274,8 @@ def _from_script(
     from .launchers import job_step
 
     cmds = read_script(text, environ, source=str(p), args=args, machine=machine, launcher=job_step)
-    wrapped = [_unwrap_unknown(c) for c in cmds]  # `run_py swift rlhf ...`: a wrapper defined where it is not read
+    # `run_py swift rlhf ...`: a wrapper defined where it is not read (its note, by command)
+    wrapped = {id(c): note for c in cmds if (note := _unwrap_unknown(c))}
     # `python -m trl.scripts.vllm_serve --help | grep -q -- --group-port`: a question to the program, not a launch
     kinds = [(c, None if _asks_help(c.argv) else kind_of(c.argv)) for c in cmds]
     trainers = [(c, k) for c, k in kinds if k and k[1] == 'train' and not c.commented]
@@ -337,11 +338,10 @@ def _from_script(
     from .trl.accelerate_cmd import NoScript
 
     lost_continuation(cmd.argv, f'{p}:{cmd.line}')  # `\` + CR: bash ends the command at that line
-    from ..launch import in_dir
+    from ..launch import in_dir, other_dir
     from .written import written
 
-    # `cd src` before the launch: its relative paths are read from there, where that directory is here
-    workdir = cmd.cwd if cmd.cwd and os.path.isdir(cmd.cwd) and not _same_dir(cmd.cwd, os.getcwd()) else None
+    workdir = other_dir(cmd.cwd)  # `cd src` before the launch: its relative paths are read from there, where it is here
     try:
         with written(cmd.files), in_dir(workdir):  # a config the script wrote itself reads as written
             launch = _train_launch(framework, cmd.argv, env, f'{p}:{cmd.line}')
@@ -351,9 +351,9 @@ def _from_script(
     except GuardError as e:  # a value left unresolved: where the script takes arguments, the way to give them
         raise _with_arguments(e, cmds, args, path) from None
     launch.notes += crlf_note(text, str(p))
-    launch.notes += [f'{p}:{cmd.line}: {w}' for c, w in zip(cmds, wrapped) if w and c is cmd]
+    launch.notes += [f'{p}:{cmd.line}: {wrapped[id(cmd)]}'] if id(cmd) in wrapped else []
     if workdir:
-        launch.workdir = os.path.abspath(workdir)
+        launch.workdir = workdir
         launch.notes.append(f'{p}:{cmd.line}: read from {launch.workdir}, where the script changes directory first')
     on_node = cmd.env.get('SLURM_GPUS_ON_NODE') or (environ.get('SLURM_GPUS_ON_NODE') if directives else None)
     if str(on_node or '').isdigit() and hasattr(launch, 'node_gpus'):
@@ -400,10 +400,6 @@ def _unwrap_unknown(cmd: Command) -> str | None:
 def _asks_help(argv: list[str]) -> bool:
     """A command that only prints its help or version (``--help``, ``-h``, ``--version``): argparse exits there."""
     return any(w in ('--help', '-h', '--version') for w in argv[1:])
-
-
-def _same_dir(a: str, b: str) -> bool:
-    return os.path.realpath(a) == os.path.realpath(b)
 
 
 def _rollout_launch(roll: Rollout | None, unread: str | None = None) -> Launch:

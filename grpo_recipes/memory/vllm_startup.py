@@ -482,18 +482,17 @@ def packed_bytes_per_weight(a: Arch) -> float | None:
     return None
 
 
-def routed_expert_bytes(cfg, a: Arch, engine: dict) -> float:
-    """Bytes of a MoE's routed experts among ``vllm_weight_bytes`` (all ranks together): MXFP4 experts as vLLM packs
-    them, else the routed experts' share of the linear weights at the bytes per weight the checkpoint loads with
-    (the 16-bit embeddings, norms and routers left out); 0 for a dense model."""
+def routed_expert_bytes(a: Arch, total: float) -> float:
+    """Bytes of a MoE's routed experts among ``total``, the ``vllm_weight_bytes`` of all ranks together: MXFP4 experts
+    as vLLM packs them, else the routed experts' share of the linear weights at the bytes per weight the checkpoint
+    loads with (the 16-bit embeddings, norms and routers left out); 0 for a dense model."""
     if not a.experts:
         return 0.0
     if a.quant_method() == 'mxfp4':
         return mxfp4_expert_bytes(a, 1)
     routed = a.layers * a.experts * 3 * a.hidden * a.moe_intermediate
     small = (a.small_params() + a.embedding_params() + a.hidden) * 2
-    per_weight = max(0.0, vllm_weight_bytes(cfg, a, engine) - small) / max(1, a.linear_params())
-    return routed * per_weight
+    return routed * max(0.0, total - small) / max(1, a.linear_params())
 
 
 def per_rank_weight_bytes(cfg, a: Arch, engine: dict) -> float:
@@ -504,7 +503,7 @@ def per_rank_weight_bytes(cfg, a: Arch, engine: dict) -> float:
     ep = tp * max(1, cfg.vllm_data_parallel_size) if cfg.vllm_enable_expert_parallel and a.experts else tp
     if ep == tp:
         return total / tp
-    experts = routed_expert_bytes(cfg, a, engine)
+    experts = routed_expert_bytes(a, total)
     return (total - experts) / tp + experts / ep
 
 

@@ -48,11 +48,10 @@ def read_script(
     except (OSError, UnicodeDecodeError) as e:
         raise GuardError(f'{script}: cannot read ({e})') from None
     try:
-        ast.parse(text)
+        tree: ast.Module | None = ast.parse(text)
     except SyntaxError:
-        text_ok = False
-    else:
-        text_ok = True
+        tree = None
+    text_ok = tree is not None
     parse: dict[str, Any] = {}
     bound: dict[str, Any] = {}
     trl_words = list(script_args)
@@ -71,14 +70,16 @@ def read_script(
         # whole command line (sys.argv), argparse's own options included
         trl_words = (list(ap.rest) if ap.rest_passed else list(script_args)) if (ap.known and trl_parser) else []
         parse['argparse']['rest_passed'] = ap.rest_passed
-    if text_ok:  # its own dataclasses' fields and the YAML files it loads itself, for settings written from them
+    if (
+        tree is not None
+    ):  # its own dataclasses' fields and the YAML files it loads itself, for settings written from them
         from .script import ENVIRON
         from .script_parsers import dataclass_bindings, yaml_bindings
 
         bound = {
             **({ENVIRON: dict(environ)} if environ is not None else {}),
-            **yaml_bindings(text, script),
-            **(dataclass_bindings(text, script, script_args) if trl_parser else {}),
+            **yaml_bindings(tree, script),
+            **(dataclass_bindings(tree, script, script_args) if trl_parser else {}),
             **bound,
         }
     settings = read_script_settings(text, bound)

@@ -549,14 +549,11 @@ def _field_defaults(node: ast.ClassDef, mod: Module, depth: int = 0) -> dict[str
     return out
 
 
-def dataclass_bindings(text: str, script: str | None, script_args: list[str]) -> dict[str, object]:
+def dataclass_bindings(tree: ast.Module, script: str | None, script_args: list[str]) -> dict[str, object]:
     """``'script_args.model_name'`` -> its value, for the script's own dataclasses that its HfArgumentParser/TrlParser
     fills (``script_args, training_args = parser.parse_args_into_dataclasses()``): the command line's word, else the
-    TrlParser ``--config`` file's key, else the field's default (transformers/hf_argparser.py: one flag per field)."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return {}
+    TrlParser ``--config`` file's key, else the field's default (transformers/hf_argparser.py: one flag per field).
+    ``tree``: the script, parsed."""
     mod = Module.of(tree, Path(script).resolve() if script else None)
     cli = _cli_values(script_args)
     path = config_file_of(script_args)
@@ -637,13 +634,9 @@ def _read_yaml_mapping(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def yaml_bindings(text: str, script: str | None) -> dict[str, object]:
+def yaml_bindings(tree: ast.Module, script: str | None) -> dict[str, object]:
     """``'cfg'`` -> the mapping of a YAML file the script loads into ``cfg`` itself (a constant path, read from the
-    working directory the launch runs in, else beside the script or above it)."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return {}
+    working directory the launch runs in, else beside the script or above it). ``tree``: the script, parsed."""
     funcs = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
     out: dict[str, object] = {}
     here = Path(script).resolve().parent if script else None
