@@ -74,6 +74,11 @@ def bash_runs(tmp_path: Path, text: str, args: list[str]) -> list[str]:
     return [line for line in log.read_text().splitlines() if line]
 
 
+def swift_commands(text: str) -> list:
+    """The `swift` commands of a script, as the guard reads it without its arguments."""
+    return [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
+
+
 def guard_runs(text: str, args: list[str] | None) -> list[str]:
     cmds = read_script(text, {}, 'run.sh', args=args)
     return [' '.join(c.argv) for c in cmds if c.argv and c.argv[0] in ('accelerate', 'swift')]
@@ -127,7 +132,7 @@ def test_a_usage_exit_on_a_default_is_assumed_not_taken():
         'M=${1:-a/b}\n[ "$M" != "a/b" ] || exit 1\nswift rlhf --model $M\n',
         'M=${1:-a/b}\ncase $M in a/b) exit 3;; *) ;; esac\nswift rlhf --model $M\n',
     ):
-        cmds = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
+        cmds = swift_commands(text)
         assert [c.argv for c in cmds] == [['swift', 'rlhf', '--model', 'a/b']], text
 
 
@@ -137,7 +142,7 @@ def test_a_dispatcher_with_its_argument_reads_as_bash_runs_it(tmp_path, args):
 
 
 def test_a_dispatcher_without_its_argument_is_read_down_the_branch_with_the_launch():
-    cmds = [c for c in read_script(DISPATCH, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    cmds = swift_commands(DISPATCH)
     assert [c.argv[1] for c in cmds] == ['rlhf']
     assert any('line 6' in a and 'the branch with the launch' in a for a in cmds[0].assumed)
 
@@ -163,7 +168,7 @@ def test_an_experiment_case_with_its_argument_reads_as_bash_runs_it(tmp_path, ar
 
 def test_an_experiment_case_without_its_argument_goes_on_to_the_launch():
     """Undecided: the first branch that goes on past the case (not `exit 0`, not the usage `exit 1`) is read."""
-    cmds = [c for c in read_script(EXPERIMENT, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    cmds = swift_commands(EXPERIMENT)
     assert [c.argv[-1] for c in cmds] == ['asr_reward']
 
 
@@ -309,12 +314,12 @@ def test_a_check_on_a_file_not_here_that_would_exit_is_assumed_to_pass(tmp_path)
         '[ -f /nonexistent/data.jsonl ] || exit 2\n'
         'swift rlhf --rlhf_type grpo\n'
     )
-    cmds = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    cmds = swift_commands(text)
     assert len(cmds) == 1 and sum('assumed it passes' in a for a in cmds[0].assumed) == 2
     here = tmp_path / 'here.txt'
     here.write_text('')
     text = f'if [ -f {here} ]; then echo found; exit 1; fi\nswift rlhf --rlhf_type grpo\n'
-    assert [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']] == []  # decided: it exits
+    assert swift_commands(text) == []  # decided: it exits
 
 
 def test_a_file_sourced_from_the_launch_machine_is_taken_to_load_there(tmp_path):
@@ -322,12 +327,12 @@ def test_a_file_sourced_from_the_launch_machine_is_taken_to_load_there(tmp_path)
     would fail on the missing file and exit; on the launch's machine it loads, so the launch after it is read (noted).
     A file that is here is read as bash reads it."""
     text = 'source /nonexistent/set_env.sh || exit 1\nNPROC_PER_NODE=2 swift rlhf --rlhf_type grpo\n'
-    (cmd,) = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    (cmd,) = swift_commands(text)
     assert any('did not read /nonexistent/set_env.sh' in a and "launch's machine" in a for a in cmd.assumed)
     env = tmp_path / 'env.sh'
     env.write_text('exit 3\n')
     text = f'source {env} || exit 1\nswift rlhf --rlhf_type grpo\n'
-    assert [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']] == []
+    assert swift_commands(text) == []
 
 
 def test_what_a_here_string_holds_unresolved_the_variables_read_hold():
@@ -572,7 +577,7 @@ def test_a_usage_exit_after_a_redirected_echo_is_seen():
         'CFG="${CONFIG:-}"\nif [[ ! -f "${CFG}" ]]; then\n  echo "[ERROR] no config: ${CFG}" >&2\n  exit 1\nfi\n'
         'swift rlhf $CFG\n'
     )
-    cmds = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    cmds = swift_commands(text)
     assert len(cmds) == 1 and any('exit 1' in a and 'assumed it passes' in a for a in cmds[0].assumed)
 
 
@@ -607,7 +612,7 @@ def test_options_not_given_leave_the_defaults():
         'MODEL=Qwen/Qwen2.5-7B-Instruct\nwhile getopts "m:" o; do case $o in m) MODEL=$OPTARG;; esac; done\n'
         'swift rlhf --rlhf_type grpo --model "$MODEL"\n'
     )
-    (cmd,) = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    (cmd,) = swift_commands(text)
     assert cmd.argv[-1] == 'Qwen/Qwen2.5-7B-Instruct' and any('getopts' in a for a in cmd.assumed)
     assert guard_runs(text, ['-m', 'Qwen/Qwen3-8B'])[-1].endswith('--model Qwen/Qwen3-8B')
 
@@ -633,7 +638,7 @@ def test_an_unquoted_value_splits_around_what_it_holds_unresolved():
         'ARGS=" --wait=60  --nodelist=$NODES --kill-on-bad-exit=1 "\n'
         'swift rlhf $ARGS --rlhf_type grpo\n'
     )
-    (cmd,) = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    (cmd,) = swift_commands(text)
     assert cmd.argv == [
         'swift',
         'rlhf',
@@ -765,7 +770,7 @@ def test_a_function_calling_itself_on_unknown_values_is_not_followed_forever():
         'kill_tree 123\n'
         'swift rlhf --rlhf_type grpo\n'
     )
-    (cmd,) = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    (cmd,) = swift_commands(text)
     assert any('kill_tree calls itself on values not known here' in a for a in cmd.assumed)
 
 
@@ -780,7 +785,7 @@ def test_a_wait_for_a_file_and_a_cd_into_the_launch_machines_project_are_taken_a
         'if [ $W -ge 60 ]; then exit 1; fi; done\n'
         'swift rlhf --rlhf_type grpo\n'
     )
-    (cmd,) = [c for c in read_script(text, {}, 'run.sh') if c.argv[:1] == ['swift']]
+    (cmd,) = swift_commands(text)
     assert any('did not cd to /nonexistent/project' in a for a in cmd.assumed)
     assert any('the loop waits for a file that is not here' in a for a in cmd.assumed)
 
