@@ -9,119 +9,100 @@ X GiB") for that card. ``--gpu-mem`` overrides any of them.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-CATALOGUE: dict[str, tuple[float, str]] = {
-    'A100-40G': (39.39, 'torch OOM messages; A100 40GB (cal: verl case 39.39)'),
-    'A100-80G': (79.15, 'torch OOM messages; A100 80GB (cal: vLLM log 79.15)'),
-    'A800-40G': (39.56, 'cal: ms-swift #3848 OOM message'),
-    'A800-80G': (79.15, 'same die and memory as A100 80GB'),
-    'H100-80G': (79.18, 'cal: llm-d vLLM logs 79.18'),
-    'H800-80G': (79.18, 'same memory as H100 80GB'),
-    'H20': (95.0, 'cal: trl #2972 (H20 96GB)'),
-    'H200': (
+
+@dataclass(frozen=True)
+class Card:
+    """One catalogue card: what the memory model, the sampler buffer and the dtype rule read of it."""
+
+    capacity_gib: float
+    """``torch.cuda.get_device_properties(i).total_memory`` in GiB (the module's sources; ``source`` below)."""
+    nominal_gb: int
+    """Memory as sold, in GB, to match a source that names only a class ("24GB GPUs")."""
+    sms: int
+    """Streaming multiprocessors (NVIDIA's architecture whitepapers and datasheets). vLLM's Triton top-k/top-p kernel
+    runs one program per SM and keeps a vocabulary row for each (memory.vllm_profile_peak)."""
+    compute_capability: tuple[int, int]
+    """NVIDIA's "CUDA GPUs" table (developer.nvidia.com/cuda-gpus): bf16 kernels need 8.0 (vLLM refuses bfloat16
+    below it at engine start: vllm/v1/worker/gpu_worker.py ``_check_if_gpu_supports_dtype``)."""
+    source: str
+    """Where ``capacity_gib`` comes from."""
+
+
+# capacity GiB, nominal GB, SMs (A100 and A800 108, H100/H800/H200 SXM 132, H20 78, L40S 142, A10 72, RTX 3090 82,
+# RTX 4090 128, RTX A6000 84, V100 80, T4 40, L4 58), compute capability, capacity's source
+CARDS: dict[str, Card] = {
+    'A100-40G': Card(39.39, 40, 108, (8, 0), 'torch OOM messages; A100 40GB (cal: verl case 39.39)'),
+    'A100-80G': Card(79.15, 80, 108, (8, 0), 'torch OOM messages; A100 80GB (cal: vLLM log 79.15)'),
+    'A800-40G': Card(39.56, 40, 108, (8, 0), 'cal: ms-swift #3848 OOM message'),
+    'A800-80G': Card(79.15, 80, 108, (8, 0), 'same die and memory as A100 80GB'),
+    'H100-80G': Card(79.18, 80, 132, (9, 0), 'cal: llm-d vLLM logs 79.18'),
+    'H800-80G': Card(79.18, 80, 132, (9, 0), 'same memory as H100 80GB'),
+    'H20': Card(95.0, 96, 78, (9, 0), 'cal: trl #2972 (H20 96GB)'),
+    'H200': Card(
         139.81,
+        141,
+        132,
+        (9, 0),
         'torch OOM message "GPU 0 has a total capacity of 139.81 GiB" on 8x "NVIDIA H200", '
         'https://github.com/sungwon-chae/arxiv_confi/blob/HEAD/etu_logging.md (H200 141GB)',
     ),
-    'L40S': (44.39, 'torch OOM messages for L40S 48GB'),
-    'A10': (22.07, 'torch OOM messages for A10 24GB'),
-    'RTX3090': (23.58, 'cal: ms-swift README case (3090)'),
-    'RTX4090': (23.64, 'cal: vLLM #13061 (4090)'),
-    'A6000': (47.54, 'torch OOM message "47.54 GiB total capacity", google-research/semivl#18 (RTX A6000 48GB)'),
-    'V100-32G': (
+    'L40S': Card(44.39, 48, 142, (8, 9), 'torch OOM messages for L40S 48GB'),
+    'A10': Card(22.07, 24, 72, (8, 6), 'torch OOM messages for A10 24GB'),
+    'RTX3090': Card(23.58, 24, 82, (8, 6), 'cal: ms-swift README case (3090)'),
+    'RTX4090': Card(23.64, 24, 128, (8, 9), 'cal: vLLM #13061 (4090)'),
+    'A6000': Card(
+        47.54,
+        48,
+        84,
+        (8, 6),
+        'torch OOM message "47.54 GiB total capacity", google-research/semivl#18 (RTX A6000 48GB)',
+    ),
+    'V100-32G': Card(
         31.74,
+        32,
+        80,
+        (7, 0),
         'torch OOM messages "GPU 0 has a total capacity of 31.74 GiB" on a "Tesla V100-SXM2-32GB" (a public '
         'KernelBench evaluation log)',
     ),
-    'V100-16G': (
+    'V100-16G': Card(
         15.78,
+        16,
+        80,
+        (7, 0),
         "torch's _CudaDeviceProperties(name='Tesla V100-SXM2-16GB', ..., total_memory=16160MB) (MiB: 15.78 GiB), "
         "YOLOv5's profile() output as quoted in its public docs",
     ),
-    'T4': (
+    'T4': Card(
         14.74,
+        16,
+        40,
+        (7, 5),
         'huggingface/trl examples/notebooks/grpo_trl_lora_qlora.ipynb: "GPU = Tesla T4. Max memory = 14.741 GB" '
         '(torch total_memory / 1024**3)',
     ),
-    'L4': (22.03, 'torch OOM message "GPU 0 has a total capacity of 22.03 GiB" on a single NVIDIA L4 (24 GB)'),
+    'L4': Card(
+        22.03,
+        24,
+        58,
+        (8, 9),
+        'torch OOM message "GPU 0 has a total capacity of 22.03 GiB" on a single NVIDIA L4 (24 GB)',
+    ),
 }
+
+# Views of CARDS by field, for the readers that want one figure per card.
+CATALOGUE: dict[str, tuple[float, str]] = {k: (c.capacity_gib, c.source) for k, c in CARDS.items()}
+NOMINAL_GB = {k: c.nominal_gb for k, c in CARDS.items()}
+SMS = {k: c.sms for k, c in CARDS.items()}
+COMPUTE_CAPABILITY = {k: c.compute_capability for k, c in CARDS.items()}
 
 
 def _norm(name: str) -> str:
     s = name.upper().replace('NVIDIA', '').replace('GEFORCE', '').replace(' ', '').replace('_', '-')
     s = s.replace('80GB', '80G').replace('40GB', '40G')
     return s.strip('-')
-
-
-# Nominal memory (GB, as sold) of each catalogue card, to match a source that names only a class.
-NOMINAL_GB = {
-    'A100-40G': 40,
-    'A100-80G': 80,
-    'A800-40G': 40,
-    'A800-80G': 80,
-    'H100-80G': 80,
-    'H800-80G': 80,
-    'H20': 96,
-    'H200': 141,
-    'L40S': 48,
-    'A10': 24,
-    'RTX3090': 24,
-    'RTX4090': 24,
-    'A6000': 48,
-    'V100-32G': 32,
-    'V100-16G': 16,
-    'T4': 16,
-    'L4': 24,
-}
-
-
-# Streaming multiprocessors of each catalogue card (NVIDIA's architecture whitepapers and datasheets: A100 and A800
-# 108, H100/H800/H200 SXM 132, H20 78, L40S 142, A10 72, RTX 3090 82, RTX 4090 128, RTX A6000 84, V100 80, T4 40,
-# L4 58). vLLM's Triton top-k/top-p kernel runs one program per SM and keeps a vocabulary row for each
-# (memory.vllm_profile_peak).
-SMS = {
-    'A100-40G': 108,
-    'A100-80G': 108,
-    'A800-40G': 108,
-    'A800-80G': 108,
-    'H100-80G': 132,
-    'H800-80G': 132,
-    'H20': 78,
-    'H200': 132,
-    'L40S': 142,
-    'A10': 72,
-    'RTX3090': 82,
-    'RTX4090': 128,
-    'A6000': 84,
-    'V100-32G': 80,
-    'V100-16G': 80,
-    'T4': 40,
-    'L4': 58,
-}
-
-
-# CUDA compute capability of each catalogue card (NVIDIA's "CUDA GPUs" table, developer.nvidia.com/cuda-gpus):
-# bf16 kernels need 8.0 (vLLM refuses bfloat16 below it at engine start: vllm/v1/worker/gpu_worker.py
-# ``_check_if_gpu_supports_dtype``).
-COMPUTE_CAPABILITY = {
-    'A100-40G': (8, 0),
-    'A100-80G': (8, 0),
-    'A800-40G': (8, 0),
-    'A800-80G': (8, 0),
-    'H100-80G': (9, 0),
-    'H800-80G': (9, 0),
-    'H20': (9, 0),
-    'H200': (9, 0),
-    'L40S': (8, 9),
-    'A10': (8, 6),
-    'RTX3090': (8, 6),
-    'RTX4090': (8, 9),
-    'A6000': (8, 6),
-    'V100-32G': (7, 0),
-    'V100-16G': (7, 0),
-    'T4': (7, 5),
-    'L4': (8, 9),
-}
 
 
 def sm_count(name: str | None) -> int | None:
