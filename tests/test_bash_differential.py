@@ -268,6 +268,9 @@ CONSTRUCTS = {
     # FINAR-VL's start_gspo.sh: parentheses in arithmetic inside a default
     'arith-in-default': 'N=2; P=8\nexport R="${R:-$(( 64 * 3 / (N * P) ))}"\n'
     'swift rlhf --r $R --q ${Q:-$(( P * (N + 1) ))}\n',
+    # a parenthesis first or in the middle of the arithmetic (the grammar reads it once the expansion is quoted)
+    'arith-parens-first-in-default': 'N=2; P=4\nQ=${Q:-$(( (N + 1) * P ))}\n'
+    'swift rlhf --q $Q --w "${W:-$(( (N + 1) * (P - 1) ))} x" --v ${V:-"$(( (P) ))"}\n',
     'while-counter': 'i=0\nwhile [ $i -lt 3 ]; do\n  swift rlhf --i $i\n  i=$((i + 1))\ndone\n',
     'until': 'n=3\nuntil [ "$n" -eq 0 ]; do n=$((n - 1)); python train.py --n $n; done\n',
     'c-style-for': 'for ((k = 0; k < 3; k++)); do torchrun --nproc_per_node $((k + 1)) t.py; done\n',

@@ -125,9 +125,20 @@ def drop_backtick_comments(text: str) -> str:
     return _BACKTICK_COMMENT.sub('', text)
 
 
+def _inside_braces(text: str, end: int) -> bool:
+    """Whether ``text[end]`` lies inside a ``${...}`` parameter expansion opened before it (on its line)."""
+    start = text.rfind('\n', 0, end) + 1
+    depth = 0
+    for m in re.finditer(r'\$\{|\}', text[start:end]):
+        depth = depth + 1 if m.group() == '${' else max(0, depth - 1)
+    return depth > 0
+
+
 def compact_arithmetic(text: str) -> str:
     """The blanks inside each ``$(( ... ))`` of arithmetic only (names, numbers, operators, parentheses) removed:
-    bash ignores them, and tree-sitter-bash loses its place on ``${N:-$(( A * B / (C * D) ))}``."""
+    bash ignores them, and tree-sitter-bash loses its place on ``${N:-$(( A * B / (C * D) ))}``. Inside a ``${...}``
+    an expansion with parentheses is also double-quoted (``${Q:-"$(((N+1)*P))"}``), which the grammar reads: its
+    value is one integer, so the quotes change no field bash makes of it."""
     out, i = [], 0
     while True:
         j = text.find('$((', i)
@@ -140,7 +151,10 @@ def compact_arithmetic(text: str) -> str:
             k += 1
         inner = text[j + 3 : k - 2]
         if depth == 0 and text[k - 2 : k] == '))' and _ARITH_SAFE.fullmatch(inner) and '\n' not in inner:
-            out.append(text[i:j] + '$((' + re.sub(r'[ \t]+', '', inner) + '))')
+            arith = '$((' + re.sub(r'[ \t]+', '', inner) + '))'
+            if '(' in inner and text[j - 1 : j] != '"' and _inside_braces(text, j):
+                arith = f'"{arith}"'
+            out.append(text[i:j] + arith)
         else:
             out.append(text[i : j + 3])
             k = j + 3
