@@ -648,3 +648,37 @@ def test_a_wrapper_defined_where_it_is_not_read_runs_its_launch(tmp_path):
     assert any('run_py is defined nowhere here' in n for n in launch.notes)
     env_launch = _script(tmp_path, '#!/bin/bash\nenv swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct\n')
     assert not any('defined nowhere' in n for n in env_launch.notes)
+
+
+def test_ascend_npus_are_the_visible_devices(tmp_path):
+    """ms-swift's own Ascend examples (examples/ascend/...) name their NPUs with ASCEND_RT_VISIBLE_DEVICES, which
+    torch_npu's device count honours as CUDA's does CUDA_VISIBLE_DEVICES: 8 processes on NPUs 8-15 of a 16-NPU node are
+    one process per visible device. A command that also sets CUDA_VISIBLE_DEVICES keeps it."""
+    launch = _script(
+        tmp_path,
+        '#!/bin/bash\nexport ASCEND_RT_VISIBLE_DEVICES=${ASCEND_RT_VISIBLE_DEVICES:-8,9,10,11,12,13,14,15}\n'
+        'NPROC_PER_NODE=8 swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct\n',
+    )
+    assert launch.env['CUDA_VISIBLE_DEVICES'] == '8,9,10,11,12,13,14,15'
+    assert any('ASCEND_RT_VISIBLE_DEVICES=8,9' in n and 'Ascend NPUs' in n for n in launch.notes)
+    both = _script(
+        tmp_path,
+        'CUDA_VISIBLE_DEVICES=0,1 ASCEND_RT_VISIBLE_DEVICES=4,5 NPROC_PER_NODE=2 swift rlhf --rlhf_type grpo '
+        '--model Qwen/Qwen2.5-7B-Instruct\n',
+    )
+    assert both.env['CUDA_VISIBLE_DEVICES'] == '0,1' and not any('Ascend' in n for n in both.notes)
+    pasted = read_launch(
+        [
+            '--',
+            'ASCEND_RT_VISIBLE_DEVICES=2,3',
+            'NPROC_PER_NODE=2',
+            'swift',
+            'rlhf',
+            '--rlhf_type',
+            'grpo',
+            '--model',
+            'Qwen/Qwen2.5-7B-Instruct',
+        ],
+        environ={},
+    )
+    assert pasted.env['CUDA_VISIBLE_DEVICES'] == '2,3'

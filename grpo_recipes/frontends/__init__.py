@@ -276,6 +276,7 @@ def _from_script(
     cmds = read_script(text, environ, source=str(p), args=args, machine=machine, launcher=job_step)
     # `run_py swift rlhf ...`: a wrapper defined where it is not read (its note, by command)
     wrapped = {id(c): note for c in cmds if (note := _unwrap_unknown(c))}
+    npu = {id(c): note for c in cmds if (note := ascend_devices(c.env, c.env_lines))}
     # `python -m trl.scripts.vllm_serve --help | grep -q -- --group-port`: a question to the program, not a launch
     kinds = [(c, None if _asks_help(c.argv) else kind_of(c.argv)) for c in cmds]
     trainers = [(c, k) for c, k in kinds if k and k[1] == 'train' and not c.commented]
@@ -352,6 +353,7 @@ def _from_script(
         raise _with_arguments(e, cmds, args, path) from None
     launch.notes += crlf_note(text, str(p))
     launch.notes += [f'{p}:{cmd.line}: {wrapped[id(cmd)]}'] if id(cmd) in wrapped else []
+    launch.notes += [f'{p}:{cmd.line}: {npu[id(cmd)]}'] if id(cmd) in npu else []
     if workdir:
         launch.workdir = workdir
         launch.notes.append(f'{p}:{cmd.line}: read from {launch.workdir}, where the script changes directory first')
@@ -394,6 +396,26 @@ def _unwrap_unknown(cmd: Command) -> str | None:
     return (
         f"{name} is defined nowhere here (a function of a file sourced on the launch's machine?): the command it "
         'runs is read'
+    )
+
+
+ASCEND_DEVICES = 'ASCEND_RT_VISIBLE_DEVICES'
+"""The device list of a process on Ascend NPUs (CANN's runtime; torch_npu counts and numbers the NPUs it names, as
+CUDA does with ``CUDA_VISIBLE_DEVICES``, and ms-swift's ``get_device_count`` counts them)."""
+
+
+def ascend_devices(env: dict, lines: dict | None = None) -> str | None:
+    """A command that names its NPUs with ``ASCEND_RT_VISIBLE_DEVICES`` and no ``CUDA_VISIBLE_DEVICES``: that list is
+    its visible devices (``env`` gains it as ``CUDA_VISIBLE_DEVICES``, the name the rules use; ``lines`` the line
+    that set it); the note returned says so. None when the command names no NPUs."""
+    if ASCEND_DEVICES not in env or 'CUDA_VISIBLE_DEVICES' in env:
+        return None
+    env['CUDA_VISIBLE_DEVICES'] = env[ASCEND_DEVICES]
+    if lines is not None and ASCEND_DEVICES in lines:
+        lines['CUDA_VISIBLE_DEVICES'] = lines[ASCEND_DEVICES]
+    return (
+        f'{ASCEND_DEVICES}={env[ASCEND_DEVICES]}: Ascend NPUs, read as the visible devices (CUDA_VISIBLE_DEVICES '
+        "below); memory is planned for the --gpu-type card, a CUDA GPU's allocator and context"
     )
 
 
@@ -511,7 +533,9 @@ def read_launch(
     else:
         env, rest = split_env(args)
         env, rest = _inner_command(env, rest, environ)  # bash -c "accelerate launch ..."
+        npu = ascend_devices(env)
         merged = {**environ, **env}
+        npu = npu or ascend_devices(merged)  # the NPUs named in the guard's own environment (or --env)
         kind = kind_of(rest, merged)
         if kind is None:
             raise GuardError(
@@ -527,6 +551,7 @@ def read_launch(
         else:
             launch = _train_launch(framework, rest, merged, 'command line')
             launch.alloc = _alloc(environ, env, {}, launch)
+            launch.notes += [f'command line: {npu}'] if npu else []
     if rollout is not None:
         roll = read_rollout_command(parse_command_text(rollout, '--rollout'), environ, '--rollout')
         if launch is not None and launch.kind == 'rollout':
