@@ -648,6 +648,12 @@ def test_a_wrapper_defined_where_it_is_not_read_runs_its_launch(tmp_path):
     assert any('run_py is defined nowhere here' in n for n in launch.notes)
     env_launch = _script(tmp_path, '#!/bin/bash\nenv swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct\n')
     assert not any('defined nowhere' in n for n in env_launch.notes)
+    # a program not installed here whose arguments are options and paths (`rsync -ah SRC/ DST/`) wraps no launch
+    copied = _script(
+        tmp_path,
+        'swift rollout --model Qwen/Qwen2.5-7B-Instruct &\nrsync_x -ah "${OUT}/" "${CKPT}/" || true\n',
+    )
+    assert copied.kind == 'rollout'
 
 
 def test_ascend_npus_are_the_visible_devices(tmp_path):
@@ -682,3 +688,25 @@ def test_ascend_npus_are_the_visible_devices(tmp_path):
         environ={},
     )
     assert pasted.env['CUDA_VISIBLE_DEVICES'] == '2,3'
+
+
+def test_an_undecided_role_split_reads_the_branch_with_the_training_launch(tmp_path):
+    """A multi-node script whose node rank picks its role (a Baseten Megatron-SWIFT job: ``if [ "$BT_NODE_RANK" -eq
+    "$ROLLOUT_NODE" ]; then swift rollout ...; else megatron rlhf ...; fi``), the rank not known here: the branch with
+    the training launch is read (the first one would give a lone rollout server), as an undecided ``case`` does.
+    A first branch that trains keeps being the one read."""
+    launch = _script(
+        tmp_path,
+        '#!/bin/bash\nLAST=$((GROUP_SIZE - 1))\nif [ "$NODE_RANK_X" -eq "$LAST" ]; then\n'
+        '  swift rollout --model Qwen/Qwen2.5-7B-Instruct --vllm_tensor_parallel_size 2 &\n  wait\nelse\n'
+        '  NPROC_PER_NODE=8 swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct --use_vllm true '
+        '--vllm_mode server --num_generations 8\nfi\n',
+    )
+    assert launch.framework == 'swift' and launch.env['NPROC_PER_NODE'] == '8'
+    assert any('the branch with the launch' in n for n in launch.notes)
+    first = _script(
+        tmp_path,
+        'if [ "$NODE_RANK_X" = 0 ]; then\n  NPROC_PER_NODE=4 swift rlhf --rlhf_type grpo --model m\nelse\n'
+        '  NPROC_PER_NODE=2 swift rlhf --rlhf_type grpo --model m\nfi\n',
+    )
+    assert first.env['NPROC_PER_NODE'] == '4'

@@ -390,7 +390,9 @@ def _unwrap_unknown(cmd: Command) -> str | None:
     argv = cmd.argv
     if len(argv) < 2 or not re.fullmatch(r'[A-Za-z_][\w-]*', argv[0]) or kind_of(argv) is not None:
         return None
-    if shutil.which(argv[0]) or kind_of(argv[1:]) is None:
+    from .launchers import classify
+
+    if shutil.which(argv[0]) or classify(argv[1:]) is None:  # a program it names (`rsync -ah SRC DST` is none)
         return None
     name, cmd.argv = argv[0], argv[1:]
     return (

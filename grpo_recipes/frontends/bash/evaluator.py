@@ -559,12 +559,34 @@ class Evaluator(Builtins, Comments):
                         'ARGS reads it with them)'
                     )
                     return 0
+                other = self._launching_clause(clauses, k, src)
+                if other is not None:
+                    # `if [ "$NODE_RANK" -eq "$ROLLOUT_NODE" ]; then swift rollout ...; else megatron rlhf ...; fi`:
+                    # the branch with the training launch is read, as an undecided `case` reads its branch with it
+                    stmts, at = other
+                    return self._branch(
+                        stmts,
+                        src,
+                        f'assumed branch at line {at} (the condition at line {line} could not be decided from known '
+                        'values; the branch with the launch)',
+                    )
                 return self._branch(
                     stmts, src, f'assumed branch at line {line} (its condition could not be decided from known values)'
                 )
             if st == 0:
                 return self.seq(stmts, src)
         return 0
+
+    def _launching_clause(self, clauses, k: int, src: Src):
+        """For an undecided ``if`` clause ``k`` whose own branch runs no training launch (``prefer``): the first later
+        clause whose branch runs one, as (its statements, its line); None when clause ``k`` runs one or none does.
+        Each branch is probed on a copy of the shell."""
+        if self.prefer is None or k + 1 >= len(clauses) or self._probe(clauses[k][1], src)[1]:
+            return None
+        for _conds, stmts, line in clauses[k + 1 :]:
+            if self._probe(stmts, src)[1]:
+                return stmts, line
+        return None
 
     def case(self, node, src: Src) -> int | None:
         value_node = node.child_by_field_name('value')
