@@ -711,6 +711,39 @@ def test_vision_tower_count_matches_transformers(model_type, vision):
     assert vision_params('qwen2', vision, 2048) == 0
 
 
+def test_qwen2_5_omni_thinker_towers_match_transformers():
+    """Qwen2.5-Omni: Arch reads the thinker (text model, vision and audio towers) of the nested config; its frozen
+    towers are counted as transformers builds Qwen2_5OmniVisionEncoder and Qwen2_5OmniAudioEncoder (on meta), at the
+    7B's own sizes and at a small odd one; the text model is the thinker's text_config."""
+    import torch
+    from transformers import Qwen2_5OmniThinkerConfig
+    from transformers.models.qwen2_5_omni import modeling_qwen2_5_omni as m
+
+    from grpo_recipes.memory.arch import Arch, audio_params
+
+    small = {
+        'd_model': 64,
+        'encoder_layers': 2,
+        'encoder_ffn_dim': 96,
+        'encoder_attention_heads': 4,
+        'num_mel_bins': 16,
+        'output_dim': 80,
+    }
+    for audio in ({}, small):
+        thinker = Qwen2_5OmniThinkerConfig(audio_config=audio)
+        with torch.device('meta'):
+            a_tower = m.Qwen2_5OmniAudioEncoder._from_config(thinker.audio_config)
+            v_tower = m.Qwen2_5OmniVisionEncoder._from_config(thinker.vision_config)
+        audio_n = sum(p.numel() for p in a_tower.parameters())
+        assert audio_params(thinker.audio_config.to_dict()) == audio_n
+        cfg = {'model_type': 'qwen2_5_omni', 'thinker_config': thinker.to_dict()}
+        arch = Arch.from_config(cfg)
+        assert arch.vision == audio_n + sum(p.numel() for p in v_tower.parameters())
+        text = thinker.text_config
+        assert (arch.hidden, arch.layers, arch.vocab) == (text.hidden_size, text.num_hidden_layers, text.vocab_size)
+        assert arch.attention_bias  # Qwen2's biased q/k/v projections
+
+
 def test_foreach_adamw_on_older_torch_is_planned_and_fixed_with_the_fused_step():
     """transformers picks adamw_torch (foreach on CUDA) below torch 2.8; its step copies the second moments. A full
     7B step that fits with the fused AdamW then does not, and the fix is the fused optimizer, nothing else."""

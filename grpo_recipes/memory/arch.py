@@ -89,6 +89,16 @@ class Arch:
 
     @classmethod
     def from_config(cls, cfg: dict) -> 'Arch':
+        audio = 0
+        if isinstance(cfg.get('thinker_config'), dict) and 'hidden_size' not in cfg:
+            # Qwen2.5-Omni: the thinker (text model, vision and audio towers) is what ms-swift trains and generates
+            # with; the talker and token2wav (speech output) are not counted
+            thinker = cfg['thinker_config']
+            audio = audio_params(thinker.get('audio_config'))
+            cfg = {**thinker, 'model_type': cfg.get('model_type') or thinker.get('model_type', '')}
+            for key in ('torch_dtype', 'dtype', 'tie_word_embeddings'):
+                if key not in cfg and key in thinker.get('text_config', {}):
+                    cfg[key] = thinker['text_config'][key]
         cfg = (
             dict(cfg.get('text_config') or {}, **{k: v for k, v in cfg.items() if k != 'text_config'})
             if 'text_config' in cfg and 'hidden_size' not in cfg
@@ -102,7 +112,7 @@ class Arch:
         quant = dict(cfg.get('quantization_config') or {})
         bias = cfg.get('attention_bias')
         if bias is None:
-            bias = mt in ('qwen2', 'qwen2_moe', 'qwen2_vl', 'qwen2_5_vl')
+            bias = mt in ('qwen2', 'qwen2_moe', 'qwen2_vl', 'qwen2_5_vl', 'qwen2_5_omni')
         return cls(
             model_type=mt,
             hidden=hidden,
@@ -128,7 +138,7 @@ class Arch:
             ),
             shared_expert_intermediate=int(cfg.get('shared_expert_intermediate_size') or 0),
             quant=quant,
-            vision=vision_params(mt, cfg.get('vision_config'), hidden),
+            vision=vision_params(TOWER_FAMILY.get(mt, mt), cfg.get('vision_config'), hidden) + audio,
             attention_layers=_attention_layers(cfg),
             linear_attention=(
                 int(cfg.get('linear_num_key_heads') or 0),
@@ -410,6 +420,29 @@ VISION_DEFAULTS = {
         'spatial_merge_size': 2,
     },
 }
+
+
+# Model types whose vision tower is another family's: Qwen2.5-Omni's thinker has Qwen2.5-VL's (transformers
+# modeling_qwen2_5_omni Qwen2_5OmniVisionEncoder: the same blocks, window attention and merger)
+TOWER_FAMILY = {'qwen2_5_omni': 'qwen2_5_vl'}
+
+
+def audio_params(audio_config: dict | None) -> int:
+    """Parameters of Qwen2.5-Omni's audio encoder (transformers modeling_qwen2_5_omni ``Qwen2_5OmniAudioEncoder``, a
+    Whisper-style encoder): two biased Conv1d (kernel 3) from the mel bins, per layer biased q/v/out and bias-free k
+    projections, two LayerNorms and a biased fc1/fc2, then ``ln_post``, the biased projection to the LLM's width and
+    the two audio bos/eos embeddings. Counted with the vision tower (ms-swift freezes both with ``freeze_vit``). 0
+    without a config; tests/test_memory.py checks the count against transformers' class."""
+    if not isinstance(audio_config, dict):
+        return 0
+    e = int(audio_config.get('d_model', 1280))
+    f = int(audio_config.get('encoder_ffn_dim', 5120))
+    layers = int(audio_config.get('encoder_layers', 32))
+    mel = int(audio_config.get('num_mel_bins', 128))
+    out = int(audio_config.get('output_dim', 3584))
+    layer = (4 * e * e + 3 * e) + 4 * e + (e * f + f) + (f * e + e)
+    convs = (mel * 3 * e + e) + (e * 3 * e + e)
+    return layers * layer + convs + 2 * e + (e * out + out) + 2 * out
 
 
 def vision_params(model_type: str, vision_config: dict | None, llm_hidden: int) -> int:

@@ -30,7 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..versions import version_tuple
-from .arch import Arch, vision_params
+from .arch import TOWER_FAMILY, Arch, vision_params
 from .vllm_engine import processor_bounds
 
 FACTS_FILE = Path(__file__).with_name('vllm_mm_facts.json')
@@ -63,8 +63,10 @@ def mm_facts() -> dict:
 
 
 def vision_facts(model_type: str) -> dict | None:
-    """The bundled processor and vision-tower facts for a Qwen2-VL / Qwen2.5-VL model type, else None."""
-    return mm_facts().get(model_type.lower())
+    """The bundled processor and vision-tower facts for a Qwen2-VL / Qwen2.5-VL model type (or one with the same tower,
+    ``arch.TOWER_FAMILY``: Qwen2.5-Omni, whose processor is Qwen2-VL's image processor too), else None."""
+    mt = model_type.lower()
+    return mm_facts().get(TOWER_FAMILY.get(mt, mt))
 
 
 def tower_params(a: Arch) -> int:
