@@ -453,6 +453,22 @@ def test_transformers_fields_file_matches_the_installed_release_reading():
 # --- 7. a bare --bf16 ----------------------------------------------------------------------------------------------
 
 
+def test_a_namespace_returned_by_the_scripts_helper_is_read(tmp_path, monkeypatch):
+    """``def parse_args(): parser = ...; return parser.parse_args()`` then ``args = parse_args()`` (GRPO_Finetuning's
+    train_grpo.py; also a helper that returns a name bound to the namespace): GRPOConfig(...=args.x) takes the
+    parsed values, as running the script would."""
+    body = ARGPARSE_SCRIPT.replace('{parse}', 'parse_args')
+    head, tail = body.split('parser = ', 1)
+    options, rest = tail.split('args = parser.parse_args()\n', 1)
+    for ret in ('    return parser.parse_args()\n', '    ns = parser.parse_args()\n    return ns\n'):
+        indented = ''.join(f'    {line}\n' for line in ('parser = ' + options).splitlines())
+        script = f'{head}def parse_args():\n{indented}{ret}\n\nargs = parse_args()\n{rest}'
+        (tmp_path / 'train.py').write_text(script)
+        launch = ['accelerate', 'launch', '--num_processes', '8', 'train.py']
+        report, rules = check(tmp_path, monkeypatch, *launch, '--batch_size', '4', '--model', 'Qwen/Qwen2.5-1.5B')
+        assert report.cfg.per_device_train_batch_size == 4 and report.cfg.model == 'Qwen/Qwen2.5-1.5B', script
+
+
 def test_bare_bf16_is_argparses_error(tmp_path, monkeypatch):
     # GRPOConfig's `bf16: bool | None = None` (TRL >= 0.19): HfArgumentParser gives nargs="?" only to a bool without
     # a None default (transformers/hf_argparser.py _parse_dataclass_field), so argparse wants a value

@@ -349,6 +349,32 @@ class ScriptArgparse:
     """``parse_known_args``: the list it leaves is handed to a TrlParser/HfArgumentParser parse call."""
 
 
+def _returned_by_helpers(tree: ast.Module, parse: ast.Call, namespaces: set[str]) -> set[str]:
+    """Names bound to the namespace through a helper of the script that returns it (``def parse_args(): ...;
+    return parser.parse_args()``, or returns a name bound to it there; ``args = parse_args()``)."""
+    helpers = set()
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        inside = any(n is parse for n in ast.walk(fn))
+        for r in ast.walk(fn):
+            if inside and isinstance(r, ast.Return) and r.value is not None:
+                if r.value is parse or (isinstance(r.value, ast.Name) and r.value.id in namespaces):
+                    helpers.add(fn.name)
+    found = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+            and node.value.func.id in helpers
+        ):
+            found.add(node.targets[0].id)
+    return found
+
+
 def script_argparse(text: str, script_args: list[str], prog: str = 'script') -> ScriptArgparse | None:
     """The script's ``argparse.ArgumentParser``, rebuilt from its literal ``add_argument`` calls and run on
     ``script_args`` by Python's argparse (None: the script has none, or builds it in a way not read here)."""
@@ -408,6 +434,7 @@ def script_argparse(text: str, script_args: list[str], prog: str = 'script') -> 
                 namespaces.add(t.elts[0].id)
                 if len(t.elts) > 1 and isinstance(t.elts[1], ast.Name):
                     rest_name = t.elts[1].id
+    namespaces |= _returned_by_helpers(tree, parse, namespaces)
     rest_passed = rest_name is not None and any(
         isinstance(n, ast.Call)
         and isinstance(n.func, ast.Attribute)
