@@ -133,6 +133,22 @@ def test_a_placeholder_stays_one_token_in_a_script_fix():
     )
 
 
+def test_a_choice_and_a_pair_of_settings_point_at_the_script_whole():
+    """A fix that offers values (`--num_generations one of [2, 4], or --per_device_train_batch_size 8`) or pairs two
+    settings (`--use_vllm true with --vllm_mode colocate`) reads as one place per setting, the choice kept whole."""
+    from grpo_recipes.frontends.trl.script_cli import point_fix
+
+    lines = {'num_generations': 132, 'per_device_train_batch_size': 130}
+    assert (
+        point_fix('--num_generations one of [2, 4], or --per_device_train_batch_size 8', 'train.py', lines, 119)
+        == 'train.py:132: num_generations=one of [2, 4], or train.py:130: per_device_train_batch_size=8'
+    )
+    assert (
+        point_fix('--use_vllm true with --vllm_mode colocate', 'train.py', {}, 83)
+        == "train.py:83: add use_vllm=True to GRPOConfig(...); train.py:83: add vllm_mode='colocate' to GRPOConfig(...)"
+    )
+
+
 def test_a_placeholder_on_a_command_line_or_in_yaml_is_one_token():
     """`--flag <your longest prompt> + 2048` pasted into a shell redirects from a file `your`: the value is one
     token (N) and the placeholder says what N is."""

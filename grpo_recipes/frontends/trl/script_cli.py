@@ -78,7 +78,8 @@ def point_fix(text: str | None, script: str, lines: dict, config_line: int | Non
         flag, value = m.group(1).replace('-', '_'), m.group(2)
         if flag not in fields or flag in ACCELERATE_OPTIONS:
             return m.group(0)  # another tool's option (accelerate's, grpo-data's): it applies as written
-        if value and value.startswith('<'):  # a placeholder (`<your longest prompt> + 2048`): one token, as written
+        if value and (value.startswith('<') or re.fullmatch(CHOICE, value)):
+            # a placeholder (`<your longest prompt> + 2048`) or a choice (`one of [2, 4]`): as written
             py = value
         else:
             py = {'true': 'True', 'false': 'False', None: 'True'}.get(value, value if _number(value) else repr(value))
@@ -87,9 +88,14 @@ def point_fix(text: str | None, script: str, lines: dict, config_line: int | Non
         where = f'{script}:{config_line}' if config_line else script
         return f'{where}: add {flag}={py} to GRPOConfig(...)'
 
-    out = re.sub(rf'(?<![\w-])--([\w-]+)(?:[ =]((?!--){PLACEHOLDER}|(?!--)[^\s;,]+))?', one, text)
+    out = re.sub(rf'(?<![\w-])--([\w-]+)(?:[ =]({CHOICE}|(?!--){PLACEHOLDER}|(?!--)[^\s;,]+))?', one, text)
     out = re.sub(rf'^add (?={re.escape(script)}:\d+: )', 'change ', out)
-    return re.sub(rf'(?<!^change) (?={re.escape(script)}:\d+: )', '; ', out)  # one place per setting
+    out = re.sub(rf' with (?={re.escape(script)}:\d+: )', '; ', out)  # `--use_vllm true with --vllm_mode colocate`
+    return re.sub(rf'(?<!^change)(?<! or)(?<!;) (?={re.escape(script)}:\d+: )', '; ', out)  # one place per setting
+
+
+CHOICE = r'one of \[[^\]]*\]'
+"""A fix's list of values to pick from (``--num_generations one of [2, 4]``), kept whole."""
 
 
 ACCELERATE_OPTIONS = frozenset(
