@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 
@@ -75,11 +76,11 @@ def _check(opts, extra):
         if hw.gpus is None and opts.gpu_type is None:  # a recipe's YAML (or its copy) names the hardware it is for
             hw = _recipe_header_hardware(opts.config, hw, opts.rollout_gpus)
     stats = load_data_stats(opts.data_stats) if opts.data_stats else None
-    packages = None
+    packages = _project_pinned(launch, opts)
     if getattr(opts, 'trl_version', None):
         if version_tuple(opts.trl_version) is None:
             raise GuardError(f'--trl-version {opts.trl_version!r}: not a version (e.g. 0.15.2)')
-        packages = {**installed_packages(), 'trl': opts.trl_version}
+        packages = {**(packages or installed_packages()), 'trl': opts.trl_version}
     if getattr(opts, 'swift_version', None):
         from ..frontends.swift.versions import checked_packages
 
@@ -201,3 +202,32 @@ def run_run(opts, extra: list[str]) -> int:
     print('grpo-guard: exec ' + ' '.join(cmd), file=sys.stderr, flush=True)
     os.execve(swift, cmd, {**os.environ, **env_prefix})  # swift reads the file and its ENV block itself
     return 0  # not reached
+
+
+def _project_pinned(launch, opts) -> dict | None:
+    """The installed packages with the TRL / ms-swift releases the launch's project pins (``project_pins``) in place
+    of theirs, a note naming each; None when it pins none that differ (or a flag names the release)."""
+    from ..project_pins import project_pins
+
+    where = re.sub(r':\d+$', '', str(launch.config_file or ''))
+    starts = [p for p in (where, getattr(launch, 'workdir', None), os.getcwd()) if p and os.path.exists(p)]
+    pins = project_pins(starts)
+    flags = {'trl': getattr(opts, 'trl_version', None), 'ms-swift': getattr(opts, 'swift_version', None)}
+    installed = installed_packages()
+    taken = {k: v for k, v in pins.items() if not flags.get(k) and installed.get(k) != v[0]}
+    if not taken:
+        return None
+    packages = dict(installed)
+    for name, (version, source) in taken.items():
+        if name == 'ms-swift':
+            from ..frontends.swift.versions import checked_packages
+
+            try:
+                packages = checked_packages(version, packages)
+            except GuardError:
+                continue  # a release the guard does not judge: the installed one, as without the pin
+        else:
+            packages[name] = version
+        flag = '--swift-version' if name == 'ms-swift' else '--trl-version'
+        launch.notes.append(f'{source}: pins {name} {version}; judged as {name} {version} ({flag} overrides)')
+    return packages
