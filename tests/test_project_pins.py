@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import pytest
 from conftest import run_cli
+from helpers import PACKAGES_OK
 
+from grpo_recipes.check import check_launch
+from grpo_recipes.frontends import read_launch
+from grpo_recipes.hardware import Hardware
 from grpo_recipes.project_pins import project_pins
 
 
@@ -68,3 +72,24 @@ def test_check_judges_the_pinned_trl_release(tmp_path):
     p = run_cli(*cmd[:2], '--trl-version', '0.29.1', *cmd[2:], cwd=tmp_path, timeout=120)
     out = p.stdout + p.stderr
     assert 'pins trl' not in out and "unexpected keyword argument 'max_prompt_length'" in out, out
+
+
+def test_args_release_names_the_release_a_launch_was_written_for():
+    """ms-swift 3.2-3.4 arguments (--use_lmdeploy, --num_infer_workers, --vllm_device), unknown to 4.6: one note says
+    which releases know them all (releases.json) and how to check with one; a single unknown flag, or one no release
+    knows, gives none."""
+    base = ['swift', 'rlhf', '--rlhf_type', 'grpo', '--model', 'Qwen/Qwen2.5-7B-Instruct', '--use_vllm', 'false']
+
+    def ids(*extra):
+        report = check_launch(
+            read_launch([*base, *extra], environ={'NPROC_PER_NODE': '1'}),
+            Hardware(gpus=8, gpu_type='A100-80G', source='flags'),
+            packages=PACKAGES_OK,
+        )
+        return {f.rule: f for f in report.findings}
+
+    got = ids('--use_lmdeploy', 'false', '--num_infer_workers', '1', '--vllm_device', 'auto')
+    f = got['args.release']
+    assert '3.2' in f.message and '3.4' in f.message and '--swift-version 3.4' in f.fix
+    assert 'args.release' not in ids('--use_lmdeploy', 'false')
+    assert 'args.release' not in ids('--use_lmdeploy', 'false', '--no_such_flag_anywhere', '1')

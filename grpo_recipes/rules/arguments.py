@@ -7,7 +7,7 @@ from ..findings import ERROR, Finding
 from .registry import Context, rule
 
 
-@rule('args.unknown', 'args.config-key', 'args.value')
+@rule('args.unknown', 'args.config-key', 'args.value', 'args.release')
 def unknown_arguments(ctx: Context) -> list[Finding]:
     """An argument the framework's parser does not know. ms-swift stops with ``ValueError: remaining_argv``
     (swift/pipelines/base.py); TRL's TrlParser with "Some specified arguments are not used by the HfArgumentParser"

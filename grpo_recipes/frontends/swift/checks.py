@@ -6,7 +6,19 @@ from __future__ import annotations
 from ...findings import ERROR, INFO, WARNING, Finding
 from ...versions import version_tuple
 from . import registry
-from .versions import explain
+from .versions import explain, known_releases, release_fields
+
+
+def written_for(flags: list[str], judged: str | None) -> list[str]:
+    """The ms-swift releases (releases.json, one per minor) that know every one of ``flags``, when the judged
+    release does not: the releases a script that uses them was written for ([] when none knows them all, or the
+    judged release is one of them)."""
+    keys = [f.lstrip('-').split('=', 1)[0].replace('-', '_') for f in flags]
+    fit = [r for r in known_releases() if all(k in release_fields(r) for k in keys)]
+    judged_vt = version_tuple(judged)
+    if judged_vt is not None and any(version_tuple(r)[:2] == judged_vt[:2] for r in fit):
+        return []
+    return fit
 
 
 def unknown_arguments(ctx) -> list[Finding]:
@@ -16,7 +28,24 @@ def unknown_arguments(ctx) -> list[Finding]:
     # --ignore_args_error true: ms-swift logs the leftovers instead of stopping (swift/pipelines/base.py,
     # 3.x: llm/base.py)
     ignored = ctx.cfg.ignore_args_error
-    for u in explain(ctx.remaining, ctx.packages.get('ms-swift')):
+    unknown = explain(ctx.remaining, ctx.packages.get('ms-swift'))
+    releases = written_for([u.flag for u in unknown], ctx.packages.get('ms-swift')) if len(unknown) > 1 else []
+    if releases:
+        span = releases[0] if len(releases) == 1 else f'{releases[0]} to {releases[-1]}'
+        out.append(
+            Finding(
+                INFO,
+                'args.release',
+                [u.flag.lstrip('-') for u in unknown],
+                f'{", ".join(u.flag for u in unknown)} are all arguments of ms-swift {span} (one release per minor, '
+                f'newest patch): the launch was written for that release, and is judged here as ms-swift '
+                f'{ctx.packages.get("ms-swift") or "installed"} runs it',
+                f'check it as that release reads it: --swift-version {releases[-1]}; or, to run it on this release, '
+                'make the changes the args.unknown errors give',
+                "grpo_recipes/frontends/swift/releases.json (each release's swift rlhf arguments, from its source)",
+            )
+        )
+    for u in unknown:
         fix = f'rename {u.flag} to {u.suggestion}' if u.suggestion else f'remove {u.flag}'
         stops = getattr(u, 'stops', None)  # an ambiguous abbreviation: argparse stops first, whatever the setting
         out.append(
