@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-PINNED = ('trl', 'ms-swift')
-"""The packages whose release changes how a launch is read."""
+PINNED = {'trl': 'trl_version', 'ms-swift': 'swift_version'}
+"""The packages whose release changes how a launch is read, and the ``check`` option that names it
+(``--trl-version``, ``--swift-version``)."""
 
 _TAG = re.compile(r'@v?(\d+(?:\.\d+){1,3}(?:(?:rc|\.post|\.dev)\d+)?)(?:#.*)?$')
 _MAX_UP = 4  # directories above the launch's own looked at (stops earlier at a repository root)
@@ -22,6 +23,7 @@ _MAX_BYTES = 256 * 1024  # a requirements file larger than this is not one
 def _pin(line: str) -> tuple[str, str] | None:
     """(package, version) that one requirement line pins exactly, else None."""
     from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
 
     text = line.split(' #', 1)[0].strip()
     if not text or text.startswith(('#', '-')):
@@ -30,7 +32,7 @@ def _pin(line: str) -> tuple[str, str] | None:
         req = Requirement(text)
     except InvalidRequirement:
         return None
-    name = req.name.lower().replace('_', '-')
+    name = canonicalize_name(req.name)  # PEP 503, as pip compares names: ms_swift, MS.Swift -> ms-swift
     if name not in PINNED:
         return None
     if req.url:

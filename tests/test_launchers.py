@@ -674,17 +674,7 @@ def test_ascend_npus_are_the_visible_devices(tmp_path):
     )
     assert both.env['CUDA_VISIBLE_DEVICES'] == '0,1' and not any('Ascend' in n for n in both.notes)
     pasted = read_launch(
-        [
-            '--',
-            'ASCEND_RT_VISIBLE_DEVICES=2,3',
-            'NPROC_PER_NODE=2',
-            'swift',
-            'rlhf',
-            '--rlhf_type',
-            'grpo',
-            '--model',
-            'Qwen/Qwen2.5-7B-Instruct',
-        ],
+        '-- ASCEND_RT_VISIBLE_DEVICES=2,3 NPROC_PER_NODE=2 swift rlhf --model Qwen/Qwen2.5-7B-Instruct'.split(),
         environ={},
     )
     assert pasted.env['CUDA_VISIBLE_DEVICES'] == '2,3'

@@ -14,6 +14,7 @@ from ..frontends import is_script, read_launch
 from ..frontends.shell import split_env
 from ..hardware import detect
 from ..launch import Launch
+from ..project_pins import PINNED
 from ..realparse import validate
 from ..versions import version_tuple
 from .common import environ_with, fail, launch_args, model_config_arg, print_json
@@ -77,14 +78,9 @@ def _check(opts, extra):
             hw = _recipe_header_hardware(opts.config, hw, opts.rollout_gpus)
     stats = load_data_stats(opts.data_stats) if opts.data_stats else None
     packages = _project_pinned(launch, opts)
-    if getattr(opts, 'trl_version', None):
-        if version_tuple(opts.trl_version) is None:
-            raise GuardError(f'--trl-version {opts.trl_version!r}: not a version (e.g. 0.15.2)')
-        packages = {**(packages or installed_packages()), 'trl': opts.trl_version}
-    if getattr(opts, 'swift_version', None):
-        from ..frontends.swift.versions import checked_packages
-
-        packages = checked_packages(opts.swift_version, packages or installed_packages())
+    for name, option in PINNED.items():  # --trl-version, --swift-version
+        if getattr(opts, option, None):
+            packages = _with_release(name, getattr(opts, option), packages or installed_packages())
     mean = getattr(opts, 'completion_mean', None)
     pass_rate = getattr(opts, 'pass_rate', None)
     if pass_rate is not None and not 0 <= pass_rate <= 1:  # NaN fails both comparisons
@@ -204,6 +200,24 @@ def run_run(opts, extra: list[str]) -> int:
     return 0  # not reached
 
 
+def _flag(name: str) -> str:
+    """The ``check`` option that names ``name``'s release (``trl_version`` -> ``--trl-version``)."""
+    return '--' + PINNED[name].replace('_', '-')
+
+
+def _with_release(name: str, version: str, packages: dict) -> dict:
+    """``packages`` with ``name`` at ``version``, as its option (``project_pins.PINNED``) gives it: a TRL release must
+    be a version; an ms-swift one must be a release the guard judges (frontends/swift/versions.py
+    ``checked_packages``, one line otherwise)."""
+    if name == 'ms-swift':
+        from ..frontends.swift.versions import checked_packages
+
+        return checked_packages(version, packages)
+    if version_tuple(version) is None:
+        raise GuardError(f'{_flag(name)} {version!r}: not a version (e.g. 0.15.2)')
+    return {**packages, name: version}
+
+
 def _project_pinned(launch, opts) -> dict | None:
     """The installed packages with the TRL / ms-swift releases the launch's project pins (``project_pins``) in place
     of theirs, a note naming each; None when it pins none that differ (or a flag names the release)."""
@@ -211,23 +225,17 @@ def _project_pinned(launch, opts) -> dict | None:
 
     where = re.sub(r':\d+$', '', str(launch.config_file or ''))
     starts = [p for p in (where, getattr(launch, 'workdir', None), os.getcwd()) if p and os.path.exists(p)]
-    pins = project_pins(starts)
-    flags = {'trl': getattr(opts, 'trl_version', None), 'ms-swift': getattr(opts, 'swift_version', None)}
     installed = installed_packages()
-    taken = {k: v for k, v in pins.items() if not flags.get(k) and installed.get(k) != v[0]}
-    if not taken:
-        return None
-    packages = dict(installed)
+    taken = {
+        name: pin
+        for name, pin in project_pins(starts).items()
+        if not getattr(opts, PINNED[name], None) and installed.get(name) != pin[0]
+    }
+    packages = None
     for name, (version, source) in taken.items():
-        if name == 'ms-swift':
-            from ..frontends.swift.versions import checked_packages
-
-            try:
-                packages = checked_packages(version, packages)
-            except GuardError:
-                continue  # a release the guard does not judge: the installed one, as without the pin
-        else:
-            packages[name] = version
-        flag = '--swift-version' if name == 'ms-swift' else '--trl-version'
-        launch.notes.append(f'{source}: pins {name} {version}; judged as {name} {version} ({flag} overrides)')
+        try:
+            packages = _with_release(name, version, packages or installed)
+        except GuardError:
+            continue  # a release the guard does not judge: the installed one, as without the pin
+        launch.notes.append(f'{source}: pins {name} {version}; judged as {name} {version} ({_flag(name)} overrides)')
     return packages

@@ -356,9 +356,10 @@ def _returned_by_helpers(tree: ast.Module, parse: ast.Call, namespaces: set[str]
     for fn in ast.walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
-        inside = any(n is parse for n in ast.walk(fn))
+        if not any(n is parse for n in ast.walk(fn)):
+            continue  # the parse call is not in this function
         for r in ast.walk(fn):
-            if inside and isinstance(r, ast.Return) and r.value is not None:
+            if isinstance(r, ast.Return) and r.value is not None:
                 if r.value is parse or (isinstance(r.value, ast.Name) and r.value.id in namespaces):
                     helpers.add(fn.name)
     found = set()
