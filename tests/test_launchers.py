@@ -700,3 +700,31 @@ def test_an_undecided_role_split_reads_the_branch_with_the_training_launch(tmp_p
         '  NPROC_PER_NODE=2 swift rlhf --rlhf_type grpo --model m\nfi\n',
     )
     assert first.env['NPROC_PER_NODE'] == '4'
+
+
+def test_an_undecided_role_split_reads_the_other_roles_rollout_server(tmp_path):
+    """The role the launch does not take still starts the server the launch talks to: ``case "$1" in rollout)
+    CUDA_VISIBLE_DEVICES=0,1 swift rollout ...;; train) ... swift rlhf --vllm_mode server ...;; esac`` is run as
+    ``bash run.sh rollout`` beside ``bash run.sh train`` (the same node: its GPU ids are this node's), and a node
+    rank that picks the rollout node puts it on another node. The rest of that branch is not read."""
+    train = (
+        'CUDA_VISIBLE_DEVICES=2,3,4,5 NPROC_PER_NODE=4 swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct '
+        '--use_vllm true --vllm_mode server --num_generations 8'
+    )
+    serve = 'swift rollout --model Qwen/Qwen2.5-7B-Instruct --vllm_tensor_parallel_size 2'
+    same = _script(
+        tmp_path,
+        f'#!/bin/bash\ncase "$1" in\n  rollout)\n    export LR=1\n    CUDA_VISIBLE_DEVICES=0,1 {serve}\n    ;;\n'
+        f'  train)\n    {train}\n    ;;\nesac\n',
+    )
+    assert same.env['NPROC_PER_NODE'] == '4' and 'LR' not in same.env
+    assert same.rollout is not None and same.rollout.source.endswith('run.sh:5')
+    assert same.rollout.gpus == [0, 1] and same.rollout.tensor_parallel_size == 2 and same.rollout.remote is None
+    ranked = _script(
+        tmp_path,
+        f'#!/bin/bash\nif [ "$NODE_RANK_X" -eq 0 ]; then\n  {serve} &\n  wait\nelse\n  {train}\nfi\n',
+    )
+    assert ranked.rollout is not None and ranked.rollout.source.endswith('run.sh:3')
+    assert ranked.rollout.remote and 'another node' in ranked.rollout.remote
+    alone = _script(tmp_path, f'#!/bin/bash\ncase "$1" in\n  a) echo hi ;;\n  b) {train} ;;\nesac\n')
+    assert alone.rollout is None

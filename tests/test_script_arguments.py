@@ -142,9 +142,11 @@ def test_a_dispatcher_with_its_argument_reads_as_bash_runs_it(tmp_path, args):
 
 
 def test_a_dispatcher_without_its_argument_is_read_down_the_branch_with_the_launch():
+    """... and the other role's server (``bash run.sh rollout``, beside it) is read as the server it talks to."""
     cmds = swift_commands(DISPATCH)
-    assert [c.argv[1] for c in cmds] == ['rlhf']
-    assert any('line 6' in a and 'the branch with the launch' in a for a in cmds[0].assumed)
+    assert [c.argv[1] for c in cmds] == ['rollout', 'rlhf']
+    assert any('line 6' in a and 'the branch with the launch' in a for a in cmds[1].assumed)
+    assert any("line 3: read as the script's other role" in a for a in cmds[0].assumed)
 
 
 # the shape of jailbreak_research's paper_ahr_grpo/train.sh: a `case` on the experiment sets the rewards, one branch

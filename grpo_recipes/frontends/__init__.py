@@ -300,6 +300,8 @@ def _from_script(
         said = next((x for x in roll.above.splitlines() if _OTHER_MACHINE.search(x)), None)
         if said:
             rollout.remote = f'the script says "{said.strip()[:80]}" above it ({where})'
+        elif roll.role:
+            rollout.remote = f'{roll.role} ({where})'
     if train is None:
         exited = getattr(cmds, 'exited', None)
         if rollout is None and exited and args is None:

@@ -125,7 +125,17 @@ def read_script(
         machine=machine,
         prefer=_is_training_launch,
         launcher=launcher,
+        sidecar=_is_rollout_server,
     )
+
+
+def _is_rollout_server(argv: list[str]) -> bool:
+    """A rollout server (``swift rollout``, ``trl vllm-serve``): what a script's other role may start beside the
+    launch its undecided ``case`` or ``if`` leads to."""
+    from . import kind_of
+
+    kind = kind_of(argv)
+    return bool(kind) and kind[1] == 'rollout'
 
 
 def _is_training_launch(argv: list[str]) -> bool:

@@ -30,6 +30,10 @@ class Command:
     """Decisions the reader could not take from known values, e.g. ``assumed branch at line 7``."""
     loops: list[str] = field(default_factory=list)
     """The ``for`` iterations this command runs in, e.g. ``for LR in ... (line 3): LR=1e-6`` (a sweep)."""
+    role: str = ''
+    """Why the command runs on another node than the launch: it is the script's other role, which a test of the
+    node's rank or name picks (``if [ "$NODE_RANK" -eq 0 ]; then swift rollout ...; else swift rlhf ...``); empty
+    otherwise."""
     cwd: str | None = None
     """The directory the command runs in (``cd`` followed lexically), for readers resolving relative paths."""
     defaults: list[str] = field(default_factory=list)

@@ -128,6 +128,7 @@ class Evaluator(Builtins, Comments):
         self.limits = limits or Limits()
         self.machine = machine
         self.prefer = None  # argv -> bool: the commands an undecided `case` should lead to (evaluate_script)
+        self.sidecar = None  # argv -> bool: what another role of the script runs beside them (a rollout server)
         self.launcher = None  # argv -> (env, argv) | None: a job launcher that runs a command (srun; evaluate_script)
         self.calls: dict[str, int] = {}  # function name -> how many of its calls are running (recursion)
         self.by_absent = False  # the last test was decided from a file missing here (while_)
@@ -434,8 +435,9 @@ class Evaluator(Builtins, Comments):
         status, wanted, _ = self._probe_all(stmts, src)
         return status, wanted
 
-    def _probe_all(self, stmts, src: Src) -> tuple[int | None, bool, str | None]:
-        """``_probe``, and how the branch ends what runs it: ``exit N`` / ``return`` (None: it goes on)."""
+    def _probe_all(self, stmts, src: Src, keep=None) -> tuple[int | None, bool, str | None]:
+        """``_probe``, and how the branch ends what runs it: ``exit N`` / ``return`` (None: it goes on). ``keep``:
+        argv -> bool, the commands of the branch that are kept (the rest is forgotten)."""
         state, made, unresolved = self.state, len(self.commands), list(self.unresolved)
         assumed = list(self.assume_stack)
         printed = [(c, len(c.out), c.unknown) for c in self.captures]  # inside `$(...)`: what it prints is forgotten
@@ -450,8 +452,9 @@ class Evaluator(Builtins, Comments):
             ends = f'exit {e.status if e.status is not None else ""}'.strip()
         finally:
             wanted = self.prefer is not None and any(self.prefer(c.argv) for c in self.commands[made:])
+            kept = [c for c in self.commands[made:] if keep is not None and keep(c.argv)]
             self.state = state
-            del self.commands[made:]
+            self.commands[made:] = kept
             self.unresolved, self.assume_stack = unresolved, assumed
             for cap, n, unknown in printed:
                 del cap.out[n:]
@@ -562,8 +565,13 @@ class Evaluator(Builtins, Comments):
                 other = self._launching_clause(clauses, k, src)
                 if other is not None:
                     # `if [ "$NODE_RANK" -eq "$ROLLOUT_NODE" ]; then swift rollout ...; else megatron rlhf ...; fi`:
-                    # the branch with the training launch is read, as an undecided `case` reads its branch with it
+                    # the branch with the training launch is read, as an undecided `case` reads its branch with it,
+                    # and the server the branch before it starts is read as the script's other role
                     stmts, at = other
+                    test = src.text(conds[0].start_byte, conds[-1].end_byte) if conds else ''
+                    for _c, before, at2 in clauses[k:]:
+                        if at2 != at and not self._probe(before, src)[1]:
+                            self._other_role(before, src, at2, test, line)
                     return self._branch(
                         stmts,
                         src,
@@ -576,6 +584,34 @@ class Evaluator(Builtins, Comments):
             if st == 0:
                 return self.seq(stmts, src)
         return 0
+
+    # A test that picks the node a script runs on (its rank or name): the role it picks runs on another node.
+    _NODE_TEST = re.compile(r'(?i)node|rank|host|slurm_procid|master_addr')
+
+    def _other_role(self, stmts, src: Src, line: int, test: str, at: int) -> None:
+        """An undecided branch beside the one with the training launch, at ``line``, that runs none: another role of
+        the same script (``bash run.sh rollout`` / ``bash run.sh train``, or a node rank picking the rollout node).
+        The servers it starts (``sidecar``) are kept, each marked with that role; the rest of it is forgotten."""
+        if self.sidecar is None:
+            return
+        node = self._NODE_TEST.search(test)
+        where = 'another node' if node else 'another run of the script'
+        self.assume_stack.append(
+            f"line {line}: read as the script's other role (the test at line {at} picks it in {where}): the rollout "
+            'server it starts is the one the launch uses'
+        )
+        made = len(self.commands)
+        try:
+            self._probe_all(stmts, src, keep=self.sidecar)
+        finally:
+            self.assume_stack.pop()
+        for c in self.commands[made:]:
+            c.role = (
+                f'the script starts it in its other role, on another node (the test at line {at}, '
+                f'{test.strip()[:60]}, picks the node)'
+                if node
+                else ''
+            )
 
     def _launching_clause(self, clauses, k: int, src: Src):
         """For an undecided ``if`` clause ``k`` whose own branch runs no training launch (``prefer``): the first later
@@ -608,7 +644,7 @@ class Evaluator(Builtins, Comments):
                 elif seen_paren:
                     body.append(c)
             if unknown:
-                return self._undecided_case(items, src)
+                return self._undecided_case(node, items, src)
             matched = falling
             if not matched:
                 for p in pats:
@@ -627,7 +663,7 @@ class Evaluator(Builtins, Comments):
                 if defaulted and not falling and self._exits(body, src) is not None:
                     # the branch a script argument's default leads to ends the script with an error (its usage):
                     # what the user passes is not known, so read the case as undecided
-                    return self._undecided_case(items, src)
+                    return self._undecided_case(node, items, src)
                 status = self.seq(body, src)
                 if term == ';&':
                     falling = True
@@ -638,7 +674,7 @@ class Evaluator(Builtins, Comments):
                 return status
         return 0
 
-    def _undecided_case(self, items, src: Src) -> int | None:
+    def _undecided_case(self, node, items, src: Src) -> int | None:
         """A ``case`` on a value not known here (a script's ``case "$1" in rollout) ...;; train) ...;; esac``): bash
         runs one branch, picked by what the user passes. Read the first branch that runs a command the caller looks
         for (``prefer``: a training launch), else the first that goes on past the ``case`` (no ``exit``, not even
@@ -661,6 +697,12 @@ class Evaluator(Builtins, Comments):
         if pick is None:
             pick = next((i for i, (status, _, _) in enumerate(probes) if status is None), 0)
         item, body = bodies[pick]
+        if probes[pick][1]:
+            value_node = node.child_by_field_name('value')
+            test = _raw(src, [value_node]) if value_node is not None else ''
+            for i, (other, obody) in enumerate(bodies):
+                if i != pick and not probes[i][1]:
+                    self._other_role(obody, src, src.line_of(other), test, src.line_of(node))
         return self._branch(
             body,
             src,
@@ -1304,11 +1346,12 @@ def evaluate_script(
     machine: pure.Machine | None = None,
     prefer=None,
     launcher=None,
+    sidecar=None,
 ) -> list[Command]:
     """Every simple command a bash script would run, in order, with the environment each runs with; ``args``: the
     script's arguments (None: not known); ``machine``: the node it runs on, for ``nvidia-smi``."""
     ev = Evaluator(environ, source, cwd, limits, machine)
-    ev.prefer, ev.launcher = prefer, launcher
+    ev.prefer, ev.launcher, ev.sidecar = prefer, launcher, sidecar
     if args is None:
         ev.state.args_unknown = True
     else:
