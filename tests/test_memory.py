@@ -691,15 +691,27 @@ def test_v0_engine_profiles_a_whole_max_model_len_batch():
 
 @pytest.mark.parametrize(
     'model_type,vision',
-    [('qwen2_5_vl', {'hidden_size': 1280, 'out_hidden_size': 2048}), ('qwen2_vl', {'hidden_size': 1536})],
+    [
+        ('qwen2_5_vl', {'hidden_size': 1280, 'out_hidden_size': 2048}),
+        ('qwen2_vl', {'hidden_size': 1536}),
+        # Qwen3-VL-2B's tower, and an odd one with two deepstack layers (MoE: the same tower class)
+        ('qwen3_vl', {'depth': 24, 'hidden_size': 1024, 'intermediate_size': 4096, 'out_hidden_size': 2048}),
+        ('qwen3_vl_moe', {'depth': 3, 'hidden_size': 96, 'intermediate_size': 200, 'deepstack_visual_indexes': [0, 2]}),
+    ],
 )
 def test_vision_tower_count_matches_transformers(model_type, vision):
     """The vision tower and merger, counted from vision_config, against transformers' own classes on meta."""
     import torch
 
-    from grpo_recipes.memory.arch import vision_params
+    from grpo_recipes.memory.arch import TOWER_FAMILY, vision_params
 
-    if model_type == 'qwen2_5_vl':
+    if model_type == 'qwen3_vl':
+        from transformers import Qwen3VLConfig as Config
+        from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLVisionModel as Tower
+    elif model_type == 'qwen3_vl_moe':
+        from transformers import Qwen3VLMoeConfig as Config
+        from transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe import Qwen3VLMoeVisionModel as Tower
+    elif model_type == 'qwen2_5_vl':
         from transformers import Qwen2_5_VLConfig as Config
         from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionTransformerPretrainedModel as Tower
     else:
@@ -707,7 +719,8 @@ def test_vision_tower_count_matches_transformers(model_type, vision):
         from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VisionTransformerPretrainedModel as Tower
     with torch.device('meta'):
         tower = Tower._from_config(Config(vision_config=vision).vision_config)
-    assert vision_params(model_type, vision, 2048) == sum(p.numel() for p in tower.parameters())
+    family = TOWER_FAMILY.get(model_type, model_type)
+    assert vision_params(family, vision, 2048) == sum(p.numel() for p in tower.parameters())
     assert vision_params('qwen2', vision, 2048) == 0
 
 

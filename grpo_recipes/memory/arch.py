@@ -419,12 +419,26 @@ VISION_DEFAULTS = {
         'temporal_patch_size': 2,
         'spatial_merge_size': 2,
     },
+    # transformers 5.19 Qwen3VLVisionConfig's defaults (configuration_qwen3_vl.py); Qwen3-VL-MoE's tower is the same
+    # (Qwen3VLMoeVisionConfig)
+    'qwen3_vl': {
+        'depth': 27,
+        'hidden_size': 1152,
+        'intermediate_size': 4304,
+        'in_channels': 3,
+        'patch_size': 16,
+        'temporal_patch_size': 2,
+        'spatial_merge_size': 2,
+        'num_position_embeddings': 2304,
+        'deepstack_visual_indexes': [8, 16, 24],
+        'out_hidden_size': 3584,
+    },
 }
 
 
 # Model types whose vision tower is another family's: Qwen2.5-Omni's thinker has Qwen2.5-VL's (transformers
 # modeling_qwen2_5_omni Qwen2_5OmniVisionEncoder: the same blocks, window attention and merger)
-TOWER_FAMILY = {'qwen2_5_omni': 'qwen2_5_vl'}
+TOWER_FAMILY = {'qwen2_5_omni': 'qwen2_5_vl', 'qwen3_vl_moe': 'qwen3_vl'}
 
 
 def audio_params(audio_config: dict | None) -> int:
@@ -446,10 +460,11 @@ def audio_params(audio_config: dict | None) -> int:
 
 
 def vision_params(model_type: str, vision_config: dict | None, llm_hidden: int) -> int:
-    """Parameters of a Qwen2-VL / Qwen2.5-VL vision tower with its patch merger, from ``vision_config`` (transformers
-    modeling_qwen2_vl / modeling_qwen2_5_vl: a bias-free Conv3d patch embedding; per block two norms, qkv and proj
-    with biases, and an MLP; the merger's norm and two biased linears from 4 x width to the LLM's width). 0 for other
-    families or without a vision config. tests/test_memory.py checks the count against transformers' own classes."""
+    """Parameters of a Qwen2-VL / Qwen2.5-VL / Qwen3-VL vision tower with its patch merger, from ``vision_config``
+    (transformers modeling_qwen2_vl / modeling_qwen2_5_vl: a bias-free Conv3d patch embedding; per block two norms,
+    qkv and proj with biases, and an MLP; the merger's norm and two biased linears from 4 x width to the LLM's width;
+    Qwen3-VL below). 0 for other families or without a vision config. tests/test_memory.py checks the count against
+    transformers' own classes."""
     mt = model_type.lower()
     if mt not in VISION_DEFAULTS or not isinstance(vision_config, dict):
         return 0
@@ -462,6 +477,18 @@ def vision_params(model_type: str, vision_config: dict | None, llm_hidden: int) 
         out = int(v.get('hidden_size') or llm_hidden)
         block = 4 * e + (3 * e * e + 3 * e) + (e * e + e) + (e * m + m) + (m * e + e)  # LayerNorms, qkv, proj, fc1/2
         merger = 2 * e + (merged * e) ** 2 + merged * e + merged * e * out + out
+    elif mt == 'qwen3_vl':
+        # modeling_qwen3_vl: a biased Conv3d patch embedding and a learned position table; per block two LayerNorms,
+        # qkv and proj, and a biased fc1/fc2 MLP; the merger's LayerNorm over the width and, for each deepstack
+        # layer, one more merger whose LayerNorm is over the merged 4 x width (use_postshuffle_norm)
+        e = int(v['hidden_size'])
+        i = int(v['intermediate_size'])
+        out = int(v.get('out_hidden_size') or llm_hidden)
+        block = 4 * e + (3 * e * e + 3 * e) + (e * e + e) + (e * i + i) + (i * e + e)
+        linears = (merged * e) ** 2 + merged * e + merged * e * out + out
+        deep = len(v.get('deepstack_visual_indexes') or [])
+        table = int(v['num_position_embeddings']) * e + e  # pos_embed, and the patch embedding's bias
+        return patch * e + table + int(v['depth']) * block + 2 * e + linears + deep * (2 * merged * e + linears)
     else:
         e = int(v['hidden_size'])
         i = int(v['intermediate_size'])
