@@ -914,3 +914,30 @@ def test_a_rank_or_port_left_to_the_parent_script_does_not_stop_the_launcher(tmp
     (tmp_path / 'sub.sh').write_text(launch + '\n')
     launch_ = read_launch([str(tmp_path / 'sub.sh')], environ={})
     assert launch_.trl.script_args[-2:] == ['--seed_port', '$MASTER_PORT']
+
+
+# the shape of VINLE-GRPO's run_grpo.sh: an optional config file as the first argument; without it, the values are the
+# script's own defaults (with it, they come from a program's output that only running it gives)
+OPTIONAL_CONFIG = """#!/bin/bash
+CONFIG_FILE="${1:-}"
+if [ -n "$CONFIG_FILE" ]; then
+    eval $(python3 read_config.py "$CONFIG_FILE")
+elif [ $# -gt 5 ]; then
+    RANK=4
+else
+    RANK=32
+fi
+MODE=${MODE:-smoke}
+if [[ "$1" == "full" ]]; then STEPS=-1; else STEPS=16; fi
+swift rlhf --rlhf_type grpo --lora_rank $RANK --max_steps $STEPS
+"""
+
+
+def test_an_optional_argument_not_given_reads_as_bash_runs_the_script_without_it(tmp_path):
+    """A test that reads only the script's own arguments, directly (``$1``, ``$#``) or through a variable set from
+    them (``CONFIG_FILE=${1:-}``), is decided as bash decides it when the script is run without arguments: the branch
+    with the defaults, not the one that reads a config through a program. Held to real bash, run without arguments."""
+    assert guard_runs(OPTIONAL_CONFIG, None) == bash_runs(tmp_path, OPTIONAL_CONFIG, [])
+    launch = swift_commands(OPTIONAL_CONFIG)[0]
+    assert launch.argv[-4:] == ['--lora_rank', '32', '--max_steps', '16']
+    assert any("line 3: a test of the script's own arguments" in a for a in launch.assumed)

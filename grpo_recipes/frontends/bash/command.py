@@ -30,6 +30,9 @@ class Command:
     """Decisions the reader could not take from known values, e.g. ``assumed branch at line 7``."""
     loops: list[str] = field(default_factory=list)
     """The ``for`` iterations this command runs in, e.g. ``for LR in ... (line 3): LR=1e-6`` (a sweep)."""
+    captured: bool = False
+    """Run inside a command substitution (``eval $(python3 read_config.py ...)``): its output is a value, so it is
+    not a launch an undecided branch leads to."""
     role: str = ''
     """Why the command runs on another node than the launch: it is the script's other role, which a test of the
     node's rank or name picks (``if [ "$NODE_RANK" -eq 0 ]; then swift rollout ...; else swift rlhf ...``); empty

@@ -129,6 +129,8 @@ class Evaluator(Builtins, Comments):
         self.machine = machine
         self.prefer = None  # argv -> bool: the commands an undecided `case` should lead to (evaluate_script)
         self.sidecar = None  # argv -> bool: what another role of the script runs beside them (a rollout server)
+        self.args_absent = False  # a test read as the script runs without arguments (_without_arguments)
+        self.test_read: list[str] = []  # what the last tests read that was not known (if_, _test)
         self.launcher = None  # argv -> (env, argv) | None: a job launcher that runs a command (srun; evaluate_script)
         self.calls: dict[str, int] = {}  # function name -> how many of its calls are running (recursion)
         self.by_absent = False  # the last test was decided from a file missing here (while_)
@@ -451,7 +453,9 @@ class Evaluator(Builtins, Comments):
             status = e.status if isinstance(e.status, int) and e.status > 0 else None
             ends = f'exit {e.status if e.status is not None else ""}'.strip()
         finally:
-            wanted = self.prefer is not None and any(self.prefer(c.argv) for c in self.commands[made:])
+            wanted = self.prefer is not None and any(
+                self.prefer(c.argv) for c in self.commands[made:] if not c.captured
+            )
             kept = [c for c in self.commands[made:] if keep is not None and keep(c.argv)]
             self.state = state
             self.commands[made:] = kept
@@ -532,7 +536,9 @@ class Evaluator(Builtins, Comments):
             if conds is None:
                 return self.seq(stmts, src)
             self.by_default = False
+            self.test_read = []  # what the tests of the condition read that is not known here
             st = self.seq(conds, src)
+            read = list(dict.fromkeys(self.test_read))
             if st is not None and self.by_default:
                 # decided from a script argument's default: a usage exit is assumed not taken, and an `else` that
                 # is one leaves this branch as the one run
@@ -578,6 +584,18 @@ class Evaluator(Builtins, Comments):
                         f'assumed branch at line {at} (the condition at line {line} could not be decided from known '
                         'values; the branch with the launch)',
                     )
+                absent = self._without_arguments(conds, src, read)
+                if absent is not None and (absent == 0 or not self._probe(stmts, src)[1]):
+                    # (a branch that runs the launch is still read, as above)
+                    # `CONFIG=${1:-}; if [ -n "$CONFIG" ]; then <read it>; else <defaults>; fi`: the script's
+                    # arguments are not given here, so the branch bash takes without them is read
+                    self._assume_note(
+                        f"line {line}: a test of the script's own arguments, which are not given here: read as "
+                        '`bash SCRIPT` runs it without them (grpo-guard check -- bash SCRIPT ARGS reads it with them)'
+                    )
+                    if absent == 0:
+                        return self.seq(stmts, src)
+                    continue
                 return self._branch(
                     stmts, src, f'assumed branch at line {line} (its condition could not be decided from known values)'
                 )
@@ -612,6 +630,30 @@ class Evaluator(Builtins, Comments):
                 if node
                 else ''
             )
+
+    _SCRIPT_ARG = re.compile(r'\$(?:[1-9][0-9]*|[#@*])$')
+
+    def _without_arguments(self, conds, src: Src, read: list[str]) -> int | None:
+        """The status of a test that reads nothing unknown but the script's own arguments (``$1``, ``$#``, or a
+        variable set from them, ``CONFIG=${1:-}``), at the script's top level with its arguments not given, as bash
+        gives it when the script is run without arguments: those arguments unset, a variable set only from them
+        empty. None when the test reads anything else not known here, or is still not decided."""
+        if not self.state.args_unknown or self.state.frames or not read:
+            return None
+        if not all(self._SCRIPT_ARG.match(n) for n in read):
+            return None
+        state, made, unresolved = self.state, len(self.commands), list(self.unresolved)
+        self.state = state.copy()
+        self.state.args_unknown, self.state.positional = False, []
+        self.args_absent = True
+        try:
+            st = self.seq(conds, src)
+        except (_Exit, _Return):
+            st = None
+        finally:
+            self.state, self.args_absent, self.unresolved = state, False, unresolved
+            del self.commands[made:]
+        return st
 
     def _launching_clause(self, clauses, k: int, src: Src):
         """For an undecided ``if`` clause ``k`` whose own branch runs no training launch (``prefer``): the first later
@@ -865,6 +907,7 @@ class Evaluator(Builtins, Comments):
                 else:
                     toks.append(('w', self.exp.single(raw)))
         if len(self.unresolved) > before:
+            self.test_read += self.unresolved[before:]
             del self.unresolved[before:]
             return None
         if len(self.defaults) > defaults:
@@ -1140,6 +1183,7 @@ class Evaluator(Builtins, Comments):
                 cwd=self.state.cwd,
                 defaults=[d for d in dict.fromkeys(self.empty_defaults) if d in self.defaults],
                 files=dict(self.written),
+                captured=bool(self.captures),
             )
         )
 

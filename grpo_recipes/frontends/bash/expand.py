@@ -464,6 +464,8 @@ class Expander:
             arr = {k: v for k, v in enumerate(st.sources or [st.arg0])}
             return self._index(arr, index, name)
         taint = st.taint.get(name)
+        if taint and self.ev.args_absent and all(re.fullmatch(r'\$(?:[1-9][0-9]*|[#@*])', t) for t in taint):
+            return ''  # set only from the script's arguments, read as run without them (Evaluator._without_arguments)
         if taint:
             self.ev.note_unresolved(taint)
         if st.defaulted.get(name):
