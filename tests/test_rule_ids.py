@@ -137,3 +137,13 @@ def test_every_rule_declares_ids_and_says_what_fails():
     for fn in RULES:
         assert fn.ids, fn.__name__
         assert fn.__doc__ and len(fn.__doc__.split()) >= 8, f'{fn.__module__}.{fn.__name__} has no docstring'
+
+
+def test_the_reference_copy_is_named_for_the_launchs_framework():
+    """A full TRL run with beta != 0 loads a reference copy too (trl/trainer/grpo_trainer.py): the finding names TRL,
+    not ms-swift."""
+    report = trl('trl', 'grpo', '--model_name_or_path', 'Qwen/Qwen2.5-0.5B-Instruct', '--beta', '0.04')
+    (f,) = [f for f in report.findings if f.rule == 'tuner.ref-model-loaded']
+    assert 'TRL loads a second copy' in f.message and 'ms-swift' not in f.message
+    (g,) = [f for f in CASES['tuner.ref-model-loaded']().findings if f.rule == 'tuner.ref-model-loaded']
+    assert 'ms-swift loads a second copy' in g.message

@@ -99,3 +99,20 @@ def test_check_and_validate_agree_on_config_keys(tmp_path, monkeypatch, capsys):
             assert (
                 'unrecognized arguments' if script is None else 'Unknown arguments from config file'
             ) in real.message, real.message
+
+
+def test_a_script_not_here_may_define_a_key_trl_never_had(tmp_path):
+    """open-r1's `accelerate launch src/open_r1/grpo.py --config ...` checked where grpo.py is not: its parser is not
+    read, so a key TRL never had (`system_prompt`, a field of open-r1's own GRPOConfig) may be the script's, a warning;
+    a key TRL removed (`torch_dtype`, removed in 0.27) is still refused, and it is named as the config writes it."""
+    (tmp_path / 'cfg.yaml').write_text(BASE_YAML + 'system_prompt: be brief\ntorch_dtype: bfloat16\n')
+    launch = ['accelerate', 'launch', '--num_processes', '4', 'src/open_r1/grpo.py', '--config', 'cfg.yaml']
+    proc = run_cli('grpo_recipes.cli.guard', 'check', '--json', *HW, '--', *launch, cwd=tmp_path)
+    found = [f for f in json.loads(proc.stdout)['findings'] if f['rule'] == 'args.config-key']
+    by_key = {f['arguments'][0]: f for f in found}
+    assert (
+        by_key['system_prompt']['severity'] == 'warning'
+        and 'its parser was not read' in by_key['system_prompt']['message']
+    )
+    assert by_key['torch_dtype']['severity'] == 'error' and '`torch_dtype`' in by_key['torch_dtype']['message']
+    assert by_key['torch_dtype']['fix'] == 'remove `torch_dtype` from cfg.yaml'

@@ -11,8 +11,9 @@ from .registry import Context, rule
 
 @rule('tuner.ref-model', 'tuner.ref-model-loaded')
 def ref_model_with_lora(ctx: Context) -> list[Finding]:
-    """ms-swift refuses a ref_model with LoRA (swift/arguments/rlhf_args.py ``__post_init__``) and loads a
-    second full copy as reference for full training with beta != 0."""
+    """ms-swift refuses a ref_model with LoRA (swift/arguments/rlhf_args.py ``__post_init__``); ms-swift and TRL
+    load a second full copy as reference for full training with beta != 0 (TRL's GRPOTrainer: no ref_model only when
+    beta == 0.0 or with a PEFT model, trl/trainer/grpo_trainer.py)."""
     cfg = ctx.cfg
     if cfg.ref_model and cfg.is_lora:
         return [
@@ -31,8 +32,8 @@ def ref_model_with_lora(ctx: Context) -> list[Finding]:
                 INFO,
                 'tuner.ref-model-loaded',
                 ['beta', 'tuner_type'],
-                f'full-parameter training with beta={cfg.beta}: ms-swift loads a second copy of the model '
-                f'as the reference',
+                f'full-parameter training with beta={cfg.beta}: {ctx.launch.fw.display} loads a second copy of the '
+                'model as the reference',
                 'beta: 0 drops it (examples/train/grpo/external/grpo_32b_full.sh)',
             )
         ]

@@ -98,7 +98,7 @@ def config_key_verdict(flag: str, launch, trl_version: str | None):
     typed = {a.lstrip('-').split('=', 1)[0].replace('-', '_') for a in (info.script_args or []) if a.startswith('--')}
     if key in typed:
         return None
-    msg, _ = describe_unknown(flag, CLASSES, trl_version)
+    msg, removed = describe_unknown(flag, CLASSES, trl_version)
     if not msg:
         return (None, '', None)  # a field the judged release still had
     version = trl_version or snapshot()['trl_version']
@@ -116,6 +116,14 @@ def config_key_verdict(flag: str, launch, trl_version: str | None):
         )
         if kind == 'own':
             return ('warning', head + " unless the script's own dataclasses define it", None)
+        if kind is None and not removed:
+            # the script's parser was not read (the script is not here, or parses in a way not read): a key TRL never
+            # had may be a field of its own dataclasses (open-r1's GRPOScriptArguments: reward_funcs, system_prompt)
+            return (
+                'warning',
+                head + " unless the script's own dataclasses define it (its parser was not read)",
+                f'remove `{key}` from {config}, unless the script defines it',
+            )
         assumed = '' if kind == 'trl' else " (the script's parser was not read; TRL's own dataclasses assumed)"
         return ('error', head + assumed, f'remove `{key}` from {config}')
     return (

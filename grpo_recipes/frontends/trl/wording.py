@@ -7,12 +7,16 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+# Findings the TRL front end writes itself, on the words of the launch as written (verdicts.argument_findings): already
+# in TRL's names, and a key quoted from the user's config stays as written (`torch_dtype` is not reworded `dtype`)
+WRITTEN_IN_TRL_TERMS = ('args.unknown', 'args.config-key', 'args.value')
+
 
 def reword(report) -> None:
     """Every finding and assumption of a TRL launch in TRL's names."""
     from .arguments import in_trl_terms, trl_terms
 
-    report.findings = [in_trl_terms(f) for f in report.findings]
+    report.findings = [f if f.rule in WRITTEN_IN_TRL_TERMS else in_trl_terms(f) for f in report.findings]
     report.assumptions = [trl_terms(a) for a in report.assumptions]
 
 
