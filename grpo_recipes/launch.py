@@ -247,6 +247,9 @@ class Rollout:
     launcher: str | None = None
     """A job launcher the server is started through (``srun``): the scheduler places it, so which GPUs of which
     node it takes is not known here."""
+    foreground: str | None = None
+    """Where the script starts the server without ``&`` before its training launch (``script.sh:1``, the launch's
+    line): bash waits for the server, which does not exit, so the launch after it never starts. None otherwise."""
     commented: bool = False
     """The command is quoted in a comment of the script (ms-swift's examples document their servers that way): what
     it would refuse at start-up, or a port the trainer does not use, is a warning (the user may start it otherwise)."""

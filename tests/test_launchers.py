@@ -728,3 +728,34 @@ def test_an_undecided_role_split_reads_the_other_roles_rollout_server(tmp_path):
     assert ranked.rollout.remote and 'another node' in ranked.rollout.remote
     alone = _script(tmp_path, f'#!/bin/bash\ncase "$1" in\n  a) echo hi ;;\n  b) {train} ;;\nesac\n')
     assert alone.rollout is None
+
+
+def test_a_server_the_script_runs_in_the_foreground_blocks_its_launch(tmp_path):
+    """`trl vllm-serve ...` on one line and `accelerate launch ...` on the next: bash runs the server to its end first,
+    and a server does not end, so the launch never starts (checked against real bash below). With `&` (or in a group
+    run with `&`) it goes on; a wrapper that detaches (tmux -d) is not taken for a blocking server."""
+    train = 'CUDA_VISIBLE_DEVICES=1 accelerate launch --num_processes 1 train.py --model_name_or_path m --use_vllm true'
+    serve = 'CUDA_VISIBLE_DEVICES=0 trl vllm-serve --model Qwen/Qwen2.5-0.5B-Instruct'
+    blocked = _script(tmp_path, f'#!/bin/bash\n{serve}\n{train}\n')
+    assert blocked.rollout.foreground and 'line 3' in blocked.rollout.foreground
+    for text in (
+        f'{serve} &\n{train}\n',
+        f'{{ sleep 1; {serve}; }} &\n{train}\n',
+        f'CUDA_VISIBLE_DEVICES=0 nohup {serve.split(" ", 1)[1]} > log 2>&1 &\n{train}\n',
+    ):
+        assert _script(tmp_path, '#!/bin/bash\n' + text).rollout.foreground is None, text
+    detached = _script(tmp_path, f'#!/bin/bash\ntmux new-session -d -s vllm "{serve}"\n{train}\n')
+    assert detached.rollout is None or detached.rollout.foreground is None
+    # real bash: a server that does not exit (here `sleep`) holds the script at its line
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    (bin_dir / 'trl').write_text('#!/bin/sh\nexec sleep 30\n')
+    (bin_dir / 'accelerate').write_text(f'#!/bin/sh\necho launched > {tmp_path}/ran\n')
+    for name in ('trl', 'accelerate'):
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / 'run.sh').write_text(f'#!/bin/bash\n{serve}\n{train}\n')
+    import subprocess
+
+    with pytest.raises(subprocess.TimeoutExpired):
+        subprocess.run(['bash', str(tmp_path / 'run.sh')], env={'PATH': f'{bin_dir}:/usr/bin:/bin'}, timeout=2)
+    assert not (tmp_path / 'ran').exists()

@@ -34,6 +34,20 @@ def rollout_server(*args, visible='0', hw=A100_80):
     return check_launch(launch, hw, packages=PACKAGES_OK)
 
 
+def foreground_server():
+    """A script that runs its `swift rollout` server without `&` before its trainer."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        script = pathlib.Path(d) / 'run.sh'
+        script.write_text(
+            '#!/bin/bash\nCUDA_VISIBLE_DEVICES=2 swift rollout --model Qwen/Qwen2.5-7B-Instruct\n'
+            'CUDA_VISIBLE_DEVICES=0,1 NPROC_PER_NODE=2 swift rlhf --rlhf_type grpo --model Qwen/Qwen2.5-7B-Instruct '
+            '--use_vllm true --vllm_mode server --vllm_server_host 127.0.0.1 --reward_funcs accuracy\n'
+        )
+        return check_launch(read_launch([str(script)], environ={}), A100_80, packages=PACKAGES_OK)
+
+
 def trl(*argv, hw=A100_40):
     return check_launch(read_launch(list(argv), environ={}), hw, packages=PACKAGES_OK)
 
@@ -69,6 +83,7 @@ CASES = {
     ),
     'reward.plugin': lambda: swift({'reward_funcs': ['my_reward'], 'external_plugins': ['plugin.py']}),
     'reward.weights': lambda: swift({'reward_weights': [1.0, 2.0]}),
+    'rollout.foreground': lambda: foreground_server(),
     'rollout.gpu-count': lambda: rollout_server('--vllm_tensor_parallel_size', '2'),
     'rollout.gpu-missing': lambda: rollout_server(visible='9'),
     'rollout.max-model-len': lambda: rollout_server('--vllm_max_model_len', '100000'),

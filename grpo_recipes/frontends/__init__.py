@@ -107,6 +107,10 @@ def read_rollout_command(cmd: Command, environ: Mapping[str, str], source: str) 
     return rollout
 
 
+# Programs whose command runs in the foreground unless the script adds `&`: a server started through one of them
+# before the training launch blocks the script (a wrapper that detaches, tmux or screen -d, is not one of them)
+FOREGROUND_SERVERS = ('swift', 'trl', 'vllm', 'python', 'python3', 'nohup', 'env', 'uv', 'accelerate', 'torchrun')
+
 JOB_LAUNCHERS = ('srun', 'salloc', 'ssh', 'pdsh', 'mpirun', 'mpiexec')
 """Programs that start a command on a node they choose: a server started through one is not placed here."""
 
@@ -302,6 +306,15 @@ def _from_script(
             rollout.remote = f'the script says "{said.strip()[:80]}" above it ({where})'
         elif roll.role:
             rollout.remote = f'{roll.role} ({where})'
+        if (
+            train is not None
+            and not roll.commented
+            and not roll.background
+            and not roll.role
+            and any(c is roll for c in before)
+            and os.path.basename(roll.argv[0]) in FOREGROUND_SERVERS
+        ):
+            rollout.foreground = f'{where}, before the launch at line {train[0].line}'
     if train is None:
         exited = getattr(cmds, 'exited', None)
         if rollout is None and exited and args is None:

@@ -23,6 +23,7 @@ RULES: list[Rule] = [
     devices.visible_gpus_exist,
     devices.rollout_gpus,
     rollout.rollout_server_arguments,
+    rollout.rollout_in_the_foreground,
     vllm.colocate_tp_divides_world,
     vllm.tp_divides_heads,
     vllm.tp_positive,

@@ -115,3 +115,24 @@ def rollout_server_arguments(ctx: Context) -> list[Finding]:
         for f in rollout_findings(r, ctx.hw, ctx.model, as_error=not r.commented)
         if f.rule not in ('rollout.gpu-count', 'rollout.gpu-missing')
     ] + port_findings(ctx.cfg, r)
+
+
+@rule('rollout.foreground')
+def rollout_in_the_foreground(ctx: Context) -> list[Finding]:
+    """A script that starts its rollout server without ``&`` before its training launch (``trl vllm-serve ...`` on one
+    line, ``accelerate launch ...`` on the next): bash runs a command to its end before the next line, and a server
+    runs until it is stopped, so the launch never starts when the script is run as written."""
+    r = ctx.launch.rollout
+    if r is None or not r.foreground:
+        return []
+    return [
+        Finding(
+            WARNING,
+            'rollout.foreground',
+            ['rollout'],
+            f'{r.fw.server} ({r.foreground}) runs in the foreground: bash waits for it to exit, and a server does '
+            'not, so the training launch after it never starts when the script runs as written',
+            "end the server's line with ` &` (the trainer waits for the server to answer), or start it in another "
+            'shell',
+        )
+    ]

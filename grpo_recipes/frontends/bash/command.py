@@ -30,6 +30,8 @@ class Command:
     """Decisions the reader could not take from known values, e.g. ``assumed branch at line 7``."""
     loops: list[str] = field(default_factory=list)
     """The ``for`` iterations this command runs in, e.g. ``for LR in ... (line 3): LR=1e-6`` (a sweep)."""
+    background: bool = False
+    """Run with ``&`` (itself, or a list, group or subshell it is in): the script goes on without waiting for it."""
     captured: bool = False
     """Run inside a command substitution (``eval $(python3 read_config.py ...)``): its output is a value, so it is
     not a launch an undecided branch leads to."""

@@ -130,6 +130,7 @@ class Evaluator(Builtins, Comments):
         self.prefer = None  # argv -> bool: the commands an undecided `case` should lead to (evaluate_script)
         self.sidecar = None  # argv -> bool: what another role of the script runs beside them (a rollout server)
         self.args_absent = False  # a test read as the script runs without arguments (_without_arguments)
+        self.background = 0  # inside a statement run with `&` (Command.background)
         self.test_read: list[str] = []  # what the last tests read that was not known (if_, _test)
         self.launcher = None  # argv -> (env, argv) | None: a job launcher that runs a command (srun; evaluate_script)
         self.calls: dict[str, int] = {}  # function name -> how many of its calls are running (recursion)
@@ -221,12 +222,14 @@ class Evaluator(Builtins, Comments):
             if background:
                 saved = self.state
                 self.state = saved.copy()
+                self.background += 1
                 try:
                     self.stmt(node, src)
                 except _Exit:
                     pass
                 finally:
                     self.state = saved
+                    self.background -= 1
                 status = 0
             else:
                 status = self.stmt(node, src)
@@ -1184,6 +1187,7 @@ class Evaluator(Builtins, Comments):
                 defaults=[d for d in dict.fromkeys(self.empty_defaults) if d in self.defaults],
                 files=dict(self.written),
                 captured=bool(self.captures),
+                background=self.background > 0,
             )
         )
 
