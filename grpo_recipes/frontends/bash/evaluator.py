@@ -578,9 +578,9 @@ class Evaluator(Builtins, Comments):
                     # and the server the branch before it starts is read as the script's other role
                     stmts, at = other
                     test = src.text(conds[0].start_byte, conds[-1].end_byte) if conds else ''
-                    for _c, before, at2 in clauses[k:]:
-                        if at2 != at and not self._probe(before, src)[1]:
-                            self._other_role(before, src, at2, test, line)
+                    for _conds, body, at2 in clauses[k:]:
+                        if at2 != at and not self._probe(body, src)[1]:
+                            self._other_role(body, src, at2, test, line)
                     return self._branch(
                         stmts,
                         src,
@@ -589,9 +589,9 @@ class Evaluator(Builtins, Comments):
                     )
                 absent = self._without_arguments(conds, src, read)
                 if absent is not None and (absent == 0 or not self._probe(stmts, src)[1]):
-                    # (a branch that runs the launch is still read, as above)
                     # `CONFIG=${1:-}; if [ -n "$CONFIG" ]; then <read it>; else <defaults>; fi`: the script's
-                    # arguments are not given here, so the branch bash takes without them is read
+                    # arguments are not given here, so the branch bash takes without them is read (a branch that
+                    # runs the launch is still read, as above)
                     self._assume_note(
                         f"line {line}: a test of the script's own arguments, which are not given here: read as "
                         '`bash SCRIPT` runs it without them (grpo-guard check -- bash SCRIPT ARGS reads it with them)'
