@@ -720,6 +720,7 @@ def test_an_undecided_role_split_reads_the_other_roles_rollout_server(tmp_path):
     assert same.env['NPROC_PER_NODE'] == '4' and 'LR' not in same.env
     assert same.rollout is not None and same.rollout.source.endswith('run.sh:5')
     assert same.rollout.gpus == [0, 1] and same.rollout.tensor_parallel_size == 2 and same.rollout.remote is None
+    assert same.rollout.foreground is None  # another run of the script: it does not hold up this one's launch
     ranked = _script(
         tmp_path,
         f'#!/bin/bash\nif [ "$NODE_RANK_X" -eq 0 ]; then\n  {serve} &\n  wait\nelse\n  {train}\nfi\n',

@@ -304,8 +304,10 @@ def _from_script(
         said = next((x for x in roll.above.splitlines() if _OTHER_MACHINE.search(x)), None)
         if said:
             rollout.remote = f'the script says "{said.strip()[:80]}" above it ({where})'
-        elif roll.role:
-            rollout.remote = f'{roll.role} ({where})'
+        elif roll.role_node:
+            rollout.remote = (
+                f'the script starts it in its other role, on another node ({roll.role}, picks the node; {where})'
+            )
         if (
             train is not None
             and not roll.commented

@@ -129,18 +129,20 @@ def read_script(
     )
 
 
-def _is_rollout_server(argv: list[str]) -> bool:
-    """A rollout server (``swift rollout``, ``trl vllm-serve``): what a script's other role may start beside the
-    launch its undecided ``case`` or ``if`` leads to."""
+def _role(argv: list[str]) -> str | None:
+    """What the guard reads a command as: ``train`` (a training launch), ``rollout`` (a rollout server), else None."""
     from . import kind_of
 
     kind = kind_of(argv)
-    return bool(kind) and kind[1] == 'rollout'
+    return kind[1] if kind else None
+
+
+def _is_rollout_server(argv: list[str]) -> bool:
+    """A rollout server (``swift rollout``, ``trl vllm-serve``): what a script's other role may start beside the
+    launch its undecided ``case`` or ``if`` leads to."""
+    return _role(argv) == 'rollout'
 
 
 def _is_training_launch(argv: list[str]) -> bool:
     """A command the guard reads as a training launch: what a script's undecided ``case`` should lead to."""
-    from . import kind_of
-
-    kind = kind_of(argv)
-    return bool(kind) and kind[1] == 'train'
+    return _role(argv) == 'train'

@@ -36,9 +36,11 @@ class Command:
     """Run inside a command substitution (``eval $(python3 read_config.py ...)``): its output is a value, so it is
     not a launch an undecided branch leads to."""
     role: str = ''
-    """Why the command runs on another node than the launch: it is the script's other role, which a test of the
-    node's rank or name picks (``if [ "$NODE_RANK" -eq 0 ]; then swift rollout ...; else swift rlhf ...``); empty
-    otherwise."""
+    """The command is the script's other role (an undecided branch beside the launch's: ``case "$1" in rollout)
+    swift rollout ...``, ``if [ "$NODE_RANK" -eq 0 ]; then swift rollout ...; else swift rlhf ...``): the test that
+    picks that role. It runs in another run of the script, so it does not hold up the launch. Empty otherwise."""
+    role_node: bool = False
+    """That test reads the node's rank or name: the role runs on another node than the launch."""
     cwd: str | None = None
     """The directory the command runs in (``cd`` followed lexically), for readers resolving relative paths."""
     defaults: list[str] = field(default_factory=list)

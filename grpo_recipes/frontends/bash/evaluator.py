@@ -29,7 +29,7 @@ from .control import Capture as _Capture
 from .control import Continue as _Continue
 from .control import Exit as _Exit
 from .control import Return as _Return
-from .expand import Expander, NotKnown, assemble, glob_regex, join
+from .expand import SCRIPT_ARG, Expander, NotKnown, assemble, glob_regex, join
 from .state import State
 from .syntax import Src, parse
 from .syntax import raw as _raw
@@ -627,14 +627,7 @@ class Evaluator(Builtins, Comments):
         finally:
             self.assume_stack.pop()
         for c in self.commands[made:]:
-            c.role = (
-                f'the script starts it in its other role, on another node (the test at line {at}, '
-                f'{test.strip()[:60]}, picks the node)'
-                if node
-                else ''
-            )
-
-    _SCRIPT_ARG = re.compile(r'\$(?:[1-9][0-9]*|[#@*])$')
+            c.role, c.role_node = f'the test at line {at}, {test.strip()[:60]}', bool(node)
 
     def _without_arguments(self, conds, src: Src, read: list[str]) -> int | None:
         """The status of a test that reads nothing unknown but the script's own arguments (``$1``, ``$#``, or a
@@ -643,7 +636,7 @@ class Evaluator(Builtins, Comments):
         empty. None when the test reads anything else not known here, or is still not decided."""
         if not self.state.args_unknown or self.state.frames or not read:
             return None
-        if not all(self._SCRIPT_ARG.match(n) for n in read):
+        if not all(SCRIPT_ARG.fullmatch(n) for n in read):
             return None
         state, made, unresolved = self.state, len(self.commands), list(self.unresolved)
         self.state = state.copy()

@@ -64,6 +64,9 @@ _ALWAYS_SET = ('$', '!', '-', '_', '?', 'RANDOM', 'SECONDS', 'BASHPID', 'PPID', 
 """Parameters bash always has a value for (so a ``${V:-default}`` of one is not known either)."""
 _PATTERN_MAX = 4096
 """Longest value a ``${V#p}``/``${V/p/r}``/``${V^^}`` is worked out on (pattern matching is quadratic here)."""
+# A name the script's own arguments go by, as the reader notes them unresolved: $1 ... $N, $#, $@, $*
+SCRIPT_ARG = re.compile(r'\$(?:[1-9][0-9]*|[#@*])')
+
 _OPS = (
     ':-',
     ':=',
@@ -464,7 +467,7 @@ class Expander:
             arr = {k: v for k, v in enumerate(st.sources or [st.arg0])}
             return self._index(arr, index, name)
         taint = st.taint.get(name)
-        if taint and self.ev.args_absent and all(re.fullmatch(r'\$(?:[1-9][0-9]*|[#@*])', t) for t in taint):
+        if taint and self.ev.args_absent and all(SCRIPT_ARG.fullmatch(t) for t in taint):
             return ''  # set only from the script's arguments, read as run without them (Evaluator._without_arguments)
         if taint:
             self.ev.note_unresolved(taint)
