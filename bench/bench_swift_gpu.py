@@ -120,14 +120,38 @@ import time
 
 import torch
 
+# memory_stats() keys kept beside the peaks: how the reserve grew (device mallocs and frees, retries after an OOM,
+# inactive split bytes), so the reserve's history is visible, not only its peak
+STATS = (
+    'num_alloc_retries', 'num_ooms', 'num_device_alloc', 'num_device_free', 'inactive_split_bytes.all.peak',
+    'allocated_bytes.large_pool.peak', 'reserved_bytes.large_pool.peak', 'reserved_bytes.small_pool.peak',
+    'segment.all.peak', 'oversize_segments.peak',
+)
+
+
+def _segments():
+    """The segments now held, largest first: (size, allocated in it), with the allocated and reserved totals."""
+    segs = sorted(((s['total_size'], s['allocated_size']) for s in torch.cuda.memory_snapshot()), reverse=True)
+    return {'segments': segs[:60], 'n_segments': len(segs), 'allocated_now': torch.cuda.memory_allocated(0)}
+
 
 def _poll(path):
+    last_reserved, grew = 0, {}
     while True:
         if torch.cuda.is_initialized():
             peaks = {'allocated': torch.cuda.max_memory_allocated(0), 'reserved': torch.cuda.max_memory_reserved(0)}
-            with open(path + '.tmp', 'w') as f:
-                json.dump(peaks, f)
-            os.replace(path + '.tmp', path)
+            if peaks['reserved'] > last_reserved:  # the reserve grew: what it holds now, segment by segment
+                last_reserved = peaks['reserved']
+                try:
+                    grew = {'at_reserved': last_reserved, **_segments()}
+                except Exception as e:  # noqa: BLE001 - a bench probe; the peaks above still count
+                    grew = {'error': repr(e)}
+            stats = torch.cuda.memory_stats(0)
+            extra = {'stats': {k: stats.get(k) for k in STATS}, 'at_reserved_peak': grew}
+            for name, data in ((path, peaks), (path + '.stats', extra)):
+                with open(name + '.tmp', 'w') as f:
+                    json.dump(data, f)
+                os.replace(name + '.tmp', name)
         time.sleep(0.5)
 
 
@@ -201,7 +225,7 @@ def recipe_runs(
 
     runs: list[Run] = []
     for recipe in discover():
-        if only and not any(o in recipe.name for o in only):
+        if not _chosen(recipe.name, only, []):
             continue
         raw = read_config_file(recipe.path)
         model = str(raw['model'])
@@ -296,13 +320,19 @@ GRID_COMMON = {
 }
 
 
+def _chosen(name: str, only: list[str] | None, names: list[str]) -> bool:
+    """Whether ``--only`` picks ``name``: an entry that is a whole name picks that one alone, else it picks every
+    name that contains it."""
+    return not only or any(o == name if o in names else o in name for o in only)
+
+
 def grid_runs(workdir: Path, dataset: Path, steps: int = 2, only: list[str] | None = None) -> list[Run]:
     """The ``GRID`` launches (or those whose name contains one of ``only``)."""
     from grpo_recipes.models import load_model_config
 
     runs: list[Run] = []
     for name, model, model_type, template, shape, alloc in GRID:
-        if only and not any(o in name for o in only):
+        if not _chosen(name, only, [g[0] for g in GRID]):
             continue
         fixed = list(FIXED)
         fixed[fixed.index('--model_type') + 1] = model_type
@@ -462,6 +492,8 @@ def to_case(run: Run, result: dict, gpu: dict, versions: dict, date: str) -> dic
     if result.get('torch_peaks_gib'):  # the training process's torch.cuda.max_memory_allocated / _reserved
         outcome['torch_max_allocated_gib'] = result['torch_peaks_gib'].get('allocated')
         outcome['torch_max_reserved_gib'] = result['torch_peaks_gib'].get('reserved')
+    if result.get('torch_allocator'):  # memory_stats() counters and the segments held when the reserve last grew
+        outcome['torch_allocator'] = result['torch_allocator']
     if result.get('seconds_per_step'):  # ms-swift's train_speed(s/it) at each logged step (a running average)
         outcome['train_speed_s_per_it'] = result['seconds_per_step']
     return {
@@ -517,9 +549,14 @@ def run_one(run: Run, workdir: Path, timeout: float) -> dict:
         torch_peaks = json.loads(peaks.read_text())
     except (OSError, ValueError):
         torch_peaks = {}
+    try:  # the allocator's counters and its segments when the reserve last grew (the plugin's .stats file)
+        torch_stats = json.loads(Path(str(peaks) + '.stats').read_text())
+    except (OSError, ValueError):
+        torch_stats = {}
     return {
         **read_log(log.read_text(errors='replace')),
         'torch_peaks_gib': {k: round(v / 2**30, 2) for k, v in torch_peaks.items()},
+        'torch_allocator': torch_stats,
         'rc': rc,
         'nvml_peak_mib': peak,
         'seconds': round(time.time() - t0, 1),

@@ -96,6 +96,12 @@ class Framework:
     """How the trainer hands weights to its colocated vLLM: ``batched`` or ``per_param``."""
     old_logps_always: bool
     """The old policy's log-probabilities are computed every step (ms-swift); False: only when TRL needs them."""
+    logits_span_prompts: bool
+    """The training forward's logits span, beyond the completions, the longest minus the shortest prompt of the
+    micro-batch: ms-swift pads each sequence on the right and keeps logits from the earliest first label of the
+    micro-batch on (swift/rlhf_trainers/utils.py: ``logits_to_keep = (labels.shape[-1] -
+    labels.ne(-100).argmax(-1)).max()``). False: the logits cover the completions only (TRL pads prompts on the left,
+    trl/trainer/grpo_trainer.py ``logits_to_keep = completion_ids.size(1)``)."""
     missing_knobs: tuple[str, ...]
     """Settings the framework does not have (TRL: ms-swift's offload_model, max_length, ...): the fix search
     leaves them out."""

@@ -30,7 +30,7 @@ from .arch import Arch
 from .cases import ARCH_COUNTS, ARCH_POSITIVE, CannotPredict, _check_shape
 from .estimate import estimate
 from .inputs import CUDA_CONTEXT, GiB, Inputs
-from .trainer import resolve_adamw
+from .trainer import logits_from, resolve_adamw
 from .vllm import resolve_sampler, vllm_checks, vllm_kv_bytes_per_token, vllm_terms
 
 RENAMES = {'train_type': 'tuner_type', 'max_prompt_length': 'max_length'}
@@ -405,14 +405,18 @@ def _alloc_conf(case: dict):
     return DEFAULT
 
 
+def _framework(case: dict):
+    """The front end's ``Framework`` of the case's framework (TRL, else ms-swift)."""
+    from ..frontends import FRAMEWORKS
+
+    return FRAMEWORKS['trl' if _is_trl(case) else 'swift']
+
+
 def _handover(case: dict):
     """What the case's framework runs between its phases at the release the case states (``framework.Handover``,
     the front end's ``handover`` hook); None where the case names no release minor (e.g. "3.x")."""
-    from ..frontends import FRAMEWORKS
-
-    fw = FRAMEWORKS['trl' if _is_trl(case) else 'swift']
     package = 'trl' if _is_trl(case) else 'ms-swift'
-    return fw.call('handover', {package: stated_version(case, package) or case.get('framework_version')})
+    return _framework(case).call('handover', {package: stated_version(case, package) or case.get('framework_version')})
 
 
 def _in_trainer_layout(case: dict, cfg: GRPOConfig, env: dict, release: str):
@@ -465,6 +469,9 @@ def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool, rele
         env['CUDA_VISIBLE_DEVICES'] = ','.join(str(i) for i in range(int(env['NPROC_PER_NODE'])))
     plan = build_plan(cfg, env, Hardware(gpus=n, rollout_gpus=rollout_gpus))
     prompt = 0 if sft else (cfg.max_length or 0)
+    lengths = case.get('prompt_tokens') or {}  # the data's prompt lengths, where the case states them
+    if not sft and isinstance(lengths.get('max'), int):
+        prompt = min(prompt, lengths['max']) if prompt else lengths['max']
     torch_v, tf_v = stated_version(case, 'torch'), stated_version(case, 'transformers')
     adamw, _ = resolve_adamw(cfg.optim, torch_v, tf_v)
     inp = Inputs(
@@ -472,6 +479,7 @@ def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool, rele
         capacity_gib=cap or 1e9,
         gpu_name=_gpu(case),
         prompt_len=prompt,
+        logits_from_prompt=None if sft else logits_from(cfg, _framework(case).logits_span_prompts, lengths.get('min')),
         sft=sft,
         adamw=adamw,
         alloc=None if sft else _alloc_conf(case),

@@ -25,7 +25,7 @@ from ..config import GRPOConfig
 from ..plan import Plan, prompt_bound
 from .inputs import CUDA_CONTEXT, FRAGMENTATION, NCCL_PER_GROUP, GiB, GPUMemory, Inputs, _g
 from .reserve import CARRIED, DEVICE_CONTEXT, STEP_TERMS, carried, quantities, reserve_bytes
-from .trainer import reserve_inputs, trainer_terms
+from .trainer import logits_rows, reserve_inputs, trainer_terms
 from .vllm import vllm_checks, vllm_terms
 
 
@@ -40,7 +40,7 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     tr = trainer_terms(cfg, plan, inp, fragmentation=FRAGMENTATION if inp.alloc is None else 1.0)
     if inp.alloc is not None:  # the caching allocator's reserve and the measured CUDA context (reserve.py)
         tr.update(
-            allocator_reserve=reserve_bytes(cfg, a, inp.alloc, reserve_inputs(cfg, plan, inp)),
+            allocator_reserve=reserve_bytes(cfg, a, inp.alloc, reserve_inputs(cfg, plan, inp), logits_rows(cfg, inp)),
             cuda_context=DEVICE_CONTEXT,
         )
     out: list[GPUMemory] = []

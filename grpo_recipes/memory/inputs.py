@@ -120,6 +120,10 @@ class Inputs:
     gpu_name: str | None = None
     prompt_len: int | None = None
     """Tokens per prompt to plan for (default: max_length, capped by the context)."""
+    logits_from_prompt: int | None = None
+    """The shortest prompt of a micro-batch whose logits start at its first label: the logits then span the planned
+    prompt less this beyond the completions (``memory.trainer.logits_rows``; set by ``memory.trainer.logits_from``).
+    None: the logits cover the completions only."""
     sft: bool = False
     """Plain supervised training (calibration): one train phase, loss over every token."""
     vllm_entry: str = 'offline'

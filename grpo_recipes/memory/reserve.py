@@ -54,11 +54,12 @@ def allocator_kind(conf: AllocConf | None) -> tuple[str, str]:
     return ('expandable' if conf.expandable_segments else 'default'), why
 
 
-def largest_transient(cfg, arch) -> float:
+def largest_transient(cfg, arch, rows: int | None = None) -> float:
     """Bytes of the largest block a training step frees and asks for again: one micro-batch's logits (fp32, or 16-bit
-    under DeepSpeed; Liger's fused loss never holds them: its chunk instead, as memory.trainer_terms counts it)."""
+    under DeepSpeed; Liger's fused loss never holds them: its chunk instead, as memory.trainer_terms counts it) over
+    ``rows`` positions per sequence (``memory.trainer.logits_rows``; None: the completion)."""
     bs, V = cfg.per_device_train_batch_size, arch.vocab
-    C = math.ceil(cfg.max_completion_length / max(1, cfg.sequence_parallel_size))
+    C = math.ceil((rows or cfg.max_completion_length) / max(1, cfg.sequence_parallel_size))
     if cfg.use_liger_kernel:
         return max(1, math.ceil(bs * C / math.ceil(V / arch.hidden))) * V * 4
     # under DeepSpeed the logits stay 16-bit (accelerate adds no fp32 copy: memory.trainer.logits)
@@ -94,13 +95,13 @@ def segments_left_free(cfg, block: float, parts: dict) -> float:
     return max(upcast + 2 * row + forward + displaced, upcast + forward_rows)
 
 
-def reserve_bytes(cfg, arch, conf: AllocConf | None, parts: dict | None = None) -> float:
+def reserve_bytes(cfg, arch, conf: AllocConf | None, parts: dict | None = None, rows: int | None = None) -> float:
     """The allocator's reserve above the allocated peak, in bytes, for the launch's allocator setting: the sweep's
     ratio to the logits block (``RESERVE_PER_BLOCK``), and under the default allocator no more than the segments
     left free at the peak (``segments_left_free``; ``parts`` from ``memory.trainer.reserve_inputs``) when the
     fp32 logits are the block (not Liger's chunks)."""
     kind, _ = allocator_kind(conf)
-    block = largest_transient(cfg, arch)
+    block = largest_transient(cfg, arch, rows)
     ceiling = RESERVE_PER_BLOCK[kind] * block
     if kind != 'default' or parts is None or cfg.use_liger_kernel:
         return ceiling

@@ -222,13 +222,35 @@ def ref_model(cfg: GRPOConfig, r: Rank) -> float | None:
 
 
 def _tokens(cfg: GRPOConfig, inp: Inputs) -> tuple[int, int]:
-    """(tokens of one micro-batch, completion tokens per sequence) on one rank: bs sequences of prompt +
-    completion, padded; Ulysses sequence parallelism splits each sequence over its group (swift/sequence_parallel)."""
+    """(tokens of one micro-batch, logits rows per sequence) on one rank: bs sequences of prompt + completion,
+    padded; the logits cover the completion and the micro-batch's prompt spread (``logits_rows``); Ulysses sequence
+    parallelism splits each sequence over its group (swift/sequence_parallel)."""
     sp = max(1, cfg.sequence_parallel_size)
     return (
         cfg.per_device_train_batch_size * math.ceil(((inp.prompt_len or 0) + cfg.max_completion_length) / sp),
-        math.ceil(cfg.max_completion_length / sp),
+        math.ceil(logits_rows(cfg, inp) / sp),
     )
+
+
+def logits_from(cfg: GRPOConfig, spans_prompts: bool, shortest: int | None) -> int | None:
+    """``Inputs.logits_from_prompt``: the data's shortest prompt (``shortest``, from --data-stats; None: not known,
+    and prompts of one length are planned) where the framework keeps logits from the micro-batch's earliest first
+    label on (``spans_prompts``, ``Framework.logits_span_prompts``) and a micro-batch holds several prompts. It
+    holds one prompt's completions when it divides num_generations: the sampler repeats each prompt num_generations
+    times in a row and the trainer cuts the batch in order (swift/rlhf_trainers/rollout_mixin.py
+    ``split_by_mini_batches``)."""
+    mb, groups = cfg.per_device_train_batch_size, cfg.num_generations
+    if not spans_prompts or shortest is None or (groups and mb and groups % mb == 0):
+        return None
+    return shortest
+
+
+def logits_rows(cfg: GRPOConfig, inp: Inputs) -> int:
+    """Positions per sequence the training forward makes logits for: the completion and, where the logits start at
+    the micro-batch's earliest first label (``Inputs.logits_from_prompt``), the planned prompt less the shortest
+    one (a micro-batch with a prompt of each length, padded on the right)."""
+    short = inp.logits_from_prompt
+    return cfg.max_completion_length + (max(0, (inp.prompt_len or 0) - short) if short is not None else 0)
 
 
 def activations(cfg: GRPOConfig, r: Rank, inp: Inputs) -> tuple[float, float, float]:
@@ -309,9 +331,9 @@ def checkpointed(cfg: GRPOConfig) -> bool:
 
 
 def logits(cfg: GRPOConfig, inp: Inputs, fragmentation: float) -> float:
-    """The loss's full-vocabulary buffers over the completion tokens at their peak."""
-    # logits over completion tokens (ms-swift computes log-probs for completion positions only,
-    # logits_to_keep, swift grpo_trainer _get_logps_via_local_forward): the mixed-precision wrapper's fp32 copy
+    """The loss's full-vocabulary buffers over the logits rows (``logits_rows``) at their peak."""
+    # logits over the completion positions and, in ms-swift, the micro-batch's prompt spread (logits_to_keep,
+    # swift grpo_trainer _get_logps_via_local_forward; see logits_rows): the mixed-precision wrapper's fp32 copy
     # (accelerate convert_outputs_to_fp32), divided by the temperature in place, is kept by TRL's
     # selective_log_softmax (its fp32 path: gather - per-row logsumexp, which saves its input). Its backward
     # frees that copy but builds four full-size fp32 buffers of its own (the gradients of the two branches, their

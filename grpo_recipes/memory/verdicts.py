@@ -14,7 +14,7 @@ from .envfix import candidate
 from .estimate import dominant_term, estimate
 from .inputs import VLLM_CUDA_GRAPHS, Inputs
 from .search import largest_completion_that_fits, largest_prompt_that_fits, search_fixes
-from .trainer import resolve_adamw
+from .trainer import logits_from, resolve_adamw
 from .vllm import graphs_profiled, resolve_sampler
 
 # vLLM's own start-up checks on each GPU (memory.vllm.vllm_checks) surface as findings under their check ids
@@ -245,6 +245,7 @@ def plan_memory(
         v.assumptions.append(
             f'prompts of up to {inp.prompt_len:,} tokens ({why}), completions of up to {cfg.max_completion_length:,}'
         )
+    v.assumptions += _logits_span(report, inp, data_stats)
     if not _structurally_ok(report):
         v.unchecked = 'the launch has errors that decide the batch or the processes; fix them first'
         from .as_written import memory_as_written
@@ -266,6 +267,31 @@ def plan_memory(
     _gpu_findings(report, inp, v, lim, why, bounded, completion_mean)
     _fixes(report, inp, v, lim, want_fixes)
     return v
+
+
+def _logits_span(report, inp: Inputs, data_stats: dict | None) -> list[str]:
+    """Set ``inp.logits_from_prompt`` where the framework's logits span the micro-batch's prompts
+    (``Framework.logits_span_prompts``) and a micro-batch mixes prompts; the assumption it makes."""
+    cfg, fw = report.cfg, report.launch.fw
+    shortest = data_stats.get('min') if data_stats and isinstance(data_stats.get('min'), int) else None
+    mixed = logits_from(cfg, fw.logits_span_prompts, 0)
+    if mixed is None or inp.prompt_len <= 0:
+        return []
+    inp.logits_from_prompt = logits_from(cfg, fw.logits_span_prompts, shortest)
+    mb, groups = cfg.per_device_train_batch_size, cfg.num_generations
+    head = (
+        f'a micro-batch of {mb} completions holds several prompts (num_generations {groups} is not a multiple of '
+        f"it) and {fw.display} keeps its logits from the shortest prompt's first completion token on"
+    )
+    if shortest is None:
+        return [
+            f'{head}: prompts of one length are planned, so the logits cover the completions only; with prompts '
+            f'of different lengths they also span the longest less the shortest (pass --data-stats to plan that)'
+        ]
+    return [
+        f'{head}: the logits span up to {max(0, inp.prompt_len - shortest):,} prompt tokens beyond the '
+        f"completions (the longest prompt planned less the data's shortest, {shortest:,} tokens, --data-stats)"
+    ]
 
 
 def _model_assumptions(cfg, inp: Inputs) -> list[str]:

@@ -135,6 +135,7 @@ SWIFT = Framework(
     zero3_gathers_for_generation=False,
     weight_sync='batched',
     old_logps_always=True,
+    logits_span_prompts=True,
     missing_knobs=(),
     fix_arguments=None,
     model_hub=None,

@@ -112,6 +112,7 @@ TRL = Framework(
     zero3_gathers_for_generation=True,
     weight_sync='per_param',
     old_logps_always=False,
+    logits_span_prompts=False,
     missing_knobs=SWIFT_ONLY,
     fix_arguments=f'{WORDING}:fix_arguments',
     model_hub='TRL loads the model with transformers from the Hugging Face hub',
