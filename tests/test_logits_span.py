@@ -1,0 +1,124 @@
+"""The training forward's logits window, held to ms-swift itself (a real ``swift rlhf`` GRPO run on CPU, ms-swift 4.6,
+the tiny Qwen2 of tests/tiny_model.py) and to TRL's code.
+
+ms-swift pads each sequence on the right and keeps logits from the micro-batch's earliest first label on
+(swift/rlhf_trainers/utils.py ``collate_to_grpo_micro_batch``), so a micro-batch that holds several prompts makes
+logits for its longest prompt less its shortest beyond the completions. The run wraps that function in the trainer's
+namespace (an ``--external_plugins`` file, which ms-swift imports in the training process) and records, per
+micro-batch, each sample's prompt and completion lengths (its labels) and the ``logits_to_keep`` ms-swift chose; the
+guard's ``logits_rows`` must give the same window for that micro-batch's longest prompt and completion and its
+shortest prompt. Nothing is mocked: the run is ms-swift's own.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grpo_recipes.config import GRPOConfig
+from grpo_recipes.frontends import FRAMEWORKS
+from grpo_recipes.memory.arch import Arch
+from grpo_recipes.memory.inputs import Inputs
+from grpo_recipes.memory.trainer import logits_from, logits_rows
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PLUGIN = """
+import json, os
+import swift.rlhf_trainers.grpo_trainer as gt
+_orig = gt.collate_to_grpo_micro_batch
+def collate(samples, template, **kw):
+    model_inputs, batch = _orig(samples, template, **kw)
+    if kw.get('use_logits_to_keep'):
+        rows = []
+        for s in samples:
+            labels = list(s.encoded['labels'])
+            prompt = next(i for i, x in enumerate(labels) if x != -100)
+            rows.append([prompt, len(labels) - prompt])
+        with open(os.environ['LOGITS_SPAN_LOG'], 'a') as f:
+            f.write(json.dumps({'rows': rows, 'logits_to_keep': batch.logits_to_keep}) + '\\n')
+    return model_inputs, batch
+gt.collate_to_grpo_micro_batch = collate
+"""
+
+
+@pytest.fixture(scope='module')
+def swift_windows(tiny_qwen2, tmp_path_factory):
+    """Each training micro-batch of a real 2-step ms-swift GRPO run: per-sample (prompt, completion) lengths and
+    ms-swift's logits_to_keep. Micro-batch 4 with num_generations 2: two prompts in each micro-batch."""
+    tmp = tmp_path_factory.mktemp('logits-span')
+    data = tmp / 'data.jsonl'
+    # prompts of very different lengths, so the micro-batches' prompts differ
+    qs = ['What is 1 + 1?', 'What is ' + ' + '.join(str(i) for i in range(40)) + '?'] * 8
+    data.write_text(
+        ''.join(json.dumps({'messages': [{'role': 'user', 'content': q}], 'solution': '1'}) + '\n' for q in qs)
+    )
+    plugin = tmp / 'plugin.py'
+    plugin.write_text(PLUGIN)
+    log = tmp / 'windows.jsonl'
+    argv = (
+        f'--model {tiny_qwen2} --rlhf_type grpo --tuner_type full --torch_dtype float32 --beta 0 --num_generations 2 '
+        '--per_device_train_batch_size 4 --gradient_accumulation_steps 1 --max_length 512 --max_completion_length 8 '
+        '--use_vllm false --reward_funcs accuracy --model_type qwen2 --template qwen2_5 --max_steps 2 '
+        '--logging_steps 1 --save_strategy no --split_dataset_ratio 0 --report_to none --dataloader_num_workers 0 '
+        f'--dataset_num_proc 1 --dataset {data} --output_dir {tmp / "out"} --external_plugins {plugin}'
+    ).split()
+    env = {**os.environ, 'LOGITS_SPAN_LOG': str(log), 'CUDA_VISIBLE_DEVICES': ''}
+    r = subprocess.run(
+        [sys.executable, '-m', 'swift.cli.rlhf', *argv], env=env, capture_output=True, text=True, timeout=600, cwd=tmp
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    return [json.loads(x) for x in log.read_text().splitlines()]
+
+
+def test_swift_logits_span_the_micro_batchs_prompts(swift_windows):
+    cfg = GRPOConfig(per_device_train_batch_size=4, num_generations=2, max_completion_length=8)
+    arch = Arch.from_config(
+        {
+            'hidden_size': 64,
+            'num_hidden_layers': 2,
+            'num_attention_heads': 4,
+            'intermediate_size': 128,
+            'vocab_size': 512,
+        }
+    )
+    assert swift_windows, 'the plugin saw no training micro-batch'
+    spanned = 0
+    for w in swift_windows:
+        prompts = [p for p, _ in w['rows']]
+        longest, shortest = max(prompts), min(prompts)
+        longest_seq = max(p + c for p, c in w['rows'])
+        c = max(c for _, c in w['rows'])
+        inp = Inputs(
+            arch=arch,
+            capacity_gib=80,
+            prompt_len=longest,
+            logits_from_prompt=logits_from(cfg, FRAMEWORKS['swift'].logits_span_prompts, shortest),
+        )
+        rows = logits_rows(GRPOConfig(per_device_train_batch_size=4, num_generations=2, max_completion_length=c), inp)
+        # the guard plans every completion at the micro-batch's longest; ms-swift's window is the longest sequence
+        # less the shortest prompt, the same when the longest prompt's completion is the longest
+        assert w['logits_to_keep'] == longest_seq - shortest
+        assert w['logits_to_keep'] <= rows
+        if longest_seq == longest + c:
+            assert w['logits_to_keep'] == rows
+        spanned += longest > shortest
+    assert spanned, 'no micro-batch mixed prompts of different lengths: the run did not test the span'
+
+
+def test_one_prompt_per_micro_batch_and_trl_span_the_completions_only():
+    # a micro-batch that divides num_generations holds one prompt's completions (ms-swift cuts the batch in order)
+    assert logits_from(GRPOConfig(per_device_train_batch_size=4, num_generations=8), True, 30) is None
+    assert logits_from(GRPOConfig(per_device_train_batch_size=16, num_generations=8), True, 30) == 30
+    # TRL pads prompts on the left and keeps logits for the completion ids only
+    # (trl/trainer/grpo_trainer.py: logits_to_keep = completion_ids.size(1))
+    import inspect
+
+    import trl.trainer.grpo_trainer as g
+
+    assert 'logits_to_keep = completion_ids.size(1)' in inspect.getsource(g)
+    assert FRAMEWORKS['trl'].logits_span_prompts is False
+    assert logits_from(GRPOConfig(per_device_train_batch_size=16, num_generations=8), False, 30) is None
