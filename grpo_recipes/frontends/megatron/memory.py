@@ -20,13 +20,15 @@ Freed parameter storage (ms-swift 3.x only): the policy's bf16 parameters as bui
   (``freed_param_storage``; 4.x empties the cache before the first step, ``keeps_freed_param_storage``); train phase.
 Reference model: full tuning builds one (swift/megatron/trainers/rlhf_mixin.py ``prepare_model``: ``tuner_type ==
   'full' and rlhf_type not in ['rm', 'gkd']``) even with beta 0: bf16 weights with the same split.
-Activations per transformer layer per micro-batch (Korthikanti et al. 2022, "Reducing Activation Recomputation in
-  Large Transformer Models", Table 2; bytes, s tokens, b micro-batch, h hidden, a heads, t TP):
-  no recompute: sbh(10 + 24/t + 5as/(ht)), with sequence parallelism sbh(34/t + 5as/(ht));
-  selective (core attention) recompute: sbh(10 + 24/t), with sequence parallelism 34sbh/t;
-  full recompute: the layer input only, 2sbh (2sbh/t with sequence parallelism).
-  Flash/fused attention never stores the a x s x s scores, so the 5as/(ht) term is dropped with them (Table 2's
-  selective row is what a flash kernel keeps). Context parallelism divides s. Padding-free packing: b = 1,
+Activations per transformer layer per micro-batch (``layer_bytes``, counted from megatron-core 0.19's layers, in
+  the place of Korthikanti et al. 2022's Table 2, whose 34sbh assumes a 4h GeLU MLP and no GQA): each norm's
+  input and output (8h per token, split by TP only with sequence parallelism), attention's saved q, k, v and
+  output (4q + 4kv per TP rank with a flash kernel; the local path repeats K/V and keeps its fp32 softmax and bf16
+  probabilities, 8q + 6as), the gated MLP's 8I; selective recompute drops the scores; full recompute keeps the
+  layer input (2sbh, /t with sequence parallelism) and recomputes one layer at a time. The loss's logits are freed
+  before any layer's backward, so a stage's peak is its saved activations plus the larger of the logits and the
+  recomputed layer with the unfused attention's backward transient (measured on one H200, 2026-11-27:
+  bench/bench_megatron_gpu.py). Context parallelism divides s. Padding-free packing: b = 1,
   s = micro_batch_size x the sequence length. An MoE layer also keeps its router's fp32 scores and, per routed
   token copy, the grouped MLP's input, intermediates and output (``moe_layer_bytes``; every layer without
   recompute, one at a time with full recompute). The first pipeline stage holds min(PP, micro-batches) micro-batches
@@ -64,6 +66,11 @@ DTYPE_BYTES = {'fp32': 4, 'fp16': 2, 'bf16': 2, 'fp8': 1}
 FLASH_BACKENDS = ('flash', 'fused', 'auto')
 LOGIT_BYTES = 2 + 4 + 4
 """bf16 logits, their fp32 log-softmax and its gradient per vocabulary element on the last stage."""
+CE_LOGIT_BYTES = 4 + 2
+"""Megatron-core's own vocab-parallel cross entropy (a bare GPTModel with labels, bench/bench_megatron_gpu.py):
+an fp32 copy of the logits that ``torch.exp(..., out=)`` turns into the softmax it saves, and whose buffer the
+backward turns into the gradient in place (tensor_parallel/cross_entropy.py ``grad_input = softmax``,
+``grad_input.mul_``), beside the bf16 logits in the forward and their bf16 gradient in the backward."""
 
 
 def stage_layers(args: dict, layers: int, pp: int) -> list[int]:
@@ -215,9 +222,8 @@ def moe_layer_bytes(a: Arch, tokens: float) -> float:
     assumed): the received hidden states (the grouped fc1's input) and the expert output the unpermute weights by
     the probabilities (h each, bf16), the fc1 output (2 x moe_intermediate, SwiGLU) and its activation
     (moe_intermediate) (megatron/core/transformer/moe/token_dispatcher.py ``MoEAlltoAllTokenDispatcher``,
-    experts.py ``TEGroupedMLP``). A shared expert is a dense MLP of shared_expert_intermediate. The dense-layer
-    formula's own MLP intermediates (16 sbh/t of Korthikanti's 24 sbh/t) are taken out, since an MoE layer has no
-    4h MLP. 0 for a dense model."""
+    experts.py ``TEGroupedMLP``). A shared expert is a dense MLP of shared_expert_intermediate. ``layer_bytes``
+    counts no dense MLP for an MoE layer. 0 for a dense model."""
     if not a.experts:
         return 0.0
     k = max(1, a.experts_per_token)
@@ -227,8 +233,43 @@ def moe_layer_bytes(a: Arch, tokens: float) -> float:
     return routed + router + shared
 
 
-def activations(args: dict, a: Arch, par: dict, seq: int, num_microbatches: int) -> dict[str, float]:
-    """Bytes of activations on the first stage (layers in flight) and logits on the last (Korthikanti Table 2)."""
+def layer_bytes(a: Arch, tp: int, sp: bool, flash: bool, s: float, saved: str = 'all') -> dict[str, float]:
+    """Bytes per token one decoder layer keeps for its backward (megatron-core 0.19, bf16, dropout 0 as ms-swift
+    runs Qwen and Llama), by what keeps them, and the unfused core attention's backward transient:
+
+    - each RMSNorm its input and its output, the next linear's input: 4h per norm, 8h per layer, replicated by TP
+      unless sequence parallelism splits them;
+    - attention, per TP rank: with a flash/fused kernel the rotated q, k and v it saves and its output (the
+      projection's input), 4q + 4kv, and its fp32 log-sum-exp (4 per head); the local (unfused) path
+      (transformer/dot_product_attention.py) repeats K and V to the query heads before ``baddbmm`` (q, k and v at q
+      each, with the output 8q) and keeps, per query position, the fp32 softmax output (fusions/fused_softmax.py
+      ``forward_torch_softmax``: the scores cast to fp32 when ``attention_softmax_in_fp32``) and its bf16 copy
+      that the probabilities' ``bmm`` saves, 6 x heads x s;
+    - the gated MLP (transformer/mlp.py ``glu``): fc1's output (gate and up, 4I), silu's output (2I) and the
+      product, fc2's input (2I): 8I per TP rank; an MoE layer's experts are ``moe_layer_bytes``.
+
+    ``saved``: 'all' (no recompute), 'selective' (the core attention recomputed: its inputs and output stay, its
+    scores do not). ``backward``: the unfused path's transient in the core attention's backward, the gradient of
+    the probabilities in bf16 and fp32 and the softmax's fp32 gradient (10 x heads x s per token per TP rank), 0
+    with a flash kernel."""
+    h, q, kv, heads = a.hidden, a.q_dim, a.kv_dim, a.heads
+    rep = 1 / tp if sp else 1.0
+    unfused = not flash and saved == 'all'
+    attn = (8 * q + 6 * heads * s) / tp if unfused else (4 * q + 4 * kv + (4 * heads if flash else 0)) / tp
+    mlp = 0.0 if a.experts else 8 * a.token_mlp_width / tp
+    return {
+        'norms': 8 * h * rep,
+        'attention': attn,
+        'mlp': mlp,
+        'backward': 0.0 if flash else 10 * heads * s / tp,
+    }
+
+
+def activations(
+    args: dict, a: Arch, par: dict, seq: int, num_microbatches: int, logit_bytes: float = LOGIT_BYTES
+) -> dict[str, float]:
+    """Bytes of activations on the first stage (layers in flight) and logits on the last (``layer_bytes``;
+    ``logit_bytes`` per vocabulary element: GRPO's log-softmax, ``LOGIT_BYTES``, or ``CE_LOGIT_BYTES``)."""
     tp, pp, cp = par['tp'], par['pp'], par['cp']
     sp = par['sequence_parallel']
     mbs = int(args.get('micro_batch_size') or 1)
@@ -236,40 +277,39 @@ def activations(args: dict, a: Arch, par: dict, seq: int, num_microbatches: int)
         s, b = mbs * seq / cp, 1
     else:
         s, b = seq / cp, mbs
-    h, heads = a.hidden, a.heads
+    h = a.hidden
     gran = args.get('recompute_granularity')
     gran = None if gran in (None, 'none') else gran
     flash = str(args.get('attention_backend') or 'flash') in FLASH_BACKENDS
-    scores = 0.0 if flash else 5 * heads * s / (h * tp)
+    full_layer = layer_bytes(a, tp, sp, flash, s)
+    one_layer = s * b * (full_layer['norms'] + full_layer['attention'] + full_layer['mlp'])
+    moe = moe_layer_bytes(a, s * b / (tp if sp else 1))
     if gran == 'full':
+        # each layer keeps its input; during backward one layer at a time is recomputed (recompute_num_layers of
+        # them under 'uniform' keep their inputs) and its backward runs
         per_layer = s * b * h * 2 / (tp if sp else 1)
         nrec = args.get('recompute_num_layers') or 1
-        layer_peak = s * b * h * ((34 / tp) if sp else (10 + 24 / tp)) + s * b * h * 2 * max(0, nrec - 1)
-    elif gran == 'selective':
-        per_layer = s * b * h * ((34 / tp) if sp else (10 + 24 / tp))
-        layer_peak = 0.0
+        layer_peak = one_layer + moe + per_layer * max(0, nrec - 1)
     else:
-        per_layer = s * b * h * ((34 / tp + scores) if sp else (10 + 24 / tp + scores))
+        kept = full_layer if gran is None else layer_bytes(a, tp, sp, flash, s, 'selective')
+        per_layer = s * b * (kept['norms'] + kept['attention'] + kept['mlp']) + moe
         layer_peak = 0.0
-    moe = moe_layer_bytes(a, s * b / (tp if sp else 1))
-    if moe:
-        moe = max(0.0, moe - 16 * s * b * h / tp)
-    if gran == 'full':
-        layer_peak += moe
-    else:
-        per_layer += moe
+    layer_peak += s * b * full_layer['backward']
     stages = stage_layers(args, a.layers, pp)
     layers = stages[0]
     in_flight = min(pp, max(1, num_microbatches)) if pp > 1 else 1
     if par.get('vpp') and pp > 1:
         in_flight *= 1 + (pp - 1) / (pp * par['vpp'])  # interleaved 1F1B: the first stage's extra warm-up
-    logits = s * b * a.vocab / tp * LOGIT_BYTES * FRAGMENTATION
-    first = (per_layer * layers * in_flight + layer_peak) * FRAGMENTATION
+    logits = s * b * a.vocab / tp * logit_bytes * FRAGMENTATION
     if pp == 1:
+        # the loss's backward ends, and its logits buffers are freed, before any layer's backward (or recompute)
+        # begins: the stage's peak is its saved activations plus the larger of the two
+        first = (per_layer * layers + max(0.0, layer_peak - logits / FRAGMENTATION)) * FRAGMENTATION
         return {'activations': first, 'logits': logits}
+    first = (per_layer * layers * in_flight + layer_peak) * FRAGMENTATION
     # PP > 1: the first stage holds the most micro-batches in flight, the last one micro-batch and the logits;
     # the heavier of the two is the GPU to plan for
-    last = (per_layer * stages[-1] + layer_peak) * FRAGMENTATION
+    last = (per_layer * stages[-1] + max(0.0, layer_peak - logits / FRAGMENTATION)) * FRAGMENTATION
     return {'activations': first, 'logits': 0.0} if first >= last + logits else {'activations': last, 'logits': logits}
 
 
@@ -313,7 +353,7 @@ def train_step_terms(
     }
     par = {'tp': tp, 'pp': pp, 'cp': 1, 'ep': 1, 'etp': 1, 'dp': dp, 'expert_dp': dp, 'sequence_parallel': False}
     state = megatron_state(args, a, par)
-    act = activations(args, a, par, seq, 1)
+    act = activations(args, a, par, seq, 1, CE_LOGIT_BYTES)
     return {
         'params': rank_params(a, tp, pp, 1, 1, args)['dense'],
         'weights': state['weights'],
