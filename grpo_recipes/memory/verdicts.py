@@ -274,8 +274,7 @@ def _logits_span(report, inp: Inputs, data_stats: dict | None) -> list[str]:
     (``Framework.logits_span_prompts``) and a micro-batch mixes prompts; the assumption it makes."""
     cfg, fw = report.cfg, report.launch.fw
     shortest = data_stats.get('min') if data_stats and isinstance(data_stats.get('min'), int) else None
-    mixed = logits_from(cfg, fw.logits_span_prompts, 0)
-    if mixed is None or inp.prompt_len <= 0:
+    if logits_from(cfg, fw.logits_span_prompts, 0) is None or inp.prompt_len <= 0:
         return []
     inp.logits_from_prompt = logits_from(cfg, fw.logits_span_prompts, shortest)
     mb, groups = cfg.per_device_train_batch_size, cfg.num_generations
@@ -285,8 +284,8 @@ def _logits_span(report, inp: Inputs, data_stats: dict | None) -> list[str]:
     )
     if shortest is None:
         return [
-            f'{head}: prompts of one length are planned, so the logits cover the completions only; with prompts '
-            f'of different lengths they also span the longest less the shortest (pass --data-stats to plan that)'
+            f'{head}: prompts of one length are planned (logits over the completions only); pass --data-stats '
+            f'to plan the longest less the shortest prompt too'
         ]
     return [
         f'{head}: the logits span up to {max(0, inp.prompt_len - shortest):,} prompt tokens beyond the '
