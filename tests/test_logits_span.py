@@ -113,6 +113,24 @@ def test_one_prompt_per_micro_batch_and_trl_span_the_completions_only():
     # a micro-batch that divides num_generations holds one prompt's completions (ms-swift cuts the batch in order)
     assert logits_from(GRPOConfig(per_device_train_batch_size=4, num_generations=8), True, 30) is None
     assert logits_from(GRPOConfig(per_device_train_batch_size=16, num_generations=8), True, 30) == 30
+    # planned for micro-batch 16, then a fix's micro-batch 2: its micro-batches hold one prompt again
+    arch = Arch.from_config(
+        {
+            'hidden_size': 64,
+            'num_hidden_layers': 2,
+            'num_attention_heads': 4,
+            'intermediate_size': 128,
+            'vocab_size': 512,
+        }
+    )
+    inp = Inputs(arch=arch, capacity_gib=80, prompt_len=200, logits_from_prompt=30)
+    assert (
+        logits_rows(GRPOConfig(per_device_train_batch_size=16, num_generations=8, max_completion_length=512), inp)
+        == 682
+    )
+    assert (
+        logits_rows(GRPOConfig(per_device_train_batch_size=2, num_generations=8, max_completion_length=512), inp) == 512
+    )
     # TRL pads prompts on the left and keeps logits for the completion ids only
     # (trl/trainer/grpo_trainer.py: logits_to_keep = completion_ids.size(1))
     import inspect
