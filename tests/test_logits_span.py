@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,10 @@ from grpo_recipes.memory.inputs import Inputs
 from grpo_recipes.memory.trainer import logits_from, logits_rows
 
 ROOT = Path(__file__).resolve().parent.parent
+# the window does not depend on the model: any architecture serves Inputs
+TINY_ARCH = Arch.from_config(
+    {'hidden_size': 64, 'num_hidden_layers': 2, 'num_attention_heads': 4, 'intermediate_size': 128, 'vocab_size': 512}
+)
 
 PLUGIN = """
 import json, os
@@ -76,15 +81,6 @@ def swift_windows(tiny_qwen2, tmp_path_factory):
 
 def test_swift_logits_span_the_micro_batchs_prompts(swift_windows):
     cfg = GRPOConfig(per_device_train_batch_size=4, num_generations=2, max_completion_length=8)
-    arch = Arch.from_config(
-        {
-            'hidden_size': 64,
-            'num_hidden_layers': 2,
-            'num_attention_heads': 4,
-            'intermediate_size': 128,
-            'vocab_size': 512,
-        }
-    )
     assert swift_windows, 'the plugin saw no training micro-batch'
     spanned = 0
     for w in swift_windows:
@@ -93,12 +89,12 @@ def test_swift_logits_span_the_micro_batchs_prompts(swift_windows):
         longest_seq = max(p + c for p, c in w['rows'])
         c = max(c for _, c in w['rows'])
         inp = Inputs(
-            arch=arch,
+            arch=TINY_ARCH,
             capacity_gib=80,
             prompt_len=longest,
             logits_from_prompt=logits_from(cfg, FRAMEWORKS['swift'].logits_span_prompts, shortest),
         )
-        rows = logits_rows(GRPOConfig(per_device_train_batch_size=4, num_generations=2, max_completion_length=c), inp)
+        rows = logits_rows(replace(cfg, max_completion_length=c), inp)
         # the guard plans every completion at the micro-batch's longest; ms-swift's window is the longest sequence
         # less the shortest prompt, the same when the longest prompt's completion is the longest
         assert w['logits_to_keep'] == longest_seq - shortest
@@ -114,16 +110,7 @@ def test_one_prompt_per_micro_batch_and_trl_span_the_completions_only():
     assert logits_from(GRPOConfig(per_device_train_batch_size=4, num_generations=8), True, 30) is None
     assert logits_from(GRPOConfig(per_device_train_batch_size=16, num_generations=8), True, 30) == 30
     # planned for micro-batch 16, then a fix's micro-batch 2: its micro-batches hold one prompt again
-    arch = Arch.from_config(
-        {
-            'hidden_size': 64,
-            'num_hidden_layers': 2,
-            'num_attention_heads': 4,
-            'intermediate_size': 128,
-            'vocab_size': 512,
-        }
-    )
-    inp = Inputs(arch=arch, capacity_gib=80, prompt_len=200, logits_from_prompt=30)
+    inp = Inputs(arch=TINY_ARCH, capacity_gib=80, prompt_len=200, logits_from_prompt=30)
     assert (
         logits_rows(GRPOConfig(per_device_train_batch_size=16, num_generations=8, max_completion_length=512), inp)
         == 682

@@ -239,10 +239,11 @@ def logits_from(cfg: GRPOConfig, spans_prompts: bool, shortest: int | None) -> i
     holds one prompt's completions when it divides num_generations: the sampler repeats each prompt num_generations
     times in a row and the trainer cuts the batch in order (swift/rlhf_trainers/rollout_mixin.py
     ``split_by_mini_batches``)."""
-    return shortest if spans_prompts and _mixes_prompts(cfg) else None
+    return shortest if spans_prompts and mixes_prompts(cfg) else None
 
 
-def _mixes_prompts(cfg: GRPOConfig) -> bool:
+def mixes_prompts(cfg: GRPOConfig) -> bool:
+    """A micro-batch holds the completions of more than one prompt (see ``logits_from``)."""
     mb, groups = cfg.per_device_train_batch_size, cfg.num_generations
     return not (groups and mb and groups % mb == 0)
 
@@ -251,7 +252,7 @@ def logits_rows(cfg: GRPOConfig, inp: Inputs) -> int:
     """Positions per sequence the training forward makes logits for: the completion and, where the logits start at
     the micro-batch's earliest first label (``Inputs.logits_from_prompt``), the planned prompt less the shortest
     one (a micro-batch with a prompt of each length, padded on the right)."""
-    short = inp.logits_from_prompt if _mixes_prompts(cfg) else None  # a fix's micro-batch may hold one prompt
+    short = inp.logits_from_prompt if mixes_prompts(cfg) else None  # a fix's micro-batch may hold one prompt
     return cfg.max_completion_length + (max(0, (inp.prompt_len or 0) - short) if short is not None else 0)
 
 

@@ -14,7 +14,7 @@ from .envfix import candidate
 from .estimate import dominant_term, estimate
 from .inputs import VLLM_CUDA_GRAPHS, Inputs
 from .search import largest_completion_that_fits, largest_prompt_that_fits, search_fixes
-from .trainer import logits_from, resolve_adamw
+from .trainer import logits_from, mixes_prompts, resolve_adamw
 from .vllm import graphs_profiled, resolve_sampler
 
 # vLLM's own start-up checks on each GPU (memory.vllm.vllm_checks) surface as findings under their check ids
@@ -274,7 +274,7 @@ def _logits_span(report, inp: Inputs, data_stats: dict | None) -> list[str]:
     (``Framework.logits_span_prompts``) and a micro-batch mixes prompts; the assumption it makes."""
     cfg, fw = report.cfg, report.launch.fw
     shortest = data_stats.get('min') if data_stats and isinstance(data_stats.get('min'), int) else None
-    if logits_from(cfg, fw.logits_span_prompts, 0) is None or inp.prompt_len <= 0:
+    if not (fw.logits_span_prompts and mixes_prompts(cfg)) or inp.prompt_len <= 0:
         return []
     inp.logits_from_prompt = logits_from(cfg, fw.logits_span_prompts, shortest)
     mb, groups = cfg.per_device_train_batch_size, cfg.num_generations

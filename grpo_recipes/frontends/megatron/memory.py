@@ -265,6 +265,11 @@ def layer_bytes(a: Arch, tp: int, sp: bool, flash: bool, s: float, saved: str = 
     }
 
 
+def _kept(layer: dict[str, float]) -> float:
+    """What a ``layer_bytes`` row keeps until its backward (its transient aside)."""
+    return layer['norms'] + layer['attention'] + layer['mlp']
+
+
 def activations(
     args: dict, a: Arch, par: dict, seq: int, num_microbatches: int, logit_bytes: float = LOGIT_BYTES
 ) -> dict[str, float]:
@@ -282,7 +287,7 @@ def activations(
     gran = None if gran in (None, 'none') else gran
     flash = str(args.get('attention_backend') or 'flash') in FLASH_BACKENDS
     full_layer = layer_bytes(a, tp, sp, flash, s)
-    one_layer = s * b * (full_layer['norms'] + full_layer['attention'] + full_layer['mlp'])
+    one_layer = s * b * _kept(full_layer)
     moe = moe_layer_bytes(a, s * b / (tp if sp else 1))
     if gran == 'full':
         # each layer keeps its input; during backward one layer at a time is recomputed (recompute_num_layers of
@@ -291,8 +296,7 @@ def activations(
         nrec = args.get('recompute_num_layers') or 1
         layer_peak = one_layer + moe + per_layer * max(0, nrec - 1)
     else:
-        kept = full_layer if gran is None else layer_bytes(a, tp, sp, flash, s, 'selective')
-        per_layer = s * b * (kept['norms'] + kept['attention'] + kept['mlp']) + moe
+        per_layer = (s * b * _kept(layer_bytes(a, tp, sp, flash, s, 'selective')) if gran else one_layer) + moe
         layer_peak = 0.0
     layer_peak += s * b * full_layer['backward']
     stages = stage_layers(args, a.layers, pp)
