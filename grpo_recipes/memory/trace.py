@@ -194,6 +194,7 @@ def trace_step(
     adamw: str = 'fused',
     upcast_logits: bool = True,
     unpadded: bool = False,
+    shapes: list[tuple[int, int]] | None = None,
 ) -> tuple[LiveBytes, dict, list[str]]:
     """Run ``steps`` GRPO optimizer steps of one micro-batch on fake tensors (``fake=False``: on real CPU tensors,
     for small models: the check that the fake run counts what a real run allocates); returns the counter, the
@@ -208,7 +209,12 @@ def trace_step(
     accelerate neither autocasts nor converts the outputs (see ``trace_launch``), so the logits stay 16-bit.
     ``unpadded``: attention as real tensors run it for a micro-batch without padding (``_unpadded_masks``: no 4D mask,
     GQA inside SDPA), the batch ``trace_launch`` plans; else as for a padded batch (the mask built, K/V repeated), which
-    is also what fake tensors do on their own and what ms-swift's CPU steps in the parity tests run."""
+    is also what fake tensors do on their own and what ms-swift's CPU steps in the parity tests run.
+    ``shapes``: one (prompt, logits window) pair per step, in place of ``steps`` steps of (``prompt_len``,
+    ``max_completion_length``): ms-swift's window is the completion plus the micro-batch's prompt spread
+    (``memory.trainer.logits_rows``), so it changes from step to step, and the allocator keeps what each size left
+    (``bench/bench_reserve_windows.py``). The prompt is the micro-batch's shortest, so prompt + window is its padded
+    length."""
     import contextlib
 
     import torch
@@ -257,10 +263,20 @@ def trace_step(
             # transformers >= 4.54 with torch >= 2.8: adamw_torch_fused; else adamw_torch (foreach on CUDA)
             opt = torch.optim.AdamW(params, lr=1e-6, **({'fused': True} if adamw == 'fused' else {'foreach': True}))
             vocab = model_config['vocab_size']
-            ids = torch.randint(0, vocab, (bs, T))
-            mask = torch.ones(bs, T, dtype=torch.long)
-            comp = ids[:, prompt_len:]
+            per_step = shapes or [(prompt_len, C)] * steps
+            ids = mask = comp = None
             adv = torch.randn(bs)
+
+            def batch(step):
+                """The step's micro-batch, made again only when its shape changes."""
+                nonlocal ids, mask, comp, C, T
+                if step and per_step[step] == per_step[step - 1]:
+                    return
+                p, C = per_step[step]
+                T = p + C
+                ids = torch.randint(0, vocab, (bs, T))
+                mask = torch.ones(bs, T, dtype=torch.long)
+                comp = ids[:, p:]
 
             from trl.trainer.utils import selective_log_softmax  # what ms-swift's GRPO trainer imports
 
@@ -312,7 +328,8 @@ def trace_step(
                     held += (d,)
                 return loss.mean(), held
 
-            for step in range(steps):
+            for step in range(len(per_step)):
+                batch(step)
                 counter.open_window()
                 loss, held = (sft_loss if sft else grpo_loss)(model, step)
                 counter.stage = f'step {step + 1} backward'
