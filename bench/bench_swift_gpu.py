@@ -155,8 +155,42 @@ def _poll(path):
         time.sleep(0.5)
 
 
+def _record_windows(path):
+    """Each training micro-batch's logits window as ms-swift collates it (collate_to_grpo_micro_batch with
+    use_logits_to_keep, after generation and before the no-grad passes), its prompts' spread and longest completion,
+    and the allocator's figures at that moment: one JSON line each, to path + '.windows'."""
+    try:
+        import swift.rlhf_trainers.grpo_trainer as gt
+        orig = gt.collate_to_grpo_micro_batch
+    except (ImportError, AttributeError):  # an ms-swift without it: no windows recorded
+        return
+
+    def collate(samples, template, **kw):
+        model_inputs, batch = orig(samples, template, **kw)
+        if kw.get('use_logits_to_keep'):
+            prompts = [next((i for i, x in enumerate(s.encoded['labels']) if x != -100), 0) for s in samples]
+            rec = {
+                'logits_to_keep': int(batch.logits_to_keep),
+                'micro_batch': len(samples),
+                'prompt_min': min(prompts),
+                'prompt_max': max(prompts),
+                'completion_max': max(len(s.encoded['labels']) - p for s, p in zip(samples, prompts)),
+                'sequence_max': max(len(s.encoded['labels']) for s in samples),
+            }
+            if torch.cuda.is_initialized():
+                rec.update(allocated=torch.cuda.memory_allocated(0), reserved=torch.cuda.memory_reserved(0),
+                           max_allocated=torch.cuda.max_memory_allocated(0),
+                           max_reserved=torch.cuda.max_memory_reserved(0))
+            with open(path + '.windows', 'a') as f:
+                f.write(json.dumps(rec) + '\\n')
+        return model_inputs, batch
+
+    gt.collate_to_grpo_micro_batch = collate
+
+
 if os.environ.get('GRPO_BENCH_PEAKS'):
     threading.Thread(target=_poll, args=(os.environ['GRPO_BENCH_PEAKS'],), daemon=True).start()
+    _record_windows(os.environ['GRPO_BENCH_PEAKS'])
 '''
 
 
@@ -494,6 +528,8 @@ def to_case(run: Run, result: dict, gpu: dict, versions: dict, date: str) -> dic
         outcome['torch_max_reserved_gib'] = result['torch_peaks_gib'].get('reserved')
     if result.get('torch_allocator'):  # memory_stats() counters and the segments held when the reserve last grew
         outcome['torch_allocator'] = result['torch_allocator']
+    if result.get('logits_windows'):  # each training micro-batch's logits_to_keep, in order (the plugin's .windows)
+        outcome['logits_windows'] = result['logits_windows']
     if result.get('seconds_per_step'):  # ms-swift's train_speed(s/it) at each logged step (a running average)
         outcome['train_speed_s_per_it'] = result['seconds_per_step']
     return {
@@ -524,6 +560,7 @@ def run_one(run: Run, workdir: Path, timeout: float) -> dict:
     log.parent.mkdir(parents=True, exist_ok=True)
     peaks = log.with_suffix('.peaks.json')
     peaks.unlink(missing_ok=True)
+    Path(str(peaks) + '.windows').unlink(missing_ok=True)
     (workdir / 'peaks_plugin.py').write_text(PEAKS_PLUGIN)
     plugins = [str(workdir / 'peaks_plugin.py')]
     argv = list(run.argv)
@@ -549,6 +586,10 @@ def run_one(run: Run, workdir: Path, timeout: float) -> dict:
         torch_peaks = json.loads(peaks.read_text())
     except (OSError, ValueError):
         torch_peaks = {}
+    try:  # each micro-batch's logits window and the allocator's figures when it was collated (.windows)
+        windows = [json.loads(x) for x in Path(str(peaks) + '.windows').read_text().splitlines() if x.strip()]
+    except (OSError, ValueError):
+        windows = []
     try:  # the allocator's counters and its segments when the reserve last grew (the plugin's .stats file)
         torch_stats = json.loads(Path(str(peaks) + '.stats').read_text())
     except (OSError, ValueError):
@@ -557,6 +598,7 @@ def run_one(run: Run, workdir: Path, timeout: float) -> dict:
         **read_log(log.read_text(errors='replace')),
         'torch_peaks_gib': {k: round(v / 2**30, 2) for k, v in torch_peaks.items()},
         'torch_allocator': torch_stats,
+        'logits_windows': windows,
         'rc': rc,
         'nvml_peak_mib': peak,
         'seconds': round(time.time() - t0, 1),

@@ -4,12 +4,14 @@ the tiny Qwen2 of tests/tiny_model.py) and to TRL's code.
 ms-swift pads each sequence on the right and keeps logits from the micro-batch's earliest first label on
 (swift/rlhf_trainers/utils.py ``collate_to_grpo_micro_batch``), so a micro-batch that holds several prompts makes
 logits for its longest prompt less its shortest beyond the completions. The run wraps that function in the trainer's
-namespace (an ``--external_plugins`` file, which ms-swift imports in the training process) and records, per
-micro-batch, each sample's prompt and completion lengths (its labels) and the ``logits_to_keep`` ms-swift chose; the
+namespace with the plugin ``bench/bench_swift_gpu.py`` loads into every GPU run (``PEAKS_PLUGIN``, an
+``--external_plugins`` file, which ms-swift imports in the training process) and records, per micro-batch, its
+prompts' spread, its longest sequence and completion (from the labels) and the ``logits_to_keep`` ms-swift chose; the
 guard's ``logits_rows`` must give the same window for that micro-batch's longest prompt and completion and its
 shortest prompt. Nothing is mocked: the run is ms-swift's own.
 """
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -26,28 +28,17 @@ from grpo_recipes.memory.inputs import Inputs
 from grpo_recipes.memory.trainer import logits_from, logits_rows
 
 ROOT = Path(__file__).resolve().parent.parent
+# the plugin bench/bench_swift_gpu.py loads into every GPU run: it records each micro-batch's window from ms-swift's
+# own collate, so this run also checks what the GPU bench records
+_spec = importlib.util.spec_from_file_location('bench_swift_gpu', ROOT / 'bench' / 'bench_swift_gpu.py')
+_bench = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault('bench_swift_gpu', _bench)
+_spec.loader.exec_module(_bench)
+PLUGIN = _bench.PEAKS_PLUGIN
 # the window does not depend on the model: any architecture serves Inputs
 TINY_ARCH = Arch.from_config(
     {'hidden_size': 64, 'num_hidden_layers': 2, 'num_attention_heads': 4, 'intermediate_size': 128, 'vocab_size': 512}
 )
-
-PLUGIN = """
-import json, os
-import swift.rlhf_trainers.grpo_trainer as gt
-_orig = gt.collate_to_grpo_micro_batch
-def collate(samples, template, **kw):
-    model_inputs, batch = _orig(samples, template, **kw)
-    if kw.get('use_logits_to_keep'):
-        rows = []
-        for s in samples:
-            labels = list(s.encoded['labels'])
-            prompt = next(i for i, x in enumerate(labels) if x != -100)
-            rows.append([prompt, len(labels) - prompt])
-        with open(os.environ['LOGITS_SPAN_LOG'], 'a') as f:
-            f.write(json.dumps({'rows': rows, 'logits_to_keep': batch.logits_to_keep}) + '\\n')
-    return model_inputs, batch
-gt.collate_to_grpo_micro_batch = collate
-"""
 
 
 @pytest.fixture(scope='module')
@@ -63,7 +54,7 @@ def swift_windows(tiny_qwen2, tmp_path_factory):
     )
     plugin = tmp / 'plugin.py'
     plugin.write_text(PLUGIN)
-    log = tmp / 'windows.jsonl'
+    peaks = tmp / 'peaks.json'  # the plugin writes each window to peaks.json.windows
     argv = (
         f'--model {tiny_qwen2} --rlhf_type grpo --tuner_type full --torch_dtype float32 --beta 0 --num_generations 2 '
         '--per_device_train_batch_size 4 --gradient_accumulation_steps 1 --max_length 512 --max_completion_length 8 '
@@ -71,12 +62,12 @@ def swift_windows(tiny_qwen2, tmp_path_factory):
         '--logging_steps 1 --save_strategy no --split_dataset_ratio 0 --report_to none --dataloader_num_workers 0 '
         f'--dataset_num_proc 1 --dataset {data} --output_dir {tmp / "out"} --external_plugins {plugin}'
     ).split()
-    env = {**os.environ, 'LOGITS_SPAN_LOG': str(log), 'CUDA_VISIBLE_DEVICES': ''}
+    env = {**os.environ, 'GRPO_BENCH_PEAKS': str(peaks), 'CUDA_VISIBLE_DEVICES': ''}
     r = subprocess.run(
         [sys.executable, '-m', 'swift.cli.rlhf', *argv], env=env, capture_output=True, text=True, timeout=600, cwd=tmp
     )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    return [json.loads(x) for x in log.read_text().splitlines()]
+    return [json.loads(x) for x in Path(str(peaks) + '.windows').read_text().splitlines()]
 
 
 def test_swift_logits_span_the_micro_batchs_prompts(swift_windows):
@@ -84,10 +75,9 @@ def test_swift_logits_span_the_micro_batchs_prompts(swift_windows):
     assert swift_windows, 'the plugin saw no training micro-batch'
     spanned = 0
     for w in swift_windows:
-        prompts = [p for p, _ in w['rows']]
-        longest, shortest = max(prompts), min(prompts)
-        longest_seq = max(p + c for p, c in w['rows'])
-        c = max(c for _, c in w['rows'])
+        assert w['micro_batch'] == 4
+        longest, shortest = w['prompt_max'], w['prompt_min']
+        longest_seq, c = w['sequence_max'], w['completion_max']
         inp = Inputs(
             arch=TINY_ARCH,
             capacity_gib=80,
@@ -127,3 +117,24 @@ def test_one_prompt_per_micro_batch_and_trl_span_the_completions_only():
     assert 'logits_to_keep = completion_ids.size(1)' in inspect.getsource(g)
     assert FRAMEWORKS['trl'].logits_span_prompts is False
     assert logits_from(GRPOConfig(per_device_train_batch_size=16, num_generations=8), False, 30) is None
+
+
+def test_calibrate_plans_the_windows_a_run_recorded():
+    """A GPU case that records its micro-batches' windows (bench_swift_gpu.py's plugin) is predicted at the largest
+    window it made, not at the data's worst span: the same figure as a case whose data spans exactly that window."""
+    from grpo_recipes.memory.calibrate import predict
+
+    case = next(
+        json.loads(x)
+        for x in (ROOT / 'bench' / 'results' / 'gpu-h200-2026-11-27-grid.jsonl').read_text().splitlines()
+        if json.loads(x)['id'] == 'bench-swift-gpu-grid-qwen2.5-1.5b-full-bs32-c512'
+    )
+    worst = predict(case)['quantities']['allocated_gib']
+    seen = [
+        {'logits_to_keep': 566, 'prompt_max': 127, 'prompt_min': 73, 'completion_max': 512, 'micro_batch': 32},
+        {'logits_to_keep': 549, 'prompt_max': 110, 'prompt_min': 73, 'completion_max': 512, 'micro_batch': 32},
+    ]
+    recorded = predict({**case, 'outcome': {**case['outcome'], 'logits_windows': seen}})['quantities']
+    spanned = predict({**case, 'prompt_tokens': {'min': 73, 'max': 127}})['quantities']
+    assert recorded == spanned
+    assert recorded['allocated_gib'] < worst  # the data's worst span is 187 - 73 = 114 tokens, the run's 54

@@ -472,6 +472,11 @@ def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool, rele
     lengths = case.get('prompt_tokens') or {}  # the data's prompt lengths, where the case states them
     if not sft and isinstance(lengths.get('max'), int):
         prompt = min(prompt, lengths['max']) if prompt else lengths['max']
+    shortest = lengths.get('min')
+    windows = (case.get('outcome') or {}).get('logits_windows') or []
+    if not sft and windows:  # the windows the run made (bench_swift_gpu.py records them): plan the largest it saw
+        prompt = max(w['prompt_max'] for w in windows)
+        shortest = prompt - max(0, max(w['logits_to_keep'] for w in windows) - cfg.max_completion_length)
     torch_v, tf_v = stated_version(case, 'torch'), stated_version(case, 'transformers')
     adamw, _ = resolve_adamw(cfg.optim, torch_v, tf_v)
     inp = Inputs(
@@ -479,7 +484,7 @@ def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool, rele
         capacity_gib=cap or 1e9,
         gpu_name=_gpu(case),
         prompt_len=prompt,
-        logits_from_prompt=None if sft else logits_from(cfg, _framework(case).logits_span_prompts, lengths.get('min')),
+        logits_from_prompt=None if sft else logits_from(cfg, _framework(case).logits_span_prompts, shortest),
         sft=sft,
         adamw=adamw,
         alloc=None if sft else _alloc_conf(case),
