@@ -23,7 +23,6 @@ those phases leave are not simulated.
 """
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -32,20 +31,13 @@ sys.path.insert(0, str(ROOT))
 GiB = 2**30
 
 
-def case_config(case: dict):
-    from grpo_recipes.memory.calibrate import _config
-
-    cfg, _ = _config(case)
-    return cfg
-
-
-def simulate(case: dict, windows: list[int], prompt: int) -> dict:
-    """The case's step traced at ``windows`` (one per step) and replayed under the case's allocator setting."""
+def simulate(case: dict, cfg, windows: list[int], prompt: int) -> dict:
+    """The case's step (``cfg``: its GRPOConfig) traced at ``windows`` (one per step) and replayed under the case's
+    allocator setting."""
     from grpo_recipes.allocconf import conf_of
     from grpo_recipes.memory.allocator import replay
     from grpo_recipes.memory.trace import categorise, trace_step
 
-    cfg = case_config(case)
     counter, keys, _ = trace_step(
         cfg, case['model_config'], prompt, shapes=[(prompt, w) for w in windows], adamw='fused', unpadded=True
     )
@@ -73,19 +65,15 @@ def main(argv=None) -> int:
         '--prompt', type=int, help="the micro-batch's shortest prompt (default: the case's prompt_tokens min, else 128)"
     )
     args = ap.parse_args(argv)
-    case = next(
-        (
-            json.loads(x)
-            for x in Path(args.cases).read_text().splitlines()
-            if x.strip() and json.loads(x)['id'] == args.id
-        ),
-        None,
-    )
+    from grpo_recipes.memory.calibrate import _config
+    from grpo_recipes.memory.cases import load_cases
+
+    case = next((c for c in load_cases(args.cases) if c['id'] == args.id), None)
     if case is None:
         raise SystemExit(f'bench_reserve_windows: no case {args.id!r} in {args.cases}')
     out = case['outcome']
     prompt = args.prompt or (case.get('prompt_tokens') or {}).get('min') or 128
-    cfg = case_config(case)
+    cfg, _ = _config(case)
     per_position = cfg.per_device_train_batch_size * case['model_config']['vocab_size'] * 4
     measured = [s / GiB for s, _ in out.get('torch_allocator', {}).get('at_reserved_peak', {}).get('segments', [])]
     orders = [[int(w) for w in o.split(',')] for o in args.windows]
@@ -97,7 +85,7 @@ def main(argv=None) -> int:
         f'{out["torch_max_reserved_gib"]:>9.2f}  {logits_sized(measured, block)}'
     )
     for order in orders:
-        sim = simulate(case, order, prompt)
+        sim = simulate(case, cfg, order, prompt)
         name = 'simulated ' + ','.join(map(str, order))
         print(
             f'{name:<24} {sim["allocated"]:>9.2f} {sim["reserved"]:>9.2f}  {logits_sized(sim["segments"], block)}',

@@ -560,7 +560,8 @@ def run_one(run: Run, workdir: Path, timeout: float) -> dict:
     log.parent.mkdir(parents=True, exist_ok=True)
     peaks = log.with_suffix('.peaks.json')
     peaks.unlink(missing_ok=True)
-    Path(str(peaks) + '.windows').unlink(missing_ok=True)
+    windows_file = Path(str(peaks) + '.windows')  # the plugin appends one line per micro-batch: start empty
+    windows_file.unlink(missing_ok=True)
     (workdir / 'peaks_plugin.py').write_text(PEAKS_PLUGIN)
     plugins = [str(workdir / 'peaks_plugin.py')]
     argv = list(run.argv)
@@ -587,7 +588,7 @@ def run_one(run: Run, workdir: Path, timeout: float) -> dict:
     except (OSError, ValueError):
         torch_peaks = {}
     try:  # each micro-batch's logits window and the allocator's figures when it was collated (.windows)
-        windows = [json.loads(x) for x in Path(str(peaks) + '.windows').read_text().splitlines() if x.strip()]
+        windows = [json.loads(x) for x in windows_file.read_text().splitlines() if x.strip()]
     except (OSError, ValueError):
         windows = []
     try:  # the allocator's counters and its segments when the reserve last grew (the plugin's .stats file)

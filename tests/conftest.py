@@ -1,4 +1,5 @@
 import contextlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -28,6 +29,25 @@ if 'HF_HOME' not in os.environ:
     os.environ['HF_HOME'] = os.path.join(tempfile.gettempdir(), f'grpo-tests-hf-{_run[:16]}')
     os.makedirs(os.environ['HF_HOME'], exist_ok=True)
 SHARED = ROOT.parent / 'shared'
+
+
+def load_script(path: str):
+    """A file of bench/ or scripts/ (``path`` from the repository root) imported as a module named after the file,
+    once per process: registered in sys.modules before it runs, since dataclasses look their module up there and a
+    bench imports another by name (bench_megatron_gpu imports bench_swift_gpu)."""
+    name = Path(path).stem
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return sys.modules[name]
+
+
 EXAMPLE = ROOT / 'recipes' / 'examples' / 'qwen2.5-7b-lora-colocate.yaml'
 
 

@@ -3,15 +3,9 @@ it -- the parameter count worked out by hand from Qwen2.5-0.5B's config.json, th
 parameter at DP 1 (bf16 weights 2 + fp32 grads 4 + fp32 main weights and Adam 12), full recompute keeping one layer
 input per layer -- and the measured-vs-predicted comparison subtracts the static state from the peak."""
 
-import importlib.util
-import sys
+from conftest import ROOT, load_script
 
-from conftest import ROOT
-
-spec = importlib.util.spec_from_file_location('bench_megatron_gpu', ROOT / 'bench' / 'bench_megatron_gpu.py')
-bench = importlib.util.module_from_spec(spec)
-sys.modules['bench_megatron_gpu'] = bench
-spec.loader.exec_module(bench)
+bench = load_script('bench/bench_megatron_gpu.py')
 
 GiB = 2**30
 

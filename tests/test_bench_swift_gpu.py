@@ -3,21 +3,16 @@ launches are skipped with their reason, --dry-run prints each launch, and a resu
 grpo-guard calibrate predicts. The GPU run itself cannot happen here (no GPU): its log parsing is checked on ms-swift's
 log format."""
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import load_script, run_cli
 
 from grpo_recipes.launch import Launch
 from grpo_recipes.recipes import discover
 
-spec = importlib.util.spec_from_file_location('bench_swift_gpu', ROOT / 'bench' / 'bench_swift_gpu.py')
-bench = importlib.util.module_from_spec(spec)
-sys.modules['bench_swift_gpu'] = bench  # dataclasses look their module up
-spec.loader.exec_module(bench)
+bench = load_script('bench/bench_swift_gpu.py')
 
 
 def _runs(tmp_path, **kw):

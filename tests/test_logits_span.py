@@ -11,7 +11,6 @@ guard's ``logits_rows`` must give the same window for that micro-batch's longest
 shortest prompt. Nothing is mocked: the run is ms-swift's own.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -20,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 from grpo_recipes.config import GRPOConfig
 from grpo_recipes.frontends import FRAMEWORKS
@@ -30,11 +30,7 @@ from grpo_recipes.memory.trainer import logits_from, logits_rows
 ROOT = Path(__file__).resolve().parent.parent
 # the plugin bench/bench_swift_gpu.py loads into every GPU run: it records each micro-batch's window from ms-swift's
 # own collate, so this run also checks what the GPU bench records
-_spec = importlib.util.spec_from_file_location('bench_swift_gpu', ROOT / 'bench' / 'bench_swift_gpu.py')
-_bench = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault('bench_swift_gpu', _bench)
-_spec.loader.exec_module(_bench)
-PLUGIN = _bench.PEAKS_PLUGIN
+PLUGIN = load_script('bench/bench_swift_gpu.py').PEAKS_PLUGIN
 # the window does not depend on the model: any architecture serves Inputs
 TINY_ARCH = Arch.from_config(
     {'hidden_size': 64, 'num_hidden_layers': 2, 'num_attention_heads': 4, 'intermediate_size': 128, 'vocab_size': 512}
@@ -123,11 +119,12 @@ def test_calibrate_plans_the_windows_a_run_recorded():
     """A GPU case that records its micro-batches' windows (bench_swift_gpu.py's plugin) is predicted at the largest
     window it made, not at the data's worst span: the same figure as a case whose data spans exactly that window."""
     from grpo_recipes.memory.calibrate import predict
+    from grpo_recipes.memory.cases import load_cases
 
     case = next(
-        json.loads(x)
-        for x in (ROOT / 'bench' / 'results' / 'gpu-h200-2026-11-27-grid.jsonl').read_text().splitlines()
-        if json.loads(x)['id'] == 'bench-swift-gpu-grid-qwen2.5-1.5b-full-bs32-c512'
+        c
+        for c in load_cases(ROOT / 'bench' / 'results' / 'gpu-h200-2026-11-27-grid.jsonl')
+        if c['id'] == 'bench-swift-gpu-grid-qwen2.5-1.5b-full-bs32-c512'
     )
     worst = predict(case)['quantities']['allocated_gib']
     seen = [

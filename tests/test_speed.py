@@ -281,13 +281,9 @@ def test_doubling_gpus_barely_moves_a_long_tail_rollout():
 def test_bench_reproduces_its_fitted_rows_and_keeps_the_band_narrow():
     """bench/bench_throughput.py (arithmetic only): the rows constants were derived from come back, every scored row
     has a band, and the median band is at most 2x wide (issue 30)."""
-    import importlib.util
+    from conftest import load_script
 
-    from conftest import ROOT
-
-    spec = importlib.util.spec_from_file_location('bench_throughput', ROOT / 'bench' / 'bench_throughput.py')
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script('bench/bench_throughput.py')
     result = bench.score(
         bench.h100_rows()
         + bench.hf_generate_rows()

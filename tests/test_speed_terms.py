@@ -205,13 +205,10 @@ def test_padding_free_trains_on_the_real_tokens():
 def test_the_stop_words_check_makes_two_device_round_trips_per_sequence():
     """The op counts HF_STOPWORDS_PER_SEQ_S is built on, from ms-swift's own StopWordsCriteria (nothing timed): per
     sequence one .item() (a device-to-host copy) and one assignment into a device tensor (a host-to-device copy)."""
-    import importlib.util
-
     import torch
+    from conftest import load_script
 
-    spec = importlib.util.spec_from_file_location('bench_hf', ROOT / 'bench' / 'bench_hf_generate_host.py')
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script('bench/bench_hf_generate_host.py')
     from swift.template.utils import StopWordsCriteria
     from transformers import AutoTokenizer
 

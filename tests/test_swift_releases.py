@@ -6,23 +6,17 @@ exactly the argparse options ms-swift's own HfArgumentParser builds (swift_args_
 the installed parser by test_snapshot.py), and releases.json's 4.6.0 and 3.10.3 entries must give those of 4.6 and of
 ms-swift 3.10.3's real parser (swift_args_snapshot_3.10.json, generated under 3.10.3)."""
 
-import importlib.util
 import json
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import load_script, run_cli
 
 from grpo_recipes import swift_args
 from grpo_recipes.frontends.swift import versions
 
 
 def _gen():
-    spec = importlib.util.spec_from_file_location(
-        'gen_swift_release_snapshots', ROOT / 'scripts' / 'gen_swift_release_snapshots.py'
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script('scripts/gen_swift_release_snapshots.py')
 
 
 def _differences(ours: list[dict], real: list[dict]) -> list:
