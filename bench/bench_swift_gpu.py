@@ -188,9 +188,50 @@ def _record_windows(path):
     gt.collate_to_grpo_micro_batch = collate
 
 
+def _record_phases(path):
+    """The allocator's figures where one phase of the GRPO step hands over to the next: before and after generation
+    (_generate_completions), at each micro-batch's loss (after the step's no-grad old/ref passes), and after each
+    training step (backward and optimizer). One JSON line each, to path + '.phases'; the peaks in each line say which
+    phase first reached the run's reserve."""
+    try:
+        import swift.rlhf_trainers.grpo_trainer as gt
+        cls = gt.GRPOTrainer
+        names = ('_generate_completions', 'compute_loss', 'training_step')
+        origs = {n: getattr(cls, n) for n in names}
+    except (ImportError, AttributeError):
+        return
+
+    def note(phase):
+        rec = {'phase': phase}
+        if torch.cuda.is_initialized():  # on CPU the boundary alone is written
+            rec.update(allocated=torch.cuda.memory_allocated(0), reserved=torch.cuda.memory_reserved(0),
+                       max_allocated=torch.cuda.max_memory_allocated(0),
+                       max_reserved=torch.cuda.max_memory_reserved(0))
+        with open(path + '.phases', 'a') as f:
+            f.write(json.dumps(rec) + '\\n')
+
+    def generate(self, *a, **kw):
+        note('generate_start')
+        out = origs['_generate_completions'](self, *a, **kw)
+        note('generate_end')
+        return out
+
+    def loss(self, *a, **kw):
+        note('loss_start')
+        return origs['compute_loss'](self, *a, **kw)
+
+    def step(self, *a, **kw):
+        out = origs['training_step'](self, *a, **kw)
+        note('step_end')
+        return out
+
+    cls._generate_completions, cls.compute_loss, cls.training_step = generate, loss, step
+
+
 if os.environ.get('GRPO_BENCH_PEAKS'):
     threading.Thread(target=_poll, args=(os.environ['GRPO_BENCH_PEAKS'],), daemon=True).start()
     _record_windows(os.environ['GRPO_BENCH_PEAKS'])
+    _record_phases(os.environ['GRPO_BENCH_PEAKS'])
 '''
 
 
@@ -530,6 +571,8 @@ def to_case(run: Run, result: dict, gpu: dict, versions: dict, date: str) -> dic
         outcome['torch_allocator'] = result['torch_allocator']
     if result.get('logits_windows'):  # each training micro-batch's logits_to_keep, in order (the plugin's .windows)
         outcome['logits_windows'] = result['logits_windows']
+    if result.get('phases'):  # the allocator at each phase boundary: generation, loss, step end (the plugin's .phases)
+        outcome['phases'] = result['phases']
     if result.get('seconds_per_step'):  # ms-swift's train_speed(s/it) at each logged step (a running average)
         outcome['train_speed_s_per_it'] = result['seconds_per_step']
     return {
@@ -562,6 +605,8 @@ def run_one(run: Run, workdir: Path, timeout: float) -> dict:
     peaks.unlink(missing_ok=True)
     windows_file = Path(str(peaks) + '.windows')  # the plugin appends one line per micro-batch: start empty
     windows_file.unlink(missing_ok=True)
+    phases_file = Path(str(peaks) + '.phases')  # the plugin appends one line per phase boundary
+    phases_file.unlink(missing_ok=True)
     (workdir / 'peaks_plugin.py').write_text(PEAKS_PLUGIN)
     plugins = [str(workdir / 'peaks_plugin.py')]
     argv = list(run.argv)
@@ -591,6 +636,10 @@ def run_one(run: Run, workdir: Path, timeout: float) -> dict:
         windows = [json.loads(x) for x in windows_file.read_text().splitlines() if x.strip()]
     except (OSError, ValueError):
         windows = []
+    try:  # the allocator's figures at each phase boundary of each step (.phases)
+        phases = [json.loads(x) for x in phases_file.read_text().splitlines() if x.strip()]
+    except (OSError, ValueError):
+        phases = []
     try:  # the allocator's counters and its segments when the reserve last grew (the plugin's .stats file)
         torch_stats = json.loads(Path(str(peaks) + '.stats').read_text())
     except (OSError, ValueError):
@@ -600,6 +649,7 @@ def run_one(run: Run, workdir: Path, timeout: float) -> dict:
         'torch_peaks_gib': {k: round(v / 2**30, 2) for k, v in torch_peaks.items()},
         'torch_allocator': torch_stats,
         'logits_windows': windows,
+        'phases': phases,
         'rc': rc,
         'nvml_peak_mib': peak,
         'seconds': round(time.time() - t0, 1),

@@ -38,7 +38,7 @@ TINY_ARCH = Arch.from_config(
 
 
 @pytest.fixture(scope='module')
-def swift_windows(tiny_qwen2, tmp_path_factory):
+def swift_run(tiny_qwen2, tmp_path_factory):
     """Each training micro-batch of a real 2-step ms-swift GRPO run: per-sample (prompt, completion) lengths and
     ms-swift's logits_to_keep. Micro-batch 4 with num_generations 2: two prompts in each micro-batch."""
     tmp = tmp_path_factory.mktemp('logits-span')
@@ -63,7 +63,22 @@ def swift_windows(tiny_qwen2, tmp_path_factory):
         [sys.executable, '-m', 'swift.cli.rlhf', *argv], env=env, capture_output=True, text=True, timeout=600, cwd=tmp
     )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    return [json.loads(x) for x in Path(str(peaks) + '.windows').read_text().splitlines()]
+    return {
+        part: [json.loads(x) for x in Path(f'{peaks}.{part}').read_text().splitlines()]
+        for part in ('windows', 'phases')
+    }
+
+
+@pytest.fixture(scope='module')
+def swift_windows(swift_run):
+    return swift_run['windows']
+
+
+def test_the_plugin_marks_each_phase_of_each_step(swift_run):
+    """The GPU bench reads what each phase leaves from these boundaries (allocator figures are added on a GPU): each
+    of the 2 steps generates, then takes its one micro-batch's loss (after the no-grad passes), then steps."""
+    phases = [p['phase'] for p in swift_run['phases']]
+    assert phases == ['generate_start', 'generate_end', 'loss_start', 'step_end'] * 2, phases
 
 
 def test_swift_logits_span_the_micro_batchs_prompts(swift_windows):
