@@ -191,7 +191,7 @@ def _record_windows(path):
 def _record_phases(path):
     """The allocator's figures where one phase of the GRPO step hands over to the next: before and after generation
     (_generate_completions), at each micro-batch's loss (after the step's no-grad old/ref passes), and after each
-    training step (backward and optimizer). One JSON line each, to path + '.phases'; the peaks in each line say which
+    training_step (its backward; the optimizer steps after it returns). One JSON line each, to path + '.phases'; the peaks in each line say which
     phase first reached the run's reserve."""
     try:
         import swift.rlhf_trainers.grpo_trainer as gt
@@ -222,7 +222,7 @@ def _record_phases(path):
 
     def step(self, *a, **kw):
         out = origs['training_step'](self, *a, **kw)
-        note('step_end')
+        note('backward_end')
         return out
 
     cls._generate_completions, cls.compute_loss, cls.training_step = generate, loss, step

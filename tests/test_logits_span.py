@@ -76,9 +76,9 @@ def swift_windows(swift_run):
 
 def test_the_plugin_marks_each_phase_of_each_step(swift_run):
     """The GPU bench reads what each phase leaves from these boundaries (allocator figures are added on a GPU): each
-    of the 2 steps generates, then takes its one micro-batch's loss (after the no-grad passes), then steps."""
+    of the 2 steps generates, then takes its one micro-batch's loss (after the no-grad passes), then its backward."""
     phases = [p['phase'] for p in swift_run['phases']]
-    assert phases == ['generate_start', 'generate_end', 'loss_start', 'step_end'] * 2, phases
+    assert phases == ['generate_start', 'generate_end', 'loss_start', 'backward_end'] * 2, phases
 
 
 def test_swift_logits_span_the_micro_batchs_prompts(swift_windows):
