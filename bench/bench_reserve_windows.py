@@ -49,7 +49,26 @@ def simulate(case: dict, cfg, windows: list[int], prompt: int) -> dict:
         'allocated': st.peak_allocated / GiB + ref,
         'reserved': st.peak_reserved / GiB + ref,
         'segments': [s / GiB for s in st.segment_sizes],
+        'need': need(counter.events, conf, st) / GiB + ref,
     }
+
+
+def need(events, conf, unlimited) -> float:
+    """The fewest bytes the allocator may obtain (to 64 MiB) for the step to run without an out-of-memory error: under
+    that cap it frees its cached segments and retries (``release_cached_blocks``) where on a larger card it would
+    have kept them. Between the allocated peak and the reserved peak of the uncapped replay (``unlimited``)."""
+    from grpo_recipes.memory.allocator import OutOfMemory, replay
+
+    step = 64 * 2**20
+    lo, hi = unlimited.peak_allocated // step, -(-unlimited.peak_reserved // step)
+    while lo < hi:  # the smallest cap, in 64 MiB units, that runs through
+        mid = (lo + hi) // 2
+        try:
+            replay(events, conf, capacity=mid * step)
+            hi = mid
+        except OutOfMemory:
+            lo = mid + 1
+    return hi * step
 
 
 def logits_sized(segments: list[float], block: float) -> list[float]:
@@ -79,16 +98,17 @@ def main(argv=None) -> int:
     orders = [[int(w) for w in o.split(',')] for o in args.windows]
     block = per_position * max(max(o) for o in orders) / GiB
     print(f'# {case["id"]} on {case.get("gpu")}, prompt {prompt}; logits-sized segments >= {block / 2:.2f} GiB')
-    print(f'{"source":<24} {"allocated":>9} {"reserved":>9}  logits-sized segments (GiB)')
+    print(f'{"source":<24} {"allocated":>9} {"reserved":>9} {"needed":>7}  logits-sized segments (GiB)')
     print(
         f'{"measured":<24} {out.get("torch_max_allocated_gib", float("nan")):>9.2f} '
-        f'{out["torch_max_reserved_gib"]:>9.2f}  {logits_sized(measured, block)}'
+        f'{out["torch_max_reserved_gib"]:>9.2f} {"-":>7}  {logits_sized(measured, block)}'
     )
     for order in orders:
         sim = simulate(case, cfg, order, prompt)
         name = 'simulated ' + ','.join(map(str, order))
         print(
-            f'{name:<24} {sim["allocated"]:>9.2f} {sim["reserved"]:>9.2f}  {logits_sized(sim["segments"], block)}',
+            f'{name:<24} {sim["allocated"]:>9.2f} {sim["reserved"]:>9.2f} {sim["need"]:>7.2f}  '
+            f'{logits_sized(sim["segments"], block)}',
             flush=True,
         )
     return 0

@@ -571,13 +571,12 @@ def to_case(run: Run, result: dict, gpu: dict, versions: dict, date: str) -> dic
         outcome['torch_allocator'] = result['torch_allocator']
     if result.get('logits_windows'):  # each training micro-batch's logits_to_keep, in order (the plugin's .windows)
         outcome['logits_windows'] = result['logits_windows']
-    if result.get('phases'):  # the allocator at each phase boundary: generation, loss, step end (the plugin's .phases)
+    if result.get('phases'):  # the allocator at each phase boundary: generation, loss, backward (the plugin's .phases)
         outcome['phases'] = result['phases']
     if result.get('seconds_per_step'):  # ms-swift's train_speed(s/it) at each logged step (a running average)
         outcome['train_speed_s_per_it'] = result['seconds_per_step']
     return {
-        'id': f'bench-swift-gpu-{run.name.replace("/", "-").replace("+", "-")}'
-        + (f'-emul{emulated}g' if emulated else ''),
+        'id': case_id(run.name, run.argv, emulated),
         'kind': 'grpo_train',
         'framework': 'ms-swift',
         'framework_version': versions.get('ms-swift'),
@@ -596,6 +595,17 @@ def to_case(run: Run, result: dict, gpu: dict, versions: dict, date: str) -> dic
         'source': 'bench/bench_swift_gpu.py',
         'data': f'GSM8K sample ({SAMPLE.name}) prepared by grpo-data',
     }
+
+
+def case_id(name: str, argv: list[str], emulated=None) -> str:
+    """A launch's case id: its name, the emulated card, and its steps where not the default 2 (a longer run's peak
+    is another measurement: a later, longer logits window adds segments)."""
+    steps = argv[argv.index('--max_steps') + 1] if '--max_steps' in argv else '2'
+    return (
+        f'bench-swift-gpu-{name.replace("/", "-").replace("+", "-")}'
+        + (f'-emul{emulated}g' if emulated else '')
+        + (f'-steps{steps}' if steps != '2' else '')
+    )
 
 
 def run_one(run: Run, workdir: Path, timeout: float) -> dict:

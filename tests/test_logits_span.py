@@ -150,3 +150,26 @@ def test_calibrate_plans_the_windows_a_run_recorded():
     spanned = predict({**case, 'prompt_tokens': {'min': 73, 'max': 127}})['quantities']
     assert recorded == spanned
     assert recorded['allocated_gib'] < worst  # the data's worst span is 187 - 73 = 114 tokens, the run's 54
+
+
+def test_a_run_whose_window_grew_later_is_scored_as_a_bound():
+    """The H200 run of 2026-11-27 (Qwen2.5-1.5B full 32 x 512, 3 steps at windows 566, 550, 568) reserved 105.6 GiB
+    with 54.7 allocated: the third step's longer window made new logits segments that torch kept because the card
+    had room. Its peak bounds the prediction from above; the same run cut after the second window is a point."""
+    from grpo_recipes.memory.calibrate import predict
+    from grpo_recipes.memory.cases import load_cases
+    from grpo_recipes.memory.scoring import score
+
+    case = next(
+        c
+        for c in load_cases(ROOT / 'bench' / 'results' / 'gpu-h200-2026-11-27-phases.jsonl')
+        if c['id'] == 'bench-swift-gpu-grid-qwen2.5-1.5b-full-bs32-c512-steps3'
+    )
+    assert [w['logits_to_keep'] for w in case['outcome']['logits_windows']] == [566, 550, 568]
+    assert '568 positions' in predict(case)['peak_floor']
+    first_two = {**case, 'outcome': {**case['outcome'], 'logits_windows': case['outcome']['logits_windows'][:2]}}
+    assert 'peak_floor' not in predict(first_two)
+    result = score([case])
+    (row,) = result['per_case']
+    assert row['peak']['bound_held'] and row['device_floor_held']
+    assert result['peak_bounds'] == 1 and result['peak_cases'] == 0 and result['device_cases'] == 0

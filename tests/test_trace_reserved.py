@@ -90,3 +90,47 @@ def test_gather_backward_is_recorded_in_place():
     # a 4th
     assert sum(1 for e in c.events if e[1] == full) == 3
     assert replay(c.events).peak_requested <= c.peak  # in place can only lower the bytes live at once
+
+
+# TINY's layers with Qwen2.5's vocabulary, so each fp32 logits block is a large-pool segment of its own (> 10 MiB)
+WIDE_VOCAB = {**TINY, 'vocab_size': 151936}
+
+
+def _full_training(bs: int):
+    cfg, _ = GRPOConfig.from_argv(
+        ['--rlhf_type', 'grpo', '--tuner_type', 'full', '--per_device_train_batch_size', str(bs)]
+        + ['--max_completion_length', '64', '--torch_dtype', 'bfloat16', '--beta', '0.04']
+    )
+    return cfg
+
+
+def _replayed(shapes):
+    from grpo_recipes.allocconf import conf_of
+    from grpo_recipes.memory.allocator import replay
+    from grpo_recipes.memory.trace import trace_step
+
+    counter, _, _ = trace_step(_full_training(4), WIDE_VOCAB, 32, shapes=shapes)
+    st = replay(counter.events, conf_of(''))
+    return counter.peak, st.peak_reserved
+
+
+def test_the_steps_settle_when_the_window_repeats():
+    """Qwen3-1.7B full 16 x 512 on an H200 (bench_swift_gpu.py, 2026-11-27, windows 549, 545, 534, 537): allocated
+    33.84 and reserved 36.54 GiB at steps 2, 3 and 4 alike. A third step at the same window allocates and reserves
+    what the second did: nothing of one step (its gradients included) outlives the optimizer's zero_grad."""
+    pytest.importorskip('torch')
+    two, three = _replayed([(32, 64)] * 2), _replayed([(32, 64)] * 3)
+    assert three == two
+
+
+def test_a_window_longer_than_any_before_reserves_new_logits_segments():
+    """Qwen2.5-1.5B full 32 x 512 on an H200 (bench_swift_gpu.py, 2026-11-27): windows 566, 550, then 568 took torch's
+    reserve from 64.37 to 105.56 GiB (four new logits-sized segments) while allocated rose 53.32 to 54.69. Freed
+    segments serve a block no larger than themselves, so the same windows in falling order reserve far less."""
+    pytest.importorskip('torch')
+    rising_alloc, rising = _replayed([(32, 64), (32, 62), (32, 66)])
+    falling_alloc, falling = _replayed([(32, 66), (32, 64), (32, 62)])
+    block = 4 * 67 * 151936 * 4  # micro-batch x (window + 1) x vocabulary x fp32: the largest logits block
+    # nearly the same bytes in use (the rising order's peak step has the longest window and the optimizer states)...
+    assert abs(rising_alloc - falling_alloc) < 0.25 * block
+    assert rising - falling >= block  # ...but at least one more whole logits block of segments held

@@ -295,6 +295,8 @@ def print_calibration(result: dict, console: Console | None = None) -> None:
             pk_s = f'{pk["range"][0]:.0f}-{pk["range"][1]:.0f}/{pk["observed"]:.0f} {pk["range_error"]:.0%}'
         elif pk and 'bound' in pk:
             pk_s = f'<={pk["predicted"]:.1f}/{pk["observed"]:.1f} ' + ('held' if pk['bound_held'] else 'BROKEN')
+        elif pk and 'floor' in pk:
+            pk_s = f'{pk["predicted"]:.1f}/>={pk["observed"]:.1f} ' + ('held' if pk['bound_held'] else 'BROKEN')
         w = row.get('vllm_weights')
         w_s = f'{w["predicted"]:.1f}/{w["observed"]:.1f} {w["rel_error"]:.0%}' if w else '-'
         kv = row.get('vllm_kv')
@@ -325,12 +327,18 @@ def print_calibration(result: dict, console: Console | None = None) -> None:
     out.print(
         f'  {result["peak_cases_ranged"]} case(s) state no torch/transformers version, so the AdamW step is '
         f"either; they are scored against that range (as points at today's defaults, current stacks: "
-        f'{pct(result["peak_median_rel_error_current_point"])}); upper bounds (packed rows, no sample lengths) '
-        f'held: {result["peak_bounds_held"]} of {result["peak_bounds"]}'
+        f'{pct(result["peak_median_rel_error_current_point"])}); bounds held: {result["peak_bounds_held"]} of '
+        f'{result["peak_bounds"]} (packed rows with no sample lengths: the prediction bounds the peak; a logits '
+        'window longer than every one before it: the measured peak bounds the prediction)'
     )
     if result.get('device_cases'):
         devs = ', '.join(
-            f'{r["id"]} {r["device"]["predicted"]:.1f}/{r["device"]["observed"]:.1f} {r["device"]["signed_error"]:+.1%}'
+            f'{r["id"]} {r["device"]["predicted"]:.1f}/{r["device"]["observed"]:.1f} '
+            + (
+                f'{r["device"]["signed_error"]:+.1%}'
+                if 'device_floor_held' not in r
+                else ('bound held' if r['device_floor_held'] else 'bound BROKEN')
+            )
             for r in result['per_case']
             if 'device' in r
         )

@@ -84,6 +84,9 @@ def score(cases: list[dict]) -> dict:
             if 'peak_bound' in pred:  # an upper bound is checked as one, not scored as a point
                 bounds.append(peak <= predicted)
                 row['peak'].update(bound=pred['peak_bound'], bound_held=peak <= predicted)
+            elif 'peak_floor' in pred:  # the measurement bounds the prediction from above: checked as such
+                bounds.append(predicted <= peak)
+                row['peak'].update(floor=pred['peak_floor'], bound_held=predicted <= peak)
             else:
                 lo, hi = pred.get('peak_torch_range_gib' if torch_only else 'peak_range_gib', (predicted, predicted))
                 err = 0.0 if lo <= peak <= hi else min(abs(lo - peak), abs(hi - peak)) / peak
@@ -96,7 +99,10 @@ def score(cases: list[dict]) -> dict:
         smi = out.get('nvidia_smi_used_mib')
         if _is_num(smi) and 'peak_gib' in pred:  # nvidia-smi's used memory: the device figure
             err = _rel(pred['peak_gib'], smi / 1024)
-            device_errs.append(err)
+            if 'peak_floor' in pred:  # as the peak: a bound, not a point
+                row['device_floor_held'] = pred['peak_gib'] <= smi / 1024
+            else:
+                device_errs.append(err)
             row['device'] = {
                 'predicted': pred['peak_gib'],
                 'observed': round(smi / 1024, 2),

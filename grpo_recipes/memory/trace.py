@@ -338,7 +338,7 @@ def trace_step(
                 counter.close_window()
                 counter.stage = f'step {step + 1} optimizer'
                 opt.step()
-                opt.zero_grad(set_to_none=(step + 1 < steps))
+                opt.zero_grad(set_to_none=(step + 1 < len(per_step)))  # the last step keeps its gradients (keys)
     keys = {
         'parameters': counter.keys_of(list(model.parameters()) + list(model.buffers())),
         'gradients': counter.keys_of([p.grad for p in params]),
