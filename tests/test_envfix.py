@@ -181,3 +181,15 @@ def test_a_tight_plan_names_the_setting_first_where_compatible():
     assert f.fix.startswith('keep 12% headroom: export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True'), f.fix
     on = _report(HF, environ={'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'}, gpu_mem=round(peak / 0.97, 1))
     assert all('PYTORCH_CUDA_ALLOC_CONF' not in (f.fix or '') for f in on.findings if f.rule == 'memory.tight')
+
+
+def test_the_cache_line_is_stated_for_the_default_allocator_only():
+    """The default allocator keeps a segment per cudaMalloc, so a later, longer logits window adds cached segments
+    where the card has room (the H200 runs of 2026-11-27, bench/bench_reserve_windows.py); the verdict says the plan
+    is the longest window's. Expandable segments grow one segment instead: no such line."""
+    cache = "torch's cache: planned at the longest logits window"
+    default = _report(HF)
+    assert any(a.startswith(cache) for a in default.assumptions)
+    expandable = _report(HF, environ={'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True'})
+    assert not any(a.startswith(cache) for a in expandable.assumptions)
+    assert any('expandable segments' in a for a in expandable.assumptions)

@@ -94,7 +94,16 @@ def assumptions(report) -> list[str]:
             if ph.vllm_pool
             else f"; vLLM's memory made with {ph.vllm.label}"
         )
-    return [line, *ph.notes]
+    cache = []
+    if not ph.trainer.expandable_segments:
+        # bench/bench_reserve_windows.py against the H200 runs of 2026-11-27 (bench/results/gpu-h200-2026-11-27-
+        # phases.jsonl): windows 566, 550, 568 reserved 105.6 GiB with 54.7 allocated; the replay runs under 64.2
+        cache = [
+            "torch's cache: planned at the longest logits window; on a card with room, a later window longer than "
+            'any before keeps new segments (nvidia-smi shows more than planned), which torch frees and retries '
+            'before an out-of-memory error'
+        ]
+    return [line, *ph.notes, *cache]
 
 
 def style(launch) -> str:
