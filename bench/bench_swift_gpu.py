@@ -191,8 +191,8 @@ def _record_windows(path):
 def _record_phases(path):
     """The allocator's figures where one phase of the GRPO step hands over to the next: before and after generation
     (_generate_completions), at each micro-batch's loss (after the step's no-grad old/ref passes), and after each
-    training_step (its backward; the optimizer steps after it returns). One JSON line each, to path + '.phases'; the peaks in each line say which
-    phase first reached the run's reserve."""
+    training_step (its backward; the optimizer steps after it returns). One JSON line each, to path + '.phases';
+    the peaks in each line say which phase first reached the run's reserve."""
     try:
         import swift.rlhf_trainers.grpo_trainer as gt
         cls = gt.GRPOTrainer
