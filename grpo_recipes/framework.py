@@ -144,6 +144,12 @@ class Framework:
     handover: str | None = None
     """Hook: (packages) -> :class:`Handover` at the release that judges the launch; None: the memory model plans
     each phase from an empty cache."""
+    package: str | None = None
+    """The PyPI package whose release judges its launches (``ms-swift``, ``trl``): what ``--swift-version`` /
+    ``--trl-version`` and a project's pin (``project_pins``) name."""
+    pin_release: str | None = None
+    """Hook: (version, packages) -> the packages with ``package`` at that release; ``GuardError`` (one line) where
+    the guard cannot judge that release."""
     server_flag_dashes: bool = False
     """Its rollout server's flags are spelled with dashes (``trl vllm-serve --gpu-memory-utilization``)."""
 

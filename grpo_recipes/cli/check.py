@@ -16,7 +16,6 @@ from ..hardware import detect
 from ..launch import Launch
 from ..project_pins import PINNED
 from ..realparse import validate
-from ..versions import version_tuple
 from .common import environ_with, fail, launch_args, model_config_arg, print_json
 from .render import print_report
 
@@ -206,16 +205,12 @@ def _flag(name: str) -> str:
 
 
 def _with_release(name: str, version: str, packages: dict) -> dict:
-    """``packages`` with ``name`` at ``version``, as its option (``project_pins.PINNED``) gives it: a TRL release must
-    be a version; an ms-swift one must be a release the guard judges (frontends/swift/versions.py
-    ``checked_packages``, one line otherwise)."""
-    if name == 'ms-swift':
-        from ..frontends.swift.versions import checked_packages
+    """``packages`` with ``name`` at ``version``, as its option (``project_pins.PINNED``) gives it: the front end
+    whose ``Framework.package`` it is judges whether it can read that release (``Framework.pin_release``)."""
+    from ..frontends import FRAMEWORKS
 
-        return checked_packages(version, packages)
-    if version_tuple(version) is None:
-        raise GuardError(f'{_flag(name)} {version!r}: not a version (e.g. 0.15.2)')
-    return {**packages, name: version}
+    fw = next(f for f in FRAMEWORKS.values() if f.package == name)
+    return fw.call('pin_release', version, packages)
 
 
 def _project_pinned(launch, opts) -> dict | None:

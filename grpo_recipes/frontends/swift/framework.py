@@ -156,5 +156,7 @@ SWIFT = Framework(
     server_command=f'{HERE}:server_command',
     unknown_arguments=f'{CHECKS}:unknown_arguments',
     handover='grpo_recipes.frontends.swift.handover:handover',
+    package='ms-swift',
+    pin_release='grpo_recipes.frontends.swift.versions:checked_packages',
     validator='grpo_recipes.realparse:swift_parse',
 )

@@ -130,6 +130,8 @@ TRL = Framework(
     server_command=f'{HERE}:server_command',
     unknown_arguments=f'{HERE}:unknown_arguments',
     handover='grpo_recipes.frontends.trl.handover:handover',
+    package='trl',
+    pin_release='grpo_recipes.frontends.trl.versions:checked_packages',
     validator='grpo_recipes.realparse:trl_parse',
     server_flag_dashes=True,
 )

@@ -54,6 +54,16 @@ def _vt(v):
     return version_tuple(v)
 
 
+def checked_packages(version: str, packages: dict) -> dict:
+    """The packages a check sees with ``--trl-version V`` (or a project's pin): the installed ones, with trl at V (a
+    version, else one line)."""
+    from ...errors import GuardError
+
+    if _vt(version) is None:
+        raise GuardError(f'--trl-version {version!r}: not a version (e.g. 0.15.2)')
+    return {**packages, 'trl': version}
+
+
 def _older(version: str | None) -> tuple[int, ...] | None:
     """The release as a tuple when it is older than the snapshot's TRL, else None (nothing to change)."""
     from .arguments import snapshot
