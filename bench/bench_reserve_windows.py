@@ -15,11 +15,16 @@ windows given, replays it through the simulator (``memory.allocator``) and print
     python bench/bench_reserve_windows.py bench/results/gpu-h200-2026-11-27-grid.jsonl \\
         --id bench-swift-gpu-grid-qwen2.5-1.5b-full-bs32-c512 --windows 566,549 549,566
 
-A window is the logits' positions per sequence (``logits_to_keep``; the model makes one more and drops it). Where
-a case does not record its windows, they can be read off its logits-sized segments: a segment is the fp32 block
-rounded up to 2 MiB, micro-batch x positions x vocabulary x 4 bytes. The trace does not run generation (HF
-``generate`` when ``use_vllm`` is false) or ms-swift's no-grad pass for the old log-probabilities, so segments
-those phases leave are not simulated.
+A window is the logits' positions per sequence (``logits_to_keep``; the model makes one more and drops it). Without
+``--windows`` the case's recorded windows are used (``outcome.logits_windows``), each with its micro-batch's
+shortest prompt. Where a case does not record them, they can be read off its logits-sized segments: a segment is the
+fp32 block rounded up to 2 MiB, micro-batch x positions x vocabulary x 4 bytes.
+
+The trace runs ms-swift's no-grad passes before each step (the old policy's log-probabilities, every micro-batch in
+ms-swift 4.6, ``plan.old_logprobs_needed``; the reference's when beta > 0), not generation (HF ``generate`` when
+``use_vllm`` is false). Where the case records the allocator at each phase boundary (``outcome.phases``), the
+bench prints, per step, torch's reserve after the no-grad passes and after the backward, simulated beside measured;
+the measured figures include what generation left (its first step's growth is printed).
 """
 
 import argparse
@@ -31,26 +36,69 @@ sys.path.insert(0, str(ROOT))
 GiB = 2**30
 
 
-def simulate(case: dict, cfg, windows: list[int], prompt: int) -> dict:
-    """The case's step (``cfg``: its GRPOConfig) traced at ``windows`` (one per step) and replayed under the case's
-    allocator setting."""
+def simulate(case: dict, cfg, shapes: list[tuple[int, int]]) -> dict:
+    """The case's step (``cfg``: its GRPOConfig, an ms-swift run) traced at ``shapes`` (one (shortest prompt,
+    window) per step) and replayed under the case's allocator setting."""
     from grpo_recipes.allocconf import conf_of
-    from grpo_recipes.memory.allocator import replay
+    from grpo_recipes.hardware import Hardware
+    from grpo_recipes.memory.allocator import CachingAllocator, replay
     from grpo_recipes.memory.trace import categorise, trace_step
+    from grpo_recipes.plan import build_plan, old_logprobs_needed
 
+    old = old_logprobs_needed(cfg, build_plan(cfg, {}, Hardware(gpus=1)), 'swift')
     counter, keys, _ = trace_step(
-        cfg, case['model_config'], prompt, shapes=[(prompt, w) for w in windows], adamw='fused', unpadded=True
+        cfg, case['model_config'], shapes[0][0], shapes=shapes, adamw='fused', unpadded=True, old_pass=old
     )
     conf = conf_of((case.get('environ') or {}).get('PYTORCH_CUDA_ALLOC_CONF') or '')
     st = replay(counter.events, conf)
     # the frozen reference model of full training with beta > 0: its own weights, loaded before training
     ref = categorise(counter, keys)['parameters'] if not cfg.is_lora and cfg.beta else 0.0
+    # reserved where each stage hands over to the next, keyed by the stage that ends there
+    alloc, ends, prev = CachingAllocator(conf), {}, None
+    for (rid, n), stage in zip(counter.events, counter.event_stages):
+        if prev is not None and stage != prev:
+            ends[prev] = alloc.reserved / GiB + ref
+        prev = stage
+        alloc.free(rid) if n is None else alloc.malloc(rid, n)
+    ends[prev] = alloc.reserved / GiB + ref
     return {
         'allocated': st.peak_allocated / GiB + ref,
         'reserved': st.peak_reserved / GiB + ref,
         'segments': [s / GiB for s in st.segment_sizes],
         'need': need(counter.events, conf, st) / GiB + ref,
+        'stage_ends': ends,
+        'old_pass': old,
     }
+
+
+def step_phases(phases: list[dict]) -> list[dict]:
+    """The measured reserve per step (GiB): after the no-grad passes (``loss_start``) and after the backward
+    (``backward_end``), and generation's growth (``generate_end`` less ``generate_start``)."""
+    steps: list[dict] = []
+    for p in phases:
+        if p['phase'] == 'generate_start':
+            steps.append({'start': p['reserved'] / GiB})
+        elif steps and p['phase'] in ('generate_end', 'loss_start', 'backward_end', 'step_end'):
+            # step_end: the first recordings' name for backward_end
+            steps[-1].setdefault(p['phase'].replace('step_end', 'backward_end'), p['reserved'] / GiB)
+    return steps
+
+
+def print_phases(sim: dict, measured: list[dict]) -> None:
+    ends = sim['stage_ends']
+    print(f'  {"step":<6} {"after no-grad passes":>22} {"after backward":>16}   (simulated / measured GiB reserved)')
+    for i in range(len([k for k in ends if k.endswith('backward')])):
+        m = measured[i] if i < len(measured) else {}
+        no_grad = ends.get(f'step {i + 1} reference pass', ends.get(f'step {i + 1} old log-probs pass'))
+        backward = ends.get(f'step {i + 1} backward')
+        row = f'  {i + 1:<6} {_pair(no_grad, m.get("loss_start")):>22} {_pair(backward, m.get("backward_end")):>16}'
+        if i == 0 and 'generate_end' in m:
+            row += f'   generation grew the reserve {m["generate_end"] - m["start"]:.2f} (not simulated)'
+        print(row)
+
+
+def _pair(sim, meas) -> str:
+    return f'{"-" if sim is None else f"{sim:.2f}"} / {"-" if meas is None else f"{meas:.2f}"}'
 
 
 def need(events, conf, unlimited) -> float:
@@ -79,7 +127,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('cases', help='a JSON-lines case file with torch_allocator segments (bench_swift_gpu.py)')
     ap.add_argument('--id', required=True, help='the case to simulate')
-    ap.add_argument('--windows', nargs='+', required=True, help='one order of windows per argument: 566,549')
+    ap.add_argument(
+        '--windows', nargs='+', help="one order of windows per argument: 566,549 (default: the case's recorded ones)"
+    )
     ap.add_argument(
         '--prompt', type=int, help="the micro-batch's shortest prompt (default: the case's prompt_tokens min, else 128)"
     )
@@ -93,24 +143,38 @@ def main(argv=None) -> int:
     out = case['outcome']
     prompt = args.prompt or (case.get('prompt_tokens') or {}).get('min') or 128
     cfg, _ = _config(case)
+    recorded = [(w['prompt_min'], w['logits_to_keep']) for w in out.get('logits_windows') or []]
+    if args.windows:
+        orders = [[(prompt, int(w)) for w in o.split(',')] for o in args.windows]
+    elif recorded:
+        orders = [recorded]
+    else:
+        raise SystemExit(f'bench_reserve_windows: {args.id} records no windows; give --windows')
     per_position = cfg.per_device_train_batch_size * case['model_config']['vocab_size'] * 4
     measured = [s / GiB for s, _ in out.get('torch_allocator', {}).get('at_reserved_peak', {}).get('segments', [])]
-    orders = [[int(w) for w in o.split(',')] for o in args.windows]
-    block = per_position * max(max(o) for o in orders) / GiB
-    print(f'# {case["id"]} on {case.get("gpu")}, prompt {prompt}; logits-sized segments >= {block / 2:.2f} GiB')
+    block = per_position * max(w for o in orders for _, w in o) / GiB
+    # torch's reserved peak; the first GPU cases record ms-swift's memory(GiB), the same figure
+    reserved = out.get('torch_max_reserved_gib', out.get('peak_gib_per_gpu', float('nan')))
+    print(f'# {case["id"]} on {case.get("gpu")}; logits-sized segments >= {block / 2:.2f} GiB')
     print(f'{"source":<24} {"allocated":>9} {"reserved":>9} {"needed":>7}  logits-sized segments (GiB)')
     print(
         f'{"measured":<24} {out.get("torch_max_allocated_gib", float("nan")):>9.2f} '
-        f'{out["torch_max_reserved_gib"]:>9.2f} {"-":>7}  {logits_sized(measured, block)}'
+        f'{reserved:>9.2f} {"-":>7}  {logits_sized(measured, block)}'
     )
     for order in orders:
-        sim = simulate(case, cfg, order, prompt)
-        name = 'simulated ' + ','.join(map(str, order))
+        sim = simulate(case, cfg, order)
+        name = 'simulated ' + ','.join(str(w) for _, w in order)
         print(
             f'{name:<24} {sim["allocated"]:>9.2f} {sim["reserved"]:>9.2f} {sim["need"]:>7.2f}  '
             f'{logits_sized(sim["segments"], block)}',
             flush=True,
         )
+        if out.get('phases') and (not args.windows or order == recorded):
+            print(
+                f'  no-grad passes before each step: {"old log-probs, " if sim["old_pass"] else ""}'
+                f'{"reference" if cfg.beta else "none else"}'
+            )
+            print_phases(sim, step_phases(out['phases']))
     return 0
 
 

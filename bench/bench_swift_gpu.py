@@ -191,18 +191,19 @@ def _record_windows(path):
 def _record_phases(path):
     """The allocator's figures where one phase of the GRPO step hands over to the next: before and after generation
     (_generate_completions), at each micro-batch's loss (after the step's no-grad old/ref passes), and after each
-    training_step (its backward; the optimizer steps after it returns). One JSON line each, to path + '.phases';
-    the peaks in each line say which phase first reached the run's reserve."""
+    training_step (its backward; the optimizer steps after it returns), and each log-probabilities forward
+    (_get_per_token_logps_and_entropies, 'logps', with 'grad': whether autograd records it). One JSON line each, to
+    path + '.phases'; the peaks in each line say which phase first reached the run's reserve."""
     try:
         import swift.rlhf_trainers.grpo_trainer as gt
         cls = gt.GRPOTrainer
-        names = ('_generate_completions', 'compute_loss', 'training_step')
+        names = ('_generate_completions', 'compute_loss', 'training_step', '_get_per_token_logps_and_entropies')
         origs = {n: getattr(cls, n) for n in names}
     except (ImportError, AttributeError):
         return
 
-    def note(phase):
-        rec = {'phase': phase}
+    def note(phase, **extra):
+        rec = {'phase': phase, **extra}
         if torch.cuda.is_initialized():  # on CPU the boundary alone is written
             rec.update(allocated=torch.cuda.memory_allocated(0), reserved=torch.cuda.memory_reserved(0),
                        max_allocated=torch.cuda.max_memory_allocated(0),
@@ -225,7 +226,13 @@ def _record_phases(path):
         note('backward_end')
         return out
 
+    def logps(self, *a, **kw):
+        out = origs['_get_per_token_logps_and_entropies'](self, *a, **kw)
+        note('logps', grad=torch.is_grad_enabled())
+        return out
+
     cls._generate_completions, cls.compute_loss, cls.training_step = generate, loss, step
+    cls._get_per_token_logps_and_entropies = logps
 
 
 if os.environ.get('GRPO_BENCH_PEAKS'):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from .config import GRPOConfig
+from .framework import Framework, as_framework
 from .hardware import Hardware
 from .launch import visible_devices
 
@@ -197,3 +198,17 @@ def prompt_bound(
         )
     n, why = min(bounds, key=lambda b: b[0])
     return PromptBound(min(n, context_len) if clamp and context_len is not None else n, why, bounded)
+
+
+def old_logprobs_needed(cfg: GRPOConfig, plan: Plan, framework: Framework | str) -> bool:
+    """Whether the old policy's log-probs are a forward pass of their own. ms-swift 4.6 computes them for every batch
+    it prepares (swift/rlhf_trainers/grpo_trainer.py ``_prepare_batch_inputs``: ``old_per_token_logps`` under
+    ``torch.no_grad()``, no condition). TRL only when gradient_accumulation_steps is not a multiple of
+    steps_per_generation x num_iterations, or with vLLM's importance-sampling correction (on by default;
+    trl/trainer/grpo_trainer.py, TRL 0.29)."""
+    if as_framework(framework).old_logps_always:
+        return True
+    spg = plan.steps_per_generation or cfg.gradient_accumulation_steps or 1
+    if (cfg.gradient_accumulation_steps or 1) % (spg * max(1, cfg.num_iterations)) != 0:
+        return True
+    return bool(cfg.use_vllm)

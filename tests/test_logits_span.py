@@ -64,8 +64,11 @@ def swift_run(tiny_qwen2, tmp_path_factory):
     )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     return {
-        part: [json.loads(x) for x in Path(f'{peaks}.{part}').read_text().splitlines()]
-        for part in ('windows', 'phases')
+        'argv': argv,
+        **{
+            part: [json.loads(x) for x in Path(f'{peaks}.{part}').read_text().splitlines()]
+            for part in ('windows', 'phases')
+        },
     }
 
 
@@ -77,8 +80,31 @@ def swift_windows(swift_run):
 def test_the_plugin_marks_each_phase_of_each_step(swift_run):
     """The GPU bench reads what each phase leaves from these boundaries (allocator figures are added on a GPU): each
     of the 2 steps generates, then takes its one micro-batch's loss (after the no-grad passes), then its backward."""
-    phases = [p['phase'] for p in swift_run['phases']]
+    phases = [p['phase'] for p in swift_run['phases'] if p['phase'] != 'logps']
     assert phases == ['generate_start', 'generate_end', 'loss_start', 'backward_end'] * 2, phases
+
+
+def test_the_no_grad_passes_before_each_loss_are_those_the_trace_runs(swift_run):
+    """The guard's trace runs, before each micro-batch's loss, the no-grad forwards ms-swift runs: the old policy's
+    log-probabilities where ``plan.old_logprobs_needed`` says the framework computes them, and the reference's when
+    beta != 0. The run (beta 0, read here through the guard's own front end from its argv) must make exactly that
+    many no-grad log-probability forwards between generation and each loss, and one with autograd inside it."""
+    from grpo_recipes.check import check_launch
+    from grpo_recipes.frontends import read_launch
+    from grpo_recipes.hardware import Hardware
+    from grpo_recipes.plan import old_logprobs_needed
+
+    report = check_launch(read_launch(['swift', 'rlhf', *swift_run['argv']], environ={}), Hardware(gpus=1))
+    expected = int(old_logprobs_needed(report.cfg, report.plan, 'swift')) + int(report.cfg.beta != 0)
+    assert expected == 1  # beta 0: the old policy's pass alone
+    steps, current = [], None
+    for p in swift_run['phases']:
+        if p['phase'] == 'generate_end':
+            current = {'no_grad': 0, 'grad': 0}
+            steps.append(current)
+        elif p['phase'] == 'logps' and current is not None:
+            current['grad' if p['grad'] else 'no_grad'] += 1
+    assert steps == [{'no_grad': expected, 'grad': 1}] * 2, steps
 
 
 def test_swift_logits_span_the_micro_batchs_prompts(swift_windows):

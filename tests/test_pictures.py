@@ -187,3 +187,7 @@ def test_trace_cli_writes_the_snapshot(tmp_path, capsys, write_yaml):
     data = pickle.loads(out.read_bytes())
     peak_r, _, _, _ = _replayed(data)
     assert peak_r > 0 and data['segments']
+    # an ms-swift launch: the old policy's no-grad log-probabilities pass before each step (ms-swift 4.6
+    # _prepare_batch_inputs; tests/test_logits_span.py holds the count to a real run), named in the snapshot's frames
+    stages = {f['name'] for t in data['device_traces'][0] for f in t.get('frames', ())}
+    assert {'step 1 old log-probs pass', 'step 2 old log-probs pass'} <= stages, stages

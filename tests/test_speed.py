@@ -355,7 +355,7 @@ def test_a_server_layout_is_written_with_its_rollout_command_and_keeps_the_promp
 
 
 def test_old_policy_log_probs_follow_each_framework():
-    from grpo_recipes.speed.model import old_logprobs_needed
+    from grpo_recipes.plan import old_logprobs_needed
 
     plan = build_plan(_cfg(), {}, H100)
     assert old_logprobs_needed(_cfg(), plan, 'swift')  # ms-swift 4.6: every prepared batch

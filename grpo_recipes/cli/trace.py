@@ -47,7 +47,19 @@ def run(opts, extra: list[str]) -> int:
 
             cfg = report.cfg
             alloc = phases(launch.alloc, launch.fw, cfg.use_vllm, cfg.vllm_mode, cfg.effective_sleep_level).trainer
-            result = trace_launch(cfg, report.plan, mc, prompt_len, str(cfg.model), adamw, adamw_why, alloc_conf=alloc)
+            from ..plan import old_logprobs_needed
+
+            result = trace_launch(
+                cfg,
+                report.plan,
+                mc,
+                prompt_len,
+                str(cfg.model),
+                adamw,
+                adamw_why,
+                alloc_conf=alloc,
+                old_pass=old_logprobs_needed(cfg, report.plan, launch.fw),
+            )
         except ValueError as e:  # transformers or PEFT cannot build this model or tuner
             raise GuardError(f'trace: cannot build the model as the launch asks ({e})') from None
         except (OverflowError, TypeError) as e:  # a length or batch no tensor can have (torch: "Overflow when ...")

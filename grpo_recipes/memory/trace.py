@@ -7,8 +7,9 @@ micro-batch: forward over prompt + completion tokens with logits kept for the co
 (``logits_to_keep``), the mixed-precision wrapper's fp32 upcast of the logits (accelerate
 ``convert_outputs_to_fp32``), TRL's ``selective_log_softmax`` per row, the GRPO policy loss, backward, and the
 optimizer transformers 5 picks by default (``adamw_torch_fused``), twice: the AdamW state exists only from the
-first step on, so the second step is the steady-state peak. A reference pass runs first when ``beta > 0``
-(the adapter disabled under LoRA, a frozen copy for full training).
+first step on, so the second step is the steady-state peak. Before the step, the no-grad passes the framework
+runs: the old policy's log-probabilities where it computes them (``plan.old_logprobs_needed``: ms-swift 4.6 always),
+then the reference's when ``beta > 0`` (the adapter disabled under LoRA, a frozen copy for full training).
 
 Counting: a ``TorchDispatchMode`` sees every aten op; each output's storage is counted once and released by a
 weakref finalizer on the storage object, which PyTorch keeps alive as long as any tensor (autograd's saved
@@ -195,6 +196,7 @@ def trace_step(
     upcast_logits: bool = True,
     unpadded: bool = False,
     shapes: list[tuple[int, int]] | None = None,
+    old_pass: bool = False,
 ) -> tuple[LiveBytes, dict, list[str]]:
     """Run ``steps`` GRPO optimizer steps of one micro-batch on fake tensors (``fake=False``: on real CPU tensors,
     for small models: the check that the fake run counts what a real run allocates); returns the counter, the
@@ -214,7 +216,9 @@ def trace_step(
     ``max_completion_length``): ms-swift's window is the completion plus the micro-batch's prompt spread
     (``memory.trainer.logits_rows``), so it changes from step to step, and the allocator keeps what each size left
     (``bench/bench_reserve_windows.py``). The prompt is the micro-batch's shortest, so prompt + window is its padded
-    length."""
+    length.
+    ``old_pass``: a no-grad forward for the old policy's log-probabilities first, before the reference pass, as
+    ms-swift 4.6 runs for every micro-batch it prepares (``speed.model.old_logprobs_needed``)."""
     import contextlib
 
     import torch
@@ -309,7 +313,12 @@ def trace_step(
             def grpo_loss(m, step):
                 """The GRPO loss (after a reference pass when beta > 0), and the log-probs the trainer still holds
                 during backward."""
-                ref = None
+                ref = old = None
+                if old_pass:
+                    # swift/rlhf_trainers/grpo_trainer.py _prepare_batch_inputs: old_per_token_logps under no_grad,
+                    # kept until the micro-batch's loss
+                    counter.stage = f'step {step + 1} old log-probs pass'
+                    old = logps(m, False)
                 if cfg.beta:
                     counter.stage = f'step {step + 1} reference pass'
                     if cfg.is_lora:
@@ -321,7 +330,7 @@ def trace_step(
                 lp = logps(m, True)
                 ratio = torch.exp(lp - lp.detach())
                 loss = -(ratio * adv.unsqueeze(1))
-                held = (lp, ratio, ref)
+                held = (lp, ratio, ref, old)
                 if ref is not None:
                     d = ref - lp
                     loss = loss + cfg.beta * (torch.exp(d) - d - 1)
@@ -390,10 +399,12 @@ def trace_launch(
     adamw: str = 'fused',
     adamw_why: str = '',
     alloc_conf=None,
+    old_pass: bool = False,
 ) -> TraceResult:
     """Trace the launch's step; ``adamw`` (``memory.resolve_adamw``) picks the optimizer implementation;
     ``alloc_conf``: the trainer's allocator (``allocconf.AllocConf``, or a PYTORCH_(CUDA_)ALLOC_CONF string), for the
-    reserved figure."""
+    reserved figure; ``old_pass``: the framework runs a no-grad forward for the old log-probabilities before the step
+    (``plan.old_logprobs_needed``)."""
     t0 = time.time()
     sharded = bool(cfg.deepspeed or cfg.fsdp_sharding)
     # under DeepSpeed/FSDP the optimizer steps sharded state the single process cannot show: trace with the fused
@@ -410,6 +421,7 @@ def trace_launch(
         adamw='fused' if sharded else ('foreach' if adamw == 'foreach' else 'fused'),
         upcast_logits=not cfg.deepspeed,
         unpadded=True,
+        old_pass=old_pass,
     )
     if adamw_why:
         notes.append(f'optimizer: {adamw_why}')

@@ -24,9 +24,9 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from ..config import GRPOConfig
-from ..framework import Framework, as_framework
+from ..framework import as_framework
 from ..memory.arch import Arch
-from ..plan import Plan
+from ..plan import Plan, old_logprobs_needed
 from . import constants as K
 from .specs import GPUSpec
 
@@ -150,20 +150,6 @@ def _attn_flops_per_token(a: Arch, ctx: float) -> float:
     """Forward attention score and value products per token at an average causal context of ctx/2."""
     layers = a.layers if a.attention_layers is None else a.attention_layers
     return 4 * layers * a.q_dim * ctx / 2
-
-
-def old_logprobs_needed(cfg: GRPOConfig, plan: Plan, framework: Framework | str) -> bool:
-    """Whether the old policy's log-probs are a forward pass of their own. ms-swift 4.6 computes them for every batch
-    it prepares (swift/rlhf_trainers/grpo_trainer.py ``_prepare_batch_inputs``: ``old_per_token_logps`` under
-    ``torch.no_grad()``, no condition). TRL only when gradient_accumulation_steps is not a multiple of
-    steps_per_generation x num_iterations, or with vLLM's importance-sampling correction (on by default;
-    trl/trainer/grpo_trainer.py, TRL 0.29)."""
-    if as_framework(framework).old_logps_always:
-        return True
-    spg = plan.steps_per_generation or cfg.gradient_accumulation_steps or 1
-    if (cfg.gradient_accumulation_steps or 1) % (spg * max(1, cfg.num_iterations)) != 0:
-        return True
-    return bool(cfg.use_vllm)
 
 
 def _decode_step(
