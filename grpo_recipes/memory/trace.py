@@ -425,6 +425,11 @@ def trace_launch(
     )
     if adamw_why:
         notes.append(f'optimizer: {adamw_why}')
+    passes = (['the old policy'] if old_pass else []) + (['the reference'] if cfg.beta else [])
+    notes.append(
+        'no-grad log-probability passes before each step: '
+        + (' and '.join(passes) + "'s" if passes else "none (beta 0, and the framework reuses the step's own)")
+    )
     cats = categorise(counter, keys)
     traced = counter.peak / GiB
     arch = Arch.from_config(model_config)
