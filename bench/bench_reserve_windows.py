@@ -43,11 +43,19 @@ def simulate(case: dict, cfg, shapes: list[tuple[int, int]]) -> dict:
     from grpo_recipes.hardware import Hardware
     from grpo_recipes.memory.allocator import CachingAllocator, replay
     from grpo_recipes.memory.trace import categorise, trace_step
-    from grpo_recipes.plan import build_plan, old_logprobs_needed
+    from grpo_recipes.plan import build_plan, loads_with_device_map, old_logprobs_needed
 
-    old = old_logprobs_needed(cfg, build_plan(cfg, {}, Hardware(gpus=1)), 'swift')
+    plan = build_plan(cfg, {}, Hardware(gpus=1))
+    old, warm = old_logprobs_needed(cfg, plan, 'swift'), loads_with_device_map(cfg, plan, 'swift')
     counter, keys, _ = trace_step(
-        cfg, case['model_config'], shapes[0][0], shapes=shapes, adamw='fused', unpadded=True, old_pass=old
+        cfg,
+        case['model_config'],
+        shapes[0][0],
+        shapes=shapes,
+        adamw='fused',
+        unpadded=True,
+        old_pass=old,
+        load='device_map' if warm else 'moved',
     )
     conf = conf_of((case.get('environ') or {}).get('PYTORCH_CUDA_ALLOC_CONF') or '')
     st = replay(counter.events, conf)

@@ -96,6 +96,11 @@ class Framework:
     """How the trainer hands weights to its colocated vLLM: ``batched`` or ``per_param``."""
     old_logps_always: bool
     """The old policy's log-probabilities are computed every step (ms-swift); False: only when TRL needs them."""
+    device_map_unless: str
+    """When the trainer loads the weights straight onto its GPU with a ``device_map`` (so transformers first warms the
+    caching allocator with one block of the checkpoint's size, ``plan.loads_with_device_map``): always unless
+    ``sharded`` (ZeRO-3 or FSDP: ms-swift's ``get_default_device_map``) or unless ``distributed`` (more than one
+    process or DeepSpeed: TRL sets ``device_map=None``, the model is loaded on the CPU and moved)."""
     logits_span_prompts: bool
     """The training forward's logits span, beyond the completions, the longest minus the shortest prompt of the
     micro-batch: ms-swift pads each sequence on the right and keeps logits from the earliest first label of the

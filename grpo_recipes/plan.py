@@ -212,3 +212,14 @@ def old_logprobs_needed(cfg: GRPOConfig, plan: Plan, framework: Framework | str)
     if (cfg.gradient_accumulation_steps or 1) % (spg * max(1, cfg.num_iterations)) != 0:
         return True
     return bool(cfg.use_vllm)
+
+
+def loads_with_device_map(cfg: GRPOConfig, plan: Plan, framework: Framework | str) -> bool:
+    """Whether the trainer loads the weights straight onto its GPU with a ``device_map``, so that transformers'
+    ``from_pretrained`` first asks the caching allocator for one fp16 block of the checkpoint's bytes and frees it
+    (transformers 5 modeling_utils.py ``caching_allocator_warmup``): the weights then sit in that one segment
+    (``Framework.device_map_unless``)."""
+    unless = as_framework(framework).device_map_unless
+    if unless == 'sharded':
+        return not (cfg.zero_stage == 3 or cfg.fsdp_sharding)
+    return plan.world_size <= 1 and not cfg.deepspeed

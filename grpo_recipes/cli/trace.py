@@ -47,7 +47,7 @@ def run(opts, extra: list[str]) -> int:
 
             cfg = report.cfg
             alloc = phases(launch.alloc, launch.fw, cfg.use_vllm, cfg.vllm_mode, cfg.effective_sleep_level).trainer
-            from ..plan import old_logprobs_needed
+            from ..plan import loads_with_device_map, old_logprobs_needed
 
             result = trace_launch(
                 cfg,
@@ -59,6 +59,7 @@ def run(opts, extra: list[str]) -> int:
                 adamw_why,
                 alloc_conf=alloc,
                 old_pass=old_logprobs_needed(cfg, report.plan, launch.fw),
+                load='device_map' if loads_with_device_map(cfg, report.plan, launch.fw) else 'moved',
             )
         except ValueError as e:  # transformers or PEFT cannot build this model or tuner
             raise GuardError(f'trace: cannot build the model as the launch asks ({e})') from None

@@ -184,6 +184,23 @@ def _unpadded_masks():
 RELEASED = 'released after the step'
 
 
+def _materialise(model) -> None:
+    """Give each parameter and buffer built on the meta device its storage, in module order, a shared (tied) parameter
+    once, as from_pretrained loads it. ``Module.to_empty`` would make the tied copy's storage as well and untie it."""
+    import torch
+
+    made: dict = {}
+    for module in model.modules():
+        for name, p in module._parameters.items():
+            if p is not None and p.device.type == 'meta':
+                if id(p) not in made:
+                    made[id(p)] = torch.nn.Parameter(torch.empty_like(p, device='cpu'), requires_grad=p.requires_grad)
+                module._parameters[name] = made[id(p)]
+        for name, b in module._buffers.items():
+            if b is not None and b.device.type == 'meta':
+                module._buffers[name] = torch.empty_like(b, device='cpu')
+
+
 def trace_step(
     cfg,
     model_config: dict,
@@ -197,6 +214,7 @@ def trace_step(
     unpadded: bool = False,
     shapes: list[tuple[int, int]] | None = None,
     old_pass: bool = False,
+    load: str = 'init',
 ) -> tuple[LiveBytes, dict, list[str]]:
     """Run ``steps`` GRPO optimizer steps of one micro-batch on fake tensors (``fake=False``: on real CPU tensors,
     for small models: the check that the fake run counts what a real run allocates); returns the counter, the
@@ -218,7 +236,11 @@ def trace_step(
     (``bench/bench_reserve_windows.py``). The prompt is the micro-batch's shortest, so prompt + window is its padded
     length.
     ``old_pass``: a no-grad forward for the old policy's log-probabilities first, before the reference pass, as
-    ms-swift 4.6 runs for every micro-batch it prepares (``speed.model.old_logprobs_needed``)."""
+    ms-swift 4.6 runs for every micro-batch it prepares (``plan.old_logprobs_needed``). ``load``: how the weights come
+    to the GPU, which decides the segments they sit in: ``init`` (``from_config`` on the device, as the harness grid of
+    ``bench/bench_gpu_memory.py`` builds them: each module's weight in turn, a tied copy made and dropped),
+    ``device_map`` (``from_pretrained`` with a device_map: one segment of the checkpoint's size first,
+    ``plan.loads_with_device_map``) or ``moved`` (loaded on the CPU and moved: each weight once)."""
     import contextlib
 
     import torch
@@ -245,10 +267,22 @@ def trace_step(
     ):
         with counter.mode:
             counter.stage = 'load'
-            model = model.to_empty(device='cpu')
-            # to_empty replaces each module's parameters one by one, which unties a shared embedding: tie it again
-            # as from_pretrained leaves it (transformers PreTrainedModel.tie_weights ties only what the config ties)
-            (model.get_base_model() if hasattr(model, 'get_base_model') else model).tie_weights()
+            if load == 'device_map':
+                # transformers' from_pretrained with a device_map first asks the caching allocator for one fp16 block
+                # of the checkpoint's bytes, tied weights once, and frees it (modeling_utils.py
+                # caching_allocator_warmup / get_total_byte_count): the weights are then carved out of that segment
+                base = model.get_base_model() if hasattr(model, 'get_base_model') else model
+                weights = sum(p.numel() * p.element_size() for n, p in base.named_parameters() if 'lora_' not in n)
+                del base
+                torch.empty(weights // 2, dtype=torch.float16)
+            if load == 'init':
+                # from_config on the device: every module makes its own weight, a tied one too, which tie_weights then
+                # drops; to_empty does the same (it replaces each module's parameters one by one, untying a shared
+                # embedding), and the tie is made again as transformers' PreTrainedModel.tie_weights makes it
+                model = model.to_empty(device='cpu')
+                (model.get_base_model() if hasattr(model, 'get_base_model') else model).tie_weights()
+            else:
+                _materialise(model)  # loaded: each weight once, a tied one too
             if not fake:
                 for p in model.parameters():
                     p.data.normal_(0, 0.02)
@@ -400,11 +434,12 @@ def trace_launch(
     adamw_why: str = '',
     alloc_conf=None,
     old_pass: bool = False,
+    load: str = 'init',
 ) -> TraceResult:
     """Trace the launch's step; ``adamw`` (``memory.resolve_adamw``) picks the optimizer implementation;
     ``alloc_conf``: the trainer's allocator (``allocconf.AllocConf``, or a PYTORCH_(CUDA_)ALLOC_CONF string), for the
     reserved figure; ``old_pass``: the framework runs a no-grad forward for the old log-probabilities before the step
-    (``plan.old_logprobs_needed``)."""
+    (``plan.old_logprobs_needed``); ``load``: how the weights come to the GPU (``trace_step``)."""
     t0 = time.time()
     sharded = bool(cfg.deepspeed or cfg.fsdp_sharding)
     # under DeepSpeed/FSDP the optimizer steps sharded state the single process cannot show: trace with the fused
@@ -422,6 +457,7 @@ def trace_launch(
         upcast_logits=not cfg.deepspeed,
         unpadded=True,
         old_pass=old_pass,
+        load=load,
     )
     if adamw_why:
         notes.append(f'optimizer: {adamw_why}')

@@ -135,6 +135,8 @@ SWIFT = Framework(
     zero3_gathers_for_generation=False,
     weight_sync='batched',
     old_logps_always=True,
+    # swift/model/utils.py get_default_device_map: None under ZeRO-3 or FSDP, else cuda:<local rank>
+    device_map_unless='sharded',
     logits_span_prompts=True,
     missing_knobs=(),
     fix_arguments=None,

@@ -112,6 +112,9 @@ TRL = Framework(
     zero3_gathers_for_generation=True,
     weight_sync='per_param',
     old_logps_always=False,
+    # trl/trainer/grpo_trainer.py GRPOTrainer.__init__: device_map None for MULTI_GPU or DEEPSPEED;
+    # trl/trainer/utils.py create_model_from_path: 'auto' otherwise
+    device_map_unless='distributed',
     logits_span_prompts=False,
     missing_knobs=SWIFT_ONLY,
     fix_arguments=f'{WORDING}:fix_arguments',

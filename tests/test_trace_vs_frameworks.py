@@ -1,4 +1,6 @@
-"""When TRL runs a no-grad forward for the old policy's log-probabilities, held to TRL itself: a real
+"""The no-grad passes and the weight loading the trace runs, held to the frameworks themselves.
+
+First, when TRL runs a no-grad forward for the old policy's log-probabilities: a real
 ``GRPOTrainer`` (TRL 0.29, the tiny Qwen2 of tests/tiny_model.py, on CPU, rollouts by transformers' generate, beta 0)
 against the guard's ``plan.old_logprobs_needed``, which the trace (``trace.trace_step(old_pass=...)``) and the speed
 model both read. TRL computes them only when gradient accumulation is not a multiple of steps_per_generation x
@@ -11,7 +13,7 @@ import pytest
 from grpo_recipes.config import GRPOConfig as GuardConfig
 from grpo_recipes.frontends import FRAMEWORKS
 from grpo_recipes.hardware import Hardware
-from grpo_recipes.plan import build_plan, old_logprobs_needed
+from grpo_recipes.plan import build_plan, loads_with_device_map, old_logprobs_needed
 
 
 def _no_grad_passes_per_generation(model_dir, out, accumulation: int, steps_per_generation: int) -> list[int]:
@@ -74,3 +76,27 @@ def test_trl_runs_the_old_policy_pass_when_the_guard_says(tiny_qwen2, tmp_path, 
     assert expected == int(accumulation % steps_per_generation != 0)  # one case of each
     counts = _no_grad_passes_per_generation(tiny_qwen2, tmp_path, accumulation, steps_per_generation)
     assert counts and all(c == expected for c in counts), counts
+
+
+def test_swift_loads_onto_the_gpu_with_a_device_map_unless_zero3_or_fsdp(monkeypatch):
+    """The trace loads the weights into one segment of their size where ``plan.loads_with_device_map`` says the
+    trainer passes a device_map (transformers' caching_allocator_warmup runs only then). Held to ms-swift's own
+    ``get_default_device_map`` under each condition it reads: DeepSpeed's ZeRO-3 config (transformers'
+    ``HfDeepSpeedConfig``, which ms-swift's trainer setup creates) and accelerate's FSDP variable."""
+    import gc
+
+    from swift.model.utils import get_default_device_map
+    from transformers.integrations import HfDeepSpeedConfig
+
+    def guard(*argv):
+        cfg, _ = GuardConfig.from_argv(['--rlhf_type', 'grpo', *argv])
+        return loads_with_device_map(cfg, build_plan(cfg, {}, Hardware(gpus=1)), FRAMEWORKS['swift'])
+
+    assert guard() and get_default_device_map() is not None
+    for stage in (2, 3):
+        ds = HfDeepSpeedConfig({'zero_optimization': {'stage': stage}, 'train_micro_batch_size_per_gpu': 1})
+        assert guard('--deepspeed', f'zero{stage}') == (get_default_device_map() is not None) == (stage != 3)
+        del ds
+        gc.collect()  # transformers keeps the config by weak reference
+    monkeypatch.setenv('ACCELERATE_USE_FSDP', 'true')
+    assert not guard('--fsdp', 'full_shard') and get_default_device_map() is None
