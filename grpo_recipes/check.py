@@ -326,6 +326,7 @@ def _check_launch(
     completion_mean: int | None = None,
     fastest: bool = False,
     pass_rate: float | None = None,
+    replay: bool = False,
 ) -> CheckReport:
     """The check of one launch, orchestrated: the launch's front end reads its typed config and lays out what its
     framework does after reading (``launch.fw``: frontends/<framework>/framework.py); the rollout server, the
@@ -339,7 +340,7 @@ def _check_launch(
 
     own = own_check(launch)  # a front end with its own plan and memory model (Megatron-SWIFT)
     if own is not None:
-        return own(
+        report = own(
             launch,
             hw,
             packages=packages,
@@ -347,6 +348,9 @@ def _check_launch(
             data_stats=data_stats,
             completion_mean=completion_mean,
         )
+        if replay:
+            report.assumptions.append('--replay: this launch has its own memory model; no step is replayed')
+        return report
     fw = launch.fw  # the front end reads the typed config, then lays out what its framework does after reading
     cfg, remaining, launch = fw.call('read_config', launch, packages)
     cfg, assumptions = with_rollout(cfg, launch)
@@ -417,7 +421,14 @@ def _check_launch(
     )
     if memory and unchecked is None:  # the memory model gives a value; the report takes it
         report.take_memory(
-            plan_memory(report, model_config, want_fixes=fixes, data_stats=data_stats, completion_mean=completion_mean)
+            plan_memory(
+                report,
+                model_config,
+                want_fixes=fixes,
+                data_stats=data_stats,
+                completion_mean=completion_mean,
+                replay=replay,
+            )
         )
     elif not memory:
         report.memory_unchecked = 'memory planning was turned off'

@@ -94,6 +94,7 @@ def _check(opts, extra):
             completion_mean=mean,
             fastest=getattr(opts, 'fastest', False),
             pass_rate=pass_rate,
+            replay=getattr(opts, 'replay', False),
         )
     except OverflowError:  # a number no GPU holds (10**30 completions): the memory arithmetic leaves float range
         raise GuardError(_too_large(launch.argv)) from None

@@ -213,6 +213,13 @@ def _hardware_args(p: argparse.ArgumentParser) -> None:
         "time's mean",
     )
     p.add_argument(
+        '--replay',
+        action='store_true',
+        help="plan torch's reserve for the training step by tracing it on fake tensors and replaying it through the "
+        'caching-allocator model, as grpo-guard trace does (needs torch, transformers and peft; seconds to a '
+        'minute), in place of the closed form',
+    )
+    p.add_argument(
         '--fastest',
         action='store_true',
         help='rank the configurations that fit (micro-batch split, '

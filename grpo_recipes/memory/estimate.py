@@ -24,6 +24,7 @@ from dataclasses import replace
 from ..config import GRPOConfig
 from ..plan import Plan, prompt_bound
 from .inputs import CUDA_CONTEXT, FRAGMENTATION, NCCL_PER_GROUP, GiB, GPUMemory, Inputs, _g
+from .replay import replay_key
 from .reserve import CARRIED, DEVICE_CONTEXT, STEP_TERMS, carried, quantities, reserve_bytes
 from .trainer import logits_rows, reserve_inputs, trainer_terms
 from .vllm import vllm_checks, vllm_terms
@@ -39,8 +40,11 @@ def estimate(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         inp = replace(inp, prompt_len=prompt_bound(cfg, ctx_len, vllm=False, leave_room=False).tokens)
     tr = trainer_terms(cfg, plan, inp, fragmentation=FRAGMENTATION if inp.alloc is None else 1.0)
     if inp.alloc is not None:  # the caching allocator's reserve and the measured CUDA context (reserve.py)
+        replayed = inp.replayed[1] if inp.replayed and inp.replayed[0] == replay_key(cfg, inp) else None
         tr.update(
-            allocator_reserve=reserve_bytes(cfg, a, inp.alloc, reserve_inputs(cfg, plan, inp), logits_rows(cfg, inp)),
+            allocator_reserve=replayed
+            if replayed is not None
+            else reserve_bytes(cfg, a, inp.alloc, reserve_inputs(cfg, plan, inp), logits_rows(cfg, inp)),
             cuda_context=DEVICE_CONTEXT,
         )
     out: list[GPUMemory] = []

@@ -159,6 +159,10 @@ class Inputs:
     alloc_vllm: AllocConf | None = None
     """The allocator behind a colocated vLLM engine's torch allocations (``allocconf.AllocConf``); None: no vLLM in
     the training process, or vLLM's sleep-mode pool (never expandable segments)."""
+    replayed: tuple | None = None
+    """(``replay.replay_key``, bytes): torch's reserve above the allocated peak for the launch's own training step,
+    from the traced step's replay (``check --replay``); the closed form (``reserve.reserve_bytes``) serves any other
+    shape. None: the closed form everywhere."""
     handover: Handover | None = None
     """What the framework runs between the train step, the weight sync and the rollout at its release
     (``framework.Handover``, from the front end's ``handover`` hook): which phases start with the train step's cached

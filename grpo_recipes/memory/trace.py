@@ -435,11 +435,14 @@ def trace_launch(
     alloc_conf=None,
     old_pass: bool = False,
     load: str = 'init',
+    window: int | None = None,
 ) -> TraceResult:
     """Trace the launch's step; ``adamw`` (``memory.resolve_adamw``) picks the optimizer implementation;
     ``alloc_conf``: the trainer's allocator (``allocconf.AllocConf``, or a PYTORCH_(CUDA_)ALLOC_CONF string), for the
     reserved figure; ``old_pass``: the framework runs a no-grad forward for the old log-probabilities before the step
-    (``plan.old_logprobs_needed``); ``load``: how the weights come to the GPU (``trace_step``)."""
+    (``plan.old_logprobs_needed``); ``load``: how the weights come to the GPU (``trace_step``); ``window``: the
+    logits positions per sequence where they span more than the completion (``memory.trainer.logits_rows``: the
+    micro-batch's padded length stays prompt + completion, its shortest prompt that less the window)."""
     t0 = time.time()
     sharded = bool(cfg.deepspeed or cfg.fsdp_sharding)
     # under DeepSpeed/FSDP the optimizer steps sharded state the single process cannot show: trace with the fused
@@ -458,13 +461,16 @@ def trace_launch(
         unpadded=True,
         old_pass=old_pass,
         load=load,
+        shapes=None
+        if window in (None, cfg.max_completion_length)
+        else [(prompt_len + cfg.max_completion_length - window, window)] * 2,
     )
     if adamw_why:
         notes.append(f'optimizer: {adamw_why}')
-    passes = (['the old policy'] if old_pass else []) + (['the reference'] if cfg.beta else [])
+    passes = (["the old policy's"] if old_pass else []) + (["the reference's"] if cfg.beta else [])
     notes.append(
         'no-grad log-probability passes before each step: '
-        + (' and '.join(passes) + "'s" if passes else "none (beta 0, and the framework reuses the step's own)")
+        + (' and '.join(passes) if passes else "none (beta 0, and the framework reuses the step's own)")
     )
     cats = categorise(counter, keys)
     traced = counter.peak / GiB

@@ -222,6 +222,7 @@ def plan_memory(
     want_fixes: bool = True,
     data_stats: dict | None = None,
     completion_mean: int | None = None,
+    replay: bool = False,
 ) -> MemoryVerdict:
     """The memory verdict of a launch whose rules have run: per-GPU memory, the memory/vLLM findings, the fixes
     and the assumptions. Reads the report (config, plan, launch, the rules' findings); changes nothing in it."""
@@ -261,12 +262,33 @@ def plan_memory(
     ):
         v.unchecked = 'a batch, length or vLLM setting is out of range (see the errors)'
         return v
+    if replay and inp.alloc is not None:
+        inp.replayed, note = _replayed(report, model_config, inp)
+        v.assumptions.append(note)
     v.memory = estimate(cfg, report.plan, replace(inp))
     v.assumptions += _model_assumptions(cfg, inp)
     lim = _limits(report, inp, v, bounded, completion_mean)
     _gpu_findings(report, inp, v, lim, why, bounded, completion_mean)
     _fixes(report, inp, v, lim, want_fixes)
     return v
+
+
+def _replayed(report, model_config: dict, inp: Inputs) -> tuple:
+    """``Inputs.replayed`` and its assumption line: the launch's step traced and replayed as its framework runs it
+    (``replay.replayed_reserve``)."""
+    from ..errors import GuardError
+    from ..plan import loads_with_device_map, old_logprobs_needed
+
+    cfg, plan, fw = report.cfg, report.plan, report.launch.fw
+    load = 'device_map' if loads_with_device_map(cfg, plan, fw) else 'moved'
+    try:
+        from .replay import replayed_reserve
+
+        return replayed_reserve(cfg, plan, model_config, inp, old_logprobs_needed(cfg, plan, fw), load)
+    except ImportError as e:
+        raise GuardError(f'--replay traces the step with torch, transformers and peft ({e}); install them') from None
+    except ValueError as e:  # transformers or PEFT cannot build this model or tuner
+        raise GuardError(f'--replay: cannot build the model as the launch asks ({e})') from None
 
 
 def _logits_span(report, inp: Inputs, data_stats: dict | None) -> list[str]:
@@ -402,7 +424,12 @@ def _gpu_findings(
                     f'GPU {m.gpu} ({m.role}) is predicted at {m.peak_fraction:.1%} of its {m.capacity_gib:.1f} GiB; '
                     'the '
                     f"memory model's median error on training peaks is {MODEL_ERROR:.0%} (README, Calibration) and "
-                    f"{_uncertain_gib(m):.1f} GiB of this is the trainer's, so it may not fit",
+                    f"{_uncertain_gib(m):.1f} GiB of this is the trainer's, so it may not fit"
+                    + (
+                        ''
+                        if inp.replayed or inp.alloc is None
+                        else " (--replay replays the training step for torch's reserve in place of the closed form)"
+                    ),
                     f'keep {MODEL_ERROR:.0%} headroom: '
                     + (
                         'export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (the '

@@ -1,0 +1,71 @@
+"""``check --replay``: torch's reserve above the allocated peak for the launch's own training step, from the traced
+step replayed through the caching-allocator model (``trace.trace_launch``: the framework's no-grad passes and weight
+loading, ``plan.old_logprobs_needed`` and ``plan.loads_with_device_map``), in place of the fast path's closed form
+(``reserve.reserve_bytes``). The closed form stays for every other shape (a fix's). Imports torch, transformers and
+peft: only when asked."""
+
+from __future__ import annotations
+
+from .inputs import GiB, Inputs
+from .trainer import logits_rows
+
+LOADS = {
+    'device_map': 'loaded into one segment of their size (a device_map)',
+    'moved': 'loaded on the CPU and moved',
+    'init': 'made on the GPU',
+}
+
+
+def replay_key(cfg, inp: Inputs) -> tuple:
+    """What the replayed step depends on: a fix that changes any of it is planned by the closed form."""
+    return (
+        cfg.per_device_train_batch_size,
+        cfg.max_completion_length,
+        inp.prompt_len,
+        logits_rows(cfg, inp),
+        cfg.gradient_checkpointing,
+        cfg.tuner_type,
+        cfg.lora_rank,
+        cfg.beta,
+        cfg.deepspeed,
+        cfg.fsdp,
+        cfg.torch_dtype,
+        cfg.sequence_parallel_size,
+        cfg.use_liger_kernel,
+        inp.adamw,
+        inp.alloc.text if inp.alloc is not None else None,
+    )
+
+
+def replayed_reserve(cfg, plan, model_config: dict, inp: Inputs, old_pass: bool, load: str) -> tuple:
+    """((``replay_key``, bytes) or None, the assumption line). None where one process cannot show the step: DeepSpeed
+    and FSDP keep flat sharded buffers the single-process trace does not allocate, and Ulysses sequence parallelism
+    splits each sequence over a group."""
+    if cfg.deepspeed or cfg.fsdp or cfg.sequence_parallel_size > 1:
+        return None, (
+            '--replay: the training step is not replayed under DeepSpeed, FSDP or sequence parallelism (one process '
+            "cannot show the sharded step); torch's reserve is the closed form's"
+        )
+    from .trace import trace_launch
+
+    window = logits_rows(cfg, inp)
+    r = trace_launch(
+        cfg,
+        plan,
+        model_config,
+        inp.prompt_len or 0,
+        str(cfg.model),
+        inp.adamw,
+        alloc_conf=inp.alloc,
+        old_pass=old_pass,
+        load=load,
+        window=window,
+    )
+    reserve = max(0.0, (r.reserved_peak_gib - r.traced_peak_gib)) * GiB
+    passes = next((n.split(': ', 1)[1] for n in r.notes if n.startswith('no-grad log-probability passes')), '')
+    return (replay_key(cfg, inp), reserve), (
+        f"torch's reserve above the training step's allocated peak: {reserve / GiB:.2f} GiB, replayed (--replay): the "
+        f'step traced on fake tensors at {cfg.per_device_train_batch_size} x {window} logits positions and replayed '
+        f'through the caching-allocator model ({r.allocator or "default allocator"}; weights {LOADS[load]}; '
+        f'no-grad passes: {passes}; {r.seconds:.0f} s)'
+    )
