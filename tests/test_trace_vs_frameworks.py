@@ -15,51 +15,57 @@ from grpo_recipes.frontends import FRAMEWORKS
 from grpo_recipes.hardware import Hardware
 from grpo_recipes.plan import build_plan, loads_with_device_map, old_logprobs_needed
 
+# Run in a fresh interpreter: ms-swift, once imported by another test in the same process, patches transformers'
+# trainer callbacks (swift/trainers/patcher.py) in ways plain TRL does not expect.
+TRL_RUN = """
+import json, sys
+import torch
+from datasets import Dataset
+from trl import GRPOConfig, GRPOTrainer
+
+model_dir, out, accumulation, steps_per_generation = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+args = GRPOConfig(
+    output_dir=out, per_device_train_batch_size=2, num_generations=2, gradient_accumulation_steps=accumulation,
+    steps_per_generation=steps_per_generation, max_completion_length=4, max_steps=2, beta=0.0, use_cpu=True,
+    bf16=False, report_to='none', logging_steps=1, save_strategy='no', use_vllm=False,
+)
+trainer = GRPOTrainer(
+    model=model_dir,
+    reward_funcs=lambda completions, **kw: [float(len(c)) for c in completions],
+    args=args,
+    train_dataset=Dataset.from_list([{'prompt': f'What is {i} + 1?'} for i in range(16)]),
+)
+counts = []
+generate, logps = trainer._generate_and_score_completions, trainer._get_per_token_logps_and_entropies
+
+def counting_generate(*a, **kw):
+    counts.append(0)
+    return generate(*a, **kw)
+
+def counting_logps(*a, **kw):
+    if not torch.is_grad_enabled() and counts:
+        counts[-1] += 1
+    return logps(*a, **kw)
+
+trainer._generate_and_score_completions = counting_generate
+trainer._get_per_token_logps_and_entropies = counting_logps
+trainer.train()
+print(json.dumps(counts))
+"""
+
 
 def _no_grad_passes_per_generation(model_dir, out, accumulation: int, steps_per_generation: int) -> list[int]:
     """Run 2 optimizer steps; return, for each generation, how many log-probability forwards ran without autograd."""
-    import torch
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    import json
+    import os
+    import subprocess
+    import sys
 
-    args = GRPOConfig(
-        output_dir=str(out),
-        per_device_train_batch_size=2,
-        num_generations=2,
-        gradient_accumulation_steps=accumulation,
-        steps_per_generation=steps_per_generation,
-        max_completion_length=4,
-        max_steps=2,
-        beta=0.0,
-        use_cpu=True,
-        bf16=False,
-        report_to='none',
-        logging_steps=1,
-        save_strategy='no',
-        use_vllm=False,
-    )
-    trainer = GRPOTrainer(
-        model=str(model_dir),
-        reward_funcs=lambda completions, **kw: [float(len(c)) for c in completions],
-        args=args,
-        train_dataset=Dataset.from_list([{'prompt': f'What is {i} + 1?'} for i in range(16)]),
-    )
-    counts: list[int] = []
-    generate, logps = trainer._generate_and_score_completions, trainer._get_per_token_logps_and_entropies
-
-    def counting_generate(*a, **kw):
-        counts.append(0)
-        return generate(*a, **kw)
-
-    def counting_logps(*a, **kw):
-        if not torch.is_grad_enabled() and counts:
-            counts[-1] += 1
-        return logps(*a, **kw)
-
-    trainer._generate_and_score_completions = counting_generate
-    trainer._get_per_token_logps_and_entropies = counting_logps
-    trainer.train()
-    return counts
+    argv = [sys.executable, '-c', TRL_RUN, str(model_dir), str(out), str(accumulation), str(steps_per_generation)]
+    env = {**os.environ, 'CUDA_VISIBLE_DEVICES': ''}
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize('accumulation, steps_per_generation', [(2, 2), (2, 4)])

@@ -16,7 +16,7 @@ def run(opts, extra: list[str]) -> int:
             f'{opts.cases}: no cases in it; pass a JSON-lines file of cases (one object a line, see '
             f'docs/calibration.md)'
         )
-    result = score(cases)
+    result = score(cases, replay=getattr(opts, 'replay', False))
     if opts.json:
         print_json(result)
         return 0

@@ -123,6 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cal.add_argument('cases', help='JSON-lines file of cases, e.g. memory_cases.jsonl (published measurements)')
     cal.add_argument('--json', action='store_true', help='print one JSON object')
+    cal.add_argument(
+        '--replay',
+        action='store_true',
+        help="torch's reserve of each GRPO training case from its traced step's replay, as check --replay plans it "
+        '(needs torch, transformers and peft; seconds per case)',
+    )
     v.add_argument(
         'config',
         nargs='?',

@@ -318,6 +318,11 @@ def print_calibration(result: dict, console: Console | None = None) -> None:
     def pct(x):
         return '-' if x is None else f'{x:.1%}'
 
+    if result.get('replayed') is not None:
+        out.print(
+            f"--replay: torch's reserve replayed from the traced step on {result['replayed']} case(s); the closed form "
+            'on the others (not GRPO training, sharded or not buildable)'
+        )
     out.print(f'fit/OOM right: {pct(result["fit_accuracy"])} of {result["fit_cases"]} cases that state an outcome')
     out.print(
         f'peak: median |relative error| {pct(result["peak_median_rel_error"])} over {result["peak_cases"]} cases'

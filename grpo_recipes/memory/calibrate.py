@@ -175,7 +175,9 @@ def _window_longer_than_before(windows: list[dict]) -> int | None:
     return None
 
 
-def predict(case: dict) -> dict:
+def predict(case: dict, replay: bool = False) -> dict:
+    """The memory model's prediction for one case; ``replay``: torch's reserve of a GRPO training step from the traced
+    step's replay (``check --replay``, ``memory.replay``) in place of the closed form."""
     _check_shape(case)
     kind = case['kind']
     fw = str(case.get('framework', '')).lower()
@@ -186,7 +188,7 @@ def predict(case: dict) -> dict:
     if kind == 'vllm_startup':
         return _predict_vllm(case, arch, cap)
     if kind in ('grpo_train', 'sft_train'):
-        return _predict_train(case, arch, cap, sft=(kind == 'sft_train'))
+        return _predict_train(case, arch, cap, sft=(kind == 'sft_train'), replay=replay)
     raise CannotPredict(f'kind ({kind})')
 
 
@@ -296,7 +298,7 @@ def _vllm_weights_only(case: dict, arch: Arch) -> dict:
     return {'weights_gib': round(w / GiB, 3), 'card': 'not known: weights only'}
 
 
-def _predict_train(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict:
+def _predict_train(case: dict, arch: Arch, cap: float | None, sft: bool, replay: bool = False) -> dict:
     c = case.get('config') or {}
     if c.get('per_device_train_batch_size') is None:
         raise CannotPredict('config.per_device_train_batch_size')
@@ -307,8 +309,8 @@ def _predict_train(case: dict, arch: Arch, cap: float | None, sft: bool) -> dict
         raise CannotPredict('config.max_completion_length')
     releases = _in_trainer_releases(case)
     if len(releases) > 1:
-        return _predict_over_releases(case, arch, cap, sft, releases)
-    return _predict_train_on_cards(case, arch, cap, sft, releases[0] if releases else None)
+        return _predict_over_releases(case, arch, cap, sft, releases, replay)
+    return _predict_train_on_cards(case, arch, cap, sft, releases[0] if releases else None, replay)
 
 
 # ms-swift releases whose in-trainer vLLM placement differs (frontends/swift/versions.py in_trainer_vllm): 3.1.x
@@ -330,10 +332,10 @@ def _in_trainer_releases(case: dict) -> list[str]:
     return list(IN_TRAINER_RELEASES)
 
 
-def _predict_over_releases(case, arch, cap, sft, releases: list[str]) -> dict:
+def _predict_over_releases(case, arch, cap, sft, releases: list[str], replay: bool = False) -> dict:
     """A case from the releases that ran vLLM inside the trainer, not saying which: predict with each placement and
     keep the verdict only when it is the same under every one (as over cards)."""
-    outs = [_predict_train_on_cards(case, arch, cap, sft, r) for r in releases]
+    outs = [_predict_train_on_cards(case, arch, cap, sft, r, replay) for r in releases]
     verdicts = {(o.get('fits'), o.get('startup_failed', False)) for o in outs}
     if len(verdicts) > 1:
         raise CannotPredict(
@@ -354,24 +356,24 @@ def _verdict_word(out: dict) -> str:
     return 'fits' if out.get('fits') else 'OOM'
 
 
-def _predict_train_on_cards(case, arch, cap, sft, release: str | None) -> dict:
+def _predict_train_on_cards(case, arch, cap, sft, release: str | None, replay: bool = False) -> dict:
     c = case.get('config') or {}
     if cap is None:
         cards = candidates(_gpu(case))
         if cards:
-            return _predict_over_cards(case, arch, cards, sft, release)
+            return _predict_over_cards(case, arch, cards, sft, release, replay)
         if c.get('use_vllm'):
             raise CannotPredict('gpu_total_gib')
-    return _predict_train_at(case, arch, cap, sft, release)
+    return _predict_train_at(case, arch, cap, sft, release, replay)
 
 
 def _predict_over_cards(
-    case: dict, arch: Arch, cards: list[tuple[str, float]], sft: bool, release: str | None = None
+    case: dict, arch: Arch, cards: list[tuple[str, float]], sft: bool, release: str | None = None, replay: bool = False
 ) -> dict:
     """A source that names the GPU loosely ("A100", "24GB GPUs"): predict on every card it could be and
     keep only what holds on all of them. The fit verdict counts when it is the same on each; the peak
     only when it does not depend on the card (no vLLM reservation, which is a share of the card)."""
-    outs = [_predict_train_at(case, arch, cap, sft, release) for _, cap in cards]
+    outs = [_predict_train_at(case, arch, cap, sft, release, replay) for _, cap in cards]
     verdicts = {(o['fits'], o.get('startup_failed', False)) for o in outs}
     names = ', '.join(f'{n} {cap} GiB' for n, cap in cards)
     if len(verdicts) > 1:
@@ -449,7 +451,9 @@ def _in_trainer_layout(case: dict, cfg: GRPOConfig, env: dict, release: str):
     return cfg, (tuple(g) if g is not None else None), (info.get('error') or (None,))[0]
 
 
-def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool, release: str | None = None) -> dict:
+def _predict_train_at(
+    case: dict, arch: Arch, cap: float | None, sft: bool, release: str | None = None, replay: bool = False
+) -> dict:
     c = case.get('config') or {}
     use_vllm = bool(c.get('use_vllm'))
     extra: dict = {'rlhf_type': 'grpo'}
@@ -500,6 +504,9 @@ def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool, rele
         handover=None if sft else _handover(case),
         vllm_version=stated_version(case, 'vllm'),  # how a colocated engine counts the trainer (vllm_engine)
     )  # the reserve was derived from GRPO steps only
+    replayed = None
+    if replay and not sft and inp.alloc is not None:
+        inp.replayed, replayed = _replayed(case, cfg, plan, inp)
 
     def peak(inputs: Inputs):
         # like with like: the device figure (nvidia-smi, OOM) and torch's reserved bytes (ms-swift's memory(GiB))
@@ -517,7 +524,10 @@ def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool, rele
     if cfg.optim is None and torch_v is None and tf_v is None and adamw in ('fused', 'foreach'):
         # the case states neither version, and transformers' default AdamW depends on both (memory.resolve_adamw):
         # the peak is known only as the range over the two (a range, not a fitted choice)
-        _, other, other_torch = peak(replace(inp, adamw='foreach' if adamw == 'fused' else 'fused'))
+        other_inp = replace(inp, adamw='foreach' if adamw == 'fused' else 'fused')
+        if replayed:  # the other optimizer's step replayed too: a range of like with like
+            other_inp.replayed = _replayed(case, cfg, plan, other_inp)[0]
+        _, other, other_torch = peak(other_inp)
         if abs(other - total) > 0.01 * total:
             out['peak_range_gib'] = sorted([total, other])
             out['peak_torch_range_gib'] = sorted([torch_only, other_torch])
@@ -537,7 +547,22 @@ def _predict_train_at(case: dict, arch: Arch, cap: float | None, sft: bool, rele
             f'a later micro-batch made a logits window of {longer} positions, longer than every one before it: '
             'the measured peak holds the segments torch kept on a card with room'
         )
+    if replayed:
+        out['replayed'] = replayed
     if cap is not None:
         out['fits'] = m.fits
         out['peak_fraction'] = m.peak_fraction
     return out
+
+
+def _replayed(case: dict, cfg: GRPOConfig, plan, inp: Inputs) -> tuple:
+    """(``Inputs.replayed``, the line saying how) for a case's GRPO step, as its framework runs it."""
+    from ..plan import loads_with_device_map, old_logprobs_needed
+    from .replay import replayed_reserve
+
+    fw = _framework(case)
+    load = 'device_map' if loads_with_device_map(cfg, plan, fw) else 'moved'
+    try:
+        return replayed_reserve(cfg, plan, case['model_config'], inp, old_logprobs_needed(cfg, plan, fw), load)
+    except (ValueError, TypeError, KeyError) as e:  # a model transformers or PEFT cannot build from the case's config
+        return None, f'not replayed ({type(e).__name__}: {str(e)[:80]}); the closed form'

@@ -27,7 +27,7 @@ def _observed_kv(out: dict, pred: dict) -> tuple[float | None, str]:
     return gib, 'GiB logged'
 
 
-def score(cases: list[dict]) -> dict:
+def score(cases: list[dict], replay: bool = False) -> dict:
     rows = []
     fit_right = fit_n = 0
     peak_errs: list[float] = []
@@ -50,7 +50,7 @@ def score(cases: list[dict]) -> dict:
             out = case.get('outcome') or {}
             if notes:
                 row['read_as'] = notes
-            pred = predict(case)
+            pred = predict(case, replay=replay)
         except CannotPredict as e:
             row['cannot_predict'] = str(e)
             cannot.append({'id': case['id'], 'missing': str(e)})
@@ -152,5 +152,8 @@ def score(cases: list[dict]) -> dict:
         'startup_failures_predicted': sf_pred,
         'startup_failures': sf_total,
         'cannot_predict': cannot,
+        'replayed': sum(bool(r.get('predicted', {}).get('replayed', '').startswith("torch's reserve")) for r in rows)
+        if replay
+        else None,
         'per_case': rows,
     }
