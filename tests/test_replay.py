@@ -1,5 +1,6 @@
-"""``check --replay``: torch's reserve for the launch's own training step from the traced step's replay, the figure
-``grpo-guard trace`` prints, in place of the closed form; any other shape (a fix's) keeps the closed form. A small
+"""``check --replay``: torch's reserve for the launch's own training step from the traced step's replay (what
+``grpo-guard trace`` prints, at the planned prompt and shorter ones: the largest), in place of the closed form; any
+other shape (a fix's) keeps the closed form. A small
 Qwen2-shaped config keeps the trace to seconds (fake tensors, no GPU)."""
 
 import json
@@ -53,7 +54,8 @@ def test_replay_takes_the_reserve_trace_prints(tmp_path, small, capsys, write_ya
     replayed = _json(capsys, ['check', cfg, *hw, '--json', '--replay'])
     traced = _json(capsys, ['trace', cfg, '--model-config', str(small), '--json', '--force'])
     reserve = traced['reserved_peak_gib'] - traced['traced_peak_gib']
-    assert _train(replayed)['allocator_reserve'] == pytest.approx(reserve, abs=0.011)
+    # the largest over the planned prompt and shorter ones: at least the planned shape's (trace's figure)
+    assert _train(replayed)['allocator_reserve'] >= reserve - 0.011
     assert _train(replayed)['allocator_reserve'] != _train(closed)['allocator_reserve']
     # everything else of the step is the analytic model's, as without --replay
     for term in ('weights', 'activations', 'logits'):
