@@ -84,18 +84,24 @@ def _check(opts, extra):
     pass_rate = getattr(opts, 'pass_rate', None)
     if pass_rate is not None and not 0 <= pass_rate <= 1:  # NaN fails both comparisons
         raise GuardError(f'--pass-rate {pass_rate:g}: a pass rate lies between 0 and 1')
+    from contextlib import nullcontext
+
+    from .progress import progress
+
+    replay = getattr(opts, 'replay', False)
     try:
-        report = check_launch(
-            launch,
-            hw,
-            packages=packages,
-            data_stats=stats,
-            model_config=model_config_arg(opts.model_config),
-            completion_mean=mean,
-            fastest=getattr(opts, 'fastest', False),
-            pass_rate=pass_rate,
-            replay=getattr(opts, 'replay', False),
-        )
+        with progress('check --replay: tracing the training step at four prompt lengths') if replay else nullcontext():
+            report = check_launch(
+                launch,
+                hw,
+                packages=packages,
+                data_stats=stats,
+                model_config=model_config_arg(opts.model_config),
+                completion_mean=mean,
+                fastest=getattr(opts, 'fastest', False),
+                pass_rate=pass_rate,
+                replay=replay,
+            )
     except OverflowError:  # a number no GPU holds (10**30 completions): the memory arithmetic leaves float range
         raise GuardError(_too_large(launch.argv)) from None
     if getattr(opts, 'verify', False) and report.fixes and report.fixes[0].env:

@@ -222,8 +222,8 @@ def _hardware_args(p: argparse.ArgumentParser) -> None:
         '--replay',
         action='store_true',
         help="plan torch's reserve for the training step by tracing it on fake tensors and replaying it through the "
-        'caching-allocator model, as grpo-guard trace does (needs torch, transformers and peft; seconds to a '
-        'minute), in place of the closed form',
+        'caching-allocator model, as grpo-guard trace does, at the planned prompt and three shorter ones (needs '
+        'torch, transformers and peft; about a minute for a 7B model on 2 cores), in place of the closed form',
     )
     p.add_argument(
         '--fastest',

@@ -1,4 +1,5 @@
-"""A one-line progress indicator on stderr for the slow verbs (``trace``: 13-27 s, ``validate``: about 7 s), shown
+"""A one-line progress indicator on stderr for the slow verbs (``trace``: 13-27 s, ``validate``: about 7 s,
+``check --replay``: about a minute), shown
 only when stderr is a terminal: piped or redirected output stays exactly as before (tests and scripts pin it).
 
     with progress('trace: building the model') as p:
