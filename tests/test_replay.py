@@ -98,3 +98,17 @@ def test_replay_declines_a_sharded_step_and_says_so(small, capsys, write_yaml):
     replayed = _json(capsys, ['check', cfg, *hw, '--json', '--replay'])
     assert _train(replayed) == _train(closed)
     assert any('not replayed under DeepSpeed' in a for a in replayed['assumptions'])
+
+
+def test_a_model_transformers_cannot_build_is_one_line_and_exit_2(tmp_path, capsys, write_yaml):
+    """A config.json whose model_type transformers does not know: one line naming it, no traceback, exit 2 (the
+    trace CLI says the same)."""
+    (tmp_path / 'odd').mkdir()
+    (tmp_path / 'odd' / 'config.json').write_text(json.dumps({**SMALL, 'model_type': 'not_a_model_type'}))
+    cfg = str(write_yaml(LAUNCH.format(tuner='lora', extra='')))
+    code = main(
+        ['check', cfg, '--gpus', '1', '--gpu-type', 'A100-80G', '--model-config', str(tmp_path / 'odd'), '--replay']
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert '--replay: cannot build the model' in err[0] and 'not_a_model_type' in err[0] and len(err[0]) < 240

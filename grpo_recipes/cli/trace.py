@@ -37,7 +37,7 @@ def run(opts, extra: list[str]) -> int:
 
     with progress('trace: importing torch and transformers') as bar:
         try:
-            from ..memory.trace import trace_launch
+            from ..memory.trace import build_error, trace_launch
         except ImportError as e:
             raise GuardError(f'trace needs torch, transformers and peft ({e}); pip install -e .[test]') from None
         adamw, adamw_why = launch_adamw(report)
@@ -62,7 +62,7 @@ def run(opts, extra: list[str]) -> int:
                 load='device_map' if loads_with_device_map(cfg, report.plan, launch.fw) else 'moved',
             )
         except ValueError as e:  # transformers or PEFT cannot build this model or tuner
-            raise GuardError(f'trace: cannot build the model as the launch asks ({e})') from None
+            raise GuardError(f'trace: cannot build the model as the launch asks ({build_error(e)})') from None
         except (OverflowError, TypeError) as e:  # a length or batch no tensor can have (torch: "Overflow when ...")
             if not isinstance(e, OverflowError) and 'Overflow' not in str(e):
                 raise

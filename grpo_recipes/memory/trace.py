@@ -184,6 +184,14 @@ def _unpadded_masks():
 RELEASED = 'released after the step'
 
 
+def build_error(e: Exception) -> str:
+    """transformers' or PEFT's refusal to build the model, in one short clause: its first sentence (transformers lists
+    every model type it knows after it)."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    first = text.split('. ')[0]
+    return first if len(first) <= 160 else first[:157] + '...'
+
+
 def _materialise(model) -> None:
     """Give each parameter and buffer built on the meta device its storage, in module order, a shared (tied) parameter
     once, as from_pretrained loads it. ``Module.to_empty`` would make the tied copy's storage as well and untie it."""

@@ -288,7 +288,9 @@ def _replayed(report, model_config: dict, inp: Inputs) -> tuple:
     except ImportError as e:
         raise GuardError(f'--replay traces the step with torch, transformers and peft ({e}); install them') from None
     except ValueError as e:  # transformers or PEFT cannot build this model or tuner
-        raise GuardError(f'--replay: cannot build the model as the launch asks ({e})') from None
+        from .trace import build_error
+
+        raise GuardError(f'--replay: cannot build the model as the launch asks ({build_error(e)})') from None
 
 
 def _logits_span(report, inp: Inputs, data_stats: dict | None) -> list[str]:
