@@ -26,6 +26,8 @@ def replay_key(cfg, inp: Inputs) -> tuple:
         cfg.gradient_checkpointing,
         cfg.tuner_type,
         cfg.lora_rank,
+        cfg.target_modules,
+        cfg.lora_dropout,
         cfg.beta,
         cfg.deepspeed,
         cfg.fsdp,
