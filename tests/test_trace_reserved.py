@@ -134,3 +134,42 @@ def test_a_window_longer_than_any_before_reserves_new_logits_segments():
     # nearly the same bytes in use (the rising order's peak step has the longest window and the optimizer states)...
     assert abs(rising_alloc - falling_alloc) < 0.25 * block
     assert rising - falling >= block  # ...but at least one more whole logits block of segments held
+
+
+def test_weights_loaded_with_a_device_map_sit_in_one_segment_of_their_size():
+    """transformers' from_pretrained with a device_map warms the caching allocator with one fp16 block of the
+    checkpoint's bytes, tied weights once, and frees it (modeling_utils.py caching_allocator_warmup): replayed, the
+    weights then fill exactly that one segment (the measured H200 runs held one of the model's 16-bit size). Moved
+    weights (loaded on the CPU, one by one) make no such segment, and a tied embedding is allocated once either way."""
+    pytest.importorskip('torch')
+    from grpo_recipes.allocconf import DEFAULT
+    from grpo_recipes.memory.allocator import CachingAllocator
+    from grpo_recipes.memory.trace import trace_step
+
+    tied = {**TINY, 'vocab_size': 32000, 'hidden_size': 256, 'intermediate_size': 704, 'tie_word_embeddings': True}
+    cfg, _ = GRPOConfig.from_argv(
+        ['--rlhf_type', 'grpo', '--tuner_type', 'full', '--per_device_train_batch_size', '2']
+        + ['--max_completion_length', '32', '--torch_dtype', 'bfloat16', '--beta', '0']
+    )
+    # the checkpoint's bytes: embedding (tied to the head) and the two layers, 16 bits each
+    h, i, v, q, kv = 256, 704, 32000, 256, 2 * 256 // 4
+    layer = h * q + q + 2 * (h * kv + kv) + q * h + 3 * h * i + 2 * h
+    weights = 2 * (v * h + 2 * layer + h)
+
+    def segments_after_load(load):
+        counter, _, _ = trace_step(cfg, tied, 16, steps=1, load=load)
+        alloc = CachingAllocator(DEFAULT)
+        for (rid, n), stage in zip(counter.events, counter.event_stages):
+            if stage != 'load':
+                break
+            alloc.free(rid) if n is None else alloc.malloc(rid, n)
+        return alloc.finish().segment_sizes, alloc.allocated
+
+    warm, warm_allocated = segments_after_load('device_map')
+    moved, moved_allocated = segments_after_load('moved')
+    block = -(-weights // 2**21) * 2**21  # a request above 10 MiB gets a segment of its size, rounded to 2 MiB
+    assert block in warm and block not in moved
+    # the same weights live either way, the tied one once (the allocator's 512-byte rounding and the unsplit tail of
+    # a carved block aside, a few hundred KiB here)
+    for allocated in (warm_allocated, moved_allocated):
+        assert weights <= allocated < weights + 2**20 < weights + v * h * 2
