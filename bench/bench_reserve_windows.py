@@ -42,20 +42,12 @@ def simulate(case: dict, cfg, shapes: list[tuple[int, int]]) -> dict:
     from grpo_recipes.allocconf import conf_of
     from grpo_recipes.hardware import Hardware
     from grpo_recipes.memory.allocator import CachingAllocator, replay
-    from grpo_recipes.memory.trace import categorise, trace_step
-    from grpo_recipes.plan import build_plan, loads_with_device_map, old_logprobs_needed
+    from grpo_recipes.memory.trace import categorise, step_as_run, trace_step
+    from grpo_recipes.plan import build_plan
 
-    plan = build_plan(cfg, {}, Hardware(gpus=1))
-    old, warm = old_logprobs_needed(cfg, plan, 'swift'), loads_with_device_map(cfg, plan, 'swift')
+    old, load = step_as_run(cfg, build_plan(cfg, {}, Hardware(gpus=1)), 'swift')
     counter, keys, _ = trace_step(
-        cfg,
-        case['model_config'],
-        shapes[0][0],
-        shapes=shapes,
-        adamw='fused',
-        unpadded=True,
-        old_pass=old,
-        load='device_map' if warm else 'moved',
+        cfg, case['model_config'], shapes[0][0], shapes=shapes, adamw='fused', unpadded=True, old_pass=old, load=load
     )
     conf = conf_of((case.get('environ') or {}).get('PYTORCH_CUDA_ALLOC_CONF') or '')
     st = replay(counter.events, conf)

@@ -85,23 +85,23 @@ def _check(opts, extra):
     if pass_rate is not None and not 0 <= pass_rate <= 1:  # NaN fails both comparisons
         raise GuardError(f'--pass-rate {pass_rate:g}: a pass rate lies between 0 and 1')
     from contextlib import nullcontext
+    from functools import partial
 
     from .progress import progress
 
     replay = getattr(opts, 'replay', False)
+    # what the launch and a re-check of its fix (--verify) share; --model-config read (or fetched) once
+    checked = partial(
+        check_launch,
+        hw=hw,
+        packages=packages,
+        data_stats=stats,
+        model_config=model_config_arg(opts.model_config),
+        completion_mean=mean,
+    )
     try:
         with progress('check --replay: tracing the training step at four prompt lengths') if replay else nullcontext():
-            report = check_launch(
-                launch,
-                hw,
-                packages=packages,
-                data_stats=stats,
-                model_config=model_config_arg(opts.model_config),
-                completion_mean=mean,
-                fastest=getattr(opts, 'fastest', False),
-                pass_rate=pass_rate,
-                replay=replay,
-            )
+            report = checked(launch, fastest=getattr(opts, 'fastest', False), pass_rate=pass_rate, replay=replay)
     except OverflowError:  # a number no GPU holds (10**30 completions): the memory arithmetic leaves float range
         raise GuardError(_too_large(launch.argv)) from None
     if getattr(opts, 'verify', False) and report.fixes and report.fixes[0].env:
@@ -110,14 +110,7 @@ def _check(opts, extra):
         report.fix_verified = verify(
             launch,
             report,
-            lambda fixed: check_launch(
-                fixed,
-                hw,
-                packages=packages,
-                data_stats=stats,
-                model_config=model_config_arg(opts.model_config),
-                completion_mean=mean,
-            ),
+            checked,
         )
         if report.fixes[0].changes:
             parsed = validate(

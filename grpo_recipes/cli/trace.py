@@ -47,8 +47,6 @@ def run(opts, extra: list[str]) -> int:
 
             cfg = report.cfg
             alloc = phases(launch.alloc, launch.fw, cfg.use_vllm, cfg.vllm_mode, cfg.effective_sleep_level).trainer
-            from ..plan import loads_with_device_map, old_logprobs_needed
-
             result = trace_launch(
                 cfg,
                 report.plan,
@@ -58,8 +56,7 @@ def run(opts, extra: list[str]) -> int:
                 adamw,
                 adamw_why,
                 alloc_conf=alloc,
-                old_pass=old_logprobs_needed(cfg, report.plan, launch.fw),
-                load='device_map' if loads_with_device_map(cfg, report.plan, launch.fw) else 'moved',
+                framework=launch.fw,
             )
         except ValueError as e:  # transformers or PEFT cannot build this model or tuner
             raise GuardError(f'trace: cannot build the model as the launch asks ({build_error(e)})') from None

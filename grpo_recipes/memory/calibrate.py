@@ -557,12 +557,9 @@ def _predict_train_at(
 
 def _replayed(case: dict, cfg: GRPOConfig, plan, inp: Inputs) -> tuple:
     """(``Inputs.replayed``, the line saying how) for a case's GRPO step, as its framework runs it."""
-    from ..plan import loads_with_device_map, old_logprobs_needed
     from .replay import replayed_reserve
 
-    fw = _framework(case)
-    load = 'device_map' if loads_with_device_map(cfg, plan, fw) else 'moved'
     try:
-        return replayed_reserve(cfg, plan, case['model_config'], inp, old_logprobs_needed(cfg, plan, fw), load)
+        return replayed_reserve(cfg, plan, case['model_config'], inp, _framework(case))
     except (ValueError, TypeError, KeyError) as e:  # a model transformers or PEFT cannot build from the case's config
         return None, f'not replayed ({type(e).__name__}: {str(e)[:80]}); the closed form'

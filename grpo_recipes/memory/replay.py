@@ -39,8 +39,9 @@ def replay_key(cfg, inp: Inputs) -> tuple:
     )
 
 
-def replayed_reserve(cfg, plan, model_config: dict, inp: Inputs, old_pass: bool, load: str) -> tuple:
-    """((``replay_key``, bytes) or None, the assumption line). None where one process cannot show the step: DeepSpeed
+def replayed_reserve(cfg, plan, model_config: dict, inp: Inputs, framework) -> tuple:
+    """((``replay_key``, bytes) or None, the assumption line): the step as ``framework`` runs it. None where one
+    process cannot show the step: DeepSpeed
     and FSDP keep flat sharded buffers the single-process trace does not allocate, and Ulysses sequence parallelism
     splits each sequence over a group."""
     if cfg.deepspeed or cfg.fsdp or cfg.sequence_parallel_size > 1:
@@ -65,8 +66,7 @@ def replayed_reserve(cfg, plan, model_config: dict, inp: Inputs, old_pass: bool,
             str(cfg.model),
             inp.adamw,
             alloc_conf=inp.alloc,
-            old_pass=old_pass,
-            load=load,
+            framework=framework,
             window=window,
         )
         runs.append((prompt, window, r))
@@ -76,12 +76,12 @@ def replayed_reserve(cfg, plan, model_config: dict, inp: Inputs, old_pass: bool,
     _, _, top = runs[0]
     worst_prompt, window, worst = max(runs, key=lambda x: x[2].reserved_peak_gib)
     reserve = max(0.0, worst.reserved_peak_gib - top.traced_peak_gib) * GiB
-    passes = next((n.split(': ', 1)[1] for n in top.notes if n.startswith('no-grad log-probability passes')), '')
+    passes = ' and '.join(top.no_grad_passes) or 'none'
     tried = ', '.join(f'{p:,}' for p, _, _ in runs)
     return (replay_key(cfg, inp), reserve), (
         f"torch's reserve above the training step's allocated peak: {reserve / GiB:.2f} GiB, replayed (--replay): the "
         f'step traced on fake tensors and replayed through the caching-allocator model at prompts of {tried} tokens '
         f'(the reserve is not monotonic in the shape), the largest reserved at {worst_prompt:,} '
         f'({cfg.per_device_train_batch_size} x {window} logits positions); {top.allocator or "default allocator"}; '
-        f'weights {LOADS[load]}; no-grad passes: {passes}; {sum(r.seconds for _, _, r in runs):.0f} s'
+        f'weights {LOADS[top.load]}; no-grad passes: {passes}; {sum(r.seconds for _, _, r in runs):.0f} s'
     )

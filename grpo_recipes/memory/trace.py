@@ -60,6 +60,11 @@ class TraceResult:
     between (``framework.Handover``; the fast path's ``reserve.carried``)."""
     allocator: str = ''
     """The PYTORCH_CUDA_ALLOC_CONF string the reserved figure was simulated with ('' for torch's defaults)."""
+    no_grad_passes: list = field(default_factory=list)
+    """The no-grad log-probability passes run before each step, in order (``"the old policy's"``,
+    ``"the reference's"``)."""
+    load: str = 'init'
+    """How the weights came to the GPU (``trace_step``'s ``load``)."""
     events: list = field(default_factory=list, repr=False)
     """The step's allocations and frees (``LiveBytes.events``) and their stages, for ``trace --snapshot``; not in
     ``to_dict``."""
@@ -429,6 +434,19 @@ def analytic_peak(cfg, plan, arch, prompt_len: int, sft: bool = False, adamw: st
     )
 
 
+def step_as_run(cfg, plan, framework) -> tuple[bool, str]:
+    """(``old_pass``, ``load``) for ``trace_step``: the step as ``framework`` (``Framework`` or its name) runs it, its
+    no-grad pass for the old log-probabilities (``plan.old_logprobs_needed``) and how it loads the weights
+    (``plan.loads_with_device_map``: ``device_map``, else ``moved``); None: the harness grid's step (no old pass,
+    weights made on the GPU: ``init``)."""
+    from ..plan import loads_with_device_map, old_logprobs_needed
+
+    if framework is None:
+        return False, 'init'
+    load = 'device_map' if loads_with_device_map(cfg, plan, framework) else 'moved'
+    return old_logprobs_needed(cfg, plan, framework), load
+
+
 PER_PARAMETER_TERMS = ('weights', 'lora_params', 'grads+optimizer', 'zero3_live_params', 'ref_model')
 
 
@@ -441,17 +459,18 @@ def trace_launch(
     adamw: str = 'fused',
     adamw_why: str = '',
     alloc_conf=None,
-    old_pass: bool = False,
-    load: str = 'init',
+    framework=None,
     window: int | None = None,
 ) -> TraceResult:
     """Trace the launch's step; ``adamw`` (``memory.resolve_adamw``) picks the optimizer implementation;
     ``alloc_conf``: the trainer's allocator (``allocconf.AllocConf``, or a PYTORCH_(CUDA_)ALLOC_CONF string), for the
-    reserved figure; ``old_pass``: the framework runs a no-grad forward for the old log-probabilities before the step
-    (``plan.old_logprobs_needed``); ``load``: how the weights come to the GPU (``trace_step``); ``window``: the
-    logits positions per sequence where they span more than the completion (``memory.trainer.logits_rows``: the
-    micro-batch's padded length stays prompt + completion, its shortest prompt that less the window)."""
+    reserved figure; ``framework`` (``Framework`` or its name): the step as that trainer runs it (``step_as_run``);
+    None: the harness grid's step; ``window``: the logits positions per sequence where they span more than the
+    completion (``memory.trainer.logits_rows``: the micro-batch's padded length stays prompt + completion, its shortest
+    prompt that less the window)."""
     t0 = time.time()
+    old_pass, load = step_as_run(cfg, plan, framework)
+    passes = (["the old policy's"] if old_pass else []) + (["the reference's"] if cfg.beta else [])
     sharded = bool(cfg.deepspeed or cfg.fsdp_sharding)
     # under DeepSpeed/FSDP the optimizer steps sharded state the single process cannot show: trace with the fused
     # step and take the optimizer's temporaries from the same accounting as the states
@@ -475,7 +494,6 @@ def trace_launch(
     )
     if adamw_why:
         notes.append(f'optimizer: {adamw_why}')
-    passes = (["the old policy's"] if old_pass else []) + (["the reference's"] if cfg.beta else [])
     notes.append(
         'no-grad log-probability passes before each step: '
         + (' and '.join(passes) if passes else "none (beta 0, and the framework reuses the step's own)")
@@ -557,6 +575,8 @@ def trace_launch(
         categories_gib=cats,
         peak_at=counter.peak_at,
         notes=notes,
+        no_grad_passes=passes,
+        load=load,
         seconds=round(time.time() - t0, 2),
         events=counter.events,
         event_stages=counter.event_stages,

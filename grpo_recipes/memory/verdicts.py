@@ -277,14 +277,11 @@ def _replayed(report, model_config: dict, inp: Inputs) -> tuple:
     """``Inputs.replayed`` and its assumption line: the launch's step traced and replayed as its framework runs it
     (``replay.replayed_reserve``)."""
     from ..errors import GuardError
-    from ..plan import loads_with_device_map, old_logprobs_needed
 
-    cfg, plan, fw = report.cfg, report.plan, report.launch.fw
-    load = 'device_map' if loads_with_device_map(cfg, plan, fw) else 'moved'
     try:
         from .replay import replayed_reserve
 
-        return replayed_reserve(cfg, plan, model_config, inp, old_logprobs_needed(cfg, plan, fw), load)
+        return replayed_reserve(report.cfg, report.plan, model_config, inp, report.launch.fw)
     except ImportError as e:
         raise GuardError(f'--replay traces the step with torch, transformers and peft ({e}); install them') from None
     except ValueError as e:  # transformers or PEFT cannot build this model or tuner
