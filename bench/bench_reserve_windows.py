@@ -41,7 +41,7 @@ def simulate(case: dict, cfg, shapes: list[tuple[int, int]]) -> dict:
     window) per step) and replayed under the case's allocator setting."""
     from grpo_recipes.allocconf import conf_of
     from grpo_recipes.hardware import Hardware
-    from grpo_recipes.memory.allocator import CachingAllocator, replay
+    from grpo_recipes.memory.allocator import replay
     from grpo_recipes.memory.trace import categorise, step_as_run, trace_step
     from grpo_recipes.plan import build_plan
 
@@ -50,17 +50,11 @@ def simulate(case: dict, cfg, shapes: list[tuple[int, int]]) -> dict:
         cfg, case['model_config'], shapes[0][0], shapes=shapes, adamw='fused', unpadded=True, old_pass=old, load=load
     )
     conf = conf_of((case.get('environ') or {}).get('PYTORCH_CUDA_ALLOC_CONF') or '')
-    st = replay(counter.events, conf)
+    st = replay(counter.events, conf, stages=counter.event_stages)
     # the frozen reference model of full training with beta > 0: its own weights, loaded before training
     ref = categorise(counter, keys)['parameters'] if not cfg.is_lora and cfg.beta else 0.0
     # reserved where each stage hands over to the next, keyed by the stage that ends there
-    alloc, ends, prev = CachingAllocator(conf), {}, None
-    for (rid, n), stage in zip(counter.events, counter.event_stages):
-        if prev is not None and stage != prev:
-            ends[prev] = alloc.reserved / GiB + ref
-        prev = stage
-        alloc.free(rid) if n is None else alloc.malloc(rid, n)
-    ends[prev] = alloc.reserved / GiB + ref
+    ends = {stage: n / GiB + ref for stage, n in st.reserved_at_stage_end.items()}
     return {
         'allocated': st.peak_allocated / GiB + ref,
         'reserved': st.peak_reserved / GiB + ref,

@@ -135,6 +135,8 @@ class AllocStats:
     retries: int = 0
     """Allocations that needed the free-cached-blocks-and-retry path (num_alloc_retries)."""
     ooms: int = 0
+    reserved_at_stage_end: dict = field(default_factory=dict)
+    """With ``replay(stages=...)``: the bytes reserved where each stage hands over to the next, by stage."""
 
 
 class CachingAllocator:
@@ -432,12 +434,18 @@ class CachingAllocator:
         return s
 
 
-def replay(events, conf: AllocConf | None = None, capacity: int | None = None) -> AllocStats:
+def replay(events, conf: AllocConf | None = None, capacity: int | None = None, stages=None) -> AllocStats:
     """Replay ``events``: ``(id, nbytes)`` allocates, ``(id, None)`` frees, ``'empty_cache'`` and ``'reset_peak'``
     call those; a free of an id never allocated (a storage made before the events began) is skipped, as are
-    zero-byte requests (torch hands those no memory). Returns the peaks and the segments held at the end."""
+    zero-byte requests (torch hands those no memory). Returns the peaks and the segments held at the end; with
+    ``stages`` (each event's stage, ``LiveBytes.event_stages``) also the reserve where each stage ends."""
     a = CachingAllocator(conf, capacity)
-    for ev in events:
+    ends, prev = {}, None
+    for i, ev in enumerate(events):
+        if stages is not None:
+            if prev is not None and stages[i] != prev:
+                ends[prev] = a.reserved
+            prev = stages[i]
         if ev == 'empty_cache':
             a.empty_cache()
         elif ev == 'reset_peak':
@@ -449,7 +457,11 @@ def replay(events, conf: AllocConf | None = None, capacity: int | None = None) -
                     a.free(rid)
             elif n > 0:
                 a.malloc(rid, n)
-    return a.finish()
+    if prev is not None:
+        ends[prev] = a.reserved
+    stats = a.finish()
+    stats.reserved_at_stage_end = ends
+    return stats
 
 
 def handover(step_events, new_sizes, conf: AllocConf | None = None, empty: bool = False) -> tuple[int, int]:
