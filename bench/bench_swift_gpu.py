@@ -155,6 +155,19 @@ def _poll(path):
         time.sleep(0.5)
 
 
+def _figures():
+    """torch's allocated and reserved bytes and their peaks now ({} on CPU: the record alone is written)."""
+    if not torch.cuda.is_initialized():
+        return {}
+    return dict(allocated=torch.cuda.memory_allocated(0), reserved=torch.cuda.memory_reserved(0),
+                max_allocated=torch.cuda.max_memory_allocated(0), max_reserved=torch.cuda.max_memory_reserved(0))
+
+
+def _append(path, rec):
+    with open(path, 'a') as f:
+        f.write(json.dumps(rec) + '\\n')
+
+
 def _record_windows(path):
     """Each training micro-batch's logits window as ms-swift collates it (collate_to_grpo_micro_batch with
     use_logits_to_keep, after generation and before the no-grad passes), its prompts' spread and longest completion,
@@ -177,12 +190,7 @@ def _record_windows(path):
                 'completion_max': max(len(s.encoded['labels']) - p for s, p in zip(samples, prompts)),
                 'sequence_max': max(len(s.encoded['labels']) for s in samples),
             }
-            if torch.cuda.is_initialized():
-                rec.update(allocated=torch.cuda.memory_allocated(0), reserved=torch.cuda.memory_reserved(0),
-                           max_allocated=torch.cuda.max_memory_allocated(0),
-                           max_reserved=torch.cuda.max_memory_reserved(0))
-            with open(path + '.windows', 'a') as f:
-                f.write(json.dumps(rec) + '\\n')
+            _append(path + '.windows', {**rec, **_figures()})
         return model_inputs, batch
 
     gt.collate_to_grpo_micro_batch = collate
@@ -203,13 +211,7 @@ def _record_phases(path):
         return
 
     def note(phase, **extra):
-        rec = {'phase': phase, **extra}
-        if torch.cuda.is_initialized():  # on CPU the boundary alone is written
-            rec.update(allocated=torch.cuda.memory_allocated(0), reserved=torch.cuda.memory_reserved(0),
-                       max_allocated=torch.cuda.max_memory_allocated(0),
-                       max_reserved=torch.cuda.max_memory_reserved(0))
-        with open(path + '.phases', 'a') as f:
-            f.write(json.dumps(rec) + '\\n')
+        _append(path + '.phases', {'phase': phase, **extra, **_figures()})
 
     def generate(self, *a, **kw):
         note('generate_start')
@@ -620,10 +622,10 @@ def run_one(run: Run, workdir: Path, timeout: float) -> dict:
     log.parent.mkdir(parents=True, exist_ok=True)
     peaks = log.with_suffix('.peaks.json')
     peaks.unlink(missing_ok=True)
-    windows_file = Path(str(peaks) + '.windows')  # the plugin appends one line per micro-batch: start empty
-    windows_file.unlink(missing_ok=True)
-    phases_file = Path(str(peaks) + '.phases')  # the plugin appends one line per phase boundary
-    phases_file.unlink(missing_ok=True)
+    # the plugin appends one line per micro-batch (.windows) and per phase boundary (.phases): start empty
+    lines = {part: Path(f'{peaks}.{part}') for part in ('windows', 'phases')}
+    for file in lines.values():
+        file.unlink(missing_ok=True)
     (workdir / 'peaks_plugin.py').write_text(PEAKS_PLUGIN)
     plugins = [str(workdir / 'peaks_plugin.py')]
     argv = list(run.argv)
@@ -649,14 +651,14 @@ def run_one(run: Run, workdir: Path, timeout: float) -> dict:
         torch_peaks = json.loads(peaks.read_text())
     except (OSError, ValueError):
         torch_peaks = {}
-    try:  # each micro-batch's logits window and the allocator's figures when it was collated (.windows)
-        windows = [json.loads(x) for x in windows_file.read_text().splitlines() if x.strip()]
-    except (OSError, ValueError):
-        windows = []
-    try:  # the allocator's figures at each phase boundary of each step (.phases)
-        phases = [json.loads(x) for x in phases_file.read_text().splitlines() if x.strip()]
-    except (OSError, ValueError):
-        phases = []
+    # each micro-batch's logits window and the allocator's figures when it was collated (.windows); the allocator's
+    # figures at each phase boundary of each step (.phases)
+    recorded = {}
+    for part, file in lines.items():
+        try:
+            recorded[part] = [json.loads(x) for x in file.read_text().splitlines() if x.strip()]
+        except (OSError, ValueError):
+            recorded[part] = []
     try:  # the allocator's counters and its segments when the reserve last grew (the plugin's .stats file)
         torch_stats = json.loads(Path(str(peaks) + '.stats').read_text())
     except (OSError, ValueError):
@@ -665,8 +667,8 @@ def run_one(run: Run, workdir: Path, timeout: float) -> dict:
         **read_log(log.read_text(errors='replace')),
         'torch_peaks_gib': {k: round(v / 2**30, 2) for k, v in torch_peaks.items()},
         'torch_allocator': torch_stats,
-        'logits_windows': windows,
-        'phases': phases,
+        'logits_windows': recorded['windows'],
+        'phases': recorded['phases'],
         'rc': rc,
         'nvml_peak_mib': peak,
         'seconds': round(time.time() - t0, 1),
