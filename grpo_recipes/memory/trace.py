@@ -434,17 +434,17 @@ def analytic_peak(cfg, plan, arch, prompt_len: int, sft: bool = False, adamw: st
     )
 
 
-def step_as_run(cfg, plan, framework) -> tuple[bool, str]:
-    """(``old_pass``, ``load``) for ``trace_step``: the step as ``framework`` (``Framework`` or its name) runs it, its
+def step_as_run(cfg, plan, fw) -> tuple[bool, str]:
+    """(``old_pass``, ``load``) for ``trace_step``: the step as ``fw`` (``Framework`` or its name) runs it, its
     no-grad pass for the old log-probabilities (``plan.old_logprobs_needed``) and how it loads the weights
     (``plan.loads_with_device_map``: ``device_map``, else ``moved``); None: the harness grid's step (no old pass,
     weights made on the GPU: ``init``)."""
     from ..plan import loads_with_device_map, old_logprobs_needed
 
-    if framework is None:
+    if fw is None:
         return False, 'init'
-    load = 'device_map' if loads_with_device_map(cfg, plan, framework) else 'moved'
-    return old_logprobs_needed(cfg, plan, framework), load
+    load = 'device_map' if loads_with_device_map(cfg, plan, fw) else 'moved'
+    return old_logprobs_needed(cfg, plan, fw), load
 
 
 PER_PARAMETER_TERMS = ('weights', 'lora_params', 'grads+optimizer', 'zero3_live_params', 'ref_model')
