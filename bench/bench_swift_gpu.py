@@ -388,6 +388,32 @@ GRID = (
         },
         'default',
     ),
+    # Added 2026-11-27, before they ran, as a holdout for full fine-tuning of a small model at a large micro-batch
+    # (a tied-embedding model; no calibration case has this model or these shapes).
+    (
+        'grid/qwen2.5-0.5b-full-bs32-c512',
+        'Qwen/Qwen2.5-0.5B-Instruct',
+        'qwen2',
+        'qwen2_5',
+        {'tuner_type': 'full', 'per_device_train_batch_size': 32, 'max_completion_length': 512},
+        'default',
+    ),
+    (
+        'grid/qwen2.5-0.5b-full-bs32-c512+expandable',
+        'Qwen/Qwen2.5-0.5B-Instruct',
+        'qwen2',
+        'qwen2_5',
+        {'tuner_type': 'full', 'per_device_train_batch_size': 32, 'max_completion_length': 512},
+        'expandable',
+    ),
+    (
+        'grid/qwen2.5-0.5b-full-bs16-c1024',
+        'Qwen/Qwen2.5-0.5B-Instruct',
+        'qwen2',
+        'qwen2_5',
+        {'tuner_type': 'full', 'per_device_train_batch_size': 16, 'max_completion_length': 1024},
+        'default',
+    ),
 )
 # What every grid launch shares (as the recipes write it).
 GRID_COMMON = {
