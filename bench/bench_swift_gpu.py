@@ -580,8 +580,9 @@ MEMORY_FIELDS = (
 )
 
 
-def to_case(run: Run, result: dict, gpu: dict, versions: dict, date: str) -> dict:
-    """One result in the schema of ../shared/calibration/memory_cases.jsonl (as grpo_recipes/calibrate.py reads it)."""
+def to_case(run: Run, result: dict, gpu: dict, versions: dict, date: str, prompt_tokens: dict | None = None) -> dict:
+    """One result in the schema of ../shared/calibration/memory_cases.jsonl (as grpo_recipes/calibrate.py reads it);
+    ``prompt_tokens`` is the data's prompt lengths (``dataset_prompt_tokens``)."""
     config = {
         k: v
         for k, v in argv_config(run.argv).items()
@@ -629,6 +630,7 @@ def to_case(run: Run, result: dict, gpu: dict, versions: dict, date: str) -> dic
         'date': date,
         'source': 'bench/bench_swift_gpu.py',
         'data': f'GSM8K sample ({SAMPLE.name}) prepared by grpo-data',
+        **({'prompt_tokens': prompt_tokens} if prompt_tokens else {}),
     }
 
 
@@ -711,6 +713,27 @@ def prepare_dataset(workdir: Path) -> Path:
     return out
 
 
+def dataset_prompt_tokens(dataset: Path, tokenizer: Path) -> dict | None:
+    """The prepared data's shortest and longest prompt in tokens (``grpo-data stats --json``), for the case's
+    ``prompt_tokens``: calibrate plans a run's prompt spread from it where the run recorded no windows."""
+    out = subprocess.run(
+        [sys.executable, '-m', 'data_tools.cli', 'stats', str(dataset), '--json', '--tokenizer', str(tokenizer)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        stats = json.loads(out.stdout)
+    except ValueError:
+        return None
+    return {
+        'min': stats['min'],
+        'max': stats['max'],
+        'source': f'grpo-data stats --json of the prepared GSM8K sample ({SAMPLE.name}), '
+        + ('bundled Qwen2.5 tokenizer' if Path(tokenizer) == TOKENIZER else f'tokenizer {tokenizer}'),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     p.add_argument('--dry-run', action='store_true', help='print each launch (argv, environment, dropped settings)')
@@ -751,6 +774,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.emulate_gib:
         (workdir / 'emulate_card.py').write_text(PLUGIN)
     prepare_dataset(workdir)
+    prompt_tokens = dataset_prompt_tokens(dataset, Path(opts.tokenizer))
     props = torch.cuda.get_device_properties(0)
     gpu = {'name': props.name, 'total_gib': round(props.total_memory / 2**30, 2)}
     import importlib.metadata as md
@@ -777,7 +801,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if opts.out:
             with open(opts.out, 'a') as f:
-                f.write(json.dumps(to_case(r, res, gpu, versions, date)) + '\n')
+                f.write(json.dumps(to_case(r, res, gpu, versions, date, prompt_tokens)) + '\n')
     return 0
 
 
