@@ -20,8 +20,9 @@ Where the simulation and the measurement differ, and why:
   Autograd's gradient accumulation (``InputBuffer::accumulate``: in place when the buffer is not shared) is also
   out of place under a mode; it is left as traced (at the dispatch level it cannot be told apart from a formula's
   own out-of-place ``add``), so the simulation may keep one extra gradient-sized block for a moment.
-- What the allocator is never asked for: the CUDA context and NVML's own view (device-used minus reserved,
-  1.22 GiB on the grid), and cuBLAS/cuBLASLt handles' own state.
+- What the allocator is never asked for: the CUDA context (device-used minus reserved: 1.22 GiB on the grid, which
+  read NVML's v1 used with the driver's 0.47 GiB reserve in it; memory/reserve.py DEVICE_CONTEXT), and
+  cuBLAS/cuBLASLt handles' own state.
 - What the allocator is asked for but the trace does not see: kernels' workspaces taken from the caching allocator
   inside an op (cuBLAS's workspace, held from the first matmul on; flash-attention's and cub's scratch buffers;
   the fused AdamW's). They are small next to the segments here (MiB against GiB).

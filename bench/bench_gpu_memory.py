@@ -55,7 +55,9 @@ def nvml_used() -> float | None:
 
         pynvml.nvmlInit()
         h = pynvml.nvmlDeviceGetHandleByIndex(torch_device_index())
-        return pynvml.nvmlDeviceGetMemoryInfo(h).used / GiB
+        # v2: the used memory nvidia-smi shows, without the driver's reserved memory that v1 counts (bench_swift_gpu
+        # PeakPoller); the shared grid (harness_grid.jsonl) was read with v1
+        return pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2).used / GiB
     except Exception:  # noqa: BLE001 - NVML is optional; fall back to torch's device-wide view
         import torch
 

@@ -28,7 +28,8 @@ def model_config(name: str, grid_dir: Path) -> dict:
     raise SystemExit(f'bench_reserve_grid: no config.json for {name}')
 
 
-def grid_case(row: dict, config: dict) -> dict:
+def grid_case(row: dict, config: dict, idle_gib: float) -> dict:
+    """A grid row as a calibration case; ``idle_gib``: what the device held before the grid's first shape."""
     tuner, gc, bs, prompt, comp = row['shape'].split(':')
     cfg = {
         'rlhf_type': 'grpo',
@@ -53,6 +54,7 @@ def grid_case(row: dict, config: dict) -> dict:
         'kind': 'grpo_train',
         'framework': 'ms-swift',
         'framework_version': '4.6.0',
+        'step': 'harness',  # bench_gpu_memory.py's step: no trainer's no-grad passes (calibrate plans it so)
         'model_config': config,
         'gpu': row['device'],
         'num_gpus': 1,
@@ -64,6 +66,9 @@ def grid_case(row: dict, config: dict) -> dict:
             'peak_gib_per_gpu': row['reserved_peak_gib'],
             'measure': 'torch.cuda.max_memory_reserved',
             'nvidia_smi_used_mib': row['device_used_gib'] * 1024,
+            # the grid read NVML's v1 used, which counts the driver's reserved memory: what the device held at idle,
+            # before the grid's first shape (the least 'before' figure of its rows)
+            'driver_reserved_mib': idle_gib * 1024,
         },
     }
 
@@ -76,7 +81,8 @@ def main() -> int:
 
     grid = Path(args.grid)
     rows = [json.loads(x) for x in grid.read_text().splitlines() if x.strip()]
-    cases = [grid_case(r, model_config(r['model_config'], grid.parent)) for r in rows]
+    idle = min(r['device_used_before_gib'] for r in rows)  # the device at idle, before the first shape
+    cases = [grid_case(r, model_config(r['model_config'], grid.parent), idle) for r in rows]
     result = score(cases)
     print(f'{"row":<58} {"reserved pred/meas":>19} {"device pred/meas":>17} {"error":>7}')
     out = []

@@ -456,7 +456,18 @@ def grid_runs(workdir: Path, dataset: Path, steps: int = 2, only: list[str] | No
 
 
 def build_model(out: Path, config: dict, tokenizer: Path) -> None:
-    """A random-weight model dir from config.json (bf16, on the GPU) plus the tokenizer files."""
+    """A random-weight model dir from config.json (bf16, on the GPU) plus the tokenizer files, built in a child
+    process: a process that touches the GPU keeps its CUDA context until it exits (617 MiB on an H100 80GB, 2026-11-27),
+    and NVML would count this one's beside the launch's (before 2026-11-27 the bench built models in its own process;
+    those cases state it, ``outcome.other_processes_mib``)."""
+    if (out / '.complete').exists():
+        return
+    subprocess.run(
+        [sys.executable, __file__, '--build-model', str(out), json.dumps(config), str(tokenizer)], check=True, cwd=ROOT
+    )
+
+
+def _build_model_here(out: Path, config: dict, tokenizer: Path) -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -484,7 +495,10 @@ def build_model(out: Path, config: dict, tokenizer: Path) -> None:
 
 
 class PeakPoller(threading.Thread):
-    """The device's used memory (MiB) every 0.1 s: NVML through pynvml, else ``nvidia-smi``."""
+    """The device's used memory (MiB) every 0.1 s, as nvidia-smi's memory.used shows it: NVML's v2 ``used`` through
+    pynvml, else ``nvidia-smi``. NVML's v1 ``used`` also counts the driver's reserved memory (480 MiB on an H100 80GB
+    with driver 580.159.04, 2026-11-27), which CUDA's total and the guard's card capacity leave out; this poller read
+    v1 before 2026-11-27, and those cases state it (``outcome.driver_reserved_mib``)."""
 
     def __init__(self, index: int = 0):
         super().__init__(daemon=True)
@@ -496,8 +510,9 @@ class PeakPoller(threading.Thread):
 
             pynvml.nvmlInit()
             h = pynvml.nvmlDeviceGetHandleByIndex(self.index)
-            return lambda: pynvml.nvmlDeviceGetMemoryInfo(h).used / MiB
-        except Exception:  # noqa: BLE001 - pynvml is optional
+            pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2)
+            return lambda: pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2).used / MiB
+        except Exception:  # noqa: BLE001 - pynvml (or its v2 call) is optional
 
             def smi():
                 r = subprocess.run(
@@ -598,7 +613,7 @@ def to_case(run: Run, result: dict, gpu: dict, versions: dict, date: str, prompt
     }
     if result['memory_gib'] is not None:
         outcome['peak_gib_per_gpu'] = result['memory_gib']
-    if result['nvml_peak_mib'] > 0:  # -1: no NVML and no nvidia-smi
+    if result['nvml_peak_mib'] > 0:  # -1: no NVML and no nvidia-smi; nvidia-smi's basis (PeakPoller)
         outcome['nvidia_smi_used_mib'] = round(result['nvml_peak_mib'])
     if result.get('torch_peaks_gib'):  # the training process's torch.cuda.max_memory_allocated / _reserved
         outcome['torch_max_allocated_gib'] = result['torch_peaks_gib'].get('allocated')
@@ -746,7 +761,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument('--tokenizer', default=str(TOKENIZER))
     p.add_argument('--timeout', type=float, default=1800.0, help='seconds per launch')
     p.add_argument('--out', help='append the cases (JSON lines) to this file')
+    p.add_argument('--build-model', nargs=3, metavar=('DIR', 'CONFIG_JSON', 'TOKENIZER'), help=argparse.SUPPRESS)
     opts = p.parse_args(argv)
+    if opts.build_model:  # build_model's child process
+        out, config, tok = opts.build_model
+        _build_model_here(Path(out), json.loads(config), Path(tok))
+        return 0
     allocs = tuple(a.strip() for a in opts.alloc.split(',') if a.strip())
     bad = [a for a in allocs if a not in ALLOCATORS]
     if bad:

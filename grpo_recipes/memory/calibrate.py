@@ -501,6 +501,8 @@ def _predict_train_at(
         sft=sft,
         adamw=adamw,
         alloc=None if sft else _alloc_conf(case),
+        # a harness's step (bench/bench_gpu_memory.py: beta 0, no old-policy pass) is no framework's
+        framework=None if sft or case.get('step') == 'harness' else _framework(case),
         handover=None if sft else _handover(case),
         vllm_version=stated_version(case, 'vllm'),  # how a colocated engine counts the trainer (vllm_engine)
     )  # the reserve was derived from GRPO steps only

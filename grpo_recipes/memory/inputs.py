@@ -11,7 +11,7 @@ from .arch import Arch
 
 if TYPE_CHECKING:
     from ..allocconf import AllocConf
-    from ..framework import Handover
+    from ..framework import Framework, Handover
 
 GiB = 2**30
 
@@ -163,6 +163,9 @@ class Inputs:
     """(``replay.replay_key``, bytes): torch's reserve above the allocated peak for the launch's own training step,
     from the traced step's replay (``check --replay``); the closed form (``reserve.reserve_bytes``) serves any other
     shape. None: the closed form everywhere."""
+    framework: Framework | None = None
+    """The launch's framework (``framework.Framework``: its facts, e.g. whether it runs a no-grad pass for the old
+    policy's log-probabilities, ``plan.old_logprobs_needed``); None: the harness grid's step, which runs none."""
     handover: Handover | None = None
     """What the framework runs between the train step, the weight sync and the rollout at its release
     (``framework.Handover``, from the front end's ``handover`` hook): which phases start with the train step's cached

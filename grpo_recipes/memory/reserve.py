@@ -6,7 +6,7 @@ What runs out on a GPU is what torch *reserves* (cached segments, ``torch.cuda.m
 
     reserved = allocated + RESERVE_PER_BLOCK[allocator] x the largest transient block
                (default allocator: at most the segments left free at the peak, ``segments_left_free``)
-    device   = reserved + DEVICE_CONTEXT (+ NCCL buffers where the launch has a communicator)
+    device   = reserved + DEVICE_CONTEXT (+ NCCL buffers where the launch has a communicator), as nvidia-smi shows it
 
 The largest transient block of a GRPO/SFT step is the fp32 logits of one micro-batch (micro-batch x completion x
 vocabulary x 4 bytes: accelerate's upcast and the four buffers of its backward, see ``memory.trainer_terms``).
@@ -30,11 +30,19 @@ from ..allocconf import DEFAULT, AllocConf
 
 GiB = 2**30
 
-# NVML's device-used minus torch's reserved peak, the same 1.22 GiB on every one of the 34 rows of the shared H100
-# grid (../shared/calibration/gpu-h100-2026-11-24/README.md: "NVML's device-used is reserved + 1.22 GiB"; one H100
-# 80GB, torch 2.11 + CUDA 13.0): the CUDA context, cuBLAS handles and NVML's own view. Other cards and CUDA versions
-# differ by a few hundred MiB (memory.CUDA_CONTEXT, 1.0 GiB, is the older figure from public notes).
-DEVICE_CONTEXT = 1.22 * GiB
+# What the device holds beyond torch's reserved bytes, on the basis of the card's capacity (CUDA's total memory,
+# ``gpus.CARDS``: 79.18 GiB on an H100 80GB) and of nvidia-smi's memory.used: the training process's CUDA context,
+# its loaded kernels and cuBLAS handles. Measured on real ``swift rlhf`` processes (ms-swift 4.6, torch 2.11 + CUDA
+# 13.0): 0.80 and 0.83 GiB on the two H100 runs of ../shared/calibration/gpu-h100-2026-11-24/swift_runs.jsonl
+# (nvidia-smi), 0.85 and 0.80 on the bench_swift_gpu runs whose device figure counts that process alone
+# (bench/results/, H100 and H200, NVML v1 less the driver's reserve). The earlier 1.22 GiB (the shared harness grid,
+# reserved + 1.22 on all 34 rows) was read as NVML's v1 ``used``, which also counts the driver's reserved memory that
+# CUDA's total leaves out: on the same card and driver (580.159.04, 2026-11-27) v1 ``used`` is 480 MiB at idle, as are
+# NVML v2's ``reserved`` and nvidia-smi's memory.reserved, and the grid's first row saw 0.472 GiB before it began, so
+# the grid's process held 0.75 GiB (a forward, backward, fused AdamW and generate of a small Qwen2 model on that H100:
+# 767-771 MiB, 2026-11-27). Other cards and CUDA versions differ by a few hundred MiB (memory.CUDA_CONTEXT, 1.0 GiB,
+# is the older figure from public notes).
+DEVICE_CONTEXT = 0.8 * GiB
 
 # Simulated reserve over the simulated allocated peak, in units of the largest transient block (median over the
 # sweep of bench/bench_allocator.py, 19 shapes, 2026-11-24, re-derived after the trace ran attention as real
@@ -83,10 +91,23 @@ def segments_left_free(cfg, block: float, parts: dict) -> float:
     - whole logits blocks made again where the optimizer states of the first step settled in freed logits segments
       (the states beyond the room the 16-bit segment and the forward's segments leave).
 
+    Where the step runs a no-grad log-probabilities forward before the training forward (``parts['no_grad_pass']``:
+    ms-swift 4.6's old-policy pass, every step; the reference's at beta != 0), that pass makes the 16-bit, fp32 and
+    per-row segments first, and the optimizer states that the first step creates settle in the smallest free
+    segments that hold them (best fit): the 16-bit segment, the row-sized ones and the forward's. At the next step's
+    peak that room is free less the states, and states beyond it displace whole logits blocks; the forward's per-row
+    blocks below are not left free (``bench/bench_reserve_sweep.py``: 15 shapes simulated as ms-swift 4.6 runs them,
+    mean |closed form - simulated| 1.98 GiB with this term against 2.79 without it; the largest errors +4.7 / -4.0
+    GiB against +9.2 / -2.2).
+
     Nothing here is fitted: the terms are sizes the step already has; ``RESERVE_PER_BLOCK`` stays the ceiling."""
     upcast = 0.0 if cfg.deepspeed else block / 2
     row = block / max(1, cfg.per_device_train_batch_size)
     forward = max(0.0, parts['recompute'] - parts['after_forward'])
+    if parts.get('no_grad_pass'):
+        room = upcast + 2 * row + forward
+        spill = max(0.0, parts['states'] - room)
+        return max(0.0, room - parts['states']) + (math.ceil(spill / block) * block if block else 0.0)
     displaced = math.ceil(max(0.0, parts['states'] - upcast - parts['recompute']) / block) * block if block else 0.0
     # at least: the fp32 path's per-row blocks of the forward that the 16-bit segment did not hold got segments of
     # their own (half the rows and one; Qwen2.5-0.5B full 32 x 1,152: 18 segments of one row), free at the peak

@@ -97,6 +97,12 @@ def score(cases: list[dict], replay: bool = False) -> dict:
                 (legacy_errs if is_legacy(case) else current_errs).append(err)
                 (legacy_point if is_legacy(case) else current_point).append(point)
         smi = out.get('nvidia_smi_used_mib')
+        for other in ('driver_reserved_mib', 'other_processes_mib'):
+            # what the figure counts beside the launch's own processes: the driver's reserved memory where it was
+            # read as NVML's v1 ``used`` (nvidia-smi's basis and the card's capacity, CUDA's total, leave it out;
+            # memory/reserve.py DEVICE_CONTEXT), and another process's CUDA context (a bench's own)
+            if _is_num(smi) and _is_num(out.get(other)):
+                smi -= out[other]
         if _is_num(smi) and 'peak_gib' in pred:  # nvidia-smi's used memory: the device figure
             err = _rel(pred['peak_gib'], smi / 1024)
             if 'peak_floor' in pred:  # as the peak: a bound, not a point

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from ..config import GRPOConfig
-from ..plan import Plan
+from ..plan import Plan, old_logprobs_needed
 from ..versions import version_tuple
 from . import vision_train as vt
 from .arch import Arch
@@ -201,17 +201,21 @@ def reserve_inputs(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]
     """What the caching allocator's reserve depends on besides the logits block (``reserve.segments_left_free``),
     bytes per rank: ``recompute`` (one recomputed layer's working set under checkpointing, else 0: its segments are
     free while the logits' backward runs), ``after_forward`` (gradients and optimizer states first allocated after
-    the first forward: they fill the segments that forward freed) and ``states`` (the optimizer states the first
-    step creates, which stay: where they land in a freed logits segment, that block is made again)."""
+    the first forward: they fill the segments that forward freed), ``states`` (the optimizer states the first
+    step creates, which stay: where they land in a freed logits segment, that block is made again) and
+    ``no_grad_pass`` (1.0 where a no-grad log-probabilities forward runs before each training forward: the old
+    policy's, ``plan.old_logprobs_needed`` for the launch's framework, or the reference's at beta != 0)."""
     r = rank_of(cfg, plan, inp)
     _, recompute, _ = activations(cfg, r, inp)
+    fw = inp.framework  # None: the harness's step, which has no old-policy pass
+    no_grad = float(bool(cfg.beta) or (fw is not None and old_logprobs_needed(cfg, plan, fw)))
     if r.stage is not None or r.fsdp is not None or r.offload_opt:
         # DeepSpeed and FSDP allocate their flat gradient and optimizer partitions when the engine is built,
         # before any forward: nothing lands in the logits' segments later
-        return {'recompute': recompute, 'after_forward': 0.0, 'states': 0.0}
+        return {'recompute': recompute, 'after_forward': 0.0, 'states': 0.0, 'no_grad_pass': no_grad}
     go = optimizer(cfg, r, inp).get('grads+optimizer', 0.0)
     grads = (4 if cfg.is_lora else r.pb) * r.T
-    return {'recompute': recompute, 'after_forward': go, 'states': max(0.0, go - grads)}
+    return {'recompute': recompute, 'after_forward': go, 'states': max(0.0, go - grads), 'no_grad_pass': no_grad}
 
 
 def ref_model(cfg: GRPOConfig, r: Rank) -> float | None:

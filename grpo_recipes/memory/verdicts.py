@@ -76,6 +76,7 @@ def memory_inputs(report, model_config: dict | None) -> tuple[Inputs | None, str
         adamw_why=adamw_why,
         vllm_graphs_env=None if env_graphs is None else str(env_graphs),
         weight_sync=report.launch.fw.weight_sync,
+        framework=report.launch.fw,
         handover=report.launch.fw.call('handover', pk) if report.launch.fw.handover else None,
     ), None
 
