@@ -34,7 +34,6 @@ from grpo_recipes.frontends.megatron.plan import plan as make_plan
 from grpo_recipes.hardware import Hardware
 from grpo_recipes.memory.arch import Arch
 from grpo_recipes.memory.inputs import GiB
-from grpo_recipes.memory.reserve import DEVICE_CONTEXT
 
 # config.json of the models the examples train (huggingface.co/Qwen/<name>/blob/main/config.json)
 QWEN3_4B_2507 = {
@@ -272,13 +271,12 @@ def published_row(path, release, published, kind, config, world, flags):
     one = {**la.args, 'micro_batch_size': 1}
     act = mm.activations(one, a, par, tokens, plan['num_microbatches'] or 1)
     # every example sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; nvidia-smi shows what torch reserves plus
-    # the context the allocator never sees (memory/reserve.py DEVICE_CONTEXT, measured), not memory.CUDA_CONTEXT
+    # the context the allocator never sees (megatron_state's cuda_context: memory/reserve.py DEVICE_CONTEXT, measured)
     act['allocator_reserve'] = mm.allocator_reserve(one, a, par, tokens, 'expandable')
     # every figure was measured on ms-swift 3.x, which trains through Megatron-LM's pretrain: the policy's pre-DDP
     # parameter storage stays cached unless the optimizer's GPU states or the step's transients reuse it
     if mm.keeps_freed_param_storage(la.args, release):
         act['freed_params'] = mm.freed_param_storage(la.args, state, sum(act.values()))
-    state['cuda_context'] = DEVICE_CONTEXT
     terms = {**state, **act}
     total = sum(terms.values()) / GiB
     return {

@@ -58,7 +58,8 @@ from types import SimpleNamespace
 
 from ...config import GRPOConfig
 from ...memory.arch import Arch
-from ...memory.inputs import CUDA_CONTEXT, FRAGMENTATION, NCCL_PER_GROUP, GiB, Inputs
+from ...memory.inputs import FRAGMENTATION, NCCL_PER_GROUP, GiB, Inputs
+from ...memory.reserve import DEVICE_CONTEXT
 from ...memory.vllm import vllm_checks, vllm_terms
 from .plan import tuner
 
@@ -170,7 +171,7 @@ def megatron_state(args: dict, a: Arch, par: dict) -> dict[str, float]:
         'grads': grads,
         'optimizer': optim,
         'ref_model': ref,
-        'cuda_context': CUDA_CONTEXT,
+        'cuda_context': DEVICE_CONTEXT,  # measured beside torch's reserve (memory/reserve.py)
         'nccl': groups * NCCL_PER_GROUP,
     }
 
