@@ -106,3 +106,24 @@ def test_the_case_states_its_allocator_for_calibrate(tmp_path):
     plain, exp = (bench.to_case(r, res, gpu, {}, '2026-11-24') for r in both)
     assert case_setting(plain) is None and case_setting(exp).conf.expandable_segments
     assert plain['id'] != exp['id']
+
+
+def test_the_poller_reads_the_used_memory_nvidia_smi_shows(monkeypatch):
+    """NVML's v1 ``used`` also counts the driver's reserved memory (480 MiB on an H100 80GB); the poller takes v2's
+    ``used``, as nvidia-smi shows it. pynvml is replaced by a stand-in here (no GPU), answering as NVML does."""
+    import sys
+    import types
+
+    MiB = 2**20
+    fake = types.ModuleType('pynvml')
+    fake.nvmlMemory_v2 = object()
+
+    def info(handle, version=None):
+        used = 1000 if version is fake.nvmlMemory_v2 else 1480  # v1: v2's used + the driver's 480 MiB
+        return types.SimpleNamespace(used=used * MiB)
+
+    fake.nvmlInit = lambda: None
+    fake.nvmlDeviceGetHandleByIndex = lambda i: i
+    fake.nvmlDeviceGetMemoryInfo = info
+    monkeypatch.setitem(sys.modules, 'pynvml', fake)
+    assert bench.PeakPoller()._used()() == 1000
