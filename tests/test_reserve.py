@@ -18,6 +18,7 @@ from grpo_recipes.memory.reserve import (
     RESERVE_PER_BLOCK,
     allocator_kind,
     largest_transient,
+    on_the_edge,
     reserve_bytes,
     segments_left_free,
 )
@@ -241,3 +242,29 @@ def test_full_training_at_large_micro_batches_within_the_band_of_nvml():
     result = score([_grid_case(r, full, idle) for r in rows])
     for r in result['per_case']:
         assert -0.03 <= r['device']['signed_error'] <= 0.12, r
+
+
+def test_the_verdict_says_when_the_states_sit_on_the_edge_of_a_block():
+    """Qwen2.5-1.5B full, micro-batch 32, 566 logits positions (the H200 run's window): the optimizer states
+    (5.75 GiB) and the room the step leaves free (5.77) differ by less than a row, and the verdict says that one more
+    logits block hangs on where each tensor lands; at 512 positions the states exceed the room by more than a row,
+    the block is planned, and nothing is said."""
+    from conftest import run_cli
+
+    def check(completion):
+        r = run_cli(
+            'grpo_recipes.cli.guard', 'check', '--gpus', '1', '--gpu-type', 'H100-80G', '--',
+            'swift', 'rlhf', '--rlhf_type', 'grpo', '--model', 'Qwen/Qwen2.5-1.5B-Instruct', '--tuner_type', 'full',
+            '--per_device_train_batch_size', '32', '--num_generations', '32', '--max_length', '256',
+            '--max_completion_length', str(completion), '--use_vllm', 'false', '--beta', '0.04',
+            '--dataset', 'x.jsonl',
+        )  # fmt: skip
+        return ' '.join(r.stdout.split())
+
+    assert 'about fill the segments the training step leaves free' in check(566)
+    assert 'about fill the segments' not in check(512)
+    cfg = _cfg('--per_device_train_batch_size', '32')
+    block = 32 * GiB
+    parts = {'recompute': 0.0, 'after_forward': 4 * block, 'states': block / 2 + 2 * GiB, 'no_grad_pass': 1.0}
+    assert on_the_edge(cfg, block, parts)  # room = block/2 + 2 rows (2 GiB): exactly the states
+    assert not on_the_edge(cfg, block, dict(parts, states=block / 2))  # two rows under the room

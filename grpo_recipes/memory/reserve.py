@@ -116,6 +116,26 @@ def segments_left_free(cfg, block: float, parts: dict) -> float:
     return max(upcast + 2 * row + forward + displaced, upcast + forward_rows)
 
 
+def states_room(cfg, block: float, parts: dict) -> float:
+    """The room of free segments the first step's optimizer states settle in before they displace a logits block
+    (``segments_left_free``'s terms)."""
+    upcast = 0.0 if cfg.deepspeed else block / 2
+    if parts.get('no_grad_pass'):
+        row = block / max(1, cfg.per_device_train_batch_size)
+        return upcast + 2 * row + max(0.0, parts['recompute'] - parts['after_forward'])
+    return upcast + parts['recompute']
+
+
+def on_the_edge(cfg, block: float, parts: dict) -> bool:
+    """Whether the optimizer states and their room (``states_room``) differ by less than one row-sized temporary
+    (block / micro-batch): then where each tensor lands decides whether one more logits block is made, which no
+    sum of sizes can tell (Qwen2.5-1.5B full 32 x 566 on the H200, 2026-11-27: states 5.75 GiB, room 5.77, and the
+    run and the simulator made the block)."""
+    if not block or not parts['states']:
+        return False
+    return abs(parts['states'] - states_room(cfg, block, parts)) < block / max(1, cfg.per_device_train_batch_size)
+
+
 def reserve_bytes(cfg, arch, conf: AllocConf | None, parts: dict | None = None, rows: int | None = None) -> float:
     """The allocator's reserve above the allocated peak, in bytes, for the launch's allocator setting: the sweep's
     ratio to the logits block (``RESERVE_PER_BLOCK``), and under the default allocator no more than the segments

@@ -267,7 +267,7 @@ def plan_memory(
         inp.replayed, note = _replayed(report, model_config, inp)
         v.assumptions.append(note)
     v.memory = estimate(cfg, report.plan, replace(inp))
-    v.assumptions += _model_assumptions(cfg, inp)
+    v.assumptions += _model_assumptions(cfg, inp) + _reserve_edge(cfg, report.plan, inp)
     lim = _limits(report, inp, v, bounded, completion_mean)
     _gpu_findings(report, inp, v, lim, why, bounded, completion_mean)
     _fixes(report, inp, v, lim, want_fixes)
@@ -312,6 +312,25 @@ def _logits_span(report, inp: Inputs, data_stats: dict | None) -> list[str]:
     return [
         f'{head}: the logits span up to {max(0, inp.prompt_len - shortest):,} prompt tokens beyond the '
         f"completions (the longest prompt planned less the data's shortest, {shortest:,} tokens, --data-stats)"
+    ]
+
+
+def _reserve_edge(cfg, plan, inp: Inputs) -> list[str]:
+    """A line where the default allocator's reserve sits on a knife edge (``reserve.on_the_edge``)."""
+    from .reserve import allocator_kind, largest_transient, on_the_edge, states_room
+    from .trainer import logits_rows, reserve_inputs
+
+    if inp.alloc is None or inp.replayed or cfg.use_liger_kernel or allocator_kind(inp.alloc)[0] != 'default':
+        return []
+    parts = reserve_inputs(cfg, plan, inp)
+    block = largest_transient(cfg, inp.arch, logits_rows(cfg, inp))
+    if not on_the_edge(cfg, block, parts):
+        return []
+    return [
+        f"torch's cache: the optimizer states ({parts['states'] / 2**30:.1f} GiB) about fill the segments the "
+        f'training step leaves free ({states_room(cfg, block, parts) / 2**30:.1f} GiB), so where each tensor lands '
+        f'decides whether torch makes one more logits block ({block / 2**30:.1f} GiB); the plan counts it only where '
+        'the states exceed that room (`--replay` replays the step)'
     ]
 
 
