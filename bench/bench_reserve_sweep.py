@@ -142,6 +142,12 @@ def main(argv=None) -> int:
             f'{row["closed_reserve"]:>7.2f} {row["block"]:>6.2f}  {row["parts"]}  {row["seconds"]} s',
             flush=True,
         )
+    if rows:
+        errs = [r['closed_reserve'] - r['sim_reserve'] for r in rows]
+        print(
+            f'# {len(rows)} shapes: closed form - simulated reserve: mean |error| '
+            f'{sum(map(abs, errs)) / len(errs):.2f} GiB, from {min(errs):+.2f} to {max(errs):+.2f} GiB'
+        )
     if args.json:
         print(json.dumps(rows))
     return 0
