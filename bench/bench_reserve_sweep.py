@@ -102,7 +102,7 @@ def closed_form(case: dict) -> dict:
         'allocated': q['allocated_gib'],
         'reserve': q['reserved_gib'] - q['allocated_gib'],
         'block': block / GiB,
-        'parts': {k: round(v / GiB, 3) for k, v in parts.items()},
+        'parts': {k: v if k == 'no_grad_pass' else round(v / GiB, 3) for k, v in parts.items()},  # bytes -> GiB
         'free': free / GiB,
     }
 
