@@ -104,11 +104,10 @@ def segments_left_free(cfg, block: float, parts: dict) -> float:
     upcast = 0.0 if cfg.deepspeed else block / 2
     row = block / max(1, cfg.per_device_train_batch_size)
     forward = max(0.0, parts['recompute'] - parts['after_forward'])
+    room = states_room(cfg, block, parts)
+    displaced = math.ceil(max(0.0, parts['states'] - room) / block) * block if block else 0.0
     if parts.get('no_grad_pass'):
-        room = upcast + 2 * row + forward
-        spill = max(0.0, parts['states'] - room)
-        return max(0.0, room - parts['states']) + (math.ceil(spill / block) * block if block else 0.0)
-    displaced = math.ceil(max(0.0, parts['states'] - upcast - parts['recompute']) / block) * block if block else 0.0
+        return max(0.0, room - parts['states']) + displaced
     # at least: the fp32 path's per-row blocks of the forward that the 16-bit segment did not hold got segments of
     # their own (half the rows and one; Qwen2.5-0.5B full 32 x 1,152: 18 segments of one row), free at the peak
     # unless the gradients and states settled in them
