@@ -13,8 +13,10 @@ own config (grpo_recipes/model_configs/) and the bundled Qwen2.5 tokenizer. A GP
 that way (its packed weights and scales come out of a quantiser run), so those launches are skipped with the reason.
 
 Per launch it records ms-swift's logged ``memory(GiB)`` (``torch.cuda.max_memory_reserved``; the largest over the
-steps: AdamW's states appear at the first optimizer step) and the device's peak used memory from NVML, polled every
-0.1 s in a thread (pynvml, else ``nvidia-smi``). ``--emulate-gib 40`` emulates a 40 GB card on a larger one with
+steps: AdamW's states appear at the first optimizer step) and the device's peak used memory as nvidia-smi shows it
+(NVML v2's ``used``, without the driver's reserved memory), polled every 0.1 s in a thread (pynvml, else
+``nvidia-smi``); the random models are built in a child process, so no second CUDA context is counted.
+``--emulate-gib 40`` emulates a 40 GB card on a larger one with
 ``torch.cuda.set_per_process_memory_fraction``, set from an ms-swift ``--external_plugins`` file: ms-swift 4.6
 imports those files while it parses its arguments (``BaseArguments._import_external_plugins``,
 swift/arguments/base_args/base_args.py), in the training process, before the model is loaded, and only there (a
