@@ -214,6 +214,14 @@ def old_logprobs_needed(cfg: GRPOConfig, plan: Plan, framework: Framework | str)
     return bool(cfg.use_vllm)
 
 
+def no_grad_passes(cfg: GRPOConfig, plan: Plan, fw: Framework | str | None) -> list[str]:
+    """The no-grad log-probabilities forwards the trainer ``fw`` runs before each training step, in order: the old
+    policy's (``old_logprobs_needed``; none for ``fw`` None, the harness's step) and the reference's (beta != 0: the
+    frozen copy, or the adapter disabled under LoRA)."""
+    old = fw is not None and old_logprobs_needed(cfg, plan, fw)
+    return (["the old policy's"] if old else []) + (["the reference's"] if cfg.beta else [])
+
+
 def loads_with_device_map(cfg: GRPOConfig, plan: Plan, framework: Framework | str) -> bool:
     """Whether the trainer loads the weights straight onto its GPU with a ``device_map``, so that transformers'
     ``from_pretrained`` first asks the caching allocator for one fp16 block of the checkpoint's bytes and frees it

@@ -29,6 +29,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field, fields
 
+from ..plan import no_grad_passes
 from .arch import Arch
 from .inputs import Inputs
 from .live_bytes import GiB, LiveBytes
@@ -470,7 +471,7 @@ def trace_launch(
     prompt that less the window)."""
     t0 = time.time()
     old_pass, load = step_as_run(cfg, plan, framework)
-    passes = (["the old policy's"] if old_pass else []) + (["the reference's"] if cfg.beta else [])
+    passes = no_grad_passes(cfg, plan, framework)
     sharded = bool(cfg.deepspeed or cfg.fsdp_sharding)
     # under DeepSpeed/FSDP the optimizer steps sharded state the single process cannot show: trace with the fused
     # step and take the optimizer's temporaries from the same accounting as the states

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from ..config import GRPOConfig
-from ..plan import Plan, old_logprobs_needed
+from ..plan import Plan, no_grad_passes
 from ..versions import version_tuple
 from . import vision_train as vt
 from .arch import Arch
@@ -203,12 +203,11 @@ def reserve_inputs(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> dict[str, float]
     free while the logits' backward runs), ``after_forward`` (gradients and optimizer states first allocated after
     the first forward: they fill the segments that forward freed), ``states`` (the optimizer states the first
     step creates, which stay: where they land in a freed logits segment, that block is made again) and
-    ``no_grad_pass`` (1.0 where a no-grad log-probabilities forward runs before each training forward: the old
-    policy's, ``plan.old_logprobs_needed`` for the launch's framework, or the reference's at beta != 0)."""
+    ``no_grad_pass`` (1.0 where a no-grad log-probabilities forward runs before each training forward,
+    ``plan.no_grad_passes``: the old policy's or the reference's)."""
     r = rank_of(cfg, plan, inp)
     _, recompute, _ = activations(cfg, r, inp)
-    fw = inp.framework  # None: the harness's step, which has no old-policy pass
-    no_grad = float(bool(cfg.beta) or (fw is not None and old_logprobs_needed(cfg, plan, fw)))
+    no_grad = float(bool(no_grad_passes(cfg, plan, inp.framework)))  # framework None: the harness's step
     if r.stage is not None or r.fsdp is not None or r.offload_opt:
         # DeepSpeed and FSDP allocate their flat gradient and optimizer partitions when the engine is built,
         # before any forward: nothing lands in the logits' segments later
