@@ -27,3 +27,28 @@ def test_the_batch_fix_is_the_smallest_that_divides(capsys):
     assert found, 'the generation batch 12 is not divisible by 8'
     # by hand: 3 -> 12 (no), 4 -> 16 = 2 x 8: the smallest batch is 4
     assert found[0]['fix'].endswith('per_device_train_batch_size: 4')
+
+
+def test_a_huge_server_tensor_parallel_size_is_answered_with_few_rows():
+    # TRL's server mode with no server line: the server's GPUs are unnamed, a row each (estimate._rollout_gpus);
+    # a TP of 10^9 built 10^9 rows and never returned (found by fuzzing check's TRL front end)
+    from grpo_recipes.check import check_launch
+    from grpo_recipes.frontends import read_launch
+    from grpo_recipes.hardware import Hardware
+
+    argv = [
+        'accelerate',
+        'launch',
+        '--num_processes',
+        '4',
+        'train.py',
+        '--model_name_or_path',
+        'Qwen/Qwen2.5-7B-Instruct',
+    ]
+    argv += ['--use_vllm', 'true', '--per_device_train_batch_size', '8', '--num_generations', '8']
+    hw = Hardware(gpus=4, gpu_type='A100-80G', source='flags')
+    for tp, rows in ((2, ['rollout0', 'rollout1']), (10**9, [f'rollout0-{10**9 - 1}'])):
+        report = check_launch(
+            read_launch([*argv, '--vllm_tensor_parallel_size', str(tp)], environ={}), hw, packages={'trl': '0.29.1'}
+        )
+        assert [m.gpu for m in report.memory if m.role == 'rollout'] == rows

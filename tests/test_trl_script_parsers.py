@@ -828,3 +828,62 @@ def test_settings_read_from_the_environment(tmp_path, monkeypatch, environ):
     assert cfg.max_completion_length == real['max_completion_length']
     assert cfg.use_vllm == real['use_vllm']
     assert cfg.model == environ.get('POLICY_MODEL_NAME', 'Qwen/Qwen2.5-1.5B-Instruct')
+
+
+def test_a_word_that_is_no_number_is_argparses_error(tmp_path, monkeypatch):
+    # a field typed `int | None` (GRPOConfig.generation_batch_size): HfArgumentParser gives the option type=int, so
+    # argparse stops on "2.0"; it reached the plan as a string and stopped check with a TypeError
+    base = ['accelerate', 'launch', '--num_processes', '2', 'train.py', '--model_name_or_path', M]
+    report, rules = check(
+        tmp_path,
+        monkeypatch,
+        *base,
+        '--per_device_train_batch_size',
+        '2',
+        '--generation_batch_size',
+        '2.0',
+        hw=Hardware(gpus=2, gpu_type='H100', source='flags'),
+    )
+    f = rules['args.value']
+    assert (
+        f.severity == 'error'
+        and "invalid int value: '2.0'" in f.message
+        and f.fix.startswith('--generation_batch_size N')
+        and '<int>' in f.fix
+    )
+    assert not report.ok
+    report, rules = check(tmp_path, monkeypatch, *base, '--learning_rate=1e-6', '--per_device_train_batch_size', '8')
+    assert 'args.value' not in rules
+
+
+@pytest.mark.slow
+def test_number_words_refused_as_the_real_trl_parser_refuses_them():
+    # differential: TRL's own TrlParser (its HfArgumentParser on ScriptArguments, GRPOConfig, ModelConfig) against the
+    # snapshot parser check uses, on the same words
+    import contextlib
+    import io
+
+    trl = pytest.importorskip('trl')
+    from grpo_recipes.frontends.trl.arguments import parse_args
+
+    words = (
+        ['--generation_batch_size', '2.0'],
+        ['--learning_rate', 'abc'],
+        ['--num_generations=eight'],
+        ['--max_completion_length', '1e3'],
+        ['--temperature', '0.7'],
+        ['--beta=0'],
+        ['--lora_r', 'x'],
+        ['--vllm_gpu_memory_utilization', '.3'],
+    )
+    for argv in words:
+        parser = trl.TrlParser((trl.ScriptArguments, trl.GRPOConfig, trl.ModelConfig))
+        printed = io.StringIO()
+        real = None
+        try:
+            with contextlib.redirect_stderr(printed):
+                parser.parse_args_and_config(['--use_cpu', 'true', '--output_dir', 'o', '--dataset_name', 'd', *argv])
+        except SystemExit:
+            real = printed.getvalue().strip().splitlines()[-1].split(': error: ', 1)[1]
+        ours = parse_args(argv, ('ScriptArguments', 'GRPOConfig', 'ModelConfig'))[0].get('_errors', {})
+        assert list(ours.values()) == ([real] if real else []), argv

@@ -170,6 +170,11 @@ def _carries(cfg: GRPOConfig, h) -> tuple[bool, bool]:
     return sync, rollout
 
 
+# Server GPUs whose ids are not known get a row each up to this many (a node's GPUs and more); past it, one row
+# stands for all of them, as their rows are alike (a TP x DP of 10^9 must not build 10^9 rows).
+UNNAMED_ROWS = 64
+
+
 def _rollout_gpus(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
     """Server mode: each rollout server GPU (its vLLM engine, CUDA context and NCCL), by its id (another
     machine's marked ``remote:``; unknown ids as ``rolloutN``)."""
@@ -190,9 +195,10 @@ def _rollout_gpus(cfg: GRPOConfig, plan: Plan, inp: Inputs) -> list[GPUMemory]:
         }
     }
     where = 'remote:' if plan.rollout_remote else ''  # another machine's GPU ids
-    rids = [f'{where}{i}' for i in (plan.rollout_gpus or [])] or [
-        f'rollout{i}' for i in range(max(1, cfg.vllm_tensor_parallel_size * cfg.vllm_data_parallel_size))
-    ]
+    n = max(1, cfg.vllm_tensor_parallel_size * cfg.vllm_data_parallel_size)
+    rids = [f'{where}{i}' for i in (plan.rollout_gpus or [])] or (
+        [f'rollout{i}' for i in range(n)] if n <= UNNAMED_ROWS else [f'rollout0-{n - 1}']  # rows alike: one
+    )
     for gid in rids:
         out.append(
             _finish(

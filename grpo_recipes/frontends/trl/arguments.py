@@ -204,6 +204,26 @@ def value_error(key: str, value: str | None, spec: dict) -> str | None:
     return None
 
 
+def numeric_type(spec: dict) -> str | None:
+    """'int' or 'float' for a field HfArgumentParser types as that number alone (``int``, ``int | None``: it drops
+    the None of an Optional, transformers/hf_argparser.py ``_parse_dataclass_field``), else None."""
+    parts = {p.strip() for p in spec['type'].replace("<class '", '').replace("'>", '').split('|')} - {'None'}
+    return next(iter(parts)) if parts in ({'int'}, {'float'}) else None
+
+
+def number_error(key: str, value: str, spec: dict) -> str | None:
+    """argparse's message when a number field's word is no number (``type=int`` or ``float`` on the option), as
+    argparse prints it ("argument --x: invalid int value: '2.0'"); None when it parses."""
+    typ = numeric_type(spec)
+    if typ is None:
+        return None
+    try:
+        (int if typ == 'int' else float)(value)
+    except ValueError:
+        return f'argument {option_name(key)}: invalid {typ} value: {value!r}'
+    return None
+
+
 def _cast(value: str | None, spec: dict) -> Any:
     typ = spec['type']
     if value is None:
@@ -242,7 +262,13 @@ def parse_args(args: list[str], classes: tuple[str, ...]) -> tuple[dict[str, Any
             if not eq and nxt is not None:
                 values.setdefault('_unknown_values', {})[key] = nxt
             continue
-        if eq:
+        word = val if eq else nxt
+        error = number_error(key, word, spec) if word is not None else None
+        if error:  # argparse stops on it: a finding, not a value
+            values.setdefault('_errors', {})[f'--{name}'] = error
+            unknown.append(f'--{name}')
+            i += 1 if eq else 2
+        elif eq:
             values[key] = _cast(val, spec)
             i += 1
         elif 'list' in spec['type']:

@@ -17,6 +17,7 @@ from .arguments import (
     _fields,
     classes_of,
     describe_unknown,
+    numeric_type,
     parse_args,
     release_training_fields,
     snapshot,
@@ -81,7 +82,11 @@ def argument_findings(launch, remaining: list[str], trl_version: str | None) -> 
                         'args.value',
                         [key],
                         f'{flag}: TRL {version}\'s parser stops with "{msg}"{why}',
-                        f'--{key} true' if takes_a_value(spec) else f'--{key} true|false',
+                        f'--{key} true'
+                        if takes_a_value(spec)
+                        else f'--{key} <{numeric_type(spec)}>'
+                        if numeric_type(spec)
+                        else f'--{key} true|false',
                         'transformers/hf_argparser.py (HfArgumentParser._parse_dataclass_field)',
                     )
                 )
