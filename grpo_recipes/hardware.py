@@ -12,6 +12,10 @@ from dataclasses import asdict, dataclass
 from .errors import GuardError
 from .gpu_names import lookup
 
+MAX_GPUS_PER_NODE = 1024
+"""GPUs per node above this are a typo (the largest nodes hold 16), and planning for them would take unbounded
+time: ``--gpus`` and a calibration case's ``num_gpus`` are refused past it."""
+
 
 @dataclass(frozen=True)
 class Hardware:

@@ -949,3 +949,17 @@ def test_hybrid_parameter_counts_match_transformers():
             model = AutoModelForCausalLM.from_config(config.get_text_config())
         a = Arch.from_config(config.to_dict())
         assert a.param_count() - a.vision == sum(p.numel() for p in model.parameters())
+
+
+def test_a_case_with_an_absurd_gpu_count_cannot_be_predicted_and_names_it():
+    # found by fuzzing the scorer: num_gpus 10^9 built a CUDA_VISIBLE_DEVICES of 10^9 ids and never returned
+    from grpo_recipes.memory.calibrate import predict
+    from grpo_recipes.memory.cases import CannotPredict, load_cases
+
+    cases = {c['id']: c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl')}
+    for cid in ('sft-msswift-ex-qwen25-7b-lora-ddp-2gpu', 'grpo-trl-2972-qwen7b-h20-oom-step2'):
+        with pytest.raises(CannotPredict, match=r'num_gpus \(at most 1024'):
+            predict({**cases[cid], 'num_gpus': 10**9})
+    case = cases['sft-msswift-ex-qwen25-7b-lora-ddp-2gpu']
+    with pytest.raises(CannotPredict, match=r'config.NPROC_PER_NODE \(at most 1024'):
+        predict({**case, 'config': {**case['config'], 'NPROC_PER_NODE': '5000'}})

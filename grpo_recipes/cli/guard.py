@@ -19,6 +19,7 @@ import importlib
 import sys
 
 from ..errors import GuardError
+from ..hardware import MAX_GPUS_PER_NODE
 from .common import fail, package_version, parse_command, pipe_safe_stdout, split_passthrough
 
 EPILOG = """examples:
@@ -266,10 +267,6 @@ def _hardware_args(p: argparse.ArgumentParser) -> None:
         help='exit 0 (and let `run` launch) when the rules '
         'pass but memory could not be checked (no config.json, unknown GPU)',
     )
-
-
-MAX_GPUS_PER_NODE = 1024
-"""--gpus above this is a typo (the largest nodes hold 16), and planning for it would take unbounded time."""
 
 
 def _check_numbers(opts) -> None:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from ..errors import GuardError
+from ..hardware import MAX_GPUS_PER_NODE
 
 
 class CannotPredict(Exception):
@@ -134,6 +135,13 @@ def _check_shape(case: dict) -> None:
         v = case.get(key)
         if v is not None and not (_is_num(v) and v > 0):
             raise CannotPredict(f'{key} (a positive number, got {v!r:.40})')
+    for where, v in (
+        ('num_gpus', case.get('num_gpus')),
+        ('config.NPROC_PER_NODE', (case.get('config') or {}).get('NPROC_PER_NODE')),
+    ):
+        n = int(v) if isinstance(v, str) and v.isdigit() else v
+        if _is_num(n) and n > MAX_GPUS_PER_NODE:
+            raise CannotPredict(f'{where} (at most {MAX_GPUS_PER_NODE}, got {v!r:.40})')
     out = case.get('outcome') or {}
     for key in NUMERIC_OUTCOME:
         v = out.get(key)
