@@ -26,12 +26,13 @@ from ..plan import build_plan
 from ..swift_args import snapshot
 from ..versions import version_tuple
 from . import vllm_startup
-from .arch import Arch
+from .arch import Arch, model_max_len
 from .cases import ARCH_COUNTS, ARCH_POSITIVE, CannotPredict, _check_shape
 from .estimate import estimate
 from .inputs import CUDA_CONTEXT, GiB, Inputs
 from .trainer import logits_from, resolve_adamw
 from .vllm import resolve_sampler, vllm_checks, vllm_kv_bytes_per_token, vllm_terms
+from .vllm_engine import default_gpu_memory_utilization, vllm_dtype
 
 RENAMES = {'train_type': 'tuner_type', 'max_prompt_length': 'max_length'}
 # vLLM's own argument names, as a vllm_startup case may keep them, and the ms-swift names they map to
@@ -209,10 +210,16 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     engine = _engine_keys(c)
     if engine:
         extra['vllm_engine_kwargs'] = json.dumps(engine)
-    # an unstated gpu_memory_utilization is vLLM's default, 0.9
-    cfg, _ = _config(case, extra, renames=VLLM_RENAMES)
-    if c.get('torch_dtype'):
-        arch = replace(arch, dtype=str(c['torch_dtype']))
+    # vLLM's --dtype (unstated: "auto") as vLLM resolves it on this card at this release; a refusal stops the engine
+    mc = case.get('model_config') or {}
+    dtype, dtype_refusal, _ = vllm_dtype(
+        c.get('torch_dtype'), mc.get('torch_dtype', mc.get('dtype')), _gpu(case), case.get('framework_version')
+    )
+    # an unstated gpu_memory_utilization is vLLM's default at the case's release
+    if c.get('vllm_gpu_memory_utilization', c.get('gpu_memory_utilization')) is None:
+        extra['vllm_gpu_memory_utilization'] = default_gpu_memory_utilization(case.get('framework_version'))
+    cfg, _ = _config({**case, 'config': {**c, 'torch_dtype': dtype}}, extra, renames=VLLM_RENAMES)
+    arch = replace(arch, dtype=dtype)
     # the sampler: a stated VLLM_USE_FLASHINFER_SAMPLER decides; whether FlashInfer was installed is not
     # a field of the schema, so otherwise vLLM's native sampler (the larger reservation) is assumed
     sampler, why = resolve_sampler(
@@ -238,6 +245,7 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     problems: list[dict] = []
     plan = build_plan(cfg, {}, Hardware())
     plan.rollout_concurrency_per_engine = None
+    problems += _engine_refusals(cfg, arch, mc, c, dtype_refusal)
     vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT, problems)
     failed = any(p.get('severity', 'error') == 'error' for p in problems)
     kv_per_token = vllm_kv_bytes_per_token(cfg, arch)
@@ -256,6 +264,38 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
         'fits': not failed,
         'reasons': [p['check'] for p in problems],
     }
+
+
+def _engine_refusals(cfg: GRPOConfig, arch: Arch, model: dict, c: dict, dtype_refusal: str | None) -> list[dict]:
+    """What vLLM refuses before it measures any memory: the dtype on this card (``vllm_engine.vllm_dtype``), a TP
+    size that does not divide the attention heads, and a max_model_len over the model's unless
+    ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` is set (vllm/config/model.py ``verify_with_parallel_config`` and
+    ``_get_and_verify_max_len``; the rules vllm.tp-heads and length.vllm-exceeds-model say the same of a launch)."""
+    out = []
+    if dtype_refusal:
+        out.append({'check': 'vllm.bf16-card', 'severity': 'error', 'message': dtype_refusal})
+    tp = max(1, cfg.vllm_tensor_parallel_size)
+    if arch.heads % tp:
+        out.append(
+            {
+                'check': 'vllm.tp-heads',
+                'severity': 'error',
+                'message': f'Total number of attention heads ({arch.heads}) must be divisible by tensor parallel size '
+                f'({tp}).',
+            }
+        )
+    derived, asked = model_max_len(model), cfg.vllm_max_model_len
+    allow = str(c.get('VLLM_ALLOW_LONG_MAX_MODEL_LEN', '')).strip().lower() in ('1', 'true')
+    if derived and asked and asked > derived and not allow:
+        out.append(
+            {
+                'check': 'length.vllm-exceeds-model',
+                'severity': 'error',
+                'message': f'User-specified max_model_len ({asked}) is greater than the derived max_model_len '
+                f'({derived})',
+            }
+        )
+    return out
 
 
 # V1's sampler says at start which top-k/top-p implementation it took (vllm/v1/sample/ops/topk_topp_sampler.py

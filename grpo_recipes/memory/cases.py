@@ -75,7 +75,8 @@ def normalise(case: dict) -> tuple[dict, list[str]]:
       smallest (vLLM sizes the cache by its smallest worker), the weights the largest;
     - a negative KV figure is vLLM's failing start-up log ("No available memory for the cache blocks"): the
       start-up failed, and there is no KV size to compare;
-    - ``torch_dtype`` ``auto`` is the checkpoint's dtype (model_config), ``bf16``/``fp16``/``fp32`` their names;
+    - ``torch_dtype`` ``auto`` is the checkpoint's dtype (model_config), but for vLLM, which resolves it by
+      release and card; ``bf16``/``fp16``/``fp32`` their names;
     - no ``model_config`` for a model the guard bundles (``models.bundled_config``, that exact hub id): its config."""
     case = json.loads(json.dumps(case))
     notes: list[str] = []
@@ -114,7 +115,9 @@ def normalise(case: dict) -> tuple[dict, list[str]]:
             cfg['torch_dtype'] = cfg.pop('dtype')
     if isinstance(cfg, dict) and isinstance(cfg.get('torch_dtype'), str):
         d = cfg['torch_dtype'].lower()
-        if d == 'auto':
+        if d == 'auto' and case.get('kind') == 'vllm_startup':
+            cfg['torch_dtype'] = 'auto'  # vLLM's own rules resolve it, by release and card (vllm_engine.vllm_dtype)
+        elif d == 'auto':
             if mc.get('torch_dtype', mc.get('dtype')):
                 cfg['torch_dtype'] = str(mc.get('torch_dtype', mc.get('dtype')))
                 notes.append(f"config.torch_dtype auto: the checkpoint's {cfg['torch_dtype']}")

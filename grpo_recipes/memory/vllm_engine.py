@@ -60,6 +60,71 @@ V0_FALLBACK_UNTIL = (0, 10, 0)
 KV_ACCOUNTING_SNAPSHOT_FROM = (0, 9, 1)
 
 
+# vLLM's default gpu_memory_utilization: 0.9 until 0.19.1, 0.92 from 0.20.0 (vllm/config/cache.py
+# ``CacheConfig.gpu_memory_utilization``, which ``EngineArgs`` takes, and vllm/entrypoints/llm.py ``LLM.__init__``, read
+# in the 0.19.1 and 0.20.0 sdists).
+DEFAULT_UTIL_092_FROM = (0, 20, 0)
+
+
+def default_gpu_memory_utilization(vllm_version: str | None) -> float:
+    """vLLM's own default for ``--gpu-memory-utilization`` at a release; a version not known is taken to be older
+    than 0.20 (0.9, the default of every release before it)."""
+    v = version_tuple(vllm_version)
+    return 0.92 if v is not None and v >= DEFAULT_UTIL_092_FROM else 0.9
+
+
+# vLLM's ``dtype`` "auto" on a card below compute capability 8.0 (V100, T4, RTX 20xx): from 0.9.0 a bfloat16
+# checkpoint falls back to float16 with a warning (vllm PR #17265; vllm/config.py ``_get_and_verify_dtype``, 0.9.0:
+# "Falling back to ... for compatibility"); before it the engine took bfloat16 and the worker stopped
+# (vllm/v1/worker/gpu_worker.py and vllm/worker/worker.py ``_check_if_gpu_supports_dtype``, 0.8.5). An explicit
+# bfloat16 stops there in every release. A float32 checkpoint runs in a 16-bit dtype under "auto" in every release.
+AUTO_DTYPE_FALLBACK_FROM = (0, 9, 0)
+BF16_REFUSAL = (
+    'Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your {card} GPU has compute '
+    'capability {cc}. You can use float16 instead by explicitly setting the `dtype` flag in CLI, for example: '
+    '--dtype=half.'
+)
+_DTYPE_NAMES = {'bf16': 'bfloat16', 'fp16': 'float16', 'half': 'float16', 'fp32': 'float32', 'float': 'float32'}
+
+
+def vllm_dtype(
+    dtype_arg: str | None, config_dtype: str | None, gpu_name: str | None, vllm_version: str | None
+) -> tuple[str, str | None, str | None]:
+    """(the dtype vLLM runs the model in, vLLM's error when its engine refuses that dtype on the card, a note when
+    the outcome hangs on a vLLM version not known) for ``--dtype dtype_arg`` (None: vLLM's default "auto") on a
+    checkpoint of ``config_dtype`` (None: float32, as vLLM reads a config without one), by
+    ``AUTO_DTYPE_FALLBACK_FROM``. An unknown card is taken to support bfloat16; an unknown version to fall back."""
+
+    def name(d: str | None) -> str:
+        d = str(d or '').lower().replace('torch.', '')
+        return _DTYPE_NAMES.get(d, d)
+
+    arg = name(dtype_arg) or 'auto'
+    ckpt = name(config_dtype) or 'float32'
+    cc = compute_capability(gpu_name)
+    no_bf16 = cc is not None and cc < (8, 0)
+    refusal = BF16_REFUSAL.format(card=gpu_name, cc=f'{cc[0]}.{cc[1]}') if no_bf16 else None
+    if arg != 'auto':
+        return arg, (refusal if arg == 'bfloat16' else None), None
+    dtype = 'float16' if ckpt == 'float32' else ckpt
+    if dtype != 'bfloat16' or not no_bf16:
+        return dtype, None, None
+    v = version_tuple(vllm_version)
+    if v is None:
+        return (
+            'float16',
+            None,
+            (
+                f'vLLM 0.9.0 and later run this bfloat16 checkpoint in float16 on the {gpu_name} (compute capability '
+                f'{cc[0]}.{cc[1]}); earlier releases stop at engine start ("Bfloat16 is only supported on GPUs with '
+                f'compute capability of at least 8.0")'
+            ),
+        )
+    if v >= AUTO_DTYPE_FALLBACK_FROM:
+        return 'float16', None, None
+    return 'bfloat16', refusal, None
+
+
 def kv_accounting(vllm_version: str | None, v0: bool) -> str:
     """'own', 'device' or 'snapshot' (``KV_ACCOUNTING_SNAPSHOT_FROM`` above); an unknown version is today's V1."""
     if v0:

@@ -397,27 +397,57 @@ def qlora_server(ctx: Context) -> list[Finding]:
 def bf16_needs_ampere(ctx: Context) -> list[Finding]:
     """vLLM refuses bfloat16 on a card below compute capability 8.0 (V100 7.0, T4 7.5) when its engine starts
     ("Bfloat16 is only supported on GPUs with compute capability of at least 8.0", vllm/v1/worker/gpu_worker.py
-    ``_check_if_gpu_supports_dtype``), and a framework that hands vLLM the model's own dtype gives it bfloat16 for a
-    bfloat16 model (``Framework.vllm_dtype_source``). Training itself runs there (torch emulates bfloat16)."""
+    ``_check_if_gpu_supports_dtype``). A framework that hands vLLM the model's own dtype gives it bfloat16 for a
+    bfloat16 model (``Framework.vllm_dtype_source``); one that passes none leaves vLLM's "auto", which falls back to
+    float16 from vLLM 0.9.0 and stopped before it (``memory.vllm_engine.vllm_dtype``). Training itself runs there
+    (torch emulates bfloat16)."""
     from ..gpus import COMPUTE_CAPABILITY
+    from ..memory.vllm_engine import vllm_dtype
 
     cfg, fw = ctx.cfg, ctx.launch.fw
-    if not cfg.use_vllm or cfg.rollout_mode != 'colocate' or not fw.vllm_dtype_source:
+    if not cfg.use_vllm or cfg.rollout_mode != 'colocate':
         return []
     card = ctx.hw.capacity()[0]
     cc = COMPUTE_CAPABILITY.get(card or '')
-    dtype = str(cfg.torch_dtype or (ctx.model or {}).get('torch_dtype') or (ctx.model or {}).get('dtype') or '')
-    if cc is None or cc >= (8, 0) or dtype.replace('torch.', '') not in ('bfloat16', 'bf16'):
+    model_dtype = (ctx.model or {}).get('torch_dtype') or (ctx.model or {}).get('dtype')
+    if cc is None or cc >= (8, 0):
         return []
-    where = 'the model is bfloat16' if not cfg.torch_dtype else 'torch_dtype is bfloat16'
+    if fw.vllm_dtype_source:
+        given = str(cfg.torch_dtype or model_dtype or '').replace('torch.', '')
+        if given not in ('bfloat16', 'bf16'):
+            return []
+        where = 'the model is bfloat16' if not cfg.torch_dtype else 'torch_dtype is bfloat16'
+        return [
+            Finding(
+                ERROR,
+                'vllm.bf16-card',
+                ['torch_dtype'],
+                f'vLLM stops when its engine starts: "Bfloat16 is only supported on GPUs with compute capability of '
+                f'at least 8.0" ({card} is {cc[0]}.{cc[1]}); {where}, and it is the dtype handed to vLLM',
+                'torch_dtype: float16',
+                f'vllm/v1/worker/gpu_worker.py::_check_if_gpu_supports_dtype; {fw.vllm_dtype_source}',
+            )
+        ]
+    version = ctx.packages.get('vllm')
+    _, refusal, note = vllm_dtype(None, model_dtype, card, version)
+    if not refusal and not note:
+        return []
+    if refusal:
+        msg = (
+            f'vLLM {version} stops when its engine starts: "Bfloat16 is only supported on GPUs with compute '
+            f'capability of at least 8.0" ({card} is {cc[0]}.{cc[1]}): the trainer passes vLLM no dtype, and before '
+            f'vLLM 0.9.0 "auto" keeps the bfloat16 checkpoint\'s dtype'
+        )
+    else:
+        msg = f'the vLLM version is not known here: {note}'
     return [
         Finding(
-            ERROR,
+            ERROR if refusal else WARNING,
             'vllm.bf16-card',
-            ['torch_dtype'],
-            f'vLLM stops when its engine starts: "Bfloat16 is only supported on GPUs with compute capability of at '
-            f'least 8.0" ({card} is {cc[0]}.{cc[1]}); {where}, and it is the dtype handed to vLLM',
-            'torch_dtype: float16',
-            f'vllm/v1/worker/gpu_worker.py::_check_if_gpu_supports_dtype; {fw.vllm_dtype_source}',
+            ['vllm'],
+            msg,
+            'pip install "vllm>=0.9.0" (its "auto" dtype falls back to float16 on this card)',
+            'vllm/config.py::_get_and_verify_dtype (vllm PR #17265, 0.9.0); '
+            'vllm/v1/worker/gpu_worker.py::_check_if_gpu_supports_dtype',
         )
     ]

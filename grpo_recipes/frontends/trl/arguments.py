@@ -214,8 +214,10 @@ def numeric_type(spec: dict) -> str | None:
 def number_error(key: str, value: str, spec: dict) -> str | None:
     """argparse's message when a number field's word is no number (``type=int`` or ``float`` on the option), as
     argparse prints it ("argument --x: invalid int value: '2.0'"); None when it parses."""
+    from ..shell_expand import unresolved
+
     typ = numeric_type(spec)
-    if typ is None:
+    if typ is None or unresolved(value):  # a $VAR the reader could not resolve: said as such (read_config)
         return None
     try:
         (int if typ == 'int' else float)(value)
