@@ -108,3 +108,36 @@ def test_trl_leaves_vllm_its_auto_dtype_on_an_old_card(vllm, rule):
     )
     found = [f for f in report.findings if f.rule == 'vllm.bf16-card']
     assert [f.severity for f in found] == ([rule] if rule else [])
+
+
+@pytest.mark.parametrize(
+    'method, card, vllm, fires',
+    [
+        ('fp8', 'V100-32G', '0.20.0', True),  # Marlin FP8 needs 7.5 from 0.14.0
+        ('fp8', 'T4', '0.13.0', True),  # and 8.0 before it
+        ('fp8', 'T4', '0.14.0', False),
+        ('awq', 'V100-32G', '0.10.1.1', True),  # AWQ needs 7.5 in every release read
+        ('gptq', 'V100-32G', '0.10.1.1', False),  # GPTQ 6.0
+        ('fp8', 'A100-80G', '0.9.0', False),
+    ],
+)
+def test_vllm_refuses_a_quantization_the_card_is_too_old_for(method, card, vllm, fires):
+    from helpers import PACKAGES_OK, make
+
+    over = {'use_vllm': True, 'vllm_mode': 'colocate', 'vllm_quantization': method, 'torch_dtype': 'float16'}
+    _, report = make(over, hw=Hardware(gpus=8, gpu_type=card, source='flags'), packages={**PACKAGES_OK, 'vllm': vllm})
+    found = [f for f in report.findings if f.rule == 'vllm.quant-card']
+    assert bool(found) is fires
+    if fires:
+        assert f'The quantization method {method} is not supported for the current GPU' in found[0].message
+
+
+def test_calibrate_stops_an_awq_checkpoint_on_a_v100():
+    awq = {'quant_method': 'awq', 'bits': 4, 'group_size': 128}
+    case = copy.deepcopy(
+        next(c for c in load_cases(SHARED / 'calibration' / 'memory_cases.jsonl') if c['id'] == QWEN7B_CASE)
+    )
+    case.update(gpu='V100 32GB', gpu_total_gib=31.74, outcome={'ran_ok': True})
+    case['config'].update(torch_dtype='float16', vllm_gpu_memory_utilization=0.9, vllm_max_model_len=4096)
+    case['model_config'] = {**case['model_config'], 'quantization_config': awq}
+    assert score([case])['per_case'][0]['predicted']['reasons'] == ['vllm.quant-card']

@@ -32,7 +32,7 @@ from .estimate import estimate
 from .inputs import CUDA_CONTEXT, GiB, Inputs
 from .trainer import logits_from, resolve_adamw
 from .vllm import resolve_sampler, vllm_checks, vllm_kv_bytes_per_token, vllm_terms
-from .vllm_engine import default_gpu_memory_utilization, vllm_dtype
+from .vllm_engine import default_gpu_memory_utilization, quantization_refusal, vllm_dtype
 
 RENAMES = {'train_type': 'tuner_type', 'max_prompt_length': 'max_length'}
 # vLLM's own argument names, as a vllm_startup case may keep them, and the ms-swift names they map to
@@ -246,6 +246,10 @@ def _predict_vllm(case: dict, arch: Arch, cap: float | None) -> dict:
     plan = build_plan(cfg, {}, Hardware())
     plan.rollout_concurrency_per_engine = None
     problems += _engine_refusals(cfg, arch, mc, c, dtype_refusal)
+    method = engine.get('quantization') or (mc.get('quantization_config') or {}).get('quant_method')
+    quant_refusal = quantization_refusal(method, _gpu(case), case.get('framework_version'))
+    if quant_refusal:
+        problems.append({'check': 'vllm.quant-card', 'severity': 'error', 'message': quant_refusal})
     vllm_checks(cfg, plan, inp, v, cap * GiB - CUDA_CONTEXT, problems)
     failed = any(p.get('severity', 'error') == 'error' for p in problems)
     kv_per_token = vllm_kv_bytes_per_token(cfg, arch)

@@ -125,6 +125,43 @@ def vllm_dtype(
     return 'bfloat16', refusal, None
 
 
+# The least compute capability each quantization method's kernels need (``QuantizationConfig.get_min_capability`` in
+# vllm/model_executor/layers/quantization/, read in the 0.9.0, 0.11.0, 0.13.0, 0.14.0 and 0.20.0 sdists); vLLM checks
+# it when the engine is configured (vllm/config/vllm.py ``_get_quantization_config``, 0.20.0) and stops below it. The
+# Marlin FP8, AWQ and GPTQ kernels run on Turing (7.5) from 0.14.0; before it they needed Ampere (8.0).
+QUANT_MIN_CAPABILITY = {
+    'awq': 75,
+    'gptq': 60,
+    'bitsandbytes': 70,
+    'compressed-tensors': 70,
+    'gguf': 60,
+    'mxfp4': 80,
+}
+MARLIN_ON_TURING_FROM = (0, 14, 0)
+MARLIN_METHODS = ('fp8', 'awq_marlin', 'gptq_marlin')
+
+
+def quantization_refusal(method: str | None, gpu_name: str | None, vllm_version: str | None) -> str | None:
+    """vLLM's error when the card is below the quantization method's least compute capability, else None (also for
+    a card or method not known; an unknown release takes the newer, lower figure)."""
+    cc = compute_capability(gpu_name)
+    m = str(method or '').lower()
+    if cc is None or not m:
+        return None
+    if m in MARLIN_METHODS:
+        v = version_tuple(vllm_version)
+        least = 80 if v is not None and v < MARLIN_ON_TURING_FROM else 75
+    else:
+        least = QUANT_MIN_CAPABILITY.get(m)
+    have = cc[0] * 10 + cc[1]
+    if least is None or have >= least:
+        return None
+    return (
+        f'The quantization method {m} is not supported for the current GPU. Minimum capability: {least}. Current '
+        f'capability: {have}.'
+    )
+
+
 def kv_accounting(vllm_version: str | None, v0: bool) -> str:
     """'own', 'device' or 'snapshot' (``KV_ACCOUNTING_SNAPSHOT_FROM`` above); an unknown version is today's V1."""
     if v0:

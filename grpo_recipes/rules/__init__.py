@@ -41,6 +41,7 @@ RULES: list[Rule] = [
     vllm.expandable_segments_with_sleep,
     vllm.qlora_server,
     vllm.bf16_needs_ampere,
+    vllm.quantization_needs_capability,
     rewards.ref_model_with_lora,
     rewards.reward_rules,
     packages.package_rules,

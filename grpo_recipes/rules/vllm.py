@@ -451,3 +451,37 @@ def bf16_needs_ampere(ctx: Context) -> list[Finding]:
             'vllm/v1/worker/gpu_worker.py::_check_if_gpu_supports_dtype',
         )
     ]
+
+
+@rule('vllm.quant-card')
+def quantization_needs_capability(ctx: Context) -> list[Finding]:
+    """vLLM stops when it is configured on a card below the least compute capability of the checkpoint's
+    quantization (an AWQ checkpoint on a V100: "The quantization method awq is not supported for the current GPU.
+    Minimum capability: 75. Current capability: 70."; ``memory.vllm_engine.quantization_refusal``). The method is the
+    one vLLM detects in the checkpoint's config.json, or the launch's ``vllm_quantization``."""
+    from ..gpus import COMPUTE_CAPABILITY
+    from ..memory.vllm_engine import quantization_refusal
+
+    cfg = ctx.cfg
+    if not cfg.use_vllm or cfg.rollout_mode != 'colocate':
+        return []
+    card = ctx.hw.capacity()[0]
+    cc = COMPUTE_CAPABILITY.get(card or '')
+    method = getattr(cfg, 'vllm_quantization', None) or ((ctx.model or {}).get('quantization_config') or {}).get(
+        'quant_method'
+    )
+    if cc is None:
+        return []
+    refusal = quantization_refusal(method, f'{card}', ctx.packages.get('vllm'))
+    if not refusal:
+        return []
+    return [
+        Finding(
+            ERROR,
+            'vllm.quant-card',
+            ['vllm'],
+            f'vLLM stops when its engine starts on the {card} (compute capability {cc[0]}.{cc[1]}): "{refusal}"',
+            'a GPU of that compute capability or newer, or a checkpoint in another format (a GPTQ one runs from 6.0)',
+            'vllm/config/vllm.py::_get_quantization_config (QuantizationConfig.get_min_capability)',
+        )
+    ]
