@@ -241,3 +241,13 @@ def test_the_trainer_talks_to_the_last_server_started_before_it(tmp_path, capsys
     assert launch.rollout.argv[-2:] == ['--port', '8881']
     rc, out = _check(['sweep.sh'], capsys)
     assert 'rollout.port' not in out, out
+
+
+def test_a_trl_server_value_its_parser_refuses_is_said_as_the_parser_says_it(capsys):
+    # trl/scripts/vllm_serve.py ScriptArguments.tensor_parallel_size is an int: TrlParser stops on "two"; the guard
+    # called it "not an argument ... did you mean --tensor_parallel_size?" (its own name) before
+    rc, out = _check(
+        ['--', 'trl', 'vllm-serve', '--model', 'Qwen/Qwen2.5-7B-Instruct', '--tensor_parallel_size', 'two'], capsys
+    )
+    assert rc == 1 and "invalid int value: 'two'" in out and 'did you mean' not in out
+    assert 'a value of the type the message names' in out

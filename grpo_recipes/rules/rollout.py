@@ -25,7 +25,7 @@ def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> lis
                 ['rollout'],
                 f'{srv} ({r.source}): {u}; as written the server stops at start-up'
                 + (f' (planned with the intended value {r.intended})' if r.intended and not as_error else ''),
-                'use the current name shown',
+                'a value of the type the message names' if 'parser stops with' in u else 'use the current name shown',
                 fw.server_unknown_source,
             )
         )

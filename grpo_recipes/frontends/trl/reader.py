@@ -350,7 +350,11 @@ def read_vllm_serve(argv: list[str], env: Mapping[str, str], source: str) -> Rol
     d = {f['name']: f['default'] for f in snapshot()['VllmServeArguments']}
     d.update(values)
     descr = []
+    refused = values.get('_errors', {})  # a known flag whose value argparse refuses ("invalid int value: 'two'")
     for u in unknown:
+        if u in refused:
+            descr.append(f'{u}: TRL\'s parser stops with "{refused[u]}"')
+            continue
         close = difflib.get_close_matches(u.lstrip('-').replace('-', '_'), list(d), n=1, cutoff=0.75)
         descr.append(
             f'{u}: not an argument of trl vllm-serve {snapshot()["trl_version"]}'
