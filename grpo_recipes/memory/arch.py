@@ -51,6 +51,10 @@ def _attention_layers(cfg: dict) -> int | None:
     return None
 
 
+# The names a dtype goes by (vLLM's --dtype half, ms-swift's bf16, a case's fp32) -> torch's name for it.
+DTYPE_ALIASES = {'bf16': 'bfloat16', 'fp16': 'float16', 'half': 'float16', 'fp32': 'float32', 'float': 'float32'}
+
+
 @dataclass(frozen=True)
 class Arch:
     model_type: str

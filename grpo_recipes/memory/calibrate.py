@@ -32,7 +32,13 @@ from .estimate import estimate
 from .inputs import CUDA_CONTEXT, GiB, Inputs
 from .trainer import logits_from, resolve_adamw
 from .vllm import resolve_sampler, vllm_checks, vllm_kv_bytes_per_token, vllm_terms
-from .vllm_engine import default_gpu_memory_utilization, quantization_refusal, vllm_dtype
+from .vllm_engine import (
+    default_gpu_memory_utilization,
+    max_len_refusal,
+    quantization_refusal,
+    tp_heads_refusal,
+    vllm_dtype,
+)
 
 RENAMES = {'train_type': 'tuner_type', 'max_prompt_length': 'max_length'}
 # vLLM's own argument names, as a vllm_startup case may keep them, and the ms-swift names they map to
@@ -275,31 +281,13 @@ def _engine_refusals(cfg: GRPOConfig, arch: Arch, model: dict, c: dict, dtype_re
     size that does not divide the attention heads, and a max_model_len over the model's unless
     ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` is set (vllm/config/model.py ``verify_with_parallel_config`` and
     ``_get_and_verify_max_len``; the rules vllm.tp-heads and length.vllm-exceeds-model say the same of a launch)."""
-    out = []
-    if dtype_refusal:
-        out.append({'check': 'vllm.bf16-card', 'severity': 'error', 'message': dtype_refusal})
-    tp = max(1, cfg.vllm_tensor_parallel_size)
-    if arch.heads % tp:
-        out.append(
-            {
-                'check': 'vllm.tp-heads',
-                'severity': 'error',
-                'message': f'Total number of attention heads ({arch.heads}) must be divisible by tensor parallel size '
-                f'({tp}).',
-            }
-        )
-    derived, asked = model_max_len(model), cfg.vllm_max_model_len
     allow = str(c.get('VLLM_ALLOW_LONG_MAX_MODEL_LEN', '')).strip().lower() in ('1', 'true')
-    if derived and asked and asked > derived and not allow:
-        out.append(
-            {
-                'check': 'length.vllm-exceeds-model',
-                'severity': 'error',
-                'message': f'User-specified max_model_len ({asked}) is greater than the derived max_model_len '
-                f'({derived})',
-            }
-        )
-    return out
+    refusals = (
+        ('vllm.bf16-card', dtype_refusal),
+        ('vllm.tp-heads', tp_heads_refusal(arch.heads, max(1, cfg.vllm_tensor_parallel_size))),
+        ('length.vllm-exceeds-model', None if allow else max_len_refusal(cfg.vllm_max_model_len, model_max_len(model))),
+    )
+    return [{'check': check, 'severity': 'error', 'message': msg} for check, msg in refusals if msg]
 
 
 # V1's sampler says at start which top-k/top-p implementation it took (vllm/v1/sample/ops/topk_topp_sampler.py

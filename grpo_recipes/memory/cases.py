@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..errors import GuardError
 from ..hardware import MAX_GPUS_PER_NODE
+from .arch import DTYPE_ALIASES
 
 
 class CannotPredict(Exception):
@@ -64,9 +65,6 @@ ARCH_COUNTS = (
 
 def _is_num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
-
-
-DTYPE_ALIASES = {'bf16': 'bfloat16', 'fp16': 'float16', 'half': 'float16', 'fp32': 'float32', 'float': 'float32'}
 
 
 def normalise(case: dict) -> tuple[dict, list[str]]:

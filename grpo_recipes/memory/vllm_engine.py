@@ -25,7 +25,7 @@ import json
 import re
 
 from ..versions import version_tuple
-from .arch import Arch
+from .arch import DTYPE_ALIASES, Arch
 
 # NVIDIA's compute-capability table (developer.nvidia.com/cuda-gpus): the card families the guard meets.
 COMPUTE_CAPABILITY = (
@@ -60,6 +60,22 @@ V0_FALLBACK_UNTIL = (0, 10, 0)
 KV_ACCOUNTING_SNAPSHOT_FROM = (0, 9, 1)
 
 
+def tp_heads_refusal(heads, tp: int) -> str | None:
+    """vLLM's error when a TP size does not divide the attention heads (vllm/config/model.py
+    ``verify_with_parallel_config``), else None (also for heads not known or a TP below 1)."""
+    if not isinstance(heads, int) or tp < 1 or heads % tp == 0:
+        return None
+    return f'Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}).'
+
+
+def max_len_refusal(asked: int | None, derived: int | None, why: str | None = None) -> str | None:
+    """vLLM's error when max_model_len is over the model's (vllm/config/model.py ``_get_and_verify_max_len``, without
+    ``VLLM_ALLOW_LONG_MAX_MODEL_LEN``), else None; ``why`` words where the derived length comes from."""
+    if not asked or not derived or asked <= derived:
+        return None
+    return f'User-specified max_model_len ({asked}) is greater than the derived max_model_len ({why or derived})'
+
+
 # vLLM's default gpu_memory_utilization: 0.9 until 0.19.1, 0.92 from 0.20.0 (vllm/config/cache.py
 # ``CacheConfig.gpu_memory_utilization``, which ``EngineArgs`` takes, and vllm/entrypoints/llm.py ``LLM.__init__``, read
 # in the 0.19.1 and 0.20.0 sdists).
@@ -84,7 +100,6 @@ BF16_REFUSAL = (
     'capability {cc}. You can use float16 instead by explicitly setting the `dtype` flag in CLI, for example: '
     '--dtype=half.'
 )
-_DTYPE_NAMES = {'bf16': 'bfloat16', 'fp16': 'float16', 'half': 'float16', 'fp32': 'float32', 'float': 'float32'}
 
 
 def vllm_dtype(
@@ -97,7 +112,7 @@ def vllm_dtype(
 
     def name(d: str | None) -> str:
         d = str(d or '').lower().replace('torch.', '')
-        return _DTYPE_NAMES.get(d, d)
+        return DTYPE_ALIASES.get(d, d)
 
     arg = name(dtype_arg) or 'auto'
     ckpt = name(config_dtype) or 'float32'

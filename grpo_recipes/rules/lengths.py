@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..findings import ERROR, INFO, WARNING, Finding
 from ..memory.arch import Arch, model_max_len
 from ..memory.vllm import vllm_kv_bytes_per_token
+from ..memory.vllm_engine import max_len_refusal
 from ..plan import prompt_bound
 from .registry import Context, rule
 
@@ -62,14 +63,15 @@ def length_rules(ctx: Context) -> list[Finding]:
         )
         return out
     vllm_len = cfg.vllm_max_model_len
-    if cfg.use_vllm and vllm_len is not None and model_max is not None and vllm_len > model_max:
+    why = f"max_position_embeddings={model_max} in model's config.json"
+    refusal = max_len_refusal(vllm_len, model_max, why) if cfg.use_vllm else None
+    if refusal:
         out.append(
             Finding(
                 ERROR,
                 'length.vllm-exceeds-model',
                 ['vllm_max_model_len'],
-                f'User-specified max_model_len ({vllm_len}) is greater than the derived max_model_len '
-                f"(max_position_embeddings={model_max} in model's config.json) [vLLM, at engine start]",
+                f'{refusal} [vLLM, at engine start]',
                 f'vllm_max_model_len: {model_max} or less',
                 'vllm/config/model.py',
             )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..findings import ERROR, WARNING, Finding, declare
 from ..hardware import Hardware
 from ..memory.arch import model_max_len
+from ..memory.vllm_engine import max_len_refusal, tp_heads_refusal
 from .registry import Context, rule
 from .rollout_port import port_findings
 
@@ -66,29 +67,28 @@ def rollout_findings(r, hw: Hardware, model: dict | None, as_error: bool) -> lis
                 )
             )
     heads = (model or {}).get('num_attention_heads')
-    if isinstance(heads, int) and heads % max(1, r.tensor_parallel_size):
+    refusal = tp_heads_refusal(heads, max(1, r.tensor_parallel_size))
+    if refusal:
         out.append(
             Finding(
                 ERROR,
                 'rollout.tp-heads',
                 [tp.lstrip('-')],
-                f'Total number of attention heads ({heads}) must be divisible by tensor parallel size '
-                f'({r.tensor_parallel_size}). [vLLM, at engine start]',
+                f'{refusal} [vLLM, at engine start]',
                 f'{srv} ... {fw.server_arg("tensor_parallel_size")} one of '
                 f'{[t for t in (1, 2, 4, 8) if heads % t == 0]}',
                 'vllm/config/model.py',
             )
         )
     mmax = model_max_len(model)
-    if r.max_model_len and mmax and r.max_model_len > mmax:
+    refusal = max_len_refusal(r.max_model_len, mmax)
+    if refusal:
         out.append(
             Finding(
                 ERROR,
                 'rollout.max-model-len',
                 [r.flag('max_model_len').lstrip('-')],
-                f'User-specified max_model_len ({r.max_model_len}) is greater than the derived '
-                f'max_model_len '
-                f'({mmax}) [vLLM, at engine start]',
+                f'{refusal} [vLLM, at engine start]',
                 f'{srv} ... {fw.server_arg("max_model_len")} {mmax}',
                 'vllm/config/model.py',
             )

@@ -37,10 +37,12 @@ def colocate_tp_divides_world(ctx: Context) -> list[Finding]:
 def tp_divides_heads(ctx: Context) -> list[Finding]:
     """vLLM shards attention heads over TP ranks and refuses a TP that does not divide them
     (vllm/config/model.py, ``verify_with_parallel_config``), at engine start."""
+    from ..memory.vllm_engine import tp_heads_refusal
+
     cfg = ctx.cfg
     heads = (ctx.model or {}).get('num_attention_heads')
-    tp = cfg.vllm_tensor_parallel_size
-    if not cfg.use_vllm or not isinstance(heads, int) or tp <= 0 or heads % tp == 0:
+    refusal = tp_heads_refusal(heads, cfg.vllm_tensor_parallel_size) if cfg.use_vllm else None
+    if refusal is None:
         return []
     valid = [t for t in divisors(heads) or [] if t <= 16]
     return [
@@ -48,8 +50,7 @@ def tp_divides_heads(ctx: Context) -> list[Finding]:
             ERROR,
             'vllm.tp-heads',
             ['vllm_tensor_parallel_size'],
-            f'Total number of attention heads ({heads}) must be divisible by tensor parallel size ({tp}). '
-            f'[vLLM, at engine start]',
+            f'{refusal} [vLLM, at engine start]',
             f'vllm_tensor_parallel_size: one of {valid}',
             'vllm/config/model.py (verify_with_parallel_config)',
         )
@@ -408,14 +409,16 @@ def bf16_needs_ampere(ctx: Context) -> list[Finding]:
     if not cfg.use_vllm or cfg.rollout_mode != 'colocate':
         return []
     card = ctx.hw.capacity()[0]
-    cc = COMPUTE_CAPABILITY.get(card or '')
+    cc = COMPUTE_CAPABILITY.get(card or '')  # a catalogue card: its compute capability is known
+    if cc is None:
+        return []
     model_dtype = (ctx.model or {}).get('torch_dtype') or (ctx.model or {}).get('dtype')
-    if cc is None or cc >= (8, 0):
+    handed = (cfg.torch_dtype or model_dtype) if fw.vllm_dtype_source else None  # None: vLLM's "auto"
+    version = ctx.packages.get('vllm')
+    _, refusal, note = vllm_dtype(handed, model_dtype, card, version)
+    if not refusal and not note:
         return []
     if fw.vllm_dtype_source:
-        given = str(cfg.torch_dtype or model_dtype or '').replace('torch.', '')
-        if given not in ('bfloat16', 'bf16'):
-            return []
         where = 'the model is bfloat16' if not cfg.torch_dtype else 'torch_dtype is bfloat16'
         return [
             Finding(
@@ -428,10 +431,6 @@ def bf16_needs_ampere(ctx: Context) -> list[Finding]:
                 f'vllm/v1/worker/gpu_worker.py::_check_if_gpu_supports_dtype; {fw.vllm_dtype_source}',
             )
         ]
-    version = ctx.packages.get('vllm')
-    _, refusal, note = vllm_dtype(None, model_dtype, card, version)
-    if not refusal and not note:
-        return []
     if refusal:
         msg = (
             f'vLLM {version} stops when its engine starts: "Bfloat16 is only supported on GPUs with compute '
@@ -466,13 +465,13 @@ def quantization_needs_capability(ctx: Context) -> list[Finding]:
     if not cfg.use_vllm or cfg.rollout_mode != 'colocate':
         return []
     card = ctx.hw.capacity()[0]
-    cc = COMPUTE_CAPABILITY.get(card or '')
+    cc = COMPUTE_CAPABILITY.get(card or '')  # a catalogue card: its compute capability is known
+    if cc is None:
+        return []
     method = getattr(cfg, 'vllm_quantization', None) or ((ctx.model or {}).get('quantization_config') or {}).get(
         'quant_method'
     )
-    if cc is None:
-        return []
-    refusal = quantization_refusal(method, f'{card}', ctx.packages.get('vllm'))
+    refusal = quantization_refusal(method, card, ctx.packages.get('vllm'))
     if not refusal:
         return []
     return [

@@ -70,6 +70,14 @@ def argument_findings(launch, remaining: list[str], trl_version: str | None) -> 
             if key == 'bf16' and vt is not None and vt[:2] < BF16_OPTIONAL_FROM and msg and 'expected one' in msg:
                 continue  # that release's bf16 was TrainingArguments' `bool = False`: a bare flag is True
             if msg:
+                number = numeric_type(spec)
+                fix = (
+                    f'--{key} true'
+                    if takes_a_value(spec)
+                    else f'--{key} <{number}>'
+                    if number
+                    else f'--{key} true|false'
+                )
                 why = (
                     f' ({key} is typed `{spec["type"]}` with default None, and HfArgumentParser gives such a '
                     f'flag no implicit value)'
@@ -82,11 +90,7 @@ def argument_findings(launch, remaining: list[str], trl_version: str | None) -> 
                         'args.value',
                         [key],
                         f'{flag}: TRL {version}\'s parser stops with "{msg}"{why}',
-                        f'--{key} true'
-                        if takes_a_value(spec)
-                        else f'--{key} <{numeric_type(spec)}>'
-                        if numeric_type(spec)
-                        else f'--{key} true|false',
+                        fix,
                         'transformers/hf_argparser.py (HfArgumentParser._parse_dataclass_field)',
                     )
                 )
