@@ -394,6 +394,17 @@ def qlora_server(ctx: Context) -> list[Finding]:
     return []
 
 
+def _colocated_card(ctx: Context) -> tuple[str | None, tuple[int, int] | None]:
+    """(the card, its compute capability) where the launch starts vLLM in its training processes on a catalogue card;
+    the capability is None otherwise (no colocated engine, or a card whose capability is not known)."""
+    from ..gpus import COMPUTE_CAPABILITY
+
+    if not ctx.cfg.use_vllm or ctx.cfg.rollout_mode != 'colocate':
+        return None, None
+    card = ctx.hw.capacity()[0]
+    return card, COMPUTE_CAPABILITY.get(card or '')
+
+
 @rule('vllm.bf16-card')
 def bf16_needs_ampere(ctx: Context) -> list[Finding]:
     """vLLM refuses bfloat16 on a card below compute capability 8.0 (V100 7.0, T4 7.5) when its engine starts
@@ -402,14 +413,10 @@ def bf16_needs_ampere(ctx: Context) -> list[Finding]:
     bfloat16 model (``Framework.vllm_dtype_source``); one that passes none leaves vLLM's "auto", which falls back to
     float16 from vLLM 0.9.0 and stopped before it (``memory.vllm_engine.vllm_dtype``). Training itself runs there
     (torch emulates bfloat16)."""
-    from ..gpus import COMPUTE_CAPABILITY
     from ..memory.vllm_engine import vllm_dtype
 
     cfg, fw = ctx.cfg, ctx.launch.fw
-    if not cfg.use_vllm or cfg.rollout_mode != 'colocate':
-        return []
-    card = ctx.hw.capacity()[0]
-    cc = COMPUTE_CAPABILITY.get(card or '')  # a catalogue card: its compute capability is known
+    card, cc = _colocated_card(ctx)
     if cc is None:
         return []
     model_dtype = (ctx.model or {}).get('torch_dtype') or (ctx.model or {}).get('dtype')
@@ -458,14 +465,10 @@ def quantization_needs_capability(ctx: Context) -> list[Finding]:
     quantization (an AWQ checkpoint on a V100: "The quantization method awq is not supported for the current GPU.
     Minimum capability: 75. Current capability: 70."; ``memory.vllm_engine.quantization_refusal``). The method is the
     one vLLM detects in the checkpoint's config.json, or the launch's ``vllm_quantization``."""
-    from ..gpus import COMPUTE_CAPABILITY
     from ..memory.vllm_engine import quantization_refusal
 
     cfg = ctx.cfg
-    if not cfg.use_vllm or cfg.rollout_mode != 'colocate':
-        return []
-    card = ctx.hw.capacity()[0]
-    cc = COMPUTE_CAPABILITY.get(card or '')  # a catalogue card: its compute capability is known
+    card, cc = _colocated_card(ctx)
     if cc is None:
         return []
     method = getattr(cfg, 'vllm_quantization', None) or ((ctx.model or {}).get('quantization_config') or {}).get(
